@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what ml-alpha needs to build (Debian/Ubuntu packages), then configures and builds it.
+# Usage: scripts/setup.sh [build-dir]   (default: build). Safe to run again: it only adds what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+
+need=()
+for pkg in cmake ninja-build g++ libgtest-dev googletest libcli11-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+    echo "setup: missing packages: ${need[*]} (install them as root)" >&2
+    exit 1
+  fi
+  sudo_cmd=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
+  echo "setup: installing ${need[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+nvcc_bin=$(command -v nvcc || true)
+[ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc_bin" ]; then
+  echo "setup: the CUDA toolkit (nvcc) is required to build ml-alpha, even for CPU-only use; install CUDA 12.4+ or 13" >&2
+  exit 1
+fi
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc_bin"
+fi
+cmake --build "$build" -j "$(nproc)"

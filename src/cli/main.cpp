@@ -1,0 +1,134 @@
+// ml-alpha: the command-line front end. Subcommands: train (built-in synthetic data for now), info.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "core/context.h"
+#include "data/synthetic.h"
+#include "mlalpha/config.h"
+#include "train/trainer_cpu.h"
+
+using namespace mlalpha;
+
+namespace {
+
+struct TrainArgs {
+  ModelConfig model;
+  TrainConfig train;
+  SynthParams synth;
+  std::string device = "auto";
+  std::string loss = "mse", schedule = "cosine";
+};
+
+void add_train_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--steps", a.train.steps, "optimizer steps")->capture_default_str();
+  cmd.add_option("--batch,-B", a.train.B, "windows per batch")->capture_default_str();
+  cmd.add_option("--seq-len,-L", a.train.L, "window length")->capture_default_str();
+  cmd.add_option("--lr", a.train.lr, "peak learning rate")->capture_default_str();
+  cmd.add_option("--min-lr-ratio", a.train.min_lr_ratio, "cosine floor as a fraction of lr")->capture_default_str();
+  cmd.add_option("--warmup", a.train.warmup, "linear warm-up steps")->capture_default_str();
+  cmd.add_option("--schedule", a.schedule, "cosine | constant")->capture_default_str();
+  cmd.add_option("--weight-decay", a.train.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  cmd.add_option("--clip", a.train.clip, "global gradient-norm clip (<= 0 disables)")->capture_default_str();
+  cmd.add_option("--loss", a.loss, "mse | huber")->capture_default_str();
+  cmd.add_option("--huber-delta", a.train.huber_delta, "Huber delta")->capture_default_str();
+  cmd.add_option("--burn-in", a.train.burn_in, "leading positions of each window left out of the loss")
+      ->capture_default_str();
+  cmd.add_option("--seed", a.train.seed, "seed for initialisation and sampling")->capture_default_str();
+  cmd.add_option("--log-every", a.train.log_every, "print the loss every N steps")->capture_default_str();
+  cmd.add_option("--device", a.device, "auto | cpu | gpu")->capture_default_str();
+  cmd.add_option("--d-model", a.model.D, "model width D")->capture_default_str();
+  cmd.add_option("--layers", a.model.NL, "Mamba2 layers")->capture_default_str();
+  cmd.add_option("--d-state", a.model.N, "SSM state size N")->capture_default_str();
+  cmd.add_option("--head-dim", a.model.P, "head dim P")->capture_default_str();
+  cmd.add_option("--groups", a.model.G, "B/C groups G")->capture_default_str();
+  cmd.add_option("--chunk", a.model.Q, "SSD chunk length Q")->capture_default_str();
+  cmd.add_option("--features", a.synth.F, "synthetic features F")->capture_default_str();
+  cmd.add_option("--instruments", a.synth.N, "synthetic instruments")->capture_default_str();
+  cmd.add_option("--timesteps", a.synth.T, "synthetic time steps per instrument")->capture_default_str();
+  cmd.add_option("--noise", a.synth.noise, "synthetic target noise")->capture_default_str();
+  cmd.add_option("--data-seed", a.synth.seed, "synthetic data seed")->capture_default_str();
+}
+
+int run_train(TrainArgs& a) {
+  a.train.loss = parse_loss(a.loss);
+  a.train.schedule = parse_schedule(a.schedule);
+  a.model.F = a.synth.F;
+  a.model.K = a.synth.K;
+  a.model.validate();
+  a.train.validate();
+  if (a.device != "auto" && a.device != "cpu" && a.device != "gpu")
+    throw Error("--device must be auto, cpu or gpu, got '" + a.device + "'");
+  const int gpus = cuda_device_count();
+  if (a.device == "gpu")
+    throw Error(gpus == 0 ? "--device gpu: no CUDA device found"
+                          : "--device gpu: the GPU trainer is not available in this build yet; use --device cpu");
+  std::printf("ml-alpha train: device cpu%s\n",
+              a.device == "auto" && gpus > 0 ? " (GPU found; the GPU trainer is not in this build yet)" : "");
+
+  const Panel data = make_synthetic(a.synth);
+  CpuTrainer trainer(a.model, a.train, data);
+  const ModelConfig& m = a.model;
+  std::printf("data: synthetic panel N=%d T=%d F=%d K=%d noise=%g | model: D=%d NL=%d H=%d P=%d N=%d G=%d, %zu params\n",
+              data.N, data.T, data.F, data.K, double(a.synth.noise), m.D, m.NL, m.H(), m.P, m.N, m.G,
+              trainer.layout().table.count());
+  std::printf("train: B=%d L=%d steps=%lld lr=%g (%s, warm-up %lld) wd=%g clip=%g loss=%s seed=%llu\n", a.train.B,
+              a.train.L, static_cast<long long>(a.train.steps), double(a.train.lr), a.schedule.c_str(),
+              static_cast<long long>(a.train.warmup), double(a.train.weight_decay), double(a.train.clip),
+              a.loss.c_str(), static_cast<unsigned long long>(a.train.seed));
+  const auto t0 = std::chrono::steady_clock::now();
+  double first_loss = 0, window_loss = 0;
+  int64_t window_n = 0;
+  for (int64_t s = 0; s < a.train.steps; ++s) {
+    const StepStats st = trainer.step();
+    if (s == 0) first_loss = st.loss;
+    window_loss += st.loss;
+    ++window_n;
+    if (st.step % a.train.log_every == 0 || st.step == a.train.steps) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %6lld  loss %.5f  grad_norm %.4f  lr %.2e  %.1f steps/s%s\n", static_cast<long long>(st.step),
+                  window_loss / double(window_n), double(st.grad_norm), double(st.lr), double(st.step) / secs,
+                  st.skipped ? "  (skipped: non-finite gradient)" : "");
+      std::fflush(stdout);
+      window_loss = 0;
+      window_n = 0;
+    }
+  }
+  std::printf("done: first-step loss %.5f, %lld skipped steps\n", first_loss,
+              static_cast<long long>(trainer.skipped_total()));
+  return 0;
+}
+
+int run_info() {
+  const int n = cuda_device_count();
+  std::printf("ml-alpha: CUDA devices: %d\n", n);
+  for (int i = 0; i < n; ++i) std::printf("  [%d] %s\n", i, cuda_device_summary(i).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ml-alpha: train Mamba2 sequence models on market time series, on the GPU"};
+  app.require_subcommand(1);
+  TrainArgs targs;
+  CLI::App* train = app.add_subcommand("train", "train a model (built-in synthetic dataset)");
+  add_train_options(*train, targs);
+  CLI::App* info = app.add_subcommand("info", "print the CUDA devices this build can see");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*train) return run_train(targs);
+    if (*info) return run_info();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ml-alpha: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,50 @@
+#include "core/context.h"
+
+#include <cstdio>
+#include <utility>
+
+namespace mlalpha {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error so later checks are not confused
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_summary(int device) {
+  cudaDeviceProp p{};
+  MLALPHA_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
+                p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1u << 30));
+  return buf;
+}
+
+Context::Context(int device) : device_(device) {
+  const int n = cuda_device_count();
+  require(n > 0, "no CUDA device is available (cudaGetDeviceCount found none)");
+  require(device >= 0 && device < n,
+          "CUDA device " + std::to_string(device) + " does not exist (found " + std::to_string(n) + ")");
+  MLALPHA_CUDA_CHECK(cudaSetDevice(device_));
+  MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+  MLALPHA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MLALPHA_CUBLAS_CHECK(cublasLtCreate(&blas_));
+  workspace_ = DeviceBuffer<unsigned char>(kWorkspaceBytes);
+}
+
+Context::Context(Context&& o) noexcept
+    : device_(o.device_),
+      sm_count_(o.sm_count_),
+      stream_(std::exchange(o.stream_, nullptr)),
+      blas_(std::exchange(o.blas_, nullptr)),
+      workspace_(std::move(o.workspace_)) {}
+
+Context::~Context() {
+  if (blas_) cublasLtDestroy(blas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,24 @@
+#pragma once
+// Batch sampling (DESIGN section 2, step 1): window b of step `step` is a pure function of
+// (seed, step, b), so the device sampler and the CPU trainer pick the same windows and a resumed run
+// continues the same sequence. A window is L consecutive steps of one instrument ending at `end`.
+#include <cstdint>
+
+#include "core/hd.h"
+#include "core/rng.h"
+
+namespace mlalpha {
+
+struct Window {
+  int instrument;
+  int start;  // first time index; the window covers [start, start + L)
+};
+
+MLALPHA_HD Window sample_window(uint64_t seed, int64_t step, int b, int N, int T, int L) {
+  const uint64_t stream = 0x5A3B1E00ull + uint64_t(step);
+  const int inst = int(rng_below(seed, stream, 2 * uint64_t(b), uint64_t(N)));
+  const int start = int(rng_below(seed, stream, 2 * uint64_t(b) + 1, uint64_t(T - L + 1)));
+  return {inst, start};
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,59 @@
+#include "data/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/sampler.h"
+
+namespace mlalpha {
+
+void Panel::validate() const {
+  require(N >= 1 && T >= 1 && F >= 1 && K >= 1, "panel shape must be positive, got N=" + std::to_string(N) +
+                                                    " T=" + std::to_string(T) + " F=" + std::to_string(F) +
+                                                    " K=" + std::to_string(K));
+  require(x.size() == size_t(N) * T * F, "panel features hold " + std::to_string(x.size()) + " values, expected N*T*F");
+  require(y.size() == size_t(N) * T * K, "panel targets hold " + std::to_string(y.size()) + " values, expected N*T*K");
+}
+
+Panel make_synthetic(const SynthParams& p) {
+  require(p.N >= 1 && p.T >= 2 && p.F >= 1 && p.K >= 1, "synthetic panel needs N>=1, T>=2, F>=1, K>=1");
+  require(p.noise >= 0, "synthetic noise must be >= 0, got " + std::to_string(p.noise));
+  Panel out{p.N, p.T, p.F, p.K, std::vector<float>(size_t(p.N) * p.T * p.F), std::vector<float>(size_t(p.N) * p.T * p.K)};
+  for (int i = 0; i < p.N; ++i) {
+    HostRng r(p.seed, uint64_t(i));
+    float* x = out.x.data() + size_t(i) * p.T * p.F;
+    for (int t = 0; t < p.T; ++t)
+      for (int f = 0; f < p.F; ++f) {
+        const double phi = p.F == 1 ? 0.6 : 0.2 + 0.75 * f / (p.F - 1);
+        const double prev = t > 0 ? x[size_t(t - 1) * p.F + f] : r.normal();
+        x[size_t(t) * p.F + f] = float(phi * prev + std::sqrt(1 - phi * phi) * r.normal());
+      }
+    for (int k = 0; k < p.K; ++k) {
+      const int a = k % p.F, b = (k + 1) % p.F, c = (k + 2) % p.F;
+      double ema = 0;
+      for (int t = 0; t < p.T; ++t) {
+        ema = 0.8 * ema + 0.2 * x[size_t(t) * p.F + c];
+        const double prev_b = t > 0 ? x[size_t(t - 1) * p.F + b] : 0.0;
+        const double v = 0.8 * std::tanh(1.5 * ema) + 0.5 * x[size_t(t) * p.F + a] * prev_b + p.noise * r.normal();
+        out.y[(size_t(i) * p.T + t) * p.K + k] = float(v);
+      }
+    }
+  }
+  return out;
+}
+
+void gather_batch(const Panel& panel, uint64_t seed, int64_t step, int B, int L, float* x, float* y) {
+  require(L <= panel.T, "window length L = " + std::to_string(L) + " exceeds the series length T = " +
+                            std::to_string(panel.T));
+  for (int b = 0; b < B; ++b) {
+    const Window w = sample_window(seed, step, b, panel.N, panel.T, L);
+    const size_t row = size_t(w.instrument) * panel.T + w.start;
+    std::copy_n(panel.x.begin() + row * panel.F, size_t(L) * panel.F, x + size_t(b) * L * panel.F);
+    std::copy_n(panel.y.begin() + row * panel.K, size_t(L) * panel.K, y + size_t(b) * L * panel.K);
+  }
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,27 @@
+#pragma once
+// The built-in synthetic dataset: a panel whose targets are a known nonlinear function of past
+// features plus noise, so a model that learns shows it (ml-alpha synth, and the default of train).
+//   features: AR(1) per instrument, x_t,f = φ_f x_{t−1},f + sqrt(1 − φ_f²) ε  (φ_f from 0.2 to 0.95)
+//   target k:  y_t = 0.8·tanh(1.5·m_t) + 0.5·x_t,a · x_{t−1},b + noise·ε,  m_t = EMA_0.2 of x_·,c
+//   with a, b, c the features k, k+1, k+2 (mod F).
+#include <cstdint>
+
+#include "data/panel.h"
+
+namespace mlalpha {
+
+struct SynthParams {
+  int N = 16;      // instruments
+  int T = 2048;    // time steps
+  int F = 8;       // features
+  int K = 1;       // targets
+  float noise = 0.1f;
+  uint64_t seed = 7;
+};
+
+Panel make_synthetic(const SynthParams& p);
+
+// Gather the windows of one step into x (B, L, F) and y (B, L, K) (the CPU twin of the device sampler).
+void gather_batch(const Panel& panel, uint64_t seed, int64_t step, int B, int L, float* x, float* y);
+
+}  // namespace mlalpha

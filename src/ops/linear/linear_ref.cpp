@@ -1,0 +1,43 @@
+#include "ops/linear/linear.h"
+
+#include <cstddef>
+
+namespace mlalpha::ref {
+
+template <typename T>
+void linear_fwd(const LinearParams& p, const T* x, const T* w, const T* b, T* y) {
+  for (int m = 0; m < p.M; ++m)
+    for (int o = 0; o < p.OUT; ++o) {
+      T acc = b ? b[o] : T(0);
+      const T* xr = x + size_t(m) * p.IN;
+      const T* wr = w + size_t(o) * p.IN;
+      for (int i = 0; i < p.IN; ++i) acc += xr[i] * wr[i];
+      y[size_t(m) * p.OUT + o] = acc;
+    }
+}
+
+template <typename T>
+void linear_bwd(const LinearParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  for (int m = 0; m < p.M; ++m) {
+    const T* dyr = dy + size_t(m) * p.OUT;
+    const T* xr = x + size_t(m) * p.IN;
+    if (dx) {
+      T* dxr = dx + size_t(m) * p.IN;
+      for (int i = 0; i < p.IN; ++i) dxr[i] = T(0);
+      for (int o = 0; o < p.OUT; ++o)
+        for (int i = 0; i < p.IN; ++i) dxr[i] += dyr[o] * w[size_t(o) * p.IN + i];
+    }
+    for (int o = 0; o < p.OUT; ++o) {
+      if (db) db[o] += dyr[o];
+      for (int i = 0; i < p.IN; ++i) dw[size_t(o) * p.IN + i] += dyr[o] * xr[i];
+    }
+  }
+}
+
+template void linear_fwd<float>(const LinearParams&, const float*, const float*, const float*, float*);
+template void linear_fwd<double>(const LinearParams&, const double*, const double*, const double*, double*);
+template void linear_bwd<float>(const LinearParams&, const float*, const float*, const float*, float*, float*, float*);
+template void linear_bwd<double>(const LinearParams&, const double*, const double*, const double*, double*, double*,
+                                 double*);
+
+}  // namespace mlalpha::ref

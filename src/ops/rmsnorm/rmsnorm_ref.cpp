@@ -1,0 +1,47 @@
+#include <cmath>
+#include <cstddef>
+
+#include "ops/rmsnorm/rmsnorm.h"
+
+namespace mlalpha::ref {
+
+template <typename T>
+void rmsnorm_fwd(const RmsNormParams& p, const T* x, const T* w, T* y, T* rstd) {
+  for (int m = 0; m < p.M; ++m) {
+    const T* xr = x + size_t(m) * p.D;
+    T ss = 0;
+    for (int i = 0; i < p.D; ++i) ss += xr[i] * xr[i];
+    const T r = T(1) / std::sqrt(ss / T(p.D) + T(p.eps));
+    rstd[m] = r;
+    for (int i = 0; i < p.D; ++i) y[size_t(m) * p.D + i] = xr[i] * r * w[i];
+  }
+}
+
+// With r = (mean(x²)+eps)^-1/2:  dx_i = r·w_i·dy_i − x_i · r³/D · Σ_j dy_j w_j x_j ;  dw_i += dy_i x_i r.
+template <typename T>
+void rmsnorm_bwd(const RmsNormParams& p, const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,
+                 bool accumulate) {
+  for (int m = 0; m < p.M; ++m) {
+    const T* xr = x + size_t(m) * p.D;
+    const T* dyr = dy + size_t(m) * p.D;
+    T* dxr = dx + size_t(m) * p.D;
+    const T r = rstd[m];
+    T dot = 0;
+    for (int i = 0; i < p.D; ++i) dot += dyr[i] * w[i] * xr[i];
+    const T c = r * r * r * dot / T(p.D);
+    for (int i = 0; i < p.D; ++i) {
+      const T g = r * w[i] * dyr[i] - xr[i] * c;
+      dxr[i] = accumulate ? dxr[i] + g : g;
+      dw[i] += dyr[i] * xr[i] * r;
+    }
+  }
+}
+
+template void rmsnorm_fwd<float>(const RmsNormParams&, const float*, const float*, float*, float*);
+template void rmsnorm_fwd<double>(const RmsNormParams&, const double*, const double*, double*, double*);
+template void rmsnorm_bwd<float>(const RmsNormParams&, const float*, const float*, const float*, const float*, float*,
+                                 float*, bool);
+template void rmsnorm_bwd<double>(const RmsNormParams&, const double*, const double*, const double*, const double*,
+                                  double*, double*, bool);
+
+}  // namespace mlalpha::ref

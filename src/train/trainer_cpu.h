@@ -1,0 +1,40 @@
+#pragma once
+// The CPU training step (DESIGN section 2 on the CPU backend): sample → forward → loss → backward →
+// global norm → clip → AdamW with the scheduled lr. The oracle for the GPU trainer and the fallback
+// of `ml-alpha train` on a machine without a GPU.
+#include <cstdint>
+#include <vector>
+
+#include "data/panel.h"
+#include "mlalpha/config.h"
+#include "model/layout.h"
+#include "model/model_ref.h"
+
+namespace mlalpha {
+
+struct StepStats {
+  int64_t step = 0;  // 1-based count of steps taken, this one included
+  float loss = 0, grad_norm = 0, clip_scale = 0, lr = 0;
+  int skipped = 0;   // 1 when the gradient norm was not finite and nothing was updated
+};
+
+class CpuTrainer {
+ public:
+  CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data);
+  StepStats step();
+  const std::vector<float>& params() const { return params_; }
+  const ModelLayout& layout() const { return layout_; }
+  int64_t steps_done() const { return step_; }
+  int64_t skipped_total() const { return skipped_; }
+
+ private:
+  ModelLayout layout_;
+  TrainConfig tc_;
+  const Panel& data_;
+  RefModel<float> model_;
+  std::vector<float> params_, grads_, m_, v_, xb_, yb_;
+  std::vector<unsigned char> decay_;
+  int64_t step_ = 0, skipped_ = 0;
+};
+
+}  // namespace mlalpha
