@@ -1,0 +1,95 @@
+#pragma once
+// Shared helpers for the test suites: fresh random inputs (a new seed every run, printed so a failure
+// can be replayed with MLALPHA_TEST_SEED), and comparisons that report the max error and where it is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mlalpha::test {
+
+// A fresh seed per process unless MLALPHA_TEST_SEED pins it; printed once.
+inline uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("MLALPHA_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}() * 0x9e3779b97f4a7c15ull;
+    std::printf("[test seed %llu; set MLALPHA_TEST_SEED to replay]\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+// Each call site gets its own generator derived from the test seed and a salt.
+inline std::mt19937_64 make_rng(uint64_t salt) { return std::mt19937_64(test_seed() ^ (salt * 0x2545f4914f6cdd1dull)); }
+
+template <typename T>
+std::vector<T> random_vec(size_t n, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(d(rng));
+  return v;
+}
+
+template <typename A, typename B>
+std::vector<A> cast_vec(const std::vector<B>& v) {
+  return std::vector<A>(v.begin(), v.end());
+}
+
+// Passes when |got − ref| ≤ atol + rtol·|ref| everywhere and nothing is NaN/Inf (an unwritten poisoned
+// output fails). The message names the worst element: index, got, ref, abs and rel error.
+template <typename G, typename R>
+::testing::AssertionResult all_close(const std::vector<G>& got, const std::vector<R>& ref, double atol, double rtol,
+                                     const std::string& what) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  size_t worst = 0, bad = 0;
+  double worst_excess = -1, max_abs = 0, max_rel = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = double(got[i]), r = double(ref[i]);
+    const double err = std::abs(g - r);
+    const double excess = std::isfinite(g) ? err - (atol + rtol * std::abs(r)) : INFINITY;
+    if (excess > 0) ++bad;
+    if (excess > worst_excess) worst_excess = excess, worst = i;
+    if (std::isfinite(err)) {
+      max_abs = std::max(max_abs, err);
+      max_rel = std::max(max_rel, err / std::max(std::abs(r), 1e-30));
+    }
+  }
+  std::ostringstream msg;
+  msg << what << ": n=" << got.size() << " max_abs=" << max_abs << " max_rel=" << max_rel << " worst at [" << worst
+      << "] got=" << double(got[worst]) << " ref=" << double(ref[worst]);
+  if (bad > 0) return ::testing::AssertionFailure() << msg.str() << " — " << bad << " elements outside atol=" << atol
+                                                    << " rtol=" << rtol;
+  return ::testing::AssertionSuccess() << msg.str();
+}
+
+// ‖got − ref‖₂ / ‖ref‖₂ ≤ tol (for whole gradient tensors, where single tiny elements are noisy).
+template <typename G, typename R>
+::testing::AssertionResult rel_l2_close(const std::vector<G>& got, const std::vector<R>& ref, double tol,
+                                        const std::string& what) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  double num = 0, den = 0, max_abs = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = double(got[i]) - double(ref[i]);
+    if (!std::isfinite(double(got[i])))
+      return ::testing::AssertionFailure() << what << ": non-finite value at [" << i << "]";
+    num += e * e;
+    den += double(ref[i]) * double(ref[i]);
+    if (std::abs(e) > max_abs) max_abs = std::abs(e), worst = i;
+  }
+  const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+  std::ostringstream msg;
+  msg << what << ": rel_l2=" << rel << " (tol " << tol << ") max_abs=" << max_abs << " at [" << worst
+      << "] got=" << double(got[worst]) << " ref=" << double(ref[worst]);
+  return rel <= tol ? ::testing::AssertionSuccess() << msg.str() : ::testing::AssertionFailure() << msg.str();
+}
+
+}  // namespace mlalpha::test

@@ -1,0 +1,36 @@
+#pragma once
+// Every tolerance the suites use, in one table, each with its reason (DESIGN section 4). Errors are
+// measured against the CPU reference run in double on the same (fp32-representable) inputs.
+namespace mlalpha::tol {
+
+// CPU, double: central finite differences with h = 1e-6 have truncation error O(h²)·f''' and rounding
+// error O(eps/h) ≈ 1e-10 relative; 1e-6 relative (plus a small absolute floor) separates a right
+// gradient from a wrong one by many orders of magnitude.
+constexpr double kFdRel = 1e-6;
+constexpr double kFdAbs = 1e-8;
+constexpr double kFdStep = 1e-6;
+
+// CPU, double: chunked SSD vs the plain recurrence: the same sums in another order, with exp of
+// differences instead of products of exps; both exact to rounding (~1e-15 per op, L·N terms).
+constexpr double kChunkedVsRecurrent = 1e-12;
+
+// GPU fp32 vs CPU double, elementwise ops and row reductions (RMSNorm, gated norm, conv, softplus):
+// a handful of fp32 roundings per output, so ~1e-6 relative; 1e-5 leaves room for fast-math exp/rsqrt.
+constexpr double kGpuElemRel = 1e-5;
+constexpr double kGpuElemAbs = 1e-6;
+
+// GPU fp32 vs CPU double, reductions over B·L rows (parameter gradients) and GEMMs: the error grows like
+// sqrt(terms)·eps_fp32 ≈ 1e-5 for 1e4 terms; checked as ‖got − ref‖ / ‖ref‖.
+constexpr double kGpuReduceRelL2 = 2e-5;
+
+// GEMMs in tf32 (10-bit mantissa): rel ≈ 2^-11 per product, ~3e-4 on a dot product (METHOD.md).
+constexpr double kGpuTf32RelL2 = 2e-3;
+
+// SSD scan on the GPU: fp32 state over L steps, exp of fp32 arguments; per-element error relative to the
+// output scale stays ~1e-6, gradients through L-step reverse scans ~1e-5.
+constexpr double kGpuSsdRelL2 = 5e-5;
+
+// Whole model, CPU fp32-from-double vs GPU fp32, loss and every gradient tensor (issue 3: ≤ 1e-4).
+constexpr double kModelParityRelL2 = 1e-4;
+
+}  // namespace mlalpha::tol
