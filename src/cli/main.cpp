@@ -89,7 +89,7 @@ int run_train(TrainArgs& a) {
     ++window_n;
     if (st.step % a.train.log_every == 0 || st.step == a.train.steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %6lld  loss %.5f  grad_norm %.4f  lr %.2e  %.1f steps/s%s\n", static_cast<long long>(st.step),
+      std::printf("step %6lld  loss %.5g  grad_norm %.4g  lr %.2e  %.1f steps/s%s\n", static_cast<long long>(st.step),
                   window_loss / double(window_n), double(st.grad_norm), double(st.lr), double(st.step) / secs,
                   st.skipped ? "  (skipped: non-finite gradient)" : "");
       std::fflush(stdout);
@@ -97,7 +97,7 @@ int run_train(TrainArgs& a) {
       window_n = 0;
     }
   }
-  std::printf("done: first-step loss %.5f, %lld skipped steps\n", first_loss,
+  std::printf("done: first-step loss %.5g, %lld skipped steps\n", first_loss,
               static_cast<long long>(trainer.skipped_total()));
   return 0;
 }

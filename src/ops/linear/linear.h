@@ -1,7 +1,16 @@
 #pragma once
 // Linear layer y = x · Wᵀ + b (input projection, head, Mamba2 in_proj / out_proj; DESIGN section 1).
-// GPU: cuBLASLt (linear.cu). CPU: linear_ref.cpp (the oracle).
+// GPU: cuBLASLt GEMMs (linear.cpp) + our own bias / bias-gradient kernels (linear.cu).
+// CPU: linear_ref.cpp (the oracle).
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+
 namespace mlalpha {
+
+class Context;
 
 struct LinearParams {
   int M = 0;    // rows (B*L)
@@ -17,5 +26,58 @@ void linear_fwd(const LinearParams& p, const T* x, const T* w, const T* b, T* y)
 template <typename T>
 void linear_bwd(const LinearParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db);
 }  // namespace ref
+
+namespace gpu {
+
+struct GemmPlanCache;  // opaque (linear.cpp): one cuBLASLt plan per problem, shape and pointer alignment
+
+// The GEMM engine the linear launchers run on: the cuBLASLt handle and workspace (borrowed from a
+// Context, which must outlive it), the precision, and a plan cache. A plan (descriptors + the algorithm
+// the heuristic picked) is created on the first call with a new (GEMM, shape, alignment) and reused
+// after, so later calls allocate nothing and always run the same algorithm: results are bitwise
+// reproducible run to run (same GPU model, toolkit and SM count). Make the first call of every shape
+// eagerly, before any CUDA-graph capture. Algorithms whose split-K reduces in place are excluded.
+// Not thread-safe (one Gemm per stream/thread).
+struct Gemm {
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;     // cuBLASLt workspace (device), used stream-ordered
+  size_t workspace_bytes = 0;
+  bool tf32 = false;             // true: CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores); false: exact fp32
+  std::unique_ptr<GemmPlanCache> cache;
+
+  Gemm(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, bool tf32 = false);
+  explicit Gemm(Context& ctx, bool tf32 = false);  // ctx's handle and workspace
+  ~Gemm();
+  Gemm(Gemm&&) noexcept;
+  Gemm& operator=(Gemm&&) noexcept;
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  size_t num_plans() const;  // plans created so far (tests check that repeated calls reuse them)
+};
+
+// y (M, OUT) = x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null). y written.
+void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b, float* y,
+                cudaStream_t stream);
+
+// Floats of scratch linear_bwd needs for db: ceil(M / 256) · OUT partial sums. The workspace may be
+// nullptr when db is null.
+size_t linear_bwd_workspace_floats(const LinearParams& p);
+
+// dx (M, IN) = dy (M, OUT) · w (OUT, IN)   written; skipped if dx is null
+// dw (OUT, IN) += dyᵀ · x (M, IN)         accumulated (cuBLASLt beta = 1); skipped if dw is null
+// db (OUT) += Σ_m dy                      accumulated; skipped if db is null; needs workspace
+//                                         (linear_bwd_workspace_floats(p) floats, device)
+void linear_bwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* dy, float* dx,
+                float* dw, float* db, float* workspace, cudaStream_t stream);
+
+// The two non-GEMM pieces (linear.cu), usable on their own:
+// y (M, OUT) += b (OUT) broadcast over rows (used when cuBLASLt offers no BIAS-epilogue algorithm).
+void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream_t stream);
+// db (OUT) += Σ_m dy (M, OUT): per-block partials in workspace (linear_bwd_workspace_floats(p) floats),
+// then a fixed-order sum over the partials; no atomics, bitwise reproducible.
+void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream);
+
+}  // namespace gpu
 
 }  // namespace mlalpha

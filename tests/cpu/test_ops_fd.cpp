@@ -1,0 +1,154 @@
+// Finite-difference checks (double) of every op's CPU backward: each op's output is reduced to a scalar
+// f = Σ r·out with random r, so ∂f/∂out = r is fed to the backward and the returned gradients are
+// compared with central differences of f for every input and parameter tensor.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "fd_util.h"
+#include "ops/conv1d/conv1d.h"
+#include "ops/dt_softplus/dt_softplus.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/ssd/ssd.h"
+
+namespace mlalpha::test {
+namespace {
+
+using V = std::vector<double>;
+
+TEST(OpsFd, Linear) {
+  for (auto [M, IN, OUT] : {std::tuple{1, 1, 1}, {5, 7, 3}, {4, 16, 9}}) {
+    auto rng = make_rng(M * 100 + IN);
+    V x = random_vec<double>(size_t(M) * IN, rng), w = random_vec<double>(size_t(OUT) * IN, rng),
+      b = random_vec<double>(OUT, rng), r = random_vec<double>(size_t(M) * OUT, rng), y(size_t(M) * OUT);
+    const LinearParams p{M, IN, OUT};
+    auto f = [&] { ref::linear_fwd(p, x.data(), w.data(), b.data(), y.data()); return dot(y, r); };
+    V dx(x.size()), dw(w.size(), 0.0), db(b.size(), 0.0);
+    ref::linear_bwd(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    EXPECT_TRUE(fd_check({"linear.x", &x, dx}, f));
+    EXPECT_TRUE(fd_check({"linear.w", &w, dw}, f));
+    EXPECT_TRUE(fd_check({"linear.b", &b, db}, f));
+  }
+}
+
+TEST(OpsFd, RmsNorm) {
+  for (auto [M, D] : {std::pair{1, 1}, {3, 7}, {4, 32}}) {
+    auto rng = make_rng(M * 31 + D);
+    V x = random_vec<double>(size_t(M) * D, rng), w = random_vec<double>(D, rng, 0.5, 1.5),
+      r = random_vec<double>(x.size(), rng), y(x.size()), rstd(M);
+    const RmsNormParams p{M, D};
+    auto f = [&] { ref::rmsnorm_fwd(p, x.data(), w.data(), y.data(), rstd.data()); return dot(y, r); };
+    f();
+    V dx = random_vec<double>(x.size(), rng), dx0 = dx, dw(D, 0.0);
+    ref::rmsnorm_bwd(p, x.data(), w.data(), rstd.data(), r.data(), dx.data(), dw.data(), true);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];  // accumulate mode added exactly the gradient
+    EXPECT_TRUE(fd_check({"rmsnorm.x", &x, dx}, f));
+    EXPECT_TRUE(fd_check({"rmsnorm.w", &w, dw}, f));
+  }
+}
+
+TEST(OpsFd, Conv1dSilu) {
+  // ld > C: x is a column slice of a wider row, like the in_proj output; L < W and L = 1 included.
+  for (auto [B, L, C, W, ld] : {std::tuple{1, 1, 3, 4, 5}, {2, 3, 4, 4, 4}, {2, 9, 5, 3, 8}}) {
+    auto rng = make_rng(B * 1000 + L * 10 + C);
+    V x = random_vec<double>(size_t(B) * L * ld, rng), w = random_vec<double>(size_t(C) * W, rng),
+      bias = random_vec<double>(C, rng), r = random_vec<double>(size_t(B) * L * C, rng), y(r.size());
+    const Conv1dParams p{B, L, C, W, ld};
+    auto f = [&] { ref::conv1d_silu_fwd(p, x.data(), w.data(), bias.data(), y.data()); return dot(y, r); };
+    V dx(x.size(), 0.0), dw(w.size(), 0.0), db(C, 0.0);
+    ref::conv1d_silu_bwd(p, x.data(), w.data(), bias.data(), r.data(), dx.data(), dw.data(), db.data());
+    EXPECT_TRUE(fd_check({"conv1d.x", &x, dx}, f));
+    EXPECT_TRUE(fd_check({"conv1d.w", &w, dw}, f));
+    EXPECT_TRUE(fd_check({"conv1d.bias", &bias, db}, f));
+  }
+}
+
+TEST(OpsFd, DtSoftplus) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (auto [lo, hi] : {std::pair{0.0, inf}, {0.3, 0.9}}) {
+    const int M = 6, H = 3, ld = 5;
+    auto rng = make_rng(int(lo * 10) + 3);
+    V dt = random_vec<double>(size_t(M) * ld, rng, -2, 2), bias = random_vec<double>(H, rng),
+      r = random_vec<double>(size_t(M) * H, rng), delta(r.size());
+    const DtParams p{M, H, ld, float(lo), float(hi)};
+    auto f = [&] { ref::dt_softplus_fwd(p, dt.data(), bias.data(), delta.data()); return dot(delta, r); };
+    V ddt(dt.size(), 0.0), dbias(H, 0.0);
+    ref::dt_softplus_bwd(p, dt.data(), bias.data(), r.data(), ddt.data(), dbias.data());
+    EXPECT_TRUE(fd_check({"dt.dt", &dt, ddt}, f));
+    EXPECT_TRUE(fd_check({"dt.bias", &bias, dbias}, f));
+  }
+}
+
+TEST(OpsFd, GatedRmsNorm) {
+  for (auto [M, Dn, G, ld] : {std::tuple{1, 4, 1, 4}, {3, 8, 2, 11}, {2, 12, 3, 12}}) {
+    auto rng = make_rng(M * 7 + Dn);
+    V y = random_vec<double>(size_t(M) * Dn, rng), z = random_vec<double>(size_t(M) * ld, rng, -2, 2),
+      w = random_vec<double>(Dn, rng, 0.5, 1.5), r = random_vec<double>(y.size(), rng), out(y.size()),
+      rstd(size_t(M) * G);
+    const GatedNormParams p{M, Dn, G, ld};
+    auto f = [&] { ref::gated_rmsnorm_fwd(p, y.data(), z.data(), w.data(), out.data(), rstd.data()); return dot(out, r); };
+    f();
+    V dy(y.size()), dz(z.size(), 0.0), dw(Dn, 0.0);
+    ref::gated_rmsnorm_bwd(p, y.data(), z.data(), w.data(), rstd.data(), r.data(), dy.data(), dz.data(), dw.data());
+    EXPECT_TRUE(fd_check({"gated.y", &y, dy}, f));
+    EXPECT_TRUE(fd_check({"gated.z", &z, dz}, f));
+    EXPECT_TRUE(fd_check({"gated.w", &w, dw}, f));
+  }
+}
+
+TEST(OpsFd, Loss) {
+  for (LossKind kind : {LossKind::MSE, LossKind::Huber}) {
+    const int B = 2, L = 5, K = 2;
+    auto rng = make_rng(int(kind) + 11);
+    V out = random_vec<double>(size_t(B) * L * K, rng, -2, 2), y = random_vec<double>(out.size(), rng, -2, 2);
+    y[3] = std::numeric_limits<double>::quiet_NaN();  // masked target
+    const LossParams p{B, L, K, kind, 0.7f, 1};
+    auto f = [&] { return ref::loss_fwd_bwd<double>(p, out.data(), y.data(), nullptr).loss; };
+    V dout(out.size());
+    const auto res = ref::loss_fwd_bwd<double>(p, out.data(), y.data(), dout.data());
+    EXPECT_EQ(res.count, B * (L - 1) * K - 1);  // burn-in drops t = 0; one NaN target
+    EXPECT_EQ(dout[3], 0.0);
+    EXPECT_TRUE(fd_check({kind == LossKind::MSE ? "loss.mse" : "loss.huber", &out, dout}, f));
+  }
+}
+
+TEST(OpsFd, LossAllMaskedIsZero) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  V out{1.0, 2.0}, y{nan, nan}, dout(2, 5.0);
+  const auto res = ref::loss_fwd_bwd<double>({1, 2, 1, LossKind::MSE, 1.0f, 0}, out.data(), y.data(), dout.data());
+  EXPECT_EQ(res.count, 0);
+  EXPECT_EQ(res.loss, 0.0);  // max(1, Σm) keeps it finite
+  EXPECT_EQ(dout[0], 0.0);
+  EXPECT_EQ(dout[1], 0.0);
+}
+
+// SSD: x, B, C live in one (B, L, ld) activation; gradients of all six inputs.
+TEST(OpsFd, Ssd) {
+  struct Shape { int B, L, H, P, G, N, Q; };
+  for (Shape s : {Shape{1, 1, 1, 2, 1, 3, 4}, Shape{2, 7, 2, 3, 1, 2, 3}, Shape{1, 10, 4, 2, 2, 3, 4}}) {
+    const int ld = s.H * s.P + 2 * s.G * s.N + 1;  // one spare column: strides are honoured
+    auto rng = make_rng(s.L * 13 + s.H);
+    V xbc = random_vec<double>(size_t(s.B) * s.L * ld, rng), delta = random_vec<double>(size_t(s.B) * s.L * s.H, rng, 0.05, 0.8),
+      A_log = random_vec<double>(s.H, rng, -0.5, 1.0), D = random_vec<double>(s.H, rng),
+      r = random_vec<double>(size_t(s.B) * s.L * s.H * s.P, rng), y(r.size());
+    const SsdParams p{s.B, s.L, s.H, s.P, s.G, s.N, s.Q, ld};
+    const int bo = s.H * s.P, co = bo + s.G * s.N;
+    auto f = [&] {
+      ref::ssd_fwd_recurrent(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), y.data());
+      return dot(y, r);
+    };
+    V dxbc(xbc.size(), 0.0), ddelta(delta.size()), dA(s.H, 0.0), dD(s.H, 0.0);
+    ref::ssd_bwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), r.data(),
+                 dxbc.data(), ddelta.data(), dA.data(), dxbc.data() + bo, dxbc.data() + co, dD.data());
+    EXPECT_TRUE(fd_check({"ssd.xBC", &xbc, dxbc}, f, 200));
+    EXPECT_TRUE(fd_check({"ssd.delta", &delta, ddelta}, f));
+    EXPECT_TRUE(fd_check({"ssd.A_log", &A_log, dA}, f));
+    EXPECT_TRUE(fd_check({"ssd.D", &D, dD}, f));
+  }
+}
+
+}  // namespace
+}  // namespace mlalpha::test
