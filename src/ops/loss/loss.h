@@ -2,6 +2,10 @@
 // Masked regression loss (DESIGN section 1):
 //   loss = Σ m·ℓ(out − y) / max(1, Σ m),  ℓ(e) = e² (MSE) or Huber_δ(e) = ½e² if |e| ≤ δ else δ(|e| − ½δ);
 //   m = 0 for NaN targets and for positions t < burn_in.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
 #include "mlalpha/config.h"
 
 namespace mlalpha {
@@ -23,5 +27,20 @@ struct LossResult {
 template <typename T>
 LossResult<T> loss_fwd_bwd(const LossParams& p, const T* out, const T* y, T* dout);
 }  // namespace ref
+
+namespace gpu {
+// Loss and its gradient with the loss kept on the device (DESIGN section 2, step 3), deterministic:
+//   1. per-block partial sums of ℓ and of m (fixed 2048 elements per block) into workspace;
+//   2. one block adds the partials in a fixed order: loss_out = Σℓ / max(1, Σm), count_out = Σm, and
+//      1 / max(1, Σm) kept in workspace;
+//   3. dout = m · ℓ'(out − y) / max(1, Σm), recomputed from out and y once the count is known (same bytes
+//      moved as writing an unscaled dout in pass 1 and rescaling it).
+// Floats of scratch loss_fwd_bwd needs (the per-block count partials are stored as int in float slots).
+size_t loss_fwd_bwd_workspace_floats(const LossParams& p);
+// out, y (B, L, K) -> loss_out (1), count_out (1, may be null), dout (B, L, K) (may be null: loss only;
+// 0 where masked). B·L·K < 2^31. workspace: loss_fwd_bwd_workspace_floats(p) floats, need not be initialised.
+void loss_fwd_bwd(const LossParams& p, const float* out, const float* y, float* dout, float* loss_out, int* count_out,
+                  float* workspace, cudaStream_t stream);
+}  // namespace gpu
 
 }  // namespace mlalpha

@@ -1,5 +1,9 @@
 #pragma once
 // RMSNorm (DESIGN section 1): y = x · rsqrt(mean(x²) + eps) ⊙ w, per row of D.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
 namespace mlalpha {
 
 struct RmsNormParams {
@@ -17,5 +21,17 @@ template <typename T>
 void rmsnorm_bwd(const RmsNormParams& p, const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,
                  bool accumulate);
 }  // namespace ref
+
+namespace gpu {
+// Same semantics as ref:: (float, device pointers). One warp per row; D >= 1 (bwd: D <= 3072).
+// x (M, D), w (D) -> y (M, D), rstd (M) (rstd may be null when no backward follows)
+void rmsnorm_fwd(const RmsNormParams& p, const float* x, const float* w, float* y, float* rstd, cudaStream_t stream);
+// Floats of scratch rmsnorm_bwd needs: one dw partial (D) per block of 32 rows.
+size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p);
+// x, dy (M, D), w (D), rstd (M) -> dx (M, D) written, or added to when accumulate; dw (D) +=.
+// workspace: rmsnorm_bwd_workspace_floats(p) floats, contents need not be initialised.
+void rmsnorm_bwd(const RmsNormParams& p, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                 float* dw, bool accumulate, float* workspace, cudaStream_t stream);
+}  // namespace gpu
 
 }  // namespace mlalpha

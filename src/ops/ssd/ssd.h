@@ -5,6 +5,10 @@
 //   y_t = s_t C_t + D_h x_t
 // x, B, C are column slices of one activation (B, L, ld): x at column h·P + p, B at g·N + n, C at g·N + n,
 // each through its own base pointer; head h reads group ⌊h·G/H⌋.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
 namespace mlalpha {
 
 struct SsdParams {
@@ -31,5 +35,30 @@ template <typename T>
 void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm, const T* Dskip,
              const T* dy, T* dx, T* ddelta, T* dA_log, T* dB, T* dC, T* dD);
 }  // namespace ref
+
+namespace gpu {
+// The scan parallel over (batch, head, p, n) with states saved at chunk boundaries (DESIGN section 1);
+// launch layouts are documented in ssd.cu. Supported: any P ≥ 1 with P ≤ 256·(32/NL), NL = lanes on n
+// (32 for N > 16, else N rounded up to a power of two); 1 ≤ N ≤ 256. Others are rejected by require().
+
+// Floats of chunk_states: the state entering each chunk of Q steps, (B, H, ceil(L/Q), P, N).
+size_t ssd_chunk_states_floats(const SsdParams& p);
+// Floats of the backward's scratch: per-head dB and dC partials (B, L, H, N) each, the per-step scalar
+// z_t = Σ_p dy_t[p]·(s_t C_t)[p] (B, L, H), per-(b, h) partials of dA_log and dD (B, H) each.
+size_t ssd_bwd_workspace_floats(const SsdParams& p);
+
+// x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
+// written; chunk_states (B, H, ceil(L/Q), P, N) written (the state entering each chunk, for ssd_bwd),
+// or nullptr when no backward follows.
+void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
+             const float* Cm, const float* Dskip, float* y, float* chunk_states, cudaStream_t stream);
+
+// The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's chunk_states.
+// dy (B, L, H, P); dx (B, L, ld)→(H, P), dB, dC (B, L, ld)→(G, N): the used columns written;
+// ddelta (B, L, H) written; dA_log (H) +=; dD (H) +=; workspace: ssd_bwd_workspace_floats(p) floats.
+void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
+             const float* Cm, const float* Dskip, const float* chunk_states, const float* dy, float* dx,
+             float* ddelta, float* dA_log, float* dB, float* dC, float* dD, float* workspace, cudaStream_t stream);
+}  // namespace gpu
 
 }  // namespace mlalpha
