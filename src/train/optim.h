@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <cuda_runtime.h>
+
 #include "core/hd.h"
+#include "train/schedule.h"
 
 namespace mlalpha {
 
@@ -41,6 +44,28 @@ MLALPHA_HD void adamw_update(float& p, float& m, float& v, float g, bool decay, 
   p -= a.lr * (m / bc1) / (sqrtf(v) / bc2_sqrt + a.eps);
 }
 
+// Device-resident state of the training step: written and read only by kernels, so the step needs no
+// host round trip. The host reads it (or the ring below) only when it logs or checkpoints.
+struct DeviceStepState {
+  double norm_sq;           // Σ g² of this step (grad_norm_sq_phase2)
+  float clip_scale;         // min(1, max_norm/‖g‖), 0 when skipped
+  float lr;                 // this step's learning rate (schedule at `step`)
+  float bc1, bc2_sqrt;      // AdamW bias corrections 1 − β1ᵗ and sqrt(1 − β2ᵗ) for this update
+  int skip;                 // 1: non-finite norm, nothing is updated
+  int pad_;
+  long long step;           // steps taken before this one (drives the schedule)
+  long long adam_step;      // updates applied (drives the bias corrections)
+  long long skipped_total;  // steps skipped so far
+};
+
+// One slot of the mapped-pinned ring buffer the host reads when it logs (DESIGN section 2, step 7).
+struct StepRecord {
+  long long step;  // 1-based number of the step this record describes
+  float loss, grad_norm, clip_scale, lr;
+  int skipped;
+  int pad_;
+};
+
 namespace ref {
 // Σ g² in double, in index order.
 double grad_norm_sq(const float* g, size_t n);
@@ -48,5 +73,34 @@ double grad_norm_sq(const float* g, size_t n);
 void adamw(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
            const AdamWParams& a, float scale);
 }  // namespace ref
+
+namespace gpu {
+// Phase 1 of the global norm: each of a fixed number of blocks (a function of n only, so the sum order
+// is the same on every GPU) reduces x² over a grid-strided range into partials[block]. No atomics.
+int grad_norm_blocks(size_t n);
+// g (n), n a multiple of 4 and g 16-byte aligned; partials (grad_norm_blocks(n))
+void grad_norm_sq_phase1(const float* g, size_t n, float* partials, cudaStream_t stream);
+// Phase 2: one block sums the partials in a fixed order, in double, into state->norm_sq.
+void grad_norm_sq_phase2(const float* partials, int blocks, DeviceStepState* state, cudaStream_t stream);
+
+struct ClipParams {
+  float max_norm = 1.0f;  // <= 0: no clipping
+  float beta1 = 0.9f, beta2 = 0.999f;
+  ScheduleParams schedule;
+};
+// One thread: scale and skip flag from norm_sq; the lr from the schedule at state->step; the bias
+// corrections for the next AdamW update; advances the counters; writes this step's record
+// (loss (1) read from device memory) into ring[step % ring_size] (mapped pinned memory).
+void grad_clip_scale(const ClipParams& p, DeviceStepState* state, const float* loss, StepRecord* ring, int ring_size,
+                     cudaStream_t stream);
+
+struct AdamWConfig {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+};
+// AdamW over the flat arenas, one launch; reads lr, clip scale, skip flag and bias corrections from
+// `state` (adamw_step_devscale of DESIGN section 2). params, grads, m, v (n); decay (n) bytes.
+void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
+                         const AdamWConfig& cfg, const DeviceStepState* state, cudaStream_t stream);
+}  // namespace gpu
 
 }  // namespace mlalpha

@@ -1,0 +1,138 @@
+// Global gradient norm (two phases, no atomics), clip scale + schedule, and AdamW reading everything
+// from device memory: DESIGN section 2, steps 5-7.
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "train/optim.h"
+
+namespace mlalpha::gpu {
+
+namespace {
+
+constexpr int kNormThreads = 256;
+constexpr int kNormMaxBlocks = 1024;
+
+// Block-wide sum in a fixed order: xor-shuffle within warps, then warp 0 over the warp sums.
+template <typename T>
+__device__ T block_sum(T v) {
+  __shared__ T warp_sums[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = lane < nwarps ? warp_sums[lane] : T(0);
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;  // valid in thread 0
+}
+
+__global__ void grad_norm_sq_phase1_kernel(const float4* __restrict__ g, size_t n4, float* __restrict__ partials) {
+  float acc = 0.0f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) {
+    const float4 x = g[i];
+    acc += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void grad_norm_sq_phase2_kernel(const float* __restrict__ partials, int blocks, DeviceStepState* state) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) acc += double(partials[i]);
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) state->norm_sq = acc;
+}
+
+__global__ void grad_clip_scale_kernel(ClipParams p, DeviceStepState* st, const float* loss, StepRecord* ring,
+                                       int ring_size) {
+  const ClipResult c = clip_scale(st->norm_sq, p.max_norm);
+  st->clip_scale = c.scale;
+  st->skip = c.skip;
+  st->lr = lr_at(p.schedule, st->step);
+  if (!c.skip) {
+    const long long t = ++st->adam_step;
+    st->bc1 = 1.0f - powf(p.beta1, float(t));
+    st->bc2_sqrt = sqrtf(1.0f - powf(p.beta2, float(t)));
+  } else {
+    ++st->skipped_total;
+  }
+  const long long step = ++st->step;
+  if (ring) {
+    StepRecord r;
+    r.step = step;
+    r.loss = loss ? *loss : 0.0f;
+    r.grad_norm = float(sqrt(st->norm_sq));
+    r.clip_scale = c.scale;
+    r.lr = st->lr;
+    r.skipped = c.skip;
+    r.pad_ = 0;
+    ring[(step - 1) % ring_size] = r;
+  }
+}
+
+__global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
+                             float4* __restrict__ v, const uchar4* __restrict__ decay, size_t n4, AdamWConfig cfg,
+                             const DeviceStepState* __restrict__ st) {
+  if (st->skip) return;  // a skipped step leaves weights and moments untouched
+  const AdamWParams a{st->lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, 0};
+  const float scale = st->clip_scale, bc1 = st->bc1, bc2 = st->bc2_sqrt;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) {
+    float4 pp = p[i], mm = m[i], vv = v[i];
+    const float4 gg = g[i];
+    const uchar4 d = decay[i];
+    adamw_update(pp.x, mm.x, vv.x, gg.x * scale, d.x != 0, a, bc1, bc2);
+    adamw_update(pp.y, mm.y, vv.y, gg.y * scale, d.y != 0, a, bc1, bc2);
+    adamw_update(pp.z, mm.z, vv.z, gg.z * scale, d.z != 0, a, bc1, bc2);
+    adamw_update(pp.w, mm.w, vv.w, gg.w * scale, d.w != 0, a, bc1, bc2);
+    p[i] = pp;
+    m[i] = mm;
+    v[i] = vv;
+  }
+}
+
+void require_vec4(const void* ptr, size_t n, const char* what) {
+  require(n % 4 == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0,
+          std::string(what) + ": arena length must be a multiple of 4 and 16-byte aligned");
+}
+
+}  // namespace
+
+int grad_norm_blocks(size_t n) {
+  const size_t n4 = n / 4;
+  const size_t want = (n4 + kNormThreads - 1) / kNormThreads;
+  return int(want < 1 ? 1 : (want > size_t(kNormMaxBlocks) ? size_t(kNormMaxBlocks) : want));
+}
+
+void grad_norm_sq_phase1(const float* g, size_t n, float* partials, cudaStream_t stream) {
+  require_vec4(g, n, "grad_norm_sq_phase1");
+  grad_norm_sq_phase1_kernel<<<grad_norm_blocks(n), kNormThreads, 0, stream>>>(reinterpret_cast<const float4*>(g),
+                                                                               n / 4, partials);
+  MLALPHA_CHECK_LAUNCH();
+}
+
+void grad_norm_sq_phase2(const float* partials, int blocks, DeviceStepState* state, cudaStream_t stream) {
+  grad_norm_sq_phase2_kernel<<<1, kNormThreads, 0, stream>>>(partials, blocks, state);
+  MLALPHA_CHECK_LAUNCH();
+}
+
+void grad_clip_scale(const ClipParams& p, DeviceStepState* state, const float* loss, StepRecord* ring, int ring_size,
+                     cudaStream_t stream) {
+  require(ring == nullptr || ring_size > 0, "grad_clip_scale: ring_size must be > 0");
+  grad_clip_scale_kernel<<<1, 1, 0, stream>>>(p, state, loss, ring, ring_size);
+  MLALPHA_CHECK_LAUNCH();
+}
+
+void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
+                         const AdamWConfig& cfg, const DeviceStepState* state, cudaStream_t stream) {
+  require_vec4(params, n, "adamw_step_devscale");
+  const size_t n4 = n / 4;
+  const int threads = 256;
+  const size_t want = (n4 + threads - 1) / threads;
+  const int blocks = int(want < 1 ? 1 : (want > 4096 ? 4096 : want));
+  adamw_kernel<<<blocks, threads, 0, stream>>>(reinterpret_cast<float4*>(params), reinterpret_cast<const float4*>(grads),
+                                               reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
+                                               reinterpret_cast<const uchar4*>(decay), n4, cfg, state);
+  MLALPHA_CHECK_LAUNCH();
+}
+
+}  // namespace mlalpha::gpu
