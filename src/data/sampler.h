@@ -22,3 +22,18 @@ MLALPHA_HD Window sample_window(uint64_t seed, int64_t step, int b, int N, int T
 }
 
 }  // namespace mlalpha
+
+#include <cuda_runtime.h>
+
+namespace mlalpha::gpu {
+// Device batch sampling: window b of the step whose number is read from *step (device memory, so a
+// replayed graph draws new windows each step) is gathered from the device-resident panel.
+// x (N, T, F), y (N, T, K) → xb (B, L, F), yb (B, L, K).
+struct GatherParams {
+  int N = 0, T = 0, F = 0, K = 0;
+  int B = 0, L = 0;
+  unsigned long long seed = 0;
+};
+void gather_batch(const GatherParams& p, const float* x, const float* y, const long long* step, float* xb, float* yb,
+                  cudaStream_t stream);
+}  // namespace mlalpha::gpu
