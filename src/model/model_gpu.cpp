@@ -1,0 +1,155 @@
+#include "model/model_gpu.h"
+
+#include <algorithm>
+
+#include "ops/conv1d/conv1d.h"
+#include "ops/dt_softplus/dt_softplus.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/residual/residual.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/ssd/ssd.h"
+
+namespace mlalpha {
+
+namespace {
+// Op parameters of one layer for M = B·L rows (the same derivation as model_ref.cpp).
+struct LayerShapes {
+  int M, D, di, H, GN, cd, proj;
+  RmsNormParams norm;
+  LinearParams in_proj, out_proj;
+  Conv1dParams conv;
+  DtParams dt;
+  SsdParams ssd;
+  GatedNormParams gnorm;
+  LayerShapes(const ModelConfig& c, int B, int L)
+      : M(B * L), D(c.D), di(c.d_inner()), H(c.H()), GN(c.G * c.N), cd(c.conv_dim()), proj(c.in_proj_dim()),
+        norm{M, D},
+        in_proj{M, D, proj},
+        out_proj{M, di, D},
+        conv{B, L, cd, c.W, proj},
+        dt{M, H, proj, c.dt_limit_lo, c.dt_limit_hi},
+        ssd{B, L, H, c.P, c.G, c.N, c.Q, cd},
+        gnorm{M, di, c.G, proj} {}
+};
+}  // namespace
+
+DeviceBuffer<float> GpuModel::alloc(size_t n) {
+  bytes_ += n * sizeof(float);
+  return DeviceBuffer<float>(n);
+}
+
+GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool tf32)
+    : ctx_(ctx), lay_(layout), B_(B), L_(L), M_(B * L), gemm_(ctx, tf32) {
+  require(B >= 1 && L >= 1, "GpuModel: B and L must be >= 1, got B=" + std::to_string(B) + " L=" + std::to_string(L));
+  const ModelConfig& c = lay_.cfg;
+  const LayerShapes s(c, B, L);
+  const size_t M = size_t(M_);
+  acts_.resize(c.NL);
+  for (LayerActs& a : acts_) {
+    a.h_in = alloc(M * s.D);
+    a.hn = alloc(M * s.D);
+    a.rstd = alloc(M);
+    a.zx = alloc(M * s.proj);
+    a.xbc = alloc(M * s.cd);
+    a.delta = alloc(M * s.H);
+    a.y = alloc(M * s.di);
+    a.gout = alloc(M * s.di);
+    a.grstd = alloc(M * c.G);
+    a.states = alloc(gpu::ssd_chunk_states_floats(s.ssd));
+  }
+  h_ = alloc(M * s.D);
+  mix_ = alloc(M * s.D);
+  hfn_ = alloc(M * s.D);
+  rstdf_ = alloc(M);
+  out_ = alloc(M * c.K);
+  dout_ = alloc(M * c.K);
+  loss_ = alloc(1);
+  count_ = DeviceBuffer<int>(1);
+  dhfn_ = alloc(M * s.D);
+  dh_ = alloc(M * s.D);
+  dg_ = alloc(M * s.di);
+  dy_ = alloc(M * s.di);
+  dzx_ = alloc(M * s.proj);
+  dxbc_ = alloc(M * s.cd);
+  ddelta_ = alloc(M * s.H);
+  dhn_ = alloc(M * s.D);
+  // One scratch buffer serves every op in turn (stream order makes the reuse safe).
+  const LossParams lp{B, L, c.K, LossKind::MSE, 1.0f, 0};
+  const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm),
+                              gpu::linear_bwd_workspace_floats({s.M, c.F, s.D}),
+                              gpu::linear_bwd_workspace_floats({s.M, s.D, c.K}),
+                              gpu::conv1d_silu_bwd_workspace_floats(s.conv),
+                              gpu::dt_softplus_bwd_workspace_floats(s.dt),
+                              gpu::ssd_bwd_workspace_floats(s.ssd),
+                              gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm),
+                              gpu::loss_fwd_bwd_workspace_floats(lp), size_t(1)});
+  ws_ = alloc(ws);
+}
+
+LossParams GpuModel::loss_params(const TrainConfig& tc) const {
+  return {B_, L_, lay_.cfg.K, tc.loss, tc.huber_delta, tc.burn_in};
+}
+
+void GpuModel::forward(const float* P, const float* x) {
+  const ModelConfig& c = lay_.cfg;
+  const LayerShapes s(c, B_, L_);
+  cudaStream_t st = ctx_.stream();
+  x_ = x;
+  gpu::linear_fwd(gemm_, {s.M, c.F, s.D}, x, P + lay_.in_w, P + lay_.in_b, h_.data(), st);
+  for (int l = 0; l < c.NL; ++l) {
+    const LayerOffsets& o = lay_.layers[l];
+    LayerActs& a = acts_[l];
+    MLALPHA_CUDA_CHECK(cudaMemcpyAsync(a.h_in.data(), h_.data(), h_.bytes(), cudaMemcpyDeviceToDevice, st));
+    gpu::rmsnorm_fwd(s.norm, h_.data(), P + o.norm_w, a.hn.data(), a.rstd.data(), st);
+    gpu::linear_fwd(gemm_, s.in_proj, a.hn.data(), P + o.in_proj_w, nullptr, a.zx.data(), st);
+    gpu::conv1d_silu_fwd(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, a.xbc.data(), st);
+    gpu::dt_softplus_fwd(s.dt, a.zx.data() + s.di + s.cd, P + o.dt_bias, a.delta.data(), st);
+    const float* xs = a.xbc.data();
+    gpu::ssd_fwd(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.y.data(),
+                 a.states.data(), st);
+    gpu::gated_rmsnorm_fwd(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.gout.data(), a.grstd.data(), st);
+    gpu::linear_fwd(gemm_, s.out_proj, a.gout.data(), P + o.out_proj_w, nullptr, mix_.data(), st);
+    gpu::residual_add(h_.data(), mix_.data(), size_t(s.M) * s.D, st);
+  }
+  gpu::rmsnorm_fwd(s.norm, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data(), st);
+  gpu::linear_fwd(gemm_, {s.M, s.D, c.K}, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data(), st);
+}
+
+void GpuModel::loss(const float* y, const LossParams& lp) {
+  require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
+  gpu::loss_fwd_bwd(lp, out_.data(), y, dout_.data(), loss_.data(), count_.data(), ws_.data(), ctx_.stream());
+}
+
+void GpuModel::backward(const float* P, float* Gr, float* dx) {
+  const ModelConfig& c = lay_.cfg;
+  const LayerShapes s(c, B_, L_);
+  cudaStream_t st = ctx_.stream();
+  float* ws = ws_.data();
+  gpu::linear_bwd(gemm_, {s.M, s.D, c.K}, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn_.data(), Gr + lay_.head_w,
+                  Gr + lay_.head_b, ws, st);
+  gpu::rmsnorm_bwd(s.norm, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn_.data(), dh_.data(), Gr + lay_.norm_f,
+                   false, ws, st);
+  for (int l = c.NL - 1; l >= 0; --l) {
+    const LayerOffsets& o = lay_.layers[l];
+    const LayerActs& a = acts_[l];
+    gpu::linear_bwd(gemm_, s.out_proj, a.gout.data(), P + o.out_proj_w, dh_.data(), dg_.data(), Gr + o.out_proj_w,
+                    nullptr, ws, st);
+    gpu::gated_rmsnorm_bwd(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.grstd.data(), dg_.data(), dy_.data(),
+                           dzx_.data(), Gr + o.gnorm_w, ws, st);
+    const float* xs = a.xbc.data();
+    float* dxs = dxbc_.data();
+    gpu::ssd_bwd(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.states.data(),
+                 dy_.data(), dxs, ddelta_.data(), Gr + o.A_log, dxs + s.di, dxs + s.di + s.GN, Gr + o.D, ws, st);
+    gpu::dt_softplus_bwd(s.dt, a.zx.data() + s.di + s.cd, P + o.dt_bias, ddelta_.data(), dzx_.data() + s.di + s.cd,
+                         Gr + o.dt_bias, ws, st);
+    gpu::conv1d_silu_bwd(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, dxs, dzx_.data() + s.di,
+                         Gr + o.conv_w, Gr + o.conv_b, ws, st);
+    gpu::linear_bwd(gemm_, s.in_proj, a.hn.data(), P + o.in_proj_w, dzx_.data(), dhn_.data(), Gr + o.in_proj_w,
+                    nullptr, ws, st);
+    gpu::rmsnorm_bwd(s.norm, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn_.data(), dh_.data(), Gr + o.norm_w, true,
+                     ws, st);
+  }
+  gpu::linear_bwd(gemm_, {s.M, c.F, s.D}, x_, P + lay_.in_w, dh_.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b, ws, st);
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,56 @@
+#pragma once
+// The perception model on the GPU (DESIGN section 1), the same computation as RefModel<float>:
+// forward saving what backward needs, the masked loss kept on the device, and backward accumulating
+// into the flat gradient arena. Every buffer is allocated once in the constructor, for a fixed (B, L);
+// forward/loss/backward only launch work on the context's stream (capturable in a CUDA graph once
+// run_once_eagerly() has created the cuBLASLt plans).
+#include <memory>
+#include <vector>
+
+#include "core/context.h"
+#include "core/device_buffer.h"
+#include "model/layout.h"
+#include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
+
+namespace mlalpha {
+
+class GpuModel {
+ public:
+  GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool tf32 = false);
+
+  // params (table.total()), x (B, L, F): both device memory; x must stay valid until backward().
+  void forward(const float* params, const float* x);
+  // y (B, L, K) device targets; loss() (1) and count() (1) stay in device memory.
+  void loss(const float* y, const LossParams& lp);
+  // grads (table.total()) += ∂loss/∂params; dx (B, L, F) = ∂loss/∂x when non-null.
+  void backward(const float* params, float* grads, float* dx);
+
+  const float* out() const { return out_.data(); }  // (B, L, K)
+  const float* loss_value() const { return loss_.data(); }
+  const int* count() const { return count_.data(); }
+  int B() const { return B_; }
+  int L() const { return L_; }
+  LossParams loss_params(const TrainConfig& tc) const;
+  // Activation + scratch memory held, in bytes (reported by `info`-style output and benchmarks).
+  size_t activation_bytes() const { return bytes_; }
+
+ private:
+  struct LayerActs {
+    DeviceBuffer<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states;
+  };
+  DeviceBuffer<float> alloc(size_t n);
+
+  Context& ctx_;
+  const ModelLayout& lay_;
+  int B_, L_, M_;
+  size_t bytes_ = 0;
+  gpu::Gemm gemm_;
+  const float* x_ = nullptr;
+  std::vector<LayerActs> acts_;
+  DeviceBuffer<float> h_, mix_, hfn_, rstdf_, out_, dout_, loss_;
+  DeviceBuffer<int> count_;
+  DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
+};
+
+}  // namespace mlalpha
