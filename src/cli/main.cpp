@@ -10,6 +10,7 @@
 #include "data/synthetic.h"
 #include "mlalpha/config.h"
 #include "train/trainer_cpu.h"
+#include "train/trainer_gpu.h"
 
 using namespace mlalpha;
 
@@ -20,6 +21,7 @@ struct TrainArgs {
   TrainConfig train;
   SynthParams synth;
   std::string device = "auto";
+  bool tf32 = false, no_graph = false;
   std::string loss = "mse", schedule = "cosine";
 };
 
@@ -39,7 +41,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd.add_option("--seed", a.train.seed, "seed for initialisation and sampling")->capture_default_str();
   cmd.add_option("--log-every", a.train.log_every, "print the loss every N steps")->capture_default_str();
-  cmd.add_option("--device", a.device, "auto | cpu | gpu")->capture_default_str();
+  cmd.add_option("--device", a.device, "auto | cpu | gpu (auto: the GPU when there is one)")->capture_default_str();
+  cmd.add_flag("--tf32", a.tf32, "GPU GEMMs in tf32 on the tensor cores (default: exact fp32)");
+  cmd.add_flag("--no-graph", a.no_graph, "GPU: launch each step eagerly instead of replaying a CUDA graph (debugging)");
   cmd.add_option("--d-model", a.model.D, "model width D")->capture_default_str();
   cmd.add_option("--layers", a.model.NL, "Mamba2 layers")->capture_default_str();
   cmd.add_option("--d-state", a.model.N, "SSM state size N")->capture_default_str();
@@ -63,42 +67,56 @@ int run_train(TrainArgs& a) {
   if (a.device != "auto" && a.device != "cpu" && a.device != "gpu")
     throw Error("--device must be auto, cpu or gpu, got '" + a.device + "'");
   const int gpus = cuda_device_count();
-  if (a.device == "gpu")
-    throw Error(gpus == 0 ? "--device gpu: no CUDA device found"
-                          : "--device gpu: the GPU trainer is not available in this build yet; use --device cpu");
-  std::printf("ml-alpha train: device cpu%s\n",
-              a.device == "auto" && gpus > 0 ? " (GPU found; the GPU trainer is not in this build yet)" : "");
+  if (a.device == "gpu" && gpus == 0) throw Error("--device gpu: no CUDA device found");
+  const bool on_gpu = a.device == "gpu" || (a.device == "auto" && gpus > 0);
 
   const Panel data = make_synthetic(a.synth);
-  CpuTrainer trainer(a.model, a.train, data);
+  const ModelLayout layout(a.model);
   const ModelConfig& m = a.model;
+  std::printf("ml-alpha train: device %s\n", on_gpu ? ("gpu: " + cuda_device_summary(0)).c_str() : "cpu");
   std::printf("data: synthetic panel N=%d T=%d F=%d K=%d noise=%g | model: D=%d NL=%d H=%d P=%d N=%d G=%d, %zu params\n",
               data.N, data.T, data.F, data.K, double(a.synth.noise), m.D, m.NL, m.H(), m.P, m.N, m.G,
-              trainer.layout().table.count());
+              layout.table.count());
   std::printf("train: B=%d L=%d steps=%lld lr=%g (%s, warm-up %lld) wd=%g clip=%g loss=%s seed=%llu\n", a.train.B,
               a.train.L, static_cast<long long>(a.train.steps), double(a.train.lr), a.schedule.c_str(),
               static_cast<long long>(a.train.warmup), double(a.train.weight_decay), double(a.train.clip),
               a.loss.c_str(), static_cast<unsigned long long>(a.train.seed));
+
   const auto t0 = std::chrono::steady_clock::now();
   double first_loss = 0, window_loss = 0;
-  int64_t window_n = 0;
-  for (int64_t s = 0; s < a.train.steps; ++s) {
-    const StepStats st = trainer.step();
-    if (s == 0) first_loss = st.loss;
-    window_loss += st.loss;
-    ++window_n;
-    if (st.step % a.train.log_every == 0 || st.step == a.train.steps) {
+  int64_t window_n = 0, skipped = 0;
+  // Both trainers report through StepRecord; the GPU one is read only at log points.
+  auto report = [&](const StepRecord& r) {
+    if (r.step == 1) first_loss = r.loss;
+    skipped += r.skipped;
+    if (!r.skipped) window_loss += r.loss, ++window_n;
+    if (r.step % a.train.log_every == 0 || r.step == a.train.steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %6lld  loss %.5g  grad_norm %.4g  lr %.2e  %.1f steps/s%s\n", static_cast<long long>(st.step),
-                  window_loss / double(window_n), double(st.grad_norm), double(st.lr), double(st.step) / secs,
-                  st.skipped ? "  (skipped: non-finite gradient)" : "");
+      std::printf("step %6lld  loss %.5g  grad_norm %.4g  lr %.2e  %.1f steps/s%s\n", r.step,
+                  window_n ? window_loss / double(window_n) : 0.0, double(r.grad_norm), double(r.lr),
+                  double(r.step) / secs, skipped ? ("  (" + std::to_string(skipped) + " skipped)").c_str() : "");
       std::fflush(stdout);
       window_loss = 0;
       window_n = 0;
     }
+  };
+  if (on_gpu) {
+    Context ctx(0);
+    GpuTrainer trainer(ctx, a.model, a.train, data, {!a.no_graph, a.tf32, 0});
+    int64_t reported = 0;
+    for (int64_t s = 1; s <= a.train.steps; ++s) {
+      trainer.step();
+      if (s % a.train.log_every == 0 || s == a.train.steps)
+        while (reported < s) report(trainer.record(++reported));
+    }
+  } else {
+    CpuTrainer trainer(a.model, a.train, data);
+    for (int64_t s = 0; s < a.train.steps; ++s) {
+      const StepStats st = trainer.step();
+      report({st.step, st.loss, st.grad_norm, st.clip_scale, st.lr, st.skipped, 0});
+    }
   }
-  std::printf("done: first-step loss %.5g, %lld skipped steps\n", first_loss,
-              static_cast<long long>(trainer.skipped_total()));
+  std::printf("done: first-step loss %.5g, %lld skipped steps\n", first_loss, static_cast<long long>(skipped));
   return 0;
 }
 

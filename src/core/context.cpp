@@ -30,7 +30,9 @@ Context::Context(int device) : device_(device) {
           "CUDA device " + std::to_string(device) + " does not exist (found " + std::to_string(n) + ")");
   MLALPHA_CUDA_CHECK(cudaSetDevice(device_));
   MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
-  MLALPHA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // A blocking stream: setup copies on the legacy default stream (DeviceBuffer::upload/download) are
+  // ordered with the step's work without extra synchronisation.
+  MLALPHA_CUDA_CHECK(cudaStreamCreate(&stream_));
   MLALPHA_CUBLAS_CHECK(cublasLtCreate(&blas_));
   workspace_ = DeviceBuffer<unsigned char>(kWorkspaceBytes);
 }

@@ -1,0 +1,121 @@
+#include "train/trainer_gpu.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "data/sampler.h"
+
+namespace mlalpha {
+
+GpuTrainer::GpuTrainer(Context& ctx, const ModelConfig& mc, const TrainConfig& tc, const Panel& data,
+                       const GpuTrainerOptions& opt)
+    : ctx_(ctx),
+      layout_(mc),
+      tc_(tc),
+      opt_(opt),
+      arena_(layout_.table),
+      model_(ctx, layout_, tc.B, tc.L, opt.tf32),
+      N_(data.N),
+      T_(data.T) {
+  tc_.validate();
+  data.validate();
+  require(data.F == mc.F, "dataset has F = " + std::to_string(data.F) + " features but model.F = " + std::to_string(mc.F));
+  require(data.K == mc.K, "dataset has K = " + std::to_string(data.K) + " targets but model.K = " + std::to_string(mc.K));
+  require(tc_.L <= data.T, "train.L = " + std::to_string(tc_.L) + " exceeds the series length T = " + std::to_string(data.T));
+  if (opt_.ring_size <= 0) opt_.ring_size = int(std::max<int64_t>(1024, 2 * tc_.log_every));
+  // The dataset lives in device memory for the whole run (DESIGN section 2, step 1).
+  data_x_ = DeviceBuffer<float>(data.x.size());
+  data_x_.upload(data.x);
+  data_y_ = DeviceBuffer<float>(data.y.size());
+  data_y_.upload(data.y);
+  xb_ = DeviceBuffer<float>(size_t(tc_.B) * tc_.L * mc.F);
+  yb_ = DeviceBuffer<float>(size_t(tc_.B) * tc_.L * mc.K);
+  norm_partials_ = DeviceBuffer<float>(gpu::grad_norm_blocks(layout_.table.total()));
+  arena_.params.upload(init_params(layout_, tc_.seed));
+  DeviceStepState s;
+  std::memset(&s, 0, sizeof s);
+  state_ = DeviceBuffer<DeviceStepState>(1);
+  state_.upload(&s, 1);
+  ring_ = MappedBuffer<StepRecord>(size_t(opt_.ring_size));
+  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());  // setup done before the first step
+}
+
+GpuTrainer::~GpuTrainer() {
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+}
+
+void GpuTrainer::enqueue_step() {
+  cudaStream_t st = ctx_.stream();
+  const ModelConfig& c = layout_.cfg;
+  const size_t n = layout_.table.total();
+  // The sampler reads the step counter from device memory, so every replay of the graph draws new windows.
+  const long long* step_ptr = &state_.data()->step;
+  gpu::gather_batch({N_, T_, c.F, c.K, tc_.B, tc_.L, tc_.seed}, data_x_.data(), data_y_.data(), step_ptr, xb_.data(),
+                    yb_.data(), st);
+  MLALPHA_CUDA_CHECK(cudaMemsetAsync(arena_.grads.data(), 0, arena_.grads.bytes(), st));
+  model_.forward(arena_.params.data(), xb_.data());
+  model_.loss(yb_.data(), model_.loss_params(tc_));
+  model_.backward(arena_.params.data(), arena_.grads.data(), nullptr);
+  gpu::grad_norm_sq_phase1(arena_.grads.data(), n, norm_partials_.data(), st);
+  gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n), state_.data(), st);
+  const ScheduleParams sched{tc_.lr, tc_.min_lr_ratio, tc_.warmup, tc_.steps, tc_.schedule == Schedule::Cosine};
+  gpu::grad_clip_scale({tc_.clip, tc_.beta1, tc_.beta2, sched}, state_.data(), model_.loss_value(), ring_.device(),
+                       opt_.ring_size, st);
+  gpu::adamw_step_devscale(arena_.params.data(), arena_.grads.data(), arena_.m.data(), arena_.v.data(),
+                           arena_.decay.data(), n, {tc_.beta1, tc_.beta2, tc_.eps, tc_.weight_decay}, state_.data(),
+                           st);
+}
+
+void GpuTrainer::step() {
+  // The first step runs eagerly: it creates the cuBLASLt plans (allocation-free afterwards) and is a
+  // real step. Later steps replay one captured graph.
+  if (!opt_.graph || enqueued_ == 0) {
+    enqueue_step();
+  } else {
+    if (!graph_exec_) {
+      cudaStream_t st = ctx_.stream();
+      cudaGraph_t graph = nullptr;
+      MLALPHA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue_step();
+      } catch (...) {
+        cudaStreamEndCapture(st, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      MLALPHA_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+      const cudaError_t e = cudaGraphInstantiate(&graph_exec_, graph, 0);
+      cudaGraphDestroy(graph);
+      MLALPHA_CUDA_CHECK(e);
+    }
+    MLALPHA_CUDA_CHECK(cudaGraphLaunch(graph_exec_, ctx_.stream()));
+  }
+  ++enqueued_;
+}
+
+StepRecord GpuTrainer::record(int64_t s) {
+  require(s >= 1 && s <= enqueued_ && enqueued_ - s < opt_.ring_size,
+          "GpuTrainer::record: step " + std::to_string(s) + " is not in the ring (have steps " +
+              std::to_string(std::max<int64_t>(1, enqueued_ - opt_.ring_size + 1)) + ".." + std::to_string(enqueued_) + ")");
+  if (s > synced_) {  // one synchronisation covers every step enqueued so far
+    ctx_.synchronize();
+    synced_ = enqueued_;
+  }
+  const volatile StepRecord& r = ring_.host()[(s - 1) % opt_.ring_size];
+  StepRecord out;
+  out.step = r.step;
+  out.loss = r.loss;
+  out.grad_norm = r.grad_norm;
+  out.clip_scale = r.clip_scale;
+  out.lr = r.lr;
+  out.skipped = r.skipped;
+  out.pad_ = 0;
+  return out;
+}
+
+std::vector<float> GpuTrainer::params() {
+  ctx_.synchronize();
+  return arena_.params.download();
+}
+
+}  // namespace mlalpha
