@@ -1,0 +1,118 @@
+// Δ = clamp(softplus(dt + dt_bias), lo, hi) on the GPU (DESIGN section 1), fp32, elementwise over (M, H).
+// ddt_bias is reduced without atomics: each block of kBwdRows rows writes one partial (H), then
+// colsum_add_kernel adds the partials in a fixed order.
+#include "core/cuda_check.h"
+#include "ops/activations.h"
+#include "ops/dt_softplus/dt_softplus.h"
+
+namespace mlalpha::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBwdRows = 64;                // rows per backward block: fixed by the shape only
+constexpr int kTileH = 32, kRowSlices = 8;  // backward block: 32 heads × 8 row slices
+constexpr int kColTile = 32, kSlices = 16;  // colsum_add_kernel block: 32 columns × 16 slices of partials
+
+// The ref's clamp, written the same way: NaN passes through, hi = +inf never clamps.
+__device__ __forceinline__ float clamp_ref(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+__global__ void __launch_bounds__(kThreads)
+    dt_softplus_fwd_kernel(int M, int H, int ld_dt, float lo, float hi, const float* __restrict__ dt,
+                           const float* __restrict__ dt_bias, float* __restrict__ delta) {
+  const long long idx = (long long)blockIdx.x * kThreads + threadIdx.x;
+  if (idx >= (long long)M * H) return;
+  const int m = int(idx / H), h = int(idx % H);
+  delta[idx] = clamp_ref(softplus(dt[size_t(m) * ld_dt + h] + dt_bias[h]), lo, hi);
+}
+
+// g = ddelta · σ(u) where lo ≤ softplus(u) ≤ hi, else 0 (u > 20: softplus is the identity, slope 1, as the
+// ref); ddt = g; partial[block][h] = Σ_rows g, the row slices of a head added in a fixed order.
+__global__ void __launch_bounds__(kTileH* kRowSlices)
+    dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const float* __restrict__ dt,
+                           const float* __restrict__ dt_bias, const float* __restrict__ ddelta,
+                           float* __restrict__ ddt, float* __restrict__ partial /* (gridDim.x, H) */) {
+  __shared__ float s[kRowSlices][kTileH];
+  const int h = blockIdx.y * kTileH + threadIdx.x;
+  const int row0 = blockIdx.x * kBwdRows;
+  const int row_end = min(M, row0 + kBwdRows);
+  float acc = 0.f;
+  if (h < H) {
+    const float b = dt_bias[h];
+    for (int m = row0 + threadIdx.y; m < row_end; m += kRowSlices) {
+      const float u = dt[size_t(m) * ld_dt + h] + b;
+      const float v = softplus(u);
+      const bool pass = v >= lo && v <= hi;
+      const float g = pass ? ddelta[size_t(m) * H + h] * (u > 20.f ? 1.f : sigmoid(u)) : 0.f;
+      ddt[size_t(m) * ld_dt + h] = g;
+      acc += g;
+    }
+  }
+  s[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && h < H) {
+    float t = 0.f;
+    for (int k = 0; k < kRowSlices; ++k) t += s[k][threadIdx.x];
+    partial[size_t(blockIdx.x) * H + h] = t;
+  }
+}
+
+// dw[c] += Σ_b partial[b][c] in a fixed order: slice t sums b = t, t + kSlices, …; slices then add in order.
+__global__ void __launch_bounds__(kColTile* kSlices)
+    colsum_add_kernel(int nb, int D, const float* __restrict__ partial, float* __restrict__ dw) {
+  __shared__ float s[kSlices][kColTile];
+  const int c = blockIdx.x * kColTile + threadIdx.x;
+  float acc = 0.f;
+  if (c < D)
+    for (int b = threadIdx.y; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
+  s[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < D) {
+    float t = 0.f;
+    for (int k = 0; k < kSlices; ++k) t += s[k][threadIdx.x];
+    dw[c] += t;
+  }
+}
+
+int bwd_blocks(const DtParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
+
+void check_params(const DtParams& p, const char* who) {
+  const std::string w(who);
+  require(p.M >= 0, w + ": M must be >= 0, got " + std::to_string(p.M));
+  require(p.H >= 1, w + ": H must be >= 1, got " + std::to_string(p.H));
+  require(p.ld_dt >= p.H, w + ": ld_dt must be >= H, got ld_dt=" + std::to_string(p.ld_dt) +
+                              " H=" + std::to_string(p.H));
+  require(p.lo <= p.hi, w + ": the clamp needs lo <= hi (hi = +inf for no upper clamp), got lo=" +
+                            std::to_string(p.lo) + " hi=" + std::to_string(p.hi));
+}
+
+}  // namespace
+
+void dt_softplus_fwd(const DtParams& p, const float* dt, const float* dt_bias, float* delta, cudaStream_t stream) {
+  check_params(p, "gpu::dt_softplus_fwd");
+  const long long n = (long long)p.M * p.H;
+  if (n == 0) return;
+  const long long grid = (n + kThreads - 1) / kThreads;
+  require(grid < (1ll << 31), "gpu::dt_softplus_fwd: M·H too large");
+  dt_softplus_fwd_kernel<<<unsigned(grid), kThreads, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, delta);
+  MLALPHA_CHECK_LAUNCH();
+}
+
+size_t dt_softplus_bwd_workspace_floats(const DtParams& p) { return size_t(bwd_blocks(p)) * size_t(p.H); }
+
+void dt_softplus_bwd(const DtParams& p, const float* dt, const float* dt_bias, const float* ddelta, float* ddt,
+                     float* ddt_bias, float* workspace, cudaStream_t stream) {
+  check_params(p, "gpu::dt_softplus_bwd");
+  if (p.M == 0) return;  // ddt_bias += 0
+  require(workspace != nullptr, "gpu::dt_softplus_bwd: workspace is null (needs dt_softplus_bwd_workspace_floats)");
+  const int nb = bwd_blocks(p);
+  const int tiles = (p.H + kTileH - 1) / kTileH;
+  require(tiles <= 65535, "gpu::dt_softplus_bwd: H too large");
+  dt_softplus_bwd_kernel<<<dim3(nb, tiles), dim3(kTileH, kRowSlices), 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt,
+                                                                                  dt_bias, ddelta, ddt, workspace);
+  MLALPHA_CHECK_LAUNCH();
+  colsum_add_kernel<<<(p.H + kColTile - 1) / kColTile, dim3(kColTile, kSlices), 0, stream>>>(nb, p.H, workspace,
+                                                                                            ddt_bias);
+  MLALPHA_CHECK_LAUNCH();
+}
+
+}  // namespace mlalpha::gpu

@@ -1,0 +1,151 @@
+// Masked MSE / Huber loss and its gradient on the GPU (DESIGN sections 1 and 2), fp32, the result left in
+// device memory. Three stream-ordered kernels, no atomics, fixed grid (from the shape only):
+//   loss_partials_kernel  per block of kChunk elements: Σℓ (float) and Σm (int) into workspace
+//   loss_finalize_kernel  one block: adds the partials in a fixed order, writes loss, count and 1/max(1, Σm)
+//   loss_grad_kernel      dout = m·ℓ'(e)/max(1, Σm), recomputed from out and y now that the count is known
+// Workspace (floats): [0, nb) Σℓ partials | [nb, 2nb) Σm partials stored as int | [2nb] 1/max(1, Σm).
+#include <climits>
+
+#include "core/cuda_check.h"
+#include "ops/loss/loss.h"
+
+namespace mlalpha::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPerThread = 8;
+constexpr int kChunk = kThreads * kPerThread;  // elements per partials block
+constexpr int kWarps = kThreads / 32;
+
+// m = 0 for positions t < burn_in and for NaN targets (element i of (B, L, K) is at t = (i / K) mod L)
+__device__ __forceinline__ bool masked(long long i, int L, int K, int burn_in, float yi) {
+  const int t = int((i / K) % L);
+  return t < burn_in || isnan(yi);
+}
+
+// ℓ(e) and ℓ'(e): e² and 2e, or Huber_δ: ½e², e where |e| ≤ δ, else δ(|e| − ½δ), ±δ
+__device__ __forceinline__ void loss_term(bool huber, float d, float e, float& l, float& g) {
+  if (!huber) {
+    l = e * e;
+    g = 2.f * e;
+  } else if (fabsf(e) <= d) {
+    l = 0.5f * e * e;
+    g = e;
+  } else {
+    l = d * (fabsf(e) - 0.5f * d);
+    g = e > 0.f ? d : -d;
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ int warp_sum(int v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Block-wide sum of (s, c) in a fixed order (warp butterflies, then warps 0..kWarps−1); valid in thread 0.
+__device__ __forceinline__ void block_sum(float& s, int& c) {
+  __shared__ float ss[kWarps];
+  __shared__ int sc[kWarps];
+  s = warp_sum(s);
+  c = warp_sum(c);
+  if (threadIdx.x % 32 == 0) ss[threadIdx.x / 32] = s, sc[threadIdx.x / 32] = c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    s = 0.f, c = 0;
+    for (int k = 0; k < kWarps; ++k) s += ss[k], c += sc[k];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    loss_partials_kernel(long long n, int L, int K, int burn_in, bool huber, float delta,
+                         const float* __restrict__ out, const float* __restrict__ y, float* __restrict__ psum,
+                         int* __restrict__ pcnt) {
+  float s = 0.f;
+  int c = 0;
+  const long long base = (long long)blockIdx.x * kChunk + threadIdx.x;
+  for (int k = 0; k < kPerThread; ++k) {
+    const long long i = base + (long long)k * kThreads;
+    if (i >= n) break;
+    const float yi = y[i];
+    if (masked(i, L, K, burn_in, yi)) continue;
+    float l, g;
+    loss_term(huber, delta, out[i] - yi, l, g);
+    s += l;
+    ++c;
+  }
+  block_sum(s, c);
+  if (threadIdx.x == 0) psum[blockIdx.x] = s, pcnt[blockIdx.x] = c;
+}
+
+// One block: thread t adds partials t, t + kThreads, … in order, then block_sum; loss = Σℓ · 1/max(1, Σm).
+__global__ void __launch_bounds__(kThreads)
+    loss_finalize_kernel(int nb, const float* __restrict__ psum, const int* __restrict__ pcnt,
+                         float* __restrict__ inv_out, float* __restrict__ loss_out, int* __restrict__ count_out) {
+  float s = 0.f;
+  int c = 0;
+  for (int b = threadIdx.x; b < nb; b += kThreads) s += psum[b], c += pcnt[b];
+  block_sum(s, c);
+  if (threadIdx.x == 0) {
+    const float inv = 1.f / float(c > 0 ? c : 1);
+    *inv_out = inv;
+    *loss_out = s * inv;
+    if (count_out) *count_out = c;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    loss_grad_kernel(long long n, int L, int K, int burn_in, bool huber, float delta, const float* __restrict__ out,
+                     const float* __restrict__ y, const float* __restrict__ inv, float* __restrict__ dout) {
+  const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
+  if (i >= n) return;
+  const float yi = y[i];
+  if (masked(i, L, K, burn_in, yi)) {
+    dout[i] = 0.f;
+    return;
+  }
+  float l, g;
+  loss_term(huber, delta, out[i] - yi, l, g);
+  dout[i] = g * *inv;
+}
+
+long long numel(const LossParams& p) { return (long long)p.B * p.L * p.K; }
+int partial_blocks(const LossParams& p) { return int((numel(p) + kChunk - 1) / kChunk); }
+
+}  // namespace
+
+size_t loss_fwd_bwd_workspace_floats(const LossParams& p) { return 2 * size_t(partial_blocks(p)) + 1; }
+
+void loss_fwd_bwd(const LossParams& p, const float* out, const float* y, float* dout, float* loss_out, int* count_out,
+                  float* workspace, cudaStream_t stream) {
+  require(p.B >= 0 && p.L >= 0 && p.K >= 0, "gpu::loss_fwd_bwd: B, L, K must be >= 0, got B=" + std::to_string(p.B) +
+                                                " L=" + std::to_string(p.L) + " K=" + std::to_string(p.K));
+  require(numel(p) <= INT_MAX, "gpu::loss_fwd_bwd: B·L·K must be < 2^31 (int mask count)");
+  require(p.kind == LossKind::MSE || p.delta > 0.f,
+          "gpu::loss_fwd_bwd: Huber delta must be > 0, got " + std::to_string(p.delta));
+  require(loss_out != nullptr && workspace != nullptr, "gpu::loss_fwd_bwd: loss_out and workspace must be non-null");
+  const long long n = numel(p);
+  const int nb = partial_blocks(p);
+  const bool huber = p.kind == LossKind::Huber;
+  float* psum = workspace;
+  int* pcnt = reinterpret_cast<int*>(workspace + nb);
+  float* inv = workspace + 2 * size_t(nb);
+  if (nb > 0) {
+    loss_partials_kernel<<<nb, kThreads, 0, stream>>>(n, p.L, p.K, p.burn_in, huber, p.delta, out, y, psum, pcnt);
+    MLALPHA_CHECK_LAUNCH();
+  }
+  // Runs even for n = 0 so the scalars are always written (loss 0, count 0).
+  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(nb, psum, pcnt, inv, loss_out, count_out);
+  MLALPHA_CHECK_LAUNCH();
+  if (dout && n > 0) {
+    const long long grid = (n + kThreads - 1) / kThreads;
+    loss_grad_kernel<<<unsigned(grid), kThreads, 0, stream>>>(n, p.L, p.K, p.burn_in, huber, p.delta, out, y, inv,
+                                                              dout);
+    MLALPHA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace mlalpha::gpu
