@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "cli/bench.h"
 #include "core/context.h"
 #include "data/synthetic.h"
 #include "mlalpha/config.h"
@@ -130,12 +131,21 @@ int run_info() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const double t_start =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   CLI::App app{"ml-alpha: train Mamba2 sequence models on market time series, on the GPU"};
   app.require_subcommand(1);
   TrainArgs targs;
   CLI::App* train = app.add_subcommand("train", "train a model (built-in synthetic dataset)");
   add_train_options(*train, targs);
   CLI::App* info = app.add_subcommand("info", "print the CUDA devices this build can see");
+  BenchArgs bargs;
+  CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU");
+  bench->add_option("--configs", bargs.configs, "comma-separated subset of S,M,L")->capture_default_str();
+  bench->add_option("--steps", bargs.steps, "timed steps per configuration (median reported)")->capture_default_str();
+  bench->add_option("--warmup", bargs.warmup, "untimed steps before timing")->capture_default_str();
+  bench->add_flag("--tf32", bargs.tf32, "run every configuration in tf32 (L always runs tf32 and fp32)");
+  bench->add_flag("!--no-optimizer", bargs.optimizer, "skip the AdamW + clip over 25M/100M parameters case");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,6 +154,10 @@ int main(int argc, char** argv) {
   try {
     if (*train) return run_train(targs);
     if (*info) return run_info();
+    if (*bench) {
+      require(cuda_device_count() > 0, "bench needs a CUDA device and found none");
+      return run_bench(bargs, t_start);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ml-alpha: error: %s\n", e.what());
     return 1;

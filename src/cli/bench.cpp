@@ -1,0 +1,133 @@
+#include "cli/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "core/context.h"
+#include "data/synthetic.h"
+#include "train/trainer_gpu.h"
+
+namespace mlalpha {
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int B, L, F, D, NL, N, P, Q;
+};
+constexpr Shape kShapes[] = {{"S", 64, 256, 32, 128, 4, 64, 32, 64},
+                             {"M", 32, 512, 64, 256, 6, 64, 64, 128},
+                             {"L", 8, 2048, 64, 1024, 8, 128, 64, 256}};
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// Times `steps` calls of f with CUDA events around each; returns per-call milliseconds.
+template <typename F>
+std::vector<float> time_calls(cudaStream_t st, int steps, F&& f) {
+  std::vector<cudaEvent_t> ev(steps + 1);
+  for (auto& e : ev) MLALPHA_CUDA_CHECK(cudaEventCreate(&e));
+  MLALPHA_CUDA_CHECK(cudaEventRecord(ev[0], st));
+  for (int i = 0; i < steps; ++i) {
+    f();
+    MLALPHA_CUDA_CHECK(cudaEventRecord(ev[i + 1], st));
+  }
+  MLALPHA_CUDA_CHECK(cudaEventSynchronize(ev[steps]));
+  std::vector<float> ms(steps);
+  for (int i = 0; i < steps; ++i) MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
+  for (auto& e : ev) cudaEventDestroy(e);
+  return ms;
+}
+
+void bench_model(Context& ctx, const Shape& s, bool tf32, const BenchArgs& a, double t_start, bool first) {
+  ModelConfig mc;
+  mc.F = s.F; mc.K = 1; mc.D = s.D; mc.NL = s.NL; mc.N = s.N; mc.P = s.P; mc.Q = s.Q;
+  TrainConfig tc;
+  tc.B = s.B; tc.L = s.L; tc.steps = 1 + a.warmup + a.steps; tc.lr = 1e-3f; tc.weight_decay = 0.01f; tc.clip = 1.0f;
+  tc.log_every = tc.steps;
+  const Panel data = make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1});
+  GpuTrainer tr(ctx, mc, tc, data, {true, tf32, 0});
+  tr.step();
+  const StepRecord r1 = tr.record(1);
+  const double first_step_s = now_seconds() - t_start;
+  for (int i = 0; i < a.warmup; ++i) tr.step();
+  const auto ms = time_calls(ctx.stream(), a.steps, [&] { tr.step(); });
+  const StepRecord last = tr.record(tr.steps_enqueued());
+  const double med = median(ms);
+  std::printf("| %-2s %-4s | %4d | %5d | %5d | %2d | %9.1fM | %9.3f | %9.3f | %12.0f | %9.2f%s | %8.4f -> %.4f |\n",
+              s.name, tf32 ? "tf32" : "fp32", s.B, s.L, s.D, s.NL, double(tr.layout().table.count()) / 1e6, med,
+              double(*std::min_element(ms.begin(), ms.end())), double(s.B) * s.L / (med / 1e3), first_step_s,
+              first ? "" : "*", double(r1.loss), double(last.loss));
+  std::fflush(stdout);
+}
+
+void bench_optimizer(Context& ctx, size_t n, int steps) {
+  n = (n + 63) / 64 * 64;
+  DeviceBuffer<float> p(n), g(n), m(n), v(n), partials(gpu::grad_norm_blocks(n)), copy_src(n), copy_dst(n);
+  DeviceBuffer<unsigned char> decay(n);
+  // Non-zero, non-constant contents (METHOD.md: never time on zeros).
+  for (auto* b : {&p, &g, &m, &v, &copy_src}) b->fill_bytes(0x3C, ctx.stream());  // 0x3C3C3C3C ≈ 0.0115f
+  decay.fill_bytes(1, ctx.stream());
+  DeviceBuffer<DeviceStepState> st(1);
+  st.fill_bytes(0, ctx.stream());
+  const gpu::ClipParams cp{1.0f, 0.9f, 0.999f, {1e-3f, 0.1f, 0, 1000000, true}};
+  auto opt_step = [&] {
+    gpu::grad_norm_sq_phase1(g.data(), n, partials.data(), ctx.stream());
+    gpu::grad_norm_sq_phase2(partials.data(), gpu::grad_norm_blocks(n), st.data(), ctx.stream());
+    gpu::grad_clip_scale(cp, st.data(), nullptr, nullptr, 0, ctx.stream());
+    gpu::adamw_step_devscale(p.data(), g.data(), m.data(), v.data(), decay.data(), n, {0.9f, 0.999f, 1e-8f, 0.01f},
+                             st.data(), ctx.stream());
+  };
+  for (int i = 0; i < 5; ++i) opt_step();
+  const double opt_ms = median(time_calls(ctx.stream(), steps, opt_step));
+  auto copy = [&] {
+    MLALPHA_CUDA_CHECK(cudaMemcpyAsync(copy_dst.data(), copy_src.data(), n * 4, cudaMemcpyDeviceToDevice, ctx.stream()));
+  };
+  copy();
+  const double copy_ms = median(time_calls(ctx.stream(), steps, copy));
+  // Bytes the optimizer must move: norm reads g (4); AdamW reads p, g, m, v (16) + decay (1), writes p, m, v (12).
+  const double opt_bytes = 33.0 * double(n), copy_bytes = 8.0 * double(n);
+  const double opt_bw = opt_bytes / (opt_ms / 1e3) / 1e9, copy_bw = copy_bytes / (copy_ms / 1e3) / 1e9;
+  std::printf("| AdamW+clip %5.0fM params | %8.3f ms | %7.0f GB/s (33 B/param) | copy %7.0f GB/s | %5.1f%% of copy |\n",
+              double(n) / 1e6, opt_ms, opt_bw, copy_bw, 100.0 * opt_bw / copy_bw);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_bench(const BenchArgs& a, double t_start) {
+  require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
+  Context ctx(0);
+  std::printf("ml-alpha bench on %s; median of %d steps after %d warm-up steps (CUDA events, graph replay)\n",
+              cuda_device_summary(0).c_str(), a.steps, a.warmup);
+  std::printf("| config    |    B |     L |     D | NL |    params |    ms/step |     min ms |     tokens/s | first step s | loss first -> last |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  bool first = true;
+  std::stringstream list(a.configs);
+  for (std::string name; std::getline(list, name, ',');) {
+    const Shape* s = nullptr;
+    for (const Shape& k : kShapes)
+      if (name == k.name) s = &k;
+    require(s != nullptr, "bench: unknown configuration '" + name + "' (expected S, M or L)");
+    const bool both = name == "L" && !a.tf32;
+    bench_model(ctx, *s, a.tf32 || name == "L" ? true : false, a, t_start, first);
+    first = false;
+    if (both) bench_model(ctx, *s, false, a, t_start, false);
+  }
+  std::printf("(* first step s: from process start, so it includes the configurations timed before it)\n");
+  if (a.optimizer) {
+    for (size_t n : {size_t(25'000'000), size_t(100'000'000)}) bench_optimizer(ctx, n, a.steps);
+  }
+  return 0;
+}
+
+}  // namespace mlalpha
