@@ -1,6 +1,11 @@
 #pragma once
 // Causal depthwise conv1d + bias + SiLU over the xBC channels of the Mamba2 in_proj output
 // (DESIGN section 1):  y[b,t,c] = SiLU(bias[c] + Σ_{k<W} w[c,k] · x[b, t−(W−1)+k, c]), x = 0 before t = 0.
+// GPU: conv1d.cu. CPU: conv1d_ref.cpp (the oracle).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
 namespace mlalpha {
 
 struct Conv1dParams {
@@ -19,5 +24,24 @@ template <typename T>
 void conv1d_silu_bwd(const Conv1dParams& p, const T* x, const T* w, const T* bias, const T* dy, T* dx, T* dw,
                      T* dbias);
 }  // namespace ref
+
+namespace gpu {
+// Widest kernel the GPU supports (the register window is sized at compile time).
+constexpr int kConv1dMaxW = 8;
+
+// x (B, L, ld_x) first C columns used, w (C, W), bias (C), y (B, L, C) written.
+void conv1d_silu_fwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, float* y,
+                     cudaStream_t stream);
+
+// Floats of scratch conv1d_silu_bwd needs: one (W+1, C) partial of dw and dbias per block of
+// 128 time steps of one sequence, i.e. B · ceil(L / 128) · (W + 1) · C.
+size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
+
+// x (B, L, ld_x), w (C, W), bias (C), dy (B, L, C); dx (B, L, ld_x): the C columns written (the other
+// columns untouched); dw (C, W) +=; dbias (C) +=; workspace (conv1d_silu_bwd_workspace_floats(p) floats).
+// The pre-activation is recomputed; dw, dbias are summed as per-block partials then in a fixed order.
+void conv1d_silu_bwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, const float* dy,
+                     float* dx, float* dw, float* dbias, float* workspace, cudaStream_t stream);
+}  // namespace gpu
 
 }  // namespace mlalpha

@@ -1,0 +1,243 @@
+// Linear layer on the GPU: the three GEMMs through cuBLASLt (host code; the bias kernels are in linear.cu).
+//
+// Row-major ↔ column-major: a row-major (R, C) array is, byte for byte, the column-major (C, R) array,
+// i.e. its transpose. So every row-major product is computed as its transpose in cuBLASLt's view:
+//   forward  y = x·Wᵀ      ⇔  yᵀ (OUT, M)  = op_T(W as (IN, OUT)) · (x as (IN, M))        m=OUT n=M  k=IN
+//   dx       dx = dy·W     ⇔  dxᵀ (IN, M)  = (W as (IN, OUT)) · (dy as (OUT, M))          m=IN  n=M  k=OUT
+//   dW       dW += dyᵀ·x   ⇔  dWᵀ (IN, OUT) += (x as (IN, M)) · op_T(dy as (OUT, M))       m=IN  n=OUT k=M
+// The bias is the column-major epilogue's per-row vector (length m = OUT) in the forward GEMM.
+//
+// Determinism: the heuristic runs once per (GEMM, shape, precision, pointer alignment) and its algorithm
+// is cached, so every later call runs the same kernels; split-K algorithms are accepted only when they
+// reduce out of place in the workspace in a separate step (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE,
+// cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
+// never INPLACE (accumulation into the output buffer under counters).
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/context.h"
+#include "core/cuda_check.h"
+#include "ops/linear/linear.h"
+
+namespace mlalpha::gpu {
+
+namespace {
+
+enum class GemmOp : int64_t { kFwd = 0, kDx = 1, kDw = 2 };
+
+// One GEMM in cuBLASLt's column-major view: D (m, n) = op(A) (m, k) · op(B) (k, n) [+ beta·D].
+struct GemmShape {
+  GemmOp op;
+  cublasOperation_t ta, tb;
+  uint64_t m, n, k;
+  // stored (pre-op) matrices: A is (a_rows, a_cols) with leading dimension a_rows, likewise B; D is (m, n)
+  uint64_t a_rows, a_cols, b_rows, b_cols;
+};
+
+// Largest power of two dividing the address, capped at 256 (cuBLASLt's default alignment assumption).
+uint32_t alignment_of(const void* ptr) {
+  const auto a = reinterpret_cast<std::uintptr_t>(ptr);
+  uint32_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool bias_epilogue = false;  // bias added by the CUBLASLT_EPILOGUE_BIAS epilogue (else by our kernel)
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  Plan(Plan&& o) noexcept
+      : desc(std::exchange(o.desc, nullptr)),
+        a(std::exchange(o.a, nullptr)),
+        b(std::exchange(o.b, nullptr)),
+        d(std::exchange(o.d, nullptr)),
+        algo(o.algo),
+        bias_epilogue(o.bias_epilogue) {}
+  Plan& operator=(Plan&&) = delete;
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+  }
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  Preference() { MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref)); }
+  ~Preference() { cublasLtMatmulPreferenceDestroy(pref); }
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
+  template <typename T>
+  void set(cublasLtMatmulPreferenceAttributes_t attr, T value) {
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  }
+};
+
+// Key: GEMM, m, n, k, precision, bias present, alignments of A, B, D and the bias.
+using PlanKey = std::array<int64_t, 10>;
+
+std::string describe(const GemmShape& s, bool tf32) {
+  static const char* names[] = {"forward y = x·Wᵀ", "dx = dy·W", "dW += dyᵀ·x"};
+  return std::string(names[int(s.op)]) + " (column-major m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+         " k=" + std::to_string(s.k) + (tf32 ? ", tf32" : ", fp32") + ")";
+}
+
+// First heuristic result that runs in our workspace and does not reduce split-K in place; false if none.
+bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_d, uint32_t scheme_mask,
+               cublasLtMatmulAlgo_t* out) {
+  Preference pref;
+  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(g.workspace_bytes));
+  pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, scheme_mask);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_d);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_d);
+  constexpr int kRequested = 16;
+  cublasLtMatmulHeuristicResult_t results[kRequested] = {};
+  int returned = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g.lt, pl.desc, pl.a, pl.b, pl.d, pl.d, pref.pref,
+                                                           kRequested, results, &returned);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // no algorithm for this configuration
+  MLALPHA_CUBLAS_CHECK(st);
+  for (int i = 0; i < returned; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > g.workspace_bytes) continue;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                              &scheme, sizeof(scheme), &written));
+    if (scheme & CUBLASLT_REDUCTION_SCHEME_INPLACE) continue;
+    *out = results[i].algo;
+    return true;
+  }
+  return false;
+}
+
+Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, uint32_t al_d, const float* bias) {
+  Plan pl;
+  const cublasComputeType_t compute = g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, compute, CUDA_R_32F));
+  const int32_t ta = s.ta, tb = s.tb;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, s.a_rows, s.a_cols, int64_t(s.a_rows)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, s.b_rows, s.b_cols, int64_t(s.b_rows)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.d, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
+
+  // Preferred: only deterministic out-of-place split-K (NONE has no bit of its own). Some library versions
+  // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
+  // rejects INPLACE whatever the mask.
+  const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  auto pick = [&] {
+    return pick_algo(g, pl, al_a, al_b, al_d, kOutOfPlace, &pl.algo) ||
+           pick_algo(g, pl, al_a, al_b, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, &pl.algo);
+  };
+  if (bias) {
+    // The heuristic reads the bias pointer's value for its alignment (cublasLt.h), so set the real one.
+    const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    MLALPHA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (pick()) {
+      pl.bias_epilogue = true;
+      return pl;
+    }
+    // No BIAS-epilogue algorithm: plain GEMM, then linear_add_bias.
+    const uint32_t none = CUBLASLT_EPILOGUE_DEFAULT;
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &none, sizeof(none)));
+    const float* null_bias = nullptr;
+    MLALPHA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &null_bias, sizeof(null_bias)));
+  }
+  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, g.tf32) +
+                      " within a workspace of " + std::to_string(g.workspace_bytes) + " bytes");
+  return pl;
+}
+
+}  // namespace
+
+struct GemmPlanCache {
+  std::map<PlanKey, Plan> plans;
+};
+
+Gemm::Gemm(cublasLtHandle_t lt_, void* workspace_, size_t workspace_bytes_, bool tf32_)
+    : lt(lt_), workspace(workspace_), workspace_bytes(workspace_bytes_), tf32(tf32_),
+      cache(std::make_unique<GemmPlanCache>()) {
+  require(lt != nullptr, "Gemm: the cuBLASLt handle is null");
+  require(workspace != nullptr || workspace_bytes == 0, "Gemm: workspace is null but workspace_bytes > 0");
+}
+Gemm::Gemm(Context& ctx, bool tf32_) : Gemm(ctx.blas(), ctx.workspace(), ctx.workspace_bytes(), tf32_) {}
+Gemm::~Gemm() = default;
+Gemm::Gemm(Gemm&&) noexcept = default;
+Gemm& Gemm::operator=(Gemm&&) noexcept = default;
+size_t Gemm::num_plans() const { return cache ? cache->plans.size() : 0; }
+
+namespace {
+
+// D = op(A)·op(B) + beta·D (+ bias per row of the column-major D when bias is non-null).
+void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float beta, float* D, const float* bias,
+              const LinearParams& p, cudaStream_t stream) {
+  require(g.cache != nullptr, "linear: Gemm used after it was moved from");
+  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
+  const PlanKey key = {int64_t(s.op), int64_t(s.m), int64_t(s.n),   int64_t(s.k), int64_t(g.tf32),
+                       int64_t(bias != nullptr), al_a, al_b, al_d, bias ? int64_t(alignment_of(bias)) : 0};
+  auto it = g.cache->plans.find(key);
+  if (it == g.cache->plans.end()) it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_d, bias)).first;
+  Plan& pl = it->second;
+  if (pl.bias_epilogue)  // same alignment class as at planning time (it is part of the key)
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  const float alpha = 1.f;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmul(g.lt, pl.desc, &alpha, A, pl.a, B, pl.b, &beta, D, pl.d, D, pl.d, &pl.algo,
+                                      g.workspace, g.workspace_bytes, stream));
+  if (bias && !pl.bias_epilogue) linear_add_bias(p, bias, D, stream);
+}
+
+void check_shape(const LinearParams& p) {
+  require(p.M >= 0, "linear: M must be >= 0, got " + std::to_string(p.M));
+  require(p.IN >= 1 && p.OUT >= 1,
+          "linear: IN and OUT must be >= 1, got IN=" + std::to_string(p.IN) + " OUT=" + std::to_string(p.OUT));
+}
+
+}  // namespace
+
+void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b, float* y,
+                cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;
+  require(x && w && y, "linear_fwd: x, w and y must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M))
+  const GemmShape s{GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
+  run_gemm(g, s, w, x, 0.f, y, b, p, stream);
+}
+
+void linear_bwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* dy, float* dx,
+                float* dw, float* db, float* workspace, cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;  // dx has no rows; dw, db += empty sums
+  require(dy != nullptr, "linear_bwd: dy must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  if (dx) {
+    require(w != nullptr, "linear_bwd: w must be non-null when dx is requested");
+    // dxᵀ (IN, M) = (w stored (IN, OUT)) · (dy stored (OUT, M)); beta = 0 (written)
+    const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
+    run_gemm(g, s, w, dy, 0.f, dx, nullptr, p, stream);
+  }
+  if (dw) {
+    require(x != nullptr, "linear_bwd: x must be non-null when dw is requested");
+    // dWᵀ (IN, OUT) += (x stored (IN, M)) · op_T(dy stored (OUT, M)); beta = 1 (accumulated)
+    const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
+    run_gemm(g, s, x, dy, 1.f, dw, nullptr, p, stream);
+  }
+  if (db) linear_bias_grad(p, dy, db, workspace, stream);
+}
+
+}  // namespace mlalpha::gpu

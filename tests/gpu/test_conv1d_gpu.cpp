@@ -1,0 +1,141 @@
+// gpu::conv1d_silu_fwd / conv1d_silu_bwd against the CPU reference in double: B = L = 1, L < W, widths
+// 1..8, ld_x > C with NaN in the unused columns (must be neither read nor written), ragged C and L
+// (not multiples of the 64-channel / 128-step blocks), Mamba2-sized C = 2304; dw and dbias accumulated
+// onto random values. Plus bitwise determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../gpu_util.h"
+#include "../test_util.h"
+#include "../tolerances.h"
+#include "ops/conv1d/conv1d.h"
+
+namespace mlalpha {
+namespace {
+
+using test::all_close;
+using test::cast_vec;
+using test::from_device;
+using test::poisoned;
+using test::random_vec;
+using test::rel_l2_close;
+using test::to_device;
+
+// x (B, L, ld_x): random in the first C columns, NaN in the others (a kernel reading them poisons y).
+std::vector<float> strided_input(const Conv1dParams& p, std::mt19937_64& rng) {
+  std::vector<float> x(size_t(p.B) * p.L * p.ld_x, std::numeric_limits<float>::quiet_NaN());
+  const auto v = random_vec<float>(size_t(p.B) * p.L * p.C, rng);
+  for (size_t r = 0; r < size_t(p.B) * p.L; ++r)
+    for (int c = 0; c < p.C; ++c) x[r * p.ld_x + c] = v[r * p.C + c];
+  return x;
+}
+
+void check_shape(const Conv1dParams& p, uint64_t salt) {
+  SCOPED_TRACE("B=" + std::to_string(p.B) + " L=" + std::to_string(p.L) + " C=" + std::to_string(p.C) +
+               " W=" + std::to_string(p.W) + " ld_x=" + std::to_string(p.ld_x));
+  const size_t nx = size_t(p.B) * p.L * p.ld_x, ny = size_t(p.B) * p.L * p.C, nw = size_t(p.C) * p.W;
+  auto rng = test::make_rng(salt);
+  const auto x = strided_input(p, rng);
+  const auto w = random_vec<float>(nw, rng), bias = random_vec<float>(p.C, rng);
+  const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(p.C, rng);
+
+  const auto xd = cast_vec<double>(x), wd = cast_vec<double>(w), bd = cast_vec<double>(bias), dyd = cast_vec<double>(dy);
+  std::vector<double> y_ref(ny), dx_ref(nx, 0.0), dw_ref = cast_vec<double>(dw0), db_ref = cast_vec<double>(db0);
+  ref::conv1d_silu_fwd<double>(p, xd.data(), wd.data(), bd.data(), y_ref.data());
+  ref::conv1d_silu_bwd<double>(p, xd.data(), wd.data(), bd.data(), dyd.data(), dx_ref.data(), dw_ref.data(),
+                               db_ref.data());
+
+  auto x_g = to_device(x), w_g = to_device(w), b_g = to_device(bias), dy_g = to_device(dy);
+  auto y_g = poisoned(ny), dx_g = poisoned(nx), dw_g = to_device(dw0), db_g = to_device(db0);
+  auto ws = poisoned(gpu::conv1d_silu_bwd_workspace_floats(p));  // must not rely on zeroed scratch
+  gpu::conv1d_silu_fwd(p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
+  gpu::conv1d_silu_bwd(p, x_g.data(), w_g.data(), b_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(),
+                       ws.data(), nullptr);
+
+  EXPECT_TRUE(all_close(from_device(y_g), y_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "y"));
+  // dx: compare the C used columns; the others must still hold the poison (0xFFFFFFFF)
+  const auto dx = from_device(dx_g);
+  std::vector<float> dx_used;
+  std::vector<double> dx_ref_used;
+  size_t touched = 0;
+  for (size_t r = 0; r < size_t(p.B) * p.L; ++r)
+    for (int c = 0; c < p.ld_x; ++c) {
+      const size_t i = r * p.ld_x + c;
+      if (c < p.C) {
+        dx_used.push_back(dx[i]);
+        dx_ref_used.push_back(dx_ref[i]);
+      } else {
+        uint32_t bits;
+        std::memcpy(&bits, &dx[i], sizeof bits);
+        touched += bits != 0xFFFFFFFFu;
+      }
+    }
+  EXPECT_TRUE(all_close(dx_used, dx_ref_used, tol::kGpuElemAbs, tol::kGpuElemRel, "dx"));
+  EXPECT_EQ(0u, touched) << "dx columns >= C were written";
+  EXPECT_TRUE(rel_l2_close(from_device(dw_g), dw_ref, tol::kGpuReduceRelL2, "dw"));
+  EXPECT_TRUE(rel_l2_close(from_device(db_g), db_ref, tol::kGpuReduceRelL2, "dbias"));
+}
+
+TEST(Conv1dGpu, MatchesReference) {
+  const Conv1dParams shapes[] = {
+      // B, L, C, W, ld_x
+      {1, 1, 1, 4, 1},        // B = L = C = 1
+      {1, 1, 5, 4, 9},        // one step, strided
+      {2, 3, 7, 4, 20},       // L < W, ld_x > C
+      {3, 2, 70, 8, 70},      // L < W = 8, C past one 64-channel block
+      {2, 9, 33, 1, 40},      // W = 1
+      {2, 17, 65, 2, 65},     // W = 2
+      {2, 40, 31, 3, 50},     // W = 3
+      {1, 33, 64, 5, 64},     // W = 5
+      {2, 50, 19, 6, 23},     // W = 6
+      {1, 129, 10, 7, 12},    // W = 7, L one past a 128-step block
+      {4, 129, 130, 4, 300},  // ragged L and C, strided
+      {3, 300, 384, 4, 900},  // S-config-like channels, x a slice of in_proj (ld_x = 900)
+      {2, 257, 2304, 4, 4384},// L-config channels (d_inner + 2GN = 2304)
+      {64, 256, 96, 4, 200},  // many (b, tile) partial blocks
+  };
+  uint64_t salt = 1;
+  for (const Conv1dParams& p : shapes) check_shape(p, salt++);
+}
+
+TEST(Conv1dGpu, DegenerateAndInvalid) {
+  const Conv1dParams empty{0, 5, 8, 4, 8};
+  EXPECT_EQ(0u, gpu::conv1d_silu_bwd_workspace_floats(empty));
+  EXPECT_NO_THROW(gpu::conv1d_silu_fwd(empty, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(
+      gpu::conv1d_silu_bwd(empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_THROW(gpu::conv1d_silu_bwd_workspace_floats(Conv1dParams{1, 4, 8, 9, 8}), Error);  // W > 8
+  EXPECT_THROW(gpu::conv1d_silu_bwd_workspace_floats(Conv1dParams{1, 4, 8, 4, 7}), Error);  // ld_x < C
+}
+
+TEST(Conv1dGpu, Deterministic) {
+  const Conv1dParams p{8, 1000, 2304, 4, 4384};
+  const size_t ny = size_t(p.B) * p.L * p.C, nw = size_t(p.C) * p.W;
+  auto rng = test::make_rng(1000);
+  const auto x = strided_input(p, rng);
+  const auto w = random_vec<float>(nw, rng), bias = random_vec<float>(p.C, rng);
+  const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(p.C, rng);
+  auto run = [&] {
+    auto x_g = to_device(x), w_g = to_device(w), b_g = to_device(bias), dy_g = to_device(dy);
+    auto y_g = poisoned(ny), dx_g = poisoned(x.size()), dw_g = to_device(dw0), db_g = to_device(db0);
+    auto ws = poisoned(gpu::conv1d_silu_bwd_workspace_floats(p));
+    gpu::conv1d_silu_fwd(p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
+    gpu::conv1d_silu_bwd(p, x_g.data(), w_g.data(), b_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(),
+                         ws.data(), nullptr);
+    return std::vector<std::vector<float>>{from_device(y_g), from_device(dx_g), from_device(dw_g), from_device(db_g)};
+  };
+  const auto a = run(), b = run();
+  const char* names[] = {"y", "dx", "dw", "dbias"};
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size());
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float))) << names[i];
+  }
+}
+
+}  // namespace
+}  // namespace mlalpha

@@ -1,0 +1,216 @@
+// gpu::linear_fwd / linear_bwd (cuBLASLt GEMMs in fp32 and tf32, our bias kernels) against the CPU
+// reference in double: M = 1, odd IN / OUT, K = 1 heads, F = 7 inputs, M = 16384 rows, with and without
+// bias / dx / db, pointers aligned only to 4 bytes; dw, db accumulated onto random values. Plus bitwise
+// determinism and plan reuse.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../gpu_util.h"
+#include "../test_util.h"
+#include "../tolerances.h"
+#include "core/context.h"
+#include "ops/linear/linear.h"
+
+namespace mlalpha {
+namespace {
+
+using test::cast_vec;
+using test::from_device;
+using test::random_vec;
+
+// ‖got − ref‖₂ ≤ tol · ‖mag‖₂ with mag = the reference evaluated on |inputs| (Σ|terms| per element):
+// the rel-L2 tolerance of the table, measured against the size of the terms so that an output that
+// cancels to ~0 (likely with IN = 1 or M = 1) cannot make a correct GEMM fail. A wrong index or a
+// missing term still shows up as an error of the order of a term.
+::testing::AssertionResult close_to_terms(const std::vector<float>& got, const std::vector<double>& ref,
+                                          const std::vector<double>& mag, double tol, const std::string& what) {
+  if (got.size() != ref.size() || mag.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  double num = 0, den = 0, worst_err = -1;
+  size_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return ::testing::AssertionFailure() << what << ": non-finite value at [" << i << "]";
+    const double e = double(got[i]) - ref[i];
+    num += e * e;
+    den += mag[i] * mag[i];
+    if (std::abs(e) > worst_err) worst_err = std::abs(e), worst = i;
+  }
+  const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+  const double g = got.empty() ? 0.0 : double(got[worst]), r = ref.empty() ? 0.0 : ref[worst];
+  auto res = rel <= tol ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  return res << what << ": ‖err‖/‖terms‖=" << rel << " (tol " << tol << ") max_abs=" << worst_err << " at [" << worst
+             << "] got=" << g << " ref=" << r;
+}
+
+std::vector<double> abs_of(const std::vector<float>& v) {
+  std::vector<double> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::abs(double(v[i]));
+  return a;
+}
+
+// A device copy of h starting `off` floats into a poisoned allocation (off = 1 gives 4-byte alignment).
+struct DevAt {
+  DeviceBuffer<float> buf;
+  int off = 0;
+  float* ptr() { return buf.data() + off; }
+  std::vector<float> get() const {
+    const auto all = from_device(buf);
+    return std::vector<float>(all.begin() + off, all.end());
+  }
+};
+DevAt upload_at(const std::vector<float>& h, int off) {
+  DevAt d{DeviceBuffer<float>(h.size() + off), off};
+  d.buf.fill_bytes(0xFF);
+  if (!h.empty()) d.buf.upload(h.data(), h.size(), off);
+  return d;
+}
+DevAt poisoned_at(size_t n, int off) {
+  DevAt d{DeviceBuffer<float>(n + off), off};
+  d.buf.fill_bytes(0xFF);
+  return d;
+}
+
+struct Case {
+  int M, IN, OUT;
+  bool bias = true;  // forward bias and db
+  bool dx = true;    // compute dx
+  int off = 0;       // pointer offset in floats (alignment)
+};
+
+// All launches go to the legacy default stream, which is ordered with the uploads and poisoning.
+void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
+  SCOPED_TRACE("M=" + std::to_string(c.M) + " IN=" + std::to_string(c.IN) + " OUT=" + std::to_string(c.OUT) +
+               " bias=" + std::to_string(c.bias) + " dx=" + std::to_string(c.dx) + " off=" + std::to_string(c.off) +
+               (g.tf32 ? " tf32" : " fp32"));
+  const LinearParams p{c.M, c.IN, c.OUT};
+  const size_t nx = size_t(c.M) * c.IN, ny = size_t(c.M) * c.OUT, nw = size_t(c.OUT) * c.IN;
+  auto rng = test::make_rng(salt);
+  const auto x = random_vec<float>(nx, rng), w = random_vec<float>(nw, rng), b = random_vec<float>(c.OUT, rng);
+  const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(c.OUT, rng);
+  const double gemm_tol = g.tf32 ? tol::kGpuTf32RelL2 : tol::kGpuReduceRelL2;
+
+  // reference (double) and term magnitudes (the reference on absolute values)
+  const auto xd = cast_vec<double>(x), wd = cast_vec<double>(w), bd = cast_vec<double>(b), dyd = cast_vec<double>(dy);
+  const auto xa = abs_of(x), wa = abs_of(w), ba = abs_of(b), dya = abs_of(dy);
+  std::vector<double> y_ref(ny), y_mag(ny);
+  ref::linear_fwd<double>(p, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, y_ref.data());
+  ref::linear_fwd<double>(p, xa.data(), wa.data(), c.bias ? ba.data() : nullptr, y_mag.data());
+  std::vector<double> dx_ref(nx), dx_mag(nx), dw_ref = cast_vec<double>(dw0), dw_mag = abs_of(dw0);
+  std::vector<double> db_ref = cast_vec<double>(db0), db_mag = abs_of(db0);
+  ref::linear_bwd<double>(p, xd.data(), wd.data(), dyd.data(), dx_ref.data(), dw_ref.data(), db_ref.data());
+  ref::linear_bwd<double>(p, xa.data(), wa.data(), dya.data(), dx_mag.data(), dw_mag.data(), db_mag.data());
+
+  // GPU
+  auto x_g = upload_at(x, c.off), w_g = upload_at(w, c.off), b_g = upload_at(b, c.off), dy_g = upload_at(dy, c.off);
+  auto y_g = poisoned_at(ny, c.off), dx_g = poisoned_at(nx, c.off);
+  auto dw_g = upload_at(dw0, c.off), db_g = upload_at(db0, c.off);
+  auto ws = test::poisoned(gpu::linear_bwd_workspace_floats(p));  // must not rely on zeroed scratch
+  gpu::linear_fwd(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, y_g.ptr(), nullptr);
+  gpu::linear_bwd(g, p, x_g.ptr(), w_g.ptr(), dy_g.ptr(), c.dx ? dx_g.ptr() : nullptr, dw_g.ptr(),
+                  c.bias ? db_g.ptr() : nullptr, c.bias ? ws.data() : nullptr, nullptr);
+
+  EXPECT_TRUE(close_to_terms(y_g.get(), y_ref, y_mag, gemm_tol, "y"));
+  if (c.dx) {
+    EXPECT_TRUE(close_to_terms(dx_g.get(), dx_ref, dx_mag, gemm_tol, "dx"));
+  } else {  // dx == nullptr: the buffer is left alone (still poisoned)
+    const auto untouched = dx_g.get();
+    for (size_t i = 0; i < untouched.size(); ++i) ASSERT_TRUE(std::isnan(untouched[i])) << "dx[" << i << "] written";
+  }
+  EXPECT_TRUE(close_to_terms(dw_g.get(), dw_ref, dw_mag, gemm_tol, "dw"));
+  // db is our own fp32 reduction in both precisions
+  const auto db_got = db_g.get();
+  if (c.bias) {
+    EXPECT_TRUE(close_to_terms(db_got, db_ref, db_mag, tol::kGpuReduceRelL2, "db"));
+  } else {
+    EXPECT_EQ(0, std::memcmp(db_got.data(), db0.data(), db0.size() * sizeof(float))) << "db changed with db = null";
+  }
+}
+
+const Case kCases[] = {
+    {1, 1, 1},                    // everything degenerate
+    {1, 7, 64},                   // B = L = 1, F = 7 input projection
+    {1, 64, 1, true, false},      // K = 1 head, one row, no dx
+    {3, 1, 5},                    // IN = 1
+    {37, 7, 129},                 // odd everything
+    {513, 64, 1},                 // K = 1 head over many rows
+    {513, 33, 77, false, true},   // no bias (in_proj / out_proj style)
+    {300, 31, 45, true, true, 1}, // 4-byte-aligned pointers
+    {2048, 7, 128, true, false},  // input projection, F = 7, dx not needed
+    {4096, 128, 576, false},      // in_proj-like
+    {16384, 128, 64},             // M = 8·2048 (split-K candidate for dw)
+    {16384, 64, 1, true, true, 1},
+};
+
+TEST(LinearGpu, MatchesReferenceFp32) {
+  Context ctx;
+  gpu::Gemm g(ctx, /*tf32=*/false);
+  uint64_t salt = 1;
+  for (const Case& c : kCases) check_case(g, c, salt++);
+}
+
+TEST(LinearGpu, MatchesReferenceTf32) {
+  Context ctx;
+  gpu::Gemm g(ctx, /*tf32=*/true);
+  uint64_t salt = 100;
+  for (const Case& c : kCases) check_case(g, c, salt++);
+}
+
+// M = 0 is a no-op; a shape cuBLASLt cannot take is rejected with a message, not a crash.
+TEST(LinearGpu, DegenerateShapes) {
+  Context ctx;
+  gpu::Gemm g(ctx);
+  const LinearParams empty{0, 5, 3};
+  EXPECT_EQ(0u, gpu::linear_bwd_workspace_floats(empty));
+  EXPECT_NO_THROW(gpu::linear_fwd(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::linear_bwd(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_THROW(gpu::linear_fwd(g, LinearParams{4, 0, 3}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  EXPECT_EQ(0u, g.num_plans());
+}
+
+// Same inputs twice (same Gemm, then a fresh Gemm that re-runs the heuristic): bitwise-identical outputs
+// and gradients; repeated calls reuse the cached plans.
+TEST(LinearGpu, Deterministic) {
+  Context ctx;
+  const LinearParams shapes[] = {{16384, 64, 64}, {16384, 256, 1}, {4096, 128, 576}};
+  for (bool tf32 : {false, true})
+    for (const LinearParams& p : shapes) {
+      SCOPED_TRACE("M=" + std::to_string(p.M) + " IN=" + std::to_string(p.IN) + " OUT=" + std::to_string(p.OUT) +
+                   (tf32 ? " tf32" : " fp32"));
+      const size_t nx = size_t(p.M) * p.IN, ny = size_t(p.M) * p.OUT, nw = size_t(p.OUT) * p.IN;
+      auto rng = test::make_rng(1000 + p.IN + p.OUT + tf32);
+      const auto x = random_vec<float>(nx, rng), w = random_vec<float>(nw, rng), b = random_vec<float>(p.OUT, rng);
+      const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(p.OUT, rng);
+      auto run = [&](gpu::Gemm& g) {
+        auto x_g = test::to_device(x), w_g = test::to_device(w), b_g = test::to_device(b), dy_g = test::to_device(dy);
+        auto dw_g = test::to_device(dw0), db_g = test::to_device(db0);
+        auto y_g = test::poisoned(ny), dx_g = test::poisoned(nx);
+        auto ws = test::poisoned(gpu::linear_bwd_workspace_floats(p));
+        gpu::linear_fwd(g, p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
+        gpu::linear_bwd(g, p, x_g.data(), w_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(), ws.data(),
+                        nullptr);
+        return std::vector<std::vector<float>>{from_device(y_g), from_device(dx_g), from_device(dw_g),
+                                               from_device(db_g)};
+      };
+      gpu::Gemm g1(ctx, tf32), g2(ctx, tf32);
+      const auto a = run(g1);
+      const size_t plans = g1.num_plans();
+      EXPECT_EQ(3u, plans);  // forward, dx, dw
+      const auto b1 = run(g1);
+      EXPECT_EQ(plans, g1.num_plans()) << "a repeated shape created a new plan";
+      const auto b2 = run(g2);
+      const char* names[] = {"y", "dx", "dw", "db"};
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].size(), b1[i].size());
+        EXPECT_EQ(0, std::memcmp(a[i].data(), b1[i].data(), a[i].size() * sizeof(float))) << names[i] << " (same Gemm)";
+        EXPECT_EQ(0, std::memcmp(a[i].data(), b2[i].data(), a[i].size() * sizeof(float))) << names[i] << " (new Gemm)";
+      }
+    }
+}
+
+}  // namespace
+}  // namespace mlalpha
