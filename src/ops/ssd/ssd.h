@@ -38,13 +38,15 @@ void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, con
 
 namespace gpu {
 // The scan parallel over (batch, head, p, n) with states saved at chunk boundaries (DESIGN section 1);
-// launch layouts are documented in ssd.cu. Supported: any P ≥ 1 with P ≤ 256·(32/NL), NL = lanes on n
-// (32 for N > 16, else N rounded up to a power of two); 1 ≤ N ≤ 256. Others are rejected by require().
+// launch layouts are documented in ssd.cu. Supported: 1 ≤ N ≤ 256 and 1 ≤ P ≤ 128·(32/NL), where
+// NL = min(32, ⌈N/8⌉ rounded up to a power of two) lanes share a state row (P ≤ 512 at N = 64, P ≤ 256 at
+// N = 128); others are rejected by require().
 
 // Floats of chunk_states: the state entering each chunk of Q steps, (B, H, ceil(L/Q), P, N).
 size_t ssd_chunk_states_floats(const SsdParams& p);
-// Floats of the backward's scratch: per-head dB and dC partials (B, L, H, N) each, the per-step scalar
-// z_t = Σ_p dy_t[p]·(s_t C_t)[p] (B, L, H), per-(b, h) partials of dA_log and dD (B, H) each.
+// Floats of the backward's scratch (8-byte aligned): the per-step scalar z_t = a_t Σ_p dy_t[p]·(s_{t−1} C_t)[p]
+// (B, L, H) in double, per-head dB and dC partials (B, L, H, N) each, per-(b, h) partials of dA_log and dD
+// (B, H) each: 2·B·L·H·(N + 1) + 2·B·H.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
 
 // x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)

@@ -1,0 +1,196 @@
+// GPU SSD scan (forward and backward) against the CPU oracle in double (DESIGN section 4): random shapes
+// including B = 1, L = 1, L not a multiple of Q, Q > L, G > 1 (also H not a multiple of G), odd P and N,
+// N padded inside the kernel, the 'S' layer shape, strong decays and a long sequence; plus determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_util.h"
+#include "ops/ssd/ssd.h"
+#include "test_util.h"
+#include "tolerances.h"
+
+namespace mlalpha::test {
+namespace {
+
+struct Shape {
+  int B, L, H, P, G, N, Q;
+  int pad = 0;                           // extra columns in the (B, L, ld) activation
+  double dt_lo = 1e-3, dt_hi = 1e-1;     // Δ log-uniform in [dt_lo, dt_hi] (mamba_ssm's dt init range)
+};
+
+std::string name(const Shape& s) {
+  return "B=" + std::to_string(s.B) + " L=" + std::to_string(s.L) + " H=" + std::to_string(s.H) +
+         " P=" + std::to_string(s.P) + " G=" + std::to_string(s.G) + " N=" + std::to_string(s.N) +
+         " Q=" + std::to_string(s.Q) + " dt=[" + std::to_string(s.dt_lo) + "," + std::to_string(s.dt_hi) + "]";
+}
+
+// x, B, C live in one (B, L, ld) activation as in the Mamba2 block: x at 0, B at H·P, C at H·P + G·N.
+struct Inputs {
+  SsdParams p;
+  int bo = 0, co = 0;
+  std::vector<float> xbc, delta, A_log, D, dy, dA_log0, dD0;
+};
+
+Inputs make_inputs(const Shape& s, uint64_t salt) {
+  Inputs in;
+  const int ld = s.H * s.P + 2 * s.G * s.N + s.pad;
+  in.p = SsdParams{s.B, s.L, s.H, s.P, s.G, s.N, s.Q, ld};
+  in.bo = s.H * s.P;
+  in.co = in.bo + s.G * s.N;
+  auto rng = make_rng(salt);
+  const size_t rows = size_t(s.B) * s.L;
+  in.xbc = random_vec<float>(rows * ld, rng);
+  in.delta = random_vec<float>(rows * s.H, rng, std::log(s.dt_lo), std::log(s.dt_hi));
+  for (auto& d : in.delta) d = std::exp(d);
+  in.A_log = random_vec<float>(s.H, rng, 1.0, 16.0);  // A ~ U(1, 16), A_log = ln A
+  for (auto& a : in.A_log) a = std::log(a);
+  in.D = random_vec<float>(s.H, rng, 0.5, 1.5);
+  in.dy = random_vec<float>(rows * s.H * s.P, rng);
+  in.dA_log0 = random_vec<float>(s.H, rng, -0.1, 0.1);  // accumulators start non-zero (+= semantics)
+  in.dD0 = random_vec<float>(s.H, rng, -0.1, 0.1);
+  return in;
+}
+
+struct Outputs {
+  std::vector<float> y, states, dxbc, ddelta, dA_log, dD;
+};
+
+Outputs run_gpu(const Inputs& in, bool save_states = true) {
+  const SsdParams& p = in.p;
+  const size_t rows = size_t(p.B) * p.L;
+  auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
+       dy = to_device(in.dy);
+  auto y = poisoned(rows * p.H * p.P), states = poisoned(gpu::ssd_chunk_states_floats(p));
+  gpu::ssd_fwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(), y.data(),
+               save_states ? states.data() : nullptr, nullptr);
+  Outputs o;
+  o.y = from_device(y);
+  if (!save_states) return o;
+  auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
+  auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
+  gpu::ssd_bwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(),
+               states.data(), dy.data(), dxbc.data(), ddelta.data(), dA_log.data(), dxbc.data() + in.bo,
+               dxbc.data() + in.co, dD.data(), ws.data(), nullptr);
+  o.states = from_device(states);
+  o.dxbc = from_device(dxbc);
+  o.ddelta = from_device(ddelta);
+  o.dA_log = from_device(dA_log);
+  o.dD = from_device(dD);
+  return o;
+}
+
+// Columns [c0, c1) of every row of a (rows, ld) array.
+template <typename T>
+std::vector<T> cols(const std::vector<T>& v, int ld, int c0, int c1) {
+  std::vector<T> out;
+  for (size_t r = 0; r < v.size() / ld; ++r)
+    for (int c = c0; c < c1; ++c) out.push_back(v[r * ld + c]);
+  return out;
+}
+template <typename T, typename U>
+std::vector<double> minus(const std::vector<T>& a, const std::vector<U>& b) {
+  std::vector<double> out(a.size());
+  for (size_t i = 0; i < a.size(); ++i) out[i] = double(a[i]) - double(b[i]);
+  return out;
+}
+
+void check_against_ref(const Shape& s, uint64_t salt) {
+  SCOPED_TRACE(name(s));
+  const Inputs in = make_inputs(s, salt);
+  const SsdParams& p = in.p;
+  const Outputs got = run_gpu(in);
+
+  const auto xbc = cast_vec<double>(in.xbc), delta = cast_vec<double>(in.delta), A_log = cast_vec<double>(in.A_log),
+             D = cast_vec<double>(in.D), dy = cast_vec<double>(in.dy);
+  const size_t rows = size_t(p.B) * p.L;
+  std::vector<double> y(rows * p.H * p.P), dxbc(rows * p.ld, 0.0), ddelta(rows * p.H);
+  auto dA_log = cast_vec<double>(in.dA_log0), dD = cast_vec<double>(in.dD0);
+  ref::ssd_fwd_recurrent<double>(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co,
+                                 D.data(), y.data());
+  ref::ssd_bwd<double>(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(),
+                       dy.data(), dxbc.data(), ddelta.data(), dA_log.data(), dxbc.data() + in.bo, dxbc.data() + in.co,
+                       dD.data());
+
+  const double tol = tol::kGpuSsdRelL2;
+  EXPECT_TRUE(rel_l2_close(got.y, y, tol, "y"));
+  EXPECT_TRUE(rel_l2_close(cols(got.dxbc, p.ld, 0, in.bo), cols(dxbc, p.ld, 0, in.bo), tol, "dx"));
+  EXPECT_TRUE(rel_l2_close(cols(got.dxbc, p.ld, in.bo, in.co), cols(dxbc, p.ld, in.bo, in.co), tol, "dB"));
+  EXPECT_TRUE(rel_l2_close(cols(got.dxbc, p.ld, in.co, in.co + p.G * p.N), cols(dxbc, p.ld, in.co, in.co + p.G * p.N),
+                           tol, "dC"));
+  EXPECT_TRUE(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
+  // += semantics (totals) and the gradient itself (increments over the random starting values)
+  EXPECT_TRUE(rel_l2_close(got.dA_log, dA_log, tol, "dA_log (accumulated)"));
+  EXPECT_TRUE(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
+  EXPECT_TRUE(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol, "dA_log increment"));
+  EXPECT_TRUE(rel_l2_close(minus(got.dD, in.dD0), minus(dD, in.dD0), tol, "dD increment"));
+}
+
+TEST(SsdGpu, SmallAndRaggedShapes) {
+  const Shape shapes[] = {
+      {1, 1, 1, 1, 1, 1, 64},         // L = 1, B = 1, P = N = 1
+      {2, 1, 4, 3, 2, 5, 16, 2},      // L = 1, G > 1
+      {2, 37, 4, 3, 2, 5, 16, 3},     // L not a multiple of Q, G > 1, padded ld
+      {1, 100, 4, 8, 2, 8, 128},      // Q > L
+      {3, 70, 3, 7, 2, 3, 32, 1},     // H not a multiple of G, odd P and N
+      {2, 130, 2, 16, 1, 16, 64},     // L = 2Q + 2
+      {1, 33, 2, 5, 1, 1, 1},         // Q = 1: every step starts a chunk
+      {2, 45, 2, 2, 1, 17, 8},        // N = 17 padded to 32 inside
+  };
+  uint64_t salt = 1;
+  for (const Shape& s : shapes) check_against_ref(s, 100 + salt++);
+}
+
+TEST(SsdGpu, TargetShapes) {
+  const Shape shapes[] = {
+      {4, 256, 8, 32, 1, 64, 64},   // DESIGN section 5 'S' layer: ld = d_inner + 2GN = 384
+      {1, 200, 2, 64, 1, 128, 64},  // P = 64, N = 128 (the 'L' layer's head)
+      {2, 150, 2, 64, 1, 16, 128},  // N = 16: 16 p rows per warp
+      {1, 96, 2, 16, 2, 64, 256},   // Q = 256 > L
+      {2, 96, 2, 40, 1, 96, 32},    // N = 96 padded to 128 inside, P = 40 (5 warps)
+      {1, 64, 2, 16, 1, 200, 16},   // N = 200 padded to 256 inside
+      {1, 50, 2, 128, 1, 16, 16},   // P = 128: several p-tiles in the forward
+  };
+  uint64_t salt = 1;
+  for (const Shape& s : shapes) check_against_ref(s, 200 + salt++);
+}
+
+// Δ ~ 1 with A up to 16: a_t down to e^-16, the states forget within a step or two.
+TEST(SsdGpu, StrongDecay) {
+  check_against_ref({2, 80, 2, 8, 1, 16, 16, 0, 0.5, 2.0}, 301);
+  check_against_ref({1, 300, 4, 32, 2, 64, 64, 0, 0.3, 1.5}, 302);
+}
+
+// A long sequence: the backward's reverse cumsum runs over whole chunks of Q = 256.
+TEST(SsdGpu, LongSequence) {
+  check_against_ref({1, 2048, 2, 64, 1, 128, 256}, 401);
+  check_against_ref({2, 512, 4, 32, 1, 64, 256, 0, 0.3, 1.5}, 402);
+}
+
+TEST(SsdGpu, Deterministic) {
+  const Inputs in = make_inputs({4, 256, 8, 32, 1, 64, 64}, 501);
+  const Outputs a = run_gpu(in), b = run_gpu(in), c = run_gpu(in, /*save_states=*/false);
+  auto same = [](const std::vector<float>& u, const std::vector<float>& v) {
+    return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same(a.y, b.y));
+  EXPECT_TRUE(same(a.y, c.y)) << "y must not depend on whether chunk states are saved";
+  EXPECT_TRUE(same(a.states, b.states));
+  EXPECT_TRUE(same(a.dxbc, b.dxbc));
+  EXPECT_TRUE(same(a.ddelta, b.ddelta));
+  EXPECT_TRUE(same(a.dA_log, b.dA_log));
+  EXPECT_TRUE(same(a.dD, b.dD));
+}
+
+TEST(SsdGpu, RejectsUnsupportedShapes) {
+  SsdParams p{1, 8, 1, 4, 1, 300, 4, 4 + 600};  // N > 256
+  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  p = SsdParams{1, 8, 1, 4, 1, 8, 4, 2};  // ld < H·P
+  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace mlalpha::test
