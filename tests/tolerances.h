@@ -32,6 +32,9 @@ constexpr double kGpuSsdRelL2 = 5e-5;
 
 // Whole model, CPU fp32-from-double vs GPU fp32, loss and every gradient tensor (issue 3: ≤ 1e-4).
 constexpr double kModelParityRelL2 = 1e-4;
+// Whole model with every GEMM in tf32: ~3e-4 per GEMM compounds through the layers forward and back,
+// and sums of residuals (head.bias, D) cancel; measured 2e-3 to 4.5e-3 on the S-like shape (H200).
+constexpr double kModelParityTf32RelL2 = 1e-2;
 
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences
 // (~1e-5) pass through Adam's m/sqrt(v), which magnifies them where v is tiny; 20 steps at lr 1e-3

@@ -31,7 +31,7 @@ size_t ParamTable::count() const {
 }
 
 std::vector<unsigned char> ParamTable::decay_mask() const {
-  std::vector<unsigned char> m(total_, 0);
+  std::vector<unsigned char> m(total(), 0);
   for (const auto& t : tensors_)
     if (t.decay) std::fill(m.begin() + t.offset, m.begin() + t.offset + t.numel, 1);
   return m;

@@ -26,7 +26,9 @@ class ParamTable {
   size_t add(std::string name, std::vector<int64_t> shape, bool decay);  // returns the offset
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ParamTensor& at(const std::string& name) const;  // throws naming the missing tensor
-  size_t total() const { return total_; }                // arena length in elements (padding included)
+  // Arena length in elements, padding included, rounded up to kAlign so vectorised kernels (float4) cover
+  // it exactly.
+  size_t total() const { return (total_ + kAlign - 1) / kAlign * kAlign; }
   size_t count() const;                                  // real parameters (padding excluded)
   // 1 where weight decay applies, 0 elsewhere (padding included): the no-decay mask as data.
   std::vector<unsigned char> decay_mask() const;

@@ -76,7 +76,7 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   GpuModel model(ctx, lay, cs.B, cs.L, cs.tf32);
   const auto dp = to_device(params), dxb = to_device(x), dyb = to_device(y);
   const GpuRun a = run_gpu(ctx, model, dp, dxb, dyb, lp, params.size());
-  const double tol = cs.tf32 ? tol::kGpuTf32RelL2 : tol::kModelParityRelL2;
+  const double tol = cs.tf32 ? tol::kModelParityTf32RelL2 : tol::kModelParityRelL2;
   EXPECT_NEAR(a.loss, ref_loss, tol * std::abs(ref_loss)) << "loss";
   for (const auto& t : lay.table.tensors()) {
     const std::vector<float> got(a.grads.begin() + t.offset, a.grads.begin() + t.offset + t.numel);
