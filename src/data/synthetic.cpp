@@ -16,12 +16,24 @@ void Panel::validate() const {
                                                     " K=" + std::to_string(K));
   require(x.size() == size_t(N) * T * F, "panel features hold " + std::to_string(x.size()) + " values, expected N*T*F");
   require(y.size() == size_t(N) * T * K, "panel targets hold " + std::to_string(y.size()) + " values, expected N*T*K");
+  require(instruments.empty() || instruments.size() == size_t(N), "panel has " + std::to_string(instruments.size()) +
+                                                                     " instrument labels for N = " + std::to_string(N));
+  require(times.empty() || times.size() == size_t(T),
+          "panel has " + std::to_string(times.size()) + " time labels for T = " + std::to_string(T));
+  require(feature_names.empty() || feature_names.size() == size_t(F), "panel feature names do not match F");
+  require(target_names.empty() || target_names.size() == size_t(K), "panel target names do not match K");
 }
 
 Panel make_synthetic(const SynthParams& p) {
   require(p.N >= 1 && p.T >= 2 && p.F >= 1 && p.K >= 1, "synthetic panel needs N>=1, T>=2, F>=1, K>=1");
   require(p.noise >= 0, "synthetic noise must be >= 0, got " + std::to_string(p.noise));
-  Panel out{p.N, p.T, p.F, p.K, std::vector<float>(size_t(p.N) * p.T * p.F), std::vector<float>(size_t(p.N) * p.T * p.K)};
+  Panel out;
+  out.N = p.N;
+  out.T = p.T;
+  out.F = p.F;
+  out.K = p.K;
+  out.x.resize(size_t(p.N) * p.T * p.F);
+  out.y.resize(size_t(p.N) * p.T * p.K);
   for (int i = 0; i < p.N; ++i) {
     HostRng r(p.seed, uint64_t(i));
     float* x = out.x.data() + size_t(i) * p.T * p.F;
