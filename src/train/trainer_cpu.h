@@ -9,6 +9,7 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_ref.h"
+#include "train/checkpoint.h"
 
 namespace mlalpha {
 
@@ -26,6 +27,12 @@ class CpuTrainer {
   const ModelLayout& layout() const { return layout_; }
   int64_t steps_done() const { return step_; }
   int64_t skipped_total() const { return skipped_; }
+  // Everything needed to continue bit-exactly (weights, AdamW moments, counters, seed): a copy.
+  TrainState state() const;
+  // Continue from `s` (before the first step or between steps): the next step is s.step + 1 and equals
+  // that step of an uninterrupted run bitwise. Rejects arenas of another size and a seed other than this
+  // trainer's (the sampler's windows would differ).
+  void load_state(const TrainState& s);
 
  private:
   ModelLayout layout_;

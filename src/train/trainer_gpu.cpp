@@ -69,8 +69,9 @@ void GpuTrainer::enqueue_step() {
 void GpuTrainer::step() {
   // The first step runs eagerly: it creates the cuBLASLt plans (allocation-free afterwards) and is a
   // real step. Later steps replay one captured graph.
-  if (!opt_.graph || enqueued_ == 0) {
+  if (!opt_.graph || !warmed_up_) {
     enqueue_step();
+    warmed_up_ = true;
   } else {
     if (!graph_exec_) {
       cudaStream_t st = ctx_.stream();
@@ -94,9 +95,10 @@ void GpuTrainer::step() {
 }
 
 StepRecord GpuTrainer::record(int64_t s) {
-  require(s >= 1 && s <= enqueued_ && enqueued_ - s < opt_.ring_size,
+  require(s >= first_step_ && s <= enqueued_ && enqueued_ - s < opt_.ring_size,
           "GpuTrainer::record: step " + std::to_string(s) + " is not in the ring (have steps " +
-              std::to_string(std::max<int64_t>(1, enqueued_ - opt_.ring_size + 1)) + ".." + std::to_string(enqueued_) + ")");
+              std::to_string(std::max<int64_t>(first_step_, enqueued_ - opt_.ring_size + 1)) + ".." +
+              std::to_string(enqueued_) + ")");
   if (s > synced_) {  // one synchronisation covers every step enqueued so far
     ctx_.synchronize();
     synced_ = enqueued_;
@@ -116,6 +118,46 @@ StepRecord GpuTrainer::record(int64_t s) {
 std::vector<float> GpuTrainer::params() {
   ctx_.synchronize();
   return arena_.params.download();
+}
+
+TrainState GpuTrainer::state() {
+  ctx_.synchronize();
+  TrainState s;
+  s.params = arena_.params.download();
+  s.m = arena_.m.download();
+  s.v = arena_.v.download();
+  const DeviceStepState d = state_.download()[0];
+  s.step = d.step;
+  s.adam_step = d.adam_step;
+  s.skipped_total = d.skipped_total;
+  s.seed = tc_.seed;
+  return s;
+}
+
+void GpuTrainer::load_state(const TrainState& s) {
+  const size_t n = layout_.table.total();
+  require(s.params.size() == n && s.m.size() == n && s.v.size() == n,
+          "GpuTrainer::load_state: arenas of " + std::to_string(s.params.size()) + "/" + std::to_string(s.m.size()) +
+              "/" + std::to_string(s.v.size()) + " floats (params/m/v), the model needs " + std::to_string(n));
+  require(s.step >= 0 && s.skipped_total >= 0 && s.skipped_total <= s.step && s.adam_step == s.step - s.skipped_total,
+          "GpuTrainer::load_state: inconsistent counters step " + std::to_string(s.step) + ", adam_step " +
+              std::to_string(s.adam_step) + ", skipped_total " + std::to_string(s.skipped_total));
+  require(s.seed == tc_.seed, "GpuTrainer::load_state: the state was trained with seed " + std::to_string(s.seed) +
+                                  " but this trainer has train.seed = " + std::to_string(tc_.seed));
+  ctx_.synchronize();  // no step in flight reads the buffers being replaced
+  arena_.params.upload(s.params);
+  arena_.m.upload(s.m);
+  arena_.v.upload(s.v);
+  // Every other field of the step state is rewritten by the next step before it is read.
+  DeviceStepState d;
+  std::memset(&d, 0, sizeof d);
+  d.step = s.step;
+  d.adam_step = s.adam_step;
+  d.skipped_total = s.skipped_total;
+  state_.upload(&d, 1);
+  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());  // pageable uploads complete before the next step's kernels
+  enqueued_ = synced_ = s.step;
+  first_step_ = s.step + 1;
 }
 
 }  // namespace mlalpha

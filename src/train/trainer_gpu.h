@@ -15,6 +15,7 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_gpu.h"
+#include "train/checkpoint.h"
 #include "train/optim.h"
 
 namespace mlalpha {
@@ -43,6 +44,13 @@ class GpuTrainer {
   std::vector<float> params();
   const ModelLayout& layout() const { return layout_; }
   void synchronize() { ctx_.synchronize(); }
+  // Wait, then download weights, AdamW moments and the step counters (for a checkpoint).
+  TrainState state();
+  // Continue from `s`, before the first step or between steps: uploads into the same buffers (a captured
+  // graph stays valid) and sets the device counters, so the next step is s.step + 1 and equals that step
+  // of an uninterrupted run bitwise. steps_enqueued() and record() then count from s.step. Rejects arenas
+  // of another size and a seed other than this trainer's.
+  void load_state(const TrainState& s);
 
  private:
   void enqueue_step();
@@ -58,6 +66,8 @@ class GpuTrainer {
   MappedBuffer<StepRecord> ring_;
   int N_, T_;
   int64_t enqueued_ = 0, synced_ = 0;
+  int64_t first_step_ = 1;   // the first step this trainer ran or will run (s.step + 1 after load_state)
+  bool warmed_up_ = false;   // the eager first step has run (cuBLASLt plans exist): later steps may be captured
   cudaGraphExec_t graph_exec_ = nullptr;
 };
 
