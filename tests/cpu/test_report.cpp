@@ -1,0 +1,327 @@
+// Run reporting: the plain log lines and the terminal progress bar (with an injected clock), the JSONL
+// file (parsed back, NaN → null, flushed per line) and the SVG curves plot (well-formed, both series,
+// atomic write).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tests/test_util.h"
+#include "train/report.h"
+
+namespace mlalpha {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A fresh directory under the system temp dir, removed with everything in it.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("mlalpha_test_report_" + std::to_string(test::test_seed() % 1000000007) +
+                                        "_" + std::to_string(std::random_device{}()));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
+    return names;
+  }
+};
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+size_t count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
+  return n;
+}
+
+Metrics sample_metrics() {
+  Metrics m;
+  m.mse = 0.98765, m.ic = 0.0456, m.rank_ic = 0.0412, m.icir = 0.61, m.dir_acc = 0.5213;
+  m.points = 51200, m.steps = 200;
+  return m;
+}
+
+TEST(Progress, PlainModeLogsEveryNStepsWithMeanLossRateAndEta) {
+  double now = 100.0;
+  std::ostringstream out;
+  ProgressOptions opt;
+  opt.total_steps = 10, opt.log_every = 5, opt.loss_window = 5;
+  {
+    ProgressReporter rep(opt, out, /*terminal=*/false, [&] { return now; });
+    for (int s = 1; s <= 10; ++s) {
+      now += 0.5;  // 2 steps/s
+      rep.step({s, double(s), 1e-3, 0.25, false});
+      if (s == 5) rep.validation(5, sample_metrics(), true);
+    }
+    rep.message("early stopping: no improvement");
+    rep.finish();
+  }
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 4u) << out.str();
+  // Mean of losses 1..5 = 3; 5 steps left at 2 steps/s.
+  EXPECT_EQ(lines[0], "step 5/10  loss 3  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:03");
+  EXPECT_EQ(lines[1],
+            "valid step 5  mse 0.98765  ic 0.0456  rank_ic 0.0412  icir 0.6100  dir_acc 0.5213  (51200 points, "
+            "200 steps)  best ic");
+  EXPECT_EQ(lines[2], "step 10/10  loss 8  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:00");
+  EXPECT_EQ(lines[3], "early stopping: no improvement");
+  EXPECT_EQ(out.str().find('\r'), std::string::npos);
+  EXPECT_EQ(out.str().find('\033'), std::string::npos);
+}
+
+TEST(Progress, PlainModeFinishReportsAnEarlyStopAndSkippedSteps) {
+  double now = 0;
+  std::ostringstream out;
+  ProgressOptions opt;
+  opt.total_steps = 100, opt.log_every = 10, opt.loss_window = 3;
+  ProgressReporter rep(opt, out, false, [&] { return now; });
+  for (int s = 1; s <= 7; ++s) {
+    now += 0.1;
+    rep.step({s, s == 6 ? kNaN : 2.0 * s, 1e-3, 1.0, s == 6});
+  }
+  EXPECT_EQ(out.str(), "");            // no log point reached
+  EXPECT_DOUBLE_EQ(rep.loss_mean(), (8.0 + 10.0 + 14.0) / 3);  // step 6 is skipped, window 3
+  rep.finish();
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("step 7/100  loss 10.667", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("(1 skipped)"), std::string::npos) << lines[0];
+}
+
+TEST(Progress, TerminalModeRedrawsOneLineInPlace) {
+  double now = 0;
+  std::ostringstream out;
+  ProgressOptions opt;
+  opt.total_steps = 100, opt.log_every = 1000, opt.loss_window = 10, opt.min_redraw_s = 0.2;
+  {
+    ProgressReporter rep(opt, out, /*terminal=*/true, [&] { return now; });
+    for (int s = 1; s <= 50; ++s) {
+      now = s * 0.02;  // 50 it/s: a redraw about every 10 steps
+      rep.step({s, 0.5, 1e-3, 1.0, false});
+    }
+    rep.validation(50, sample_metrics(), false);
+    rep.finish();
+  }
+  const std::string s = out.str();
+  const size_t draws = count(s, "\r\033[2K");
+  EXPECT_GE(draws, 6u) << s;   // step 1, about every 10th step, around the validation line, finish
+  EXPECT_LE(draws, 10u) << s;
+  // The last state: half-way bar, the fields, the metric from the validation, and a final newline.
+  const std::string last = s.substr(s.rfind("\r\033[2K") + 5);
+  EXPECT_EQ(last, "[##########..........] 50/100  loss 5.0000e-01  ic 0.0456  50.0 it/s  ETA 0:01\n");
+  // The validation result is a line of its own: the bar was cleared before it, redrawn after it.
+  EXPECT_NE(s.find("\r\033[2Kvalid step 50  mse 0.98765"), std::string::npos);
+  EXPECT_EQ(count(s, "\n"), 2u);  // the validation line and the end of the bar
+}
+
+TEST(Progress, TerminalModeCutsToColumnsAndTimesOnlyThisRun) {
+  double now = 0;
+  std::ostringstream out;
+  ProgressOptions opt;
+  opt.total_steps = 100, opt.columns = 30;
+  ProgressReporter rep(opt, out, true, [&] { return now; });
+  now = 4;                                  // a resumed run: 60 steps were done before
+  rep.step({61, 1.0, 1e-3, 1.0, false});
+  now = 5;
+  rep.step({62, 1.0, 1e-3, 1.0, false});
+  EXPECT_DOUBLE_EQ(rep.steps_per_second(), 2.0 / 5.0);  // 2 steps of this run over 5 s
+  const std::string s = out.str();
+  EXPECT_EQ(s.substr(s.rfind("\r\033[2K") + 5).size(), 29u);  // never wraps
+}
+
+TEST(Progress, RejectsBadOptions) {
+  std::ostringstream out;
+  ProgressOptions opt;
+  opt.metric = "sharpe";
+  EXPECT_THROW(ProgressReporter(opt, out, false), Error);
+  opt.metric = "mse";
+  opt.log_every = 0;
+  EXPECT_THROW(ProgressReporter(opt, out, false), Error);
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+  std::ifstream f(p);
+  std::vector<nlohmann::json> out;
+  for (std::string l; std::getline(f, l);) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+TEST(Jsonl, RecordsParseBackNonFiniteIsNullAndLinesAreFlushed) {
+  TempDir dir;
+  const fs::path path = dir.path / "metrics.jsonl";
+  {
+    JsonlWriter w(path);
+    w.train({1, 0.5, double(1e-3f), double(0.1f), false});
+    w.train({2, kNaN, 1e-3, std::numeric_limits<double>::infinity(), true});
+    MetricsResult r;
+    Metrics a = sample_metrics(), b = sample_metrics();
+    b.icir = kNaN;
+    r.per_target = {a, b};
+    r.mean = a;
+    w.metrics(100, "valid", r);
+    w.record({{"step", int64_t(100)}, {"event", std::string("early_stop")}, {"best", 0.25}, {"x", nullptr}});
+    // Still open: every line is already in the file.
+    const auto recs = read_jsonl(path);
+    ASSERT_EQ(recs.size(), 4u);
+    EXPECT_EQ(recs[0]["step"], 1);
+    EXPECT_EQ(recs[0]["loss"], 0.5);
+    EXPECT_EQ(recs[0]["lr"], 0.001);       // float 1e-3 written as its shortest decimal
+    EXPECT_EQ(recs[0]["grad_norm"], 0.1);
+    EXPECT_FALSE(recs[0].contains("skipped"));
+    EXPECT_TRUE(recs[1]["loss"].is_null());
+    EXPECT_TRUE(recs[1]["grad_norm"].is_null());
+    EXPECT_EQ(recs[1]["skipped"], true);
+    EXPECT_EQ(recs[2]["split"], "valid");
+    EXPECT_EQ(recs[2]["step"], 100);
+    EXPECT_DOUBLE_EQ(recs[2]["ic"].get<double>(), 0.0456);
+    EXPECT_DOUBLE_EQ(recs[2]["mse"].get<double>(), 0.98765);
+    EXPECT_EQ(recs[2]["points"], 51200);
+    ASSERT_EQ(recs[2]["targets"].size(), 2u);
+    EXPECT_TRUE(recs[2]["targets"][1]["icir"].is_null());
+    EXPECT_EQ(recs[3]["event"], "early_stop");
+    EXPECT_EQ(recs[3]["best"], 0.25);
+    EXPECT_TRUE(recs[3]["x"].is_null());
+  }
+  std::ifstream f(path);
+  std::string first;
+  std::getline(f, first);
+  EXPECT_EQ(first, R"({"step":1,"loss":0.5,"lr":0.001,"grad_norm":0.1})");
+  // Append mode (a resumed run) keeps what is there.
+  {
+    JsonlWriter w(path, JsonlWriter::Mode::append);
+    w.train({3, 0.25, 1e-3, 1, false});
+  }
+  EXPECT_EQ(read_jsonl(path).size(), 5u);
+  {
+    JsonlWriter w(path);  // truncate: a fresh run
+    w.train({1, 0.25, 1e-3, 1, false});
+  }
+  EXPECT_EQ(read_jsonl(path).size(), 1u);
+}
+
+TEST(Jsonl, UnwritablePathIsAnErrorNamingIt) {
+  TempDir dir;
+  const fs::path path = dir.path / "no_such_dir" / "m.jsonl";
+  try {
+    JsonlWriter w(path);
+    ADD_FAILURE() << "opened " << path;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+}
+
+// Tags balance (open/close pairs by name, self-closing ones alone) and attribute quotes are closed.
+::testing::AssertionResult well_formed(const std::string& s) {
+  std::vector<std::string> stack;
+  size_t pos = 0;
+  while ((pos = s.find('<', pos)) != std::string::npos) {
+    const size_t end = s.find('>', pos);
+    if (end == std::string::npos) return ::testing::AssertionFailure() << "unclosed tag at " << pos;
+    const std::string tag = s.substr(pos + 1, end - pos - 1);
+    if (count(tag, "'") % 2 || count(tag, "\"") % 2) return ::testing::AssertionFailure() << "quotes in <" << tag;
+    const std::string name = tag.substr(tag[0] == '/', tag.find_first_of(" />", 1) - (tag[0] == '/'));
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back() != name)
+        return ::testing::AssertionFailure() << "</" << name << "> closes " << (stack.empty() ? "nothing" : stack.back());
+      stack.pop_back();
+    } else if (tag.back() != '/') {
+      stack.push_back(name);
+    }
+    pos = end + 1;
+  }
+  if (!stack.empty()) return ::testing::AssertionFailure() << "<" << stack.back() << "> never closed";
+  return ::testing::AssertionSuccess();
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+CurvesPlot sample_plot(int n_train, double decades) {
+  CurvesPlot plot;
+  plot.metric = "ic";
+  plot.title = "run <a & b>";
+  auto rng = test::make_rng(7);
+  std::uniform_real_distribution<double> noise(0.8, 1.25);
+  for (int s = 1; s <= n_train; ++s)
+    plot.train.push_back({double(s), std::pow(10.0, -decades * (s - 1) / std::max(1, n_train - 1)) * noise(rng)});
+  for (int s = n_train / 10; s <= n_train; s += std::max(1, n_train / 10))
+    plot.valid.push_back({double(s), 0.05 * std::tanh(s / double(n_train) * 3) - 0.01});
+  return plot;
+}
+
+TEST(CurvesSvg, WellFormedWithBothSeriesAndNoTempFileLeft) {
+  TempDir dir;
+  const fs::path path = dir.path / "curves.svg";
+  CurvesPlot plot = sample_plot(1000, 3.0);
+  plot.train[500].value = kNaN;  // a gap, not a broken file
+  write_curves_svg(path, plot);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"curves.svg"});
+  const std::string svg = read_all(path);
+  EXPECT_EQ(svg.rfind("<svg xmlns='http://www.w3.org/2000/svg'", 0), 0u);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count(svg, "<path d='"), 3u);  // raw loss, moving mean, validation
+  EXPECT_NE(svg.find("stroke='#1f77b4'"), std::string::npos);
+  EXPECT_NE(svg.find("stroke='#d62728'"), std::string::npos);
+  EXPECT_NE(svg.find("training loss (log scale)"), std::string::npos);  // 3 decades
+  EXPECT_NE(svg.find("validation ic"), std::string::npos);
+  EXPECT_NE(svg.find("best 0.03"), std::string::npos);  // the last validation point is the highest
+  EXPECT_NE(svg.find("run &lt;a &amp; b&gt;"), std::string::npos);
+  EXPECT_EQ(svg.find("NaN"), std::string::npos);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+}
+
+TEST(CurvesSvg, LinearScaleForANarrowRangeAndDecimationOfLongRuns) {
+  TempDir dir;
+  const fs::path path = dir.path / "c.svg";
+  write_curves_svg(path, sample_plot(50, 1.0));
+  EXPECT_EQ(read_all(path).find("log scale"), std::string::npos);
+  // 200k training points: points sharing a pixel column collapse, so the file stays small.
+  write_curves_svg(path, sample_plot(200000, 4.0));
+  const std::string svg = read_all(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_LT(svg.size(), 200000u);
+  // Empty series still make a readable file.
+  CurvesPlot empty;
+  empty.metric = "mse";
+  write_curves_svg(path, empty);
+  EXPECT_EQ(count(read_all(path), "no data"), 2u);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.svg"});
+}
+
+TEST(CurvesSvg, FailureLeavesNothingBehind) {
+  TempDir dir;
+  EXPECT_THROW(write_curves_svg(dir.path / "missing_dir" / "c.svg", sample_plot(10, 1)), Error);
+  CurvesPlot bad = sample_plot(10, 1);
+  bad.metric = "sharpe";
+  EXPECT_THROW(write_curves_svg(dir.path / "c.svg", bad), Error);
+  EXPECT_TRUE(dir.entries().empty());
+  // The target exists as a directory: the rename fails and the temporary file is removed.
+  fs::create_directory(dir.path / "taken.svg");
+  fs::create_directory(dir.path / "taken.svg" / "x");
+  EXPECT_THROW(write_curves_svg(dir.path / "taken.svg", sample_plot(10, 1)), Error);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"taken.svg"});
+}
+
+}  // namespace
+}  // namespace mlalpha
