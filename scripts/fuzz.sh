@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fuzz the .npy and CSV readers with libFuzzer (Debian's clang), a fixed time budget per target.
+#   scripts/fuzz.sh [seconds per target, default 60]
+# Builds fuzz/fuzz_npy.cpp and fuzz/fuzz_csv.cpp with ASan + UBSan into $FUZZ_DIR (default build-fuzz),
+# seeds each corpus with small valid files (fuzz/make_seeds.cpp), runs each target, and exits non-zero if
+# any run finds a crash, a sanitizer report, a leak, an input slower than 10 s or one using > 2 GB.
+# Crashing inputs are kept in $FUZZ_DIR/artifacts; replay one with $FUZZ_DIR/fuzz_npy <file>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECS="${1:-60}"
+DIR="${FUZZ_DIR:-build-fuzz}"
+CXX="${CLANGXX:-clang++}"
+[[ "$SECS" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: the budget must be a whole number of seconds, got '$SECS'" >&2; exit 2; }
+command -v "$CXX" >/dev/null || { echo "fuzz.sh: $CXX not found (apt-get install clang)" >&2; exit 2; }
+
+READERS=(src/data/npy.cpp src/data/csv.cpp src/data/fileio.cpp)
+FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc
+       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+
+mkdir -p "$DIR/artifacts"
+echo "== building fuzz targets in $DIR"
+"$CXX" -std=c++20 -O1 -Isrc fuzz/make_seeds.cpp src/data/npy.cpp src/data/fileio.cpp -o "$DIR/make_seeds"
+for t in npy csv; do
+  "$CXX" "${FLAGS[@]}" "fuzz/fuzz_$t.cpp" "${READERS[@]}" -o "$DIR/fuzz_$t"
+done
+"$DIR/make_seeds" "$DIR/seeds"
+
+status=0
+for t in npy csv; do
+  mkdir -p "$DIR/corpus/$t"
+  echo "== fuzz_$t for ${SECS}s"
+  # New interesting inputs go to the first corpus folder; the seeds are read only.
+  if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     "$DIR/fuzz_$t" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+       -dict="fuzz/$t.dict" -artifact_prefix="$DIR/artifacts/$t-" "$DIR/corpus/$t" "$DIR/seeds/$t" \
+       >"$DIR/fuzz_$t.log" 2>&1; then
+    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^Done" "$DIR/fuzz_$t.log" || true
+    echo "fuzz_$t: no crash"
+  else
+    status=1
+    tail -n 40 "$DIR/fuzz_$t.log"
+    echo "fuzz_$t: FAILED (log: $DIR/fuzz_$t.log, input: $DIR/artifacts/$t-*)" >&2
+  fi
+done
+exit $status

@@ -1,0 +1,334 @@
+#include "data/csv.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "data/fileio.h"
+
+namespace mlalpha {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Splits the text into records, one call per record. A field is a view into the text, or into scratch_
+// when it was quoted and held "" (the one case where the cell's value differs from its bytes).
+class CsvRecords {
+ public:
+  CsvRecords(std::string_view text, char delim, const std::string& name) : s_(text), delim_(delim), name_(name) {}
+
+  // Fills `fields` with the next record that is not a blank line; false at the end of the text.
+  bool next(std::vector<std::string_view>& fields) {
+    spans_.clear();
+    scratch_.clear();
+    while (i_ < s_.size() && (s_[i_] == '\n' || s_[i_] == '\r')) line_end();
+    if (i_ >= s_.size()) return false;
+    rec_line_ = line_;
+    for (;;) {
+      if (i_ < s_.size() && s_[i_] == '"') {
+        quoted_field();
+      } else {
+        const size_t begin = i_;
+        while (i_ < s_.size() && s_[i_] != delim_ && s_[i_] != '\n' && s_[i_] != '\r') ++i_;
+        spans_.push_back({false, begin, i_ - begin});
+      }
+      if (i_ >= s_.size()) break;
+      if (s_[i_] == delim_) {
+        ++i_;
+        continue;
+      }
+      line_end();
+      break;
+    }
+    fields.clear();
+    for (const Span& sp : spans_)
+      fields.push_back(sp.in_scratch ? std::string_view(scratch_).substr(sp.begin, sp.len) : s_.substr(sp.begin, sp.len));
+    return true;
+  }
+  int64_t line() const { return rec_line_; }  // the line the last record started on (1-based)
+
+ private:
+  struct Span {
+    bool in_scratch;
+    size_t begin, len;
+  };
+
+  // LF, CRLF or a lone CR each end one line.
+  void line_end() {
+    if (s_[i_] == '\r' && i_ + 1 < s_.size() && s_[i_ + 1] == '\n') ++i_;
+    ++i_;
+    ++line_;
+  }
+
+  void quoted_field() {
+    const int64_t start_line = line_;
+    size_t begin = ++i_, seg = begin, sbegin = 0;
+    bool escaped = false;
+    for (;;) {
+      if (i_ >= s_.size())
+        throw Error(name_ + ":" + std::to_string(start_line) + ": quoted field in column " +
+                    std::to_string(spans_.size() + 1) + " is never closed (missing '\"')");
+      const char c = s_[i_];
+      if (c == '"') {
+        if (i_ + 1 < s_.size() && s_[i_ + 1] == '"') {  // "" is one literal quote
+          if (!escaped) {
+            sbegin = scratch_.size();
+            escaped = true;
+          }
+          scratch_.append(s_.substr(seg, i_ + 1 - seg));
+          i_ += 2;
+          seg = i_;
+          continue;
+        }
+        break;
+      }
+      if (c == '\n' || (c == '\r' && !(i_ + 1 < s_.size() && s_[i_ + 1] == '\n'))) ++line_;
+      ++i_;
+    }
+    if (escaped) {
+      scratch_.append(s_.substr(seg, i_ - seg));
+      spans_.push_back({true, sbegin, scratch_.size() - sbegin});
+    } else {
+      spans_.push_back({false, begin, i_ - begin});
+    }
+    ++i_;  // the closing quote
+    if (i_ < s_.size() && s_[i_] != delim_ && s_[i_] != '\n' && s_[i_] != '\r')
+      throw Error(name_ + ":" + std::to_string(line_) + ": unexpected character '" + std::string(1, s_[i_]) +
+                  "' after the closing quote of column " + std::to_string(spans_.size()) +
+                  " (a quoted field must end at a delimiter or the end of the line)");
+  }
+
+  std::string_view s_;
+  char delim_;
+  const std::string& name_;
+  size_t i_ = 0;
+  int64_t line_ = 1, rec_line_ = 1;
+  std::vector<Span> spans_;
+  std::string scratch_;
+};
+
+// A number as C, Python or pandas writes it; false if the whole cell is not one. Overflowing values come
+// back as ±inf (the caller rejects them); underflow rounds towards zero.
+bool parse_number(std::string_view s, double& v) {
+  if (!s.empty() && s.front() == '+') {
+    s.remove_prefix(1);
+    if (s.empty() || s.front() == '+' || s.front() == '-') return false;
+  }
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (end != s.data() + s.size()) return false;
+  if (ec == std::errc::result_out_of_range) {
+    const std::string copy(s);  // strtod says which way it went out of range
+    v = std::strtod(copy.c_str(), nullptr);
+    return true;
+  }
+  return ec == std::errc();
+}
+
+// pandas' default missing-value spellings (those that survive trimming), besides empty and nan in any case.
+bool is_missing(std::string_view s) {
+  static constexpr std::string_view kMissing[] = {"NA", "N/A", "n/a", "null", "NULL", "None", "<NA>", "#N/A", "-NaN",
+                                                  "-nan"};
+  if (s.empty()) return true;
+  return std::find(std::begin(kMissing), std::end(kMissing), s) != std::end(kMissing);
+}
+
+struct SvHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Distinct labels in order of first appearance, each with a dense id.
+struct Interner {
+  std::unordered_map<std::string, int, SvHash, std::equal_to<>> ids;
+  std::vector<std::string> labels;
+  std::string last;  // long-format files repeat the same time row after row: skip the hash then
+  int last_id = -1;
+
+  int id(std::string_view s) {
+    if (last_id >= 0 && s == last) return last_id;
+    auto it = ids.find(s);
+    if (it == ids.end()) {
+      it = ids.emplace(std::string(s), int(labels.size())).first;
+      labels.emplace_back(s);
+    }
+    last.assign(s);
+    return last_id = it->second;
+  }
+};
+
+// Ranks the labels: numerically when every label is a finite number, else bytewise. Returns the slot of each
+// label id; with merge_equal, numerically equal labels share a slot. `slot_labels` gets one label per slot.
+std::vector<int> order_labels(const std::vector<std::string>& labels, bool merge_equal,
+                              std::vector<std::string>& slot_labels) {
+  const size_t n = labels.size();
+  std::vector<double> num(n);
+  bool numeric = true;
+  for (size_t i = 0; i < n && numeric; ++i)
+    numeric = parse_number(labels[i], num[i]) && std::isfinite(num[i]);
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (numeric)
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      if (num[a] != num[b]) return num[a] < num[b];
+      return merge_equal ? a < b : labels[a] < labels[b];  // merged: the first spelling seen labels the slot
+    });
+  else
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return labels[a] < labels[b]; });
+  std::vector<int> slot(n);
+  slot_labels.clear();
+  for (size_t r = 0; r < n; ++r) {
+    const int id = order[r];
+    if (!(merge_equal && numeric && r > 0 && num[id] == num[order[r - 1]])) slot_labels.push_back(labels[id]);
+    slot[id] = int(slot_labels.size()) - 1;
+  }
+  return slot;
+}
+
+void check_spec(const CsvSpec& spec) {
+  require(!spec.time_column.empty(), "CSV spec: the time column name is empty");
+  require(!spec.feature_columns.empty(), "CSV spec: no feature columns are named");
+  require(!spec.target_columns.empty(), "CSV spec: no target columns are named");
+  require(spec.delimiter != '"' && spec.delimiter != '\n' && spec.delimiter != '\r' && spec.delimiter != '\0',
+          "CSV spec: the delimiter cannot be a quote, a line end or NUL");
+  require(spec.instrument_column != spec.time_column,
+          "CSV spec: the time and instrument columns are both '" + spec.time_column + "'");
+  auto unique = [](const std::vector<std::string>& v, const char* what) {
+    for (size_t i = 0; i < v.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        require(v[i] != v[j], std::string("CSV spec: ") + what + " column '" + v[i] + "' is listed twice");
+  };
+  unique(spec.feature_columns, "feature");
+  unique(spec.target_columns, "target");
+}
+
+struct Row {
+  int time, instrument;
+  int64_t line;
+};
+
+}  // namespace
+
+Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::string& name) {
+  check_spec(spec);
+  if (text.empty()) throw Error(name + ": file is empty");
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte-order mark (Excel)
+
+  CsvRecords records(text, spec.delimiter, name);
+  std::vector<std::string_view> cells;
+  if (!records.next(cells)) throw Error(name + ": no header row (the file holds only blank lines)");
+  std::vector<std::string> header;
+  for (const std::string_view c : cells) header.emplace_back(trim(c));
+  auto column = [&](const std::string& col, const char* role) {
+    const auto it = std::find(header.begin(), header.end(), col);
+    if (it == header.end()) {
+      std::string list;
+      for (const std::string& h : header) list += (list.empty() ? "'" : ", '") + h + "'";
+      throw Error(name + ": " + role + " column '" + col + "' is not in the header; the header has " + list);
+    }
+    const auto again = std::find(it + 1, header.end(), col);
+    if (again != header.end())
+      throw Error(name + ": column '" + col + "' appears twice in the header (columns " +
+                  std::to_string(it - header.begin() + 1) + " and " + std::to_string(again - header.begin() + 1) + ")");
+    return int(it - header.begin());
+  };
+  const int time_col = column(spec.time_column, "time");
+  const int inst_col = spec.instrument_column.empty() ? -1 : column(spec.instrument_column, "instrument");
+  const int F = int(spec.feature_columns.size()), K = int(spec.target_columns.size());
+  std::vector<int> value_cols;  // features then targets
+  for (const std::string& c : spec.feature_columns) value_cols.push_back(column(c, "feature"));
+  for (const std::string& c : spec.target_columns) value_cols.push_back(column(c, "target"));
+
+  // Pass 1: read every row, keeping its time/instrument ids, its line and its values.
+  Interner times, instruments;
+  std::vector<Row> rows;
+  std::vector<float> values;  // rows × (F + K)
+  while (records.next(cells)) {
+    const int64_t line = records.line();
+    auto where = [&](int col) { return name + ":" + std::to_string(line) + ": column '" + header[col] + "'"; };
+    if (cells.size() != header.size())
+      throw Error(name + ":" + std::to_string(line) + ": " + std::to_string(cells.size()) + " fields, the header has " +
+                  std::to_string(header.size()));
+    const std::string_view t = trim(cells[time_col]);
+    if (t.empty()) throw Error(where(time_col) + ": the time is empty");
+    int inst = 0;
+    if (inst_col >= 0) {
+      const std::string_view s = trim(cells[inst_col]);
+      if (s.empty()) throw Error(where(inst_col) + ": the instrument is empty");
+      inst = instruments.id(s);
+    }
+    rows.push_back({times.id(t), inst, line});
+    for (size_t j = 0; j < value_cols.size(); ++j) {
+      const std::string_view c = trim(cells[value_cols[j]]);
+      double v;
+      if (!parse_number(c, v)) {
+        if (!is_missing(c))
+          throw Error(where(value_cols[j]) + ": '" + std::string(c.substr(0, 80)) +
+                      "' is not a number (expected a number, an empty cell, NaN or NA)");
+        v = NAN;
+      } else if (std::isinf(v) || (std::isfinite(v) && std::abs(v) > FLT_MAX)) {
+        const bool literal_inf = std::isinf(v) && (c.find_first_of("iI") != std::string_view::npos);
+        throw Error(where(value_cols[j]) + ": '" + std::string(c.substr(0, 80)) + "' is " +
+                    (literal_inf ? "infinite" : "outside the float32 range") + " (values must be finite or missing)");
+      }
+      values.push_back(float(v));
+    }
+  }
+  if (rows.empty()) throw Error(name + ": no data rows after the header");
+
+  // Pass 2: place the rows on the sorted (instrument, time) grid; missing cells stay NaN.
+  Panel p;
+  const std::vector<int> time_slot = order_labels(times.labels, /*merge_equal=*/true, p.times);
+  std::vector<std::string> inst_labels;
+  const std::vector<int> inst_slot =
+      inst_col >= 0 ? order_labels(instruments.labels, /*merge_equal=*/false, inst_labels) : std::vector<int>{0};
+  p.N = inst_col >= 0 ? int(inst_labels.size()) : 1;
+  p.T = int(p.times.size());
+  p.F = F;
+  p.K = K;
+  if (inst_col >= 0) p.instruments = std::move(inst_labels);
+  p.feature_names = spec.feature_columns;
+  p.target_names = spec.target_columns;
+  const size_t cells_nt = size_t(p.N) * size_t(p.T);
+  std::vector<int64_t> seen;  // line of the row that filled each (instrument, time); 0 = none yet
+  try {
+    p.x.assign(cells_nt * F, NAN);
+    p.y.assign(cells_nt * K, NAN);
+    seen.assign(cells_nt, 0);
+  } catch (const std::bad_alloc&) {
+    throw Error(name + ": the panel of " + std::to_string(p.N) + " instruments × " + std::to_string(p.T) +
+                " times × " + std::to_string(F + K) + " columns does not fit in memory");
+  }
+  const size_t stride = size_t(F + K);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t cell = size_t(inst_slot[rows[r].instrument]) * p.T + time_slot[rows[r].time];
+    if (seen[cell] != 0)
+      throw Error(name + ":" + std::to_string(rows[r].line) + ": duplicate row for time '" + times.labels[rows[r].time] +
+                  "'" + (inst_col >= 0 ? ", instrument '" + instruments.labels[rows[r].instrument] + "'" : "") +
+                  " (first seen on line " + std::to_string(seen[cell]) + ")");
+    seen[cell] = rows[r].line;
+    const float* v = values.data() + r * stride;
+    std::copy_n(v, F, p.x.begin() + cell * F);
+    std::copy_n(v + F, K, p.y.begin() + cell * K);
+  }
+  return p;
+}
+
+Panel load_csv_panel(const CsvSpec& spec) {
+  require(!spec.path.empty(), "CSV spec: the file path is empty");
+  const std::string text = read_file_bytes(spec.path);
+  return parse_csv_panel(text, spec, spec.path);
+}
+
+}  // namespace mlalpha

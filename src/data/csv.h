@@ -1,0 +1,38 @@
+#pragma once
+// CSV in long format: one row per (time, instrument), a header row naming the columns. The config picks
+// the time column, the instrument column and the feature and target columns; everything else is ignored.
+// The panel is built on the union of the times and instruments seen (docs/data.md):
+//   times        sorted numerically when every time value is a number, else as strings (bytewise, which
+//                orders ISO 8601 dates and timestamps correctly); numerically equal times ("1", "1.0") are
+//                one time step, labelled with the first spelling seen
+//   instruments  sorted the same way (numerically when all are numbers, ties by string; never merged), so
+//                the panel does not depend on the order of the rows
+//   missing (instrument, time) rows → NaN features and NaN targets
+//   cells: empty, NaN (any case), NA, N/A, n/a, null, NULL, None, <NA>, #N/A → NaN; numbers as C/Python
+//          write them (leading '+' allowed); spaces around a cell are ignored; ±Inf, values outside the
+//          float32 range and anything else are errors naming file:line and the column
+// Syntax: RFC 4180 quoting ("a,b" and "" inside quotes), LF or CRLF line ends, optional final newline,
+// a UTF-8 byte-order mark is skipped, blank lines are skipped.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/panel.h"
+
+namespace mlalpha {
+
+struct CsvSpec {
+  std::string path;
+  std::string time_column = "time";
+  std::string instrument_column = "instrument";  // empty: the file is one series (N = 1)
+  std::vector<std::string> feature_columns;      // F >= 1 names, in the order the model sees them
+  std::vector<std::string> target_columns;       // K >= 1 names
+  char delimiter = ',';                          // ',' for CSV, '\t' for TSV, ';' ...
+};
+
+// Parse CSV text already in memory; `name` starts every error message (spec.path is not read).
+Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::string& name);
+// Read spec.path and parse it.
+Panel load_csv_panel(const CsvSpec& spec);
+
+}  // namespace mlalpha

@@ -1,0 +1,20 @@
+#pragma once
+// Whole-file reads with clear errors, and atomic writes (temporary file in the same directory, fsync,
+// rename): a reader never sees a half-written file and a failed write leaves the old file untouched.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace mlalpha {
+
+// The bytes of a regular, non-empty file. Errors: "<path>: no such file", "<path>: is a directory, expected
+// a file", "<path>: file is empty", "<path>: cannot read: <reason>".
+std::string read_file_bytes(const std::string& path);
+
+// The size of a regular, non-empty file, with the same errors as read_file_bytes.
+size_t regular_file_size(const std::string& path);
+
+// Writes `bytes` to `path` atomically. On failure the temporary file is removed and `path` is unchanged.
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+}  // namespace mlalpha
