@@ -1,144 +1,157 @@
-// ml-alpha: the command-line front end. Subcommands: train (built-in synthetic data for now), info.
+// ml-alpha: the command-line front end. Every subcommand takes --config FILE (TOML, configs/example.toml)
+// and --set section.key=value overrides; the common settings also have their own flags.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "cli/bench.h"
+#include "cli/commands.h"
 #include "core/context.h"
-#include "data/synthetic.h"
-#include "mlalpha/config.h"
-#include "train/trainer_cpu.h"
-#include "train/trainer_gpu.h"
+#include "core/error.h"
 
 using namespace mlalpha;
 
 namespace {
 
-struct TrainArgs {
-  ModelConfig model;
-  TrainConfig train;
-  SynthParams synth;
-  std::string device = "auto";
-  bool tf32 = false, no_graph = false;
-  std::string loss = "mse", schedule = "cosine";
+// A flag that becomes the override "key=value" when given.
+template <typename T>
+struct Flag {
+  std::string key;
+  std::optional<T> value;
 };
 
-void add_train_options(CLI::App& cmd, TrainArgs& a) {
-  cmd.add_option("--steps", a.train.steps, "optimizer steps")->capture_default_str();
-  cmd.add_option("--batch,-B", a.train.B, "windows per batch")->capture_default_str();
-  cmd.add_option("--seq-len,-L", a.train.L, "window length")->capture_default_str();
-  cmd.add_option("--lr", a.train.lr, "peak learning rate")->capture_default_str();
-  cmd.add_option("--min-lr-ratio", a.train.min_lr_ratio, "cosine floor as a fraction of lr")->capture_default_str();
-  cmd.add_option("--warmup", a.train.warmup, "linear warm-up steps")->capture_default_str();
-  cmd.add_option("--schedule", a.schedule, "cosine | constant")->capture_default_str();
-  cmd.add_option("--weight-decay", a.train.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  cmd.add_option("--clip", a.train.clip, "global gradient-norm clip (<= 0 disables)")->capture_default_str();
-  cmd.add_option("--loss", a.loss, "mse | huber")->capture_default_str();
-  cmd.add_option("--huber-delta", a.train.huber_delta, "Huber delta")->capture_default_str();
-  cmd.add_option("--burn-in", a.train.burn_in, "leading positions of each window left out of the loss")
-      ->capture_default_str();
-  cmd.add_option("--seed", a.train.seed, "seed for initialisation and sampling")->capture_default_str();
-  cmd.add_option("--log-every", a.train.log_every, "print the loss every N steps")->capture_default_str();
-  cmd.add_option("--device", a.device, "auto | cpu | gpu (auto: the GPU when there is one)")->capture_default_str();
-  cmd.add_flag("--tf32", a.tf32, "GPU GEMMs in tf32 on the tensor cores (default: exact fp32)");
-  cmd.add_flag("--no-graph", a.no_graph, "GPU: launch each step eagerly instead of replaying a CUDA graph (debugging)");
-  cmd.add_option("--d-model", a.model.D, "model width D")->capture_default_str();
-  cmd.add_option("--layers", a.model.NL, "Mamba2 layers")->capture_default_str();
-  cmd.add_option("--d-state", a.model.N, "SSM state size N")->capture_default_str();
-  cmd.add_option("--head-dim", a.model.P, "head dim P")->capture_default_str();
-  cmd.add_option("--groups", a.model.G, "B/C groups G")->capture_default_str();
-  cmd.add_option("--chunk", a.model.Q, "SSD chunk length Q")->capture_default_str();
-  cmd.add_option("--features", a.synth.F, "synthetic features F")->capture_default_str();
-  cmd.add_option("--instruments", a.synth.N, "synthetic instruments")->capture_default_str();
-  cmd.add_option("--timesteps", a.synth.T, "synthetic time steps per instrument")->capture_default_str();
-  cmd.add_option("--noise", a.synth.noise, "synthetic target noise")->capture_default_str();
-  cmd.add_option("--data-seed", a.synth.seed, "synthetic data seed")->capture_default_str();
-}
+struct Flags {
+  Flag<int64_t> steps{"train.steps", {}}, batch{"train.batch", {}}, seq_len{"train.seq_len", {}},
+      warmup{"train.warmup", {}}, log_every{"train.log_every", {}}, seed{"train.seed", {}},
+      eval_every{"run.eval_every", {}}, patience{"run.patience", {}}, d_model{"model.d_model", {}},
+      layers{"model.layers", {}}, d_state{"model.d_state", {}}, head_dim{"model.head_dim", {}},
+      chunk{"model.chunk", {}}, instruments{"data.instruments", {}}, timesteps{"data.timesteps", {}},
+      n_features{"data.n_features", {}}, burn_in{"train.burn_in", {}};
+  Flag<double> lr{"train.lr", {}}, weight_decay{"train.weight_decay", {}}, clip{"train.clip", {}},
+      noise{"data.noise", {}};
+  Flag<std::string> device{"run.device", {}}, out_dir{"run.out_dir", {}}, metric{"run.metric", {}},
+      loss{"train.loss", {}}, schedule{"train.schedule", {}};
+  bool tf32 = false, no_graph = false;
 
-int run_train(TrainArgs& a) {
-  a.train.loss = parse_loss(a.loss);
-  a.train.schedule = parse_schedule(a.schedule);
-  a.model.F = a.synth.F;
-  a.model.K = a.synth.K;
-  a.model.validate();
-  a.train.validate();
-  if (a.device != "auto" && a.device != "cpu" && a.device != "gpu")
-    throw Error("--device must be auto, cpu or gpu, got '" + a.device + "'");
-  const int gpus = cuda_device_count();
-  if (a.device == "gpu" && gpus == 0) throw Error("--device gpu: no CUDA device found");
-  const bool on_gpu = a.device == "gpu" || (a.device == "auto" && gpus > 0);
-
-  const Panel data = make_synthetic(a.synth);
-  const ModelLayout layout(a.model);
-  const ModelConfig& m = a.model;
-  std::printf("ml-alpha train: device %s\n", on_gpu ? ("gpu: " + cuda_device_summary(0)).c_str() : "cpu");
-  std::printf("data: synthetic panel N=%d T=%d F=%d K=%d noise=%g | model: D=%d NL=%d H=%d P=%d N=%d G=%d, %zu params\n",
-              data.N, data.T, data.F, data.K, double(a.synth.noise), m.D, m.NL, m.H(), m.P, m.N, m.G,
-              layout.table.count());
-  std::printf("train: B=%d L=%d steps=%lld lr=%g (%s, warm-up %lld) wd=%g clip=%g loss=%s seed=%llu\n", a.train.B,
-              a.train.L, static_cast<long long>(a.train.steps), double(a.train.lr), a.schedule.c_str(),
-              static_cast<long long>(a.train.warmup), double(a.train.weight_decay), double(a.train.clip),
-              a.loss.c_str(), static_cast<unsigned long long>(a.train.seed));
-
-  const auto t0 = std::chrono::steady_clock::now();
-  double first_loss = 0, window_loss = 0;
-  int64_t window_n = 0, skipped = 0;
-  // Both trainers report through StepRecord; the GPU one is read only at log points.
-  auto report = [&](const StepRecord& r) {
-    if (r.step == 1) first_loss = r.loss;
-    skipped += r.skipped;
-    if (!r.skipped) window_loss += r.loss, ++window_n;
-    if (r.step % a.train.log_every == 0 || r.step == a.train.steps) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %6lld  loss %.5g  grad_norm %.4g  lr %.2e  %.1f steps/s%s\n", r.step,
-                  window_n ? window_loss / double(window_n) : 0.0, double(r.grad_norm), double(r.lr),
-                  double(r.step) / secs, skipped ? ("  (" + std::to_string(skipped) + " skipped)").c_str() : "");
-      std::fflush(stdout);
-      window_loss = 0;
-      window_n = 0;
-    }
-  };
-  if (on_gpu) {
-    Context ctx(0);
-    GpuTrainer trainer(ctx, a.model, a.train, data, {!a.no_graph, a.tf32, 0});
-    int64_t reported = 0;
-    for (int64_t s = 1; s <= a.train.steps; ++s) {
-      trainer.step();
-      if (s % a.train.log_every == 0 || s == a.train.steps)
-        while (reported < s) report(trainer.record(++reported));
-    }
-  } else {
-    CpuTrainer trainer(a.model, a.train, data);
-    for (int64_t s = 0; s < a.train.steps; ++s) {
-      const StepStats st = trainer.step();
-      report({st.step, st.loss, st.grad_norm, st.clip_scale, st.lr, st.skipped, 0});
-    }
+  template <typename T>
+  static void add(CLI::App& c, const char* name, Flag<T>& f, const char* help) {
+    c.add_option(name, f.value, std::string(help) + " (" + f.key + ")");
   }
-  std::printf("done: first-step loss %.5g, %lld skipped steps\n", first_loss, static_cast<long long>(skipped));
-  return 0;
-}
+  void add_all(CLI::App& c, bool training) {
+    add(c, "--device", device, "auto | cpu | gpu");
+    c.add_flag("--tf32", tf32, "GPU GEMMs in tf32 on the tensor cores (run.tf32)");
+    if (!training) return;
+    add(c, "--steps", steps, "optimizer steps");
+    add(c, "--batch,-B", batch, "windows per step");
+    add(c, "--seq-len,-L", seq_len, "window length");
+    add(c, "--lr", lr, "peak learning rate");
+    add(c, "--warmup", warmup, "linear warm-up steps");
+    add(c, "--schedule", schedule, "cosine | constant");
+    add(c, "--weight-decay", weight_decay, "AdamW decoupled weight decay");
+    add(c, "--clip", clip, "global gradient-norm clip, <= 0 disables");
+    add(c, "--loss", loss, "mse | huber");
+    add(c, "--burn-in", burn_in, "leading positions of each window left out of the loss");
+    add(c, "--seed", seed, "initialisation and sampling seed");
+    add(c, "--log-every", log_every, "log interval in steps");
+    add(c, "--eval-every", eval_every, "validation interval in steps (0: at the end)");
+    add(c, "--metric", metric, "early-stopping metric: mse | ic | rank_ic | icir | dir_acc");
+    add(c, "--patience", patience, "evaluations without improvement before stopping (0: never)");
+    add(c, "--out-dir,-o", out_dir, "where metrics, plot and checkpoints go");
+    add(c, "--d-model", d_model, "model width D");
+    add(c, "--layers", layers, "Mamba2 layers");
+    add(c, "--d-state", d_state, "SSM state size N");
+    add(c, "--head-dim", head_dim, "head dim P");
+    add(c, "--chunk", chunk, "SSD chunk length Q");
+    add(c, "--instruments", instruments, "synthetic data: instruments");
+    add(c, "--timesteps", timesteps, "synthetic data: time steps");
+    add(c, "--features", n_features, "synthetic data: features");
+    add(c, "--noise", noise, "synthetic data: target noise");
+    c.add_flag("--no-graph", no_graph, "launch each GPU step eagerly instead of replaying a CUDA graph (run.graph)");
+  }
+  template <typename T>
+  static void emit(std::vector<std::string>& out, const Flag<T>& f) {
+    if (!f.value) return;
+    if constexpr (std::is_same_v<T, std::string>)
+      out.push_back(f.key + "=\"" + *f.value + "\"");
+    else
+      out.push_back(f.key + "=" + (std::is_floating_point_v<T> ? CLI::detail::to_string(*f.value) : std::to_string(*f.value)));
+  }
+  // Flags come after --set overrides, so a flag wins over a --set of the same key.
+  std::vector<std::string> overrides(std::vector<std::string> sets) const {
+    for (const auto* f : {&steps, &batch, &seq_len, &warmup, &log_every, &seed, &eval_every, &patience, &d_model,
+                          &layers, &d_state, &head_dim, &chunk, &instruments, &timesteps, &n_features, &burn_in})
+      emit(sets, *f);
+    for (const auto* f : {&lr, &weight_decay, &clip, &noise}) emit(sets, *f);
+    for (const auto* f : {&device, &out_dir, &metric, &loss, &schedule}) emit(sets, *f);
+    if (tf32) sets.push_back("run.tf32=true");
+    if (no_graph) sets.push_back("run.graph=false");
+    return sets;
+  }
+};
 
-int run_info() {
-  const int n = cuda_device_count();
-  std::printf("ml-alpha: CUDA devices: %d\n", n);
-  for (int i = 0; i < n; ++i) std::printf("  [%d] %s\n", i, cuda_device_summary(i).c_str());
-  return 0;
+void add_common(CLI::App& c, CommonArgs& a, std::vector<std::string>& sets) {
+  c.add_option("--config,-c", a.config, "TOML run configuration (see configs/example.toml)")->check(CLI::ExistingFile);
+  c.add_option("--set", sets, "override a config key: --set train.lr=2e-3 (repeatable)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double t_start =
-      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double t_start = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   CLI::App app{"ml-alpha: train Mamba2 sequence models on market time series, on the GPU"};
   app.require_subcommand(1);
+  app.get_formatter()->column_width(34);
+
   TrainArgs targs;
-  CLI::App* train = app.add_subcommand("train", "train a model (built-in synthetic dataset)");
-  add_train_options(*train, targs);
-  CLI::App* info = app.add_subcommand("info", "print the CUDA devices this build can see");
+  Flags tflags;
+  std::vector<std::string> tsets;
+  CLI::App* train = app.add_subcommand("train", "train a model (default data: the built-in synthetic panel)");
+  add_common(*train, targs, tsets);
+  train->add_option("--resume", targs.resume, "continue bit-exactly from this checkpoint")->check(CLI::ExistingFile);
+  tflags.add_all(*train, true);
+
+  EvalArgs eargs;
+  Flags eflags;
+  std::vector<std::string> esets;
+  CLI::App* eval = app.add_subcommand("eval", "metrics of a checkpoint on a split of the configured data");
+  add_common(*eval, eargs, esets);
+  eval->add_option("--checkpoint", eargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
+  eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
+  eval->add_option("--fold", eargs.fold, "walk-forward fold")->capture_default_str();
+  eflags.add_all(*eval, false);
+
+  PredictArgs pargs;
+  Flags pflags;
+  std::vector<std::string> psets;
+  CLI::App* predict = app.add_subcommand("predict", "predictions aligned with (instrument, time) as .npy and CSV");
+  add_common(*predict, pargs, psets);
+  predict->add_option("--checkpoint", pargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
+  predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
+  predict->add_option("--fold", pargs.fold, "walk-forward fold")->capture_default_str();
+  predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
+  pflags.add_all(*predict, false);
+
+  SynthArgs sargs;
+  std::vector<std::string> ssets;
+  Flags sflags;
+  CLI::App* synth = app.add_subcommand("synth", "write the synthetic panel as .npy and/or long-format CSV");
+  add_common(*synth, sargs, ssets);
+  synth->add_option("--out-dir,-o", sargs.out_dir, "directory for features.npy, targets.npy, panel.csv")->capture_default_str();
+  synth->add_option("--format", sargs.format, "npy | csv | both")->capture_default_str();
+  for (auto* f : {&sflags.instruments, &sflags.timesteps, &sflags.n_features})
+    synth->add_option("--" + f->key.substr(5), f->value, "synthetic " + f->key.substr(5));
+  synth->add_option("--noise", sflags.noise.value, "target noise");
+  synth->add_option("--seed", sflags.seed.value, "data seed (data.seed)");
+  sflags.seed.key = "data.seed";
+
+  std::string info_ckpt;
+  CLI::App* info = app.add_subcommand("info", "CUDA devices, and a checkpoint's config and tensors");
+  info->add_option("--checkpoint", info_ckpt, "a checkpoint to describe")->check(CLI::ExistingFile);
+
   BenchArgs bargs;
   CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU");
   bench->add_option("--configs", bargs.configs, "comma-separated subset of S,M,L")->capture_default_str();
@@ -146,14 +159,30 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", bargs.warmup, "untimed steps before timing")->capture_default_str();
   bench->add_flag("--tf32", bargs.tf32, "run every configuration in tf32 (L always runs tf32 and fp32)");
   bench->add_flag("!--no-optimizer", bargs.optimizer, "skip the AdamW + clip over 25M/100M parameters case");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    if (*train) return run_train(targs);
-    if (*info) return run_info();
+    if (*train) {
+      targs.overrides = tflags.overrides(tsets);
+      return cmd_train(targs);
+    }
+    if (*eval) {
+      eargs.overrides = eflags.overrides(esets);
+      return cmd_eval(eargs);
+    }
+    if (*predict) {
+      pargs.overrides = pflags.overrides(psets);
+      return cmd_predict(pargs);
+    }
+    if (*synth) {
+      sargs.overrides = sflags.overrides(ssets);
+      return cmd_synth(sargs);
+    }
+    if (*info) return cmd_info(info_ckpt);
     if (*bench) {
       require(cuda_device_count() > 0, "bench needs a CUDA device and found none");
       return run_bench(bargs, t_start);

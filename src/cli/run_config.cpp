@@ -34,7 +34,10 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 // Reads one section, remembering which keys were consumed so leftovers can be reported.
 class Section {
  public:
-  Section(const toml::table* t, std::string name, const std::string& src) : t_(t), name_(std::move(name)), src_(src) {}
+  // overridden: "section.key" → the command-line override that set it (named in messages instead of a line).
+  Section(const toml::table* t, std::string name, const std::string& src,
+          const std::map<std::string, std::string>& overridden)
+      : t_(t), name_(std::move(name)), src_(src), overridden_(overridden) {}
 
   template <typename T>
   void get(const char* key, T& out) {
@@ -44,18 +47,18 @@ class Section {
     if (!n) return;
     convert(*n, key, out);
   }
-  void get_boundary(const char* key, Boundary& out) {
+  void get_boundary(const char* key, SplitPoint& out) {
     known_.push_back(key);
     if (!t_) return;
     const toml::node* n = t_->get(key);
     if (!n) return;
     if (auto f = n->value_exact<double>()) {
-      out = {Boundary::Fraction, *f, 0, ""};
       if (!(*f > 0 && *f < 1)) fail(*n, key, "a fraction must be in (0, 1), got " + std::to_string(*f));
+      out = SplitPoint::at_fraction(*f);
     } else if (auto i = n->value_exact<int64_t>()) {
-      out = {Boundary::Index, 0, *i, ""};
+      out = SplitPoint::at_index(*i);
     } else if (auto s = n->value_exact<std::string>()) {
-      out = {Boundary::Time, 0, 0, *s};
+      out = SplitPoint::at_time(*s);
     } else {
       fail(*n, key, "expected a fraction (0.7), a time index (1500) or a time value (\"2021-01-04\")");
     }
@@ -70,7 +73,7 @@ class Section {
       size_t best_d = 99;
       for (const auto& cand : known_)
         if (size_t d = edit_distance(key, cand); d < best_d) best_d = d, best = cand;
-      std::string msg = src_ + ":" + std::to_string(v.source().begin.line) + ": unknown key '" + name_ + "." + key + "'";
+      std::string msg = where(v, key) + ": unknown key '" + name_ + "." + key + "'";
       if (best_d <= 3) msg += "; did you mean '" + name_ + "." + best + "'?";
       msg += " (valid keys in [" + name_ + "]:";
       for (const auto& c : known_) msg += " " + c;
@@ -79,8 +82,13 @@ class Section {
   }
 
  private:
+  // "file:line", or the override's own text for values given on the command line.
+  std::string where(const toml::node& n, const std::string& key) const {
+    if (auto it = overridden_.find(name_ + "." + key); it != overridden_.end()) return "override '" + it->second + "'";
+    return src_ + ":" + std::to_string(n.source().begin.line);
+  }
   [[noreturn]] void fail(const toml::node& n, const char* key, const std::string& what) const {
-    throw Error(src_ + ":" + std::to_string(n.source().begin.line) + ": " + name_ + "." + key + ": " + what);
+    throw Error(where(n, key) + ": " + name_ + "." + key + ": " + what);
   }
   void convert(const toml::node& n, const char* key, std::string& out) {
     auto v = n.value_exact<std::string>();
@@ -119,19 +127,50 @@ class Section {
   const toml::table* t_;
   std::string name_;
   const std::string& src_;
+  const std::map<std::string, std::string>& overridden_;
   std::vector<std::string> known_;
 };
 
 }  // namespace
 
-RunConfig parse_run_config(const std::string& text, const std::string& src) {
-  toml::table root;
+namespace {
+
+toml::table parse_toml(const std::string& text, const std::string& src) {
   try {
-    root = toml::parse(text, src);
+    return toml::parse(text, src);
   } catch (const toml::parse_error& e) {
     throw Error(src + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
                 ": TOML syntax error: " + std::string(e.description()));
   }
+}
+
+// "train.lr=2e-3" → root["train"]["lr"] = 2e-3. The value is parsed as TOML; a bare word such as
+// data.source=npy is taken as the string "npy".
+void apply_override(toml::table& root, const std::string& ov, std::map<std::string, std::string>& overridden) {
+  const size_t eq = ov.find('='), dot = ov.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    throw Error("override '" + ov + "': expected section.key=value, e.g. train.lr=2e-3");
+  const std::string section = ov.substr(0, dot), key = ov.substr(dot + 1, eq - dot - 1), value = ov.substr(eq + 1);
+  const std::string src = "override '" + ov + "'";
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value, src);
+  } catch (const toml::parse_error&) {
+    parsed = parse_toml("v = \"" + value + "\"", src);
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  toml::table* t = root[section].as_table();
+  if (!t) throw Error(src + ": '" + section + "' is not a table");
+  t->insert_or_assign(key, *parsed.get("v"));
+  overridden[section + "." + key] = ov;
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const std::string& text, const std::string& src, const std::vector<std::string>& overrides) {
+  toml::table root = parse_toml(text, src);
+  std::map<std::string, std::string> overridden;
+  for (const std::string& ov : overrides) apply_override(root, ov, overridden);
   static const char* kSections[] = {"data", "split", "model", "train", "run"};
   for (const auto& [k, v] : root) {
     const std::string key(k.str());
@@ -142,7 +181,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& src) {
   RunConfig c;
   auto table = [&](const char* name) { return root[name].as_table(); };
 
-  Section d(table("data"), "data", src);
+  Section d(table("data"), "data", src, overridden);
   d.get("source", c.data.source);
   d.get("instruments", c.data.synth.N);
   d.get("timesteps", c.data.synth.T);
@@ -159,14 +198,14 @@ RunConfig parse_run_config(const std::string& text, const std::string& src) {
   d.get("target_columns", c.data.target_columns);
   d.check_unknown();
 
-  Section s(table("split"), "split", src);
-  s.get_boundary("train_end", c.split.train_end);
-  s.get_boundary("valid_end", c.split.valid_end);
-  s.get("gap", c.split.gap);
+  Section s(table("split"), "split", src, overridden);
+  s.get_boundary("train_end", c.split.spec.train_end);
+  s.get_boundary("valid_end", c.split.spec.valid_end);
+  s.get("gap", c.split.spec.gap);
   s.get("walk_forward_folds", c.split.walk_forward_folds);
   s.check_unknown();
 
-  Section m(table("model"), "model", src);
+  Section m(table("model"), "model", src, overridden);
   m.get("d_model", c.model.D);
   m.get("layers", c.model.NL);
   m.get("expand", c.model.expand);
@@ -182,7 +221,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& src) {
   m.get("dt_limit_hi", c.model.dt_limit_hi);
   m.check_unknown();
 
-  Section t(table("train"), "train", src);
+  Section t(table("train"), "train", src, overridden);
   std::string loss = to_string(c.train.loss), schedule = to_string(c.train.schedule);
   t.get("batch", c.train.B);
   t.get("seq_len", c.train.L);
@@ -209,7 +248,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& src) {
     throw Error(src + ": train." + std::string(e.what()));
   }
 
-  Section r(table("run"), "run", src);
+  Section r(table("run"), "run", src, overridden);
   r.get("device", c.run.device);
   r.get("tf32", c.run.tf32);
   r.get("graph", c.run.graph);
@@ -221,12 +260,13 @@ RunConfig parse_run_config(const std::string& text, const std::string& src) {
   return c;
 }
 
-RunConfig load_run_config(const std::string& path) {
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return parse_run_config("", "(defaults)", overrides);
   std::ifstream in(path, std::ios::binary);
   require(bool(in), path + ": cannot open the config file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_run_config(ss.str(), path);
+  return parse_run_config(ss.str(), path, overrides);
 }
 
 void RunConfig::validate() const {
@@ -237,7 +277,7 @@ void RunConfig::validate() const {
   if (data.source == "csv")
     require(!data.csv.empty() && !data.feature_columns.empty() && !data.target_columns.empty(),
             "data.source = 'csv' needs data.csv, data.feature_columns and data.target_columns");
-  require(split.gap >= 0, "split.gap must be >= 0, got " + std::to_string(split.gap));
+  require(split.spec.gap >= 0, "split.gap must be >= 0, got " + std::to_string(split.spec.gap));
   require(split.walk_forward_folds >= 0, "split.walk_forward_folds must be >= 0");
   require(run.device == "auto" || run.device == "cpu" || run.device == "gpu",
           "run.device must be 'auto', 'cpu' or 'gpu', got '" + run.device + "'");

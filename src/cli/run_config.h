@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/split.h"
 #include "data/synthetic.h"
 #include "mlalpha/config.h"
 
@@ -20,19 +21,10 @@ struct DataConfig {
   std::vector<std::string> feature_columns, target_columns;
 };
 
-// A split boundary as written in the config: a fraction of T (0 < f < 1), a time index (integer), or a
-// time value (string, compared with the panel's time labels).
-struct Boundary {
-  enum Kind { Fraction, Index, Time } kind = Fraction;
-  double fraction = 0;
-  int64_t index = 0;
-  std::string time;
-};
-
+// Split boundaries are data/split.h's SplitPoint: in the file a float is a fraction of T, an integer a
+// time index, a string a time value.
 struct SplitConfig {
-  Boundary train_end{Boundary::Fraction, 0.7, 0, ""};
-  Boundary valid_end{Boundary::Fraction, 0.85, 0, ""};
-  int gap = 0;                 // time steps dropped between train/valid and valid/test
+  SplitSpec spec;              // train_end, valid_end, gap
   int walk_forward_folds = 0;  // > 0: that many consecutive folds instead of one split
 };
 
@@ -55,9 +47,12 @@ struct RunConfig {
   void validate() const;  // every section, with the key names of the file
 };
 
-// Parses a TOML file; throws Error naming the file, line and key on any problem.
-RunConfig load_run_config(const std::string& path);
-// Parses TOML text (source_name names it in messages); the same rules.
-RunConfig parse_run_config(const std::string& text, const std::string& source_name);
+// Parses a TOML file (empty path: defaults only), then applies command-line overrides written as
+// "section.key=value" (the value in TOML syntax; a bare word is taken as a string), with the same checks
+// as the file. Throws Error naming the file or override, line and key on any problem.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from TOML text (source_name names it in messages).
+RunConfig parse_run_config(const std::string& text, const std::string& source_name,
+                           const std::vector<std::string>& overrides = {});
 
 }  // namespace mlalpha

@@ -44,6 +44,10 @@ class GpuTrainer {
   std::vector<float> params();
   const ModelLayout& layout() const { return layout_; }
   void synchronize() { ctx_.synchronize(); }
+  // The live parameter arena (table.total()) in device memory, e.g. for validation predictions on the
+  // same stream between steps.
+  const float* device_params() const { return arena_.params.data(); }
+  Context& context() { return ctx_; }
   // Wait, then download weights, AdamW moments and the step counters (for a checkpoint).
   TrainState state();
   // Continue from `s`, before the first step or between steps: uploads into the same buffers (a captured

@@ -24,8 +24,8 @@ TEST(RunConfig, ExampleFileParses) {
   EXPECT_EQ(c.model.D, 32);
   EXPECT_EQ(c.train.B, 16);
   EXPECT_FLOAT_EQ(c.train.lr, 1e-3f);
-  EXPECT_EQ(c.split.train_end.kind, Boundary::Fraction);
-  EXPECT_DOUBLE_EQ(c.split.valid_end.fraction, 0.85);
+  EXPECT_EQ(c.split.spec.train_end.kind, SplitPoint::Kind::fraction);
+  EXPECT_DOUBLE_EQ(c.split.spec.valid_end.fraction, 0.85);
   EXPECT_EQ(c.run.metric, "ic");
   EXPECT_NO_THROW(c.validate());
 }
@@ -44,11 +44,11 @@ loss = "huber"
 steps = 10
 )",
                                        "x.toml");
-  EXPECT_EQ(c.split.train_end.kind, Boundary::Index);
-  EXPECT_EQ(c.split.train_end.index, 1500);
-  EXPECT_EQ(c.split.valid_end.kind, Boundary::Time);
-  EXPECT_EQ(c.split.valid_end.time, "2021-06-30");
-  EXPECT_EQ(c.split.gap, 5);
+  EXPECT_EQ(c.split.spec.train_end.kind, SplitPoint::Kind::index);
+  EXPECT_EQ(c.split.spec.train_end.index, 1500);
+  EXPECT_EQ(c.split.spec.valid_end.kind, SplitPoint::Kind::time);
+  EXPECT_EQ(c.split.spec.valid_end.time, "2021-06-30");
+  EXPECT_EQ(c.split.spec.gap, 5);
   EXPECT_EQ(c.model.D, 64);
   EXPECT_FLOAT_EQ(c.train.lr, 3e-4f);
   EXPECT_EQ(c.train.loss, LossKind::Huber);
@@ -77,6 +77,25 @@ TEST(RunConfig, WrongTypesAndValues) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("train.lr must be a finite number > 0, got -1"), std::string::npos);
   }
+}
+
+TEST(RunConfig, OverridesUseTheSameRules) {
+  const RunConfig c = parse_run_config("[train]\nlr = 1e-3\n", "cfg.toml",
+                                       {"train.lr=2e-3", "data.source=npy", "run.tf32=true", "model.d_model=48"});
+  EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);
+  EXPECT_EQ(c.data.source, "npy");
+  EXPECT_TRUE(c.run.tf32);
+  EXPECT_EQ(c.model.D, 48);
+  try {
+    parse_run_config("", "cfg.toml", {"train.lerning_rate=1"});
+    FAIL() << "unknown override accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("override 'train.lerning_rate=1': unknown key 'train.lerning_rate'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_run_config("", "cfg.toml", {"lr=1"}), Error);
+  EXPECT_THROW(parse_run_config("", "cfg.toml", {"train.batch=many"}), Error);  // a string where an integer goes
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+#include "cli/backend.h"
+
+#include <map>
+
+#include "core/context.h"
+#include "train/trainer_cpu.h"
+#include "train/trainer_gpu.h"
+
+namespace mlalpha {
+
+namespace {
+
+bool use_gpu(const RunConfig& cfg) {
+  const int gpus = cuda_device_count();
+  require(cfg.run.device != "gpu" || gpus > 0, "run.device = 'gpu' but no CUDA device was found");
+  return cfg.run.device == "gpu" || (cfg.run.device == "auto" && gpus > 0);
+}
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(const RunConfig& c, const Panel& train) : tr_(c.model, c.train, train) {}
+  const char* name() const override { return "cpu"; }
+  void step() override {
+    const StepStats s = tr_.step();
+    recent_[s.step] = {s.step, s.loss, s.lr, s.grad_norm, s.skipped != 0};
+  }
+  TrainPoint point(int64_t s) override {
+    auto it = recent_.find(s);
+    require(it != recent_.end(), "no record of step " + std::to_string(s));
+    const TrainPoint p = it->second;
+    recent_.erase(recent_.begin(), std::next(it));
+    return p;
+  }
+  std::vector<float> predict(const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
+    return predict_cpu(tr_.layout(), params ? *params : tr_.params(), p, spec);
+  }
+  TrainState state() override { return tr_.state(); }
+  void load_state(const TrainState& s) override { tr_.load_state(s); }
+
+ private:
+  CpuTrainer tr_;
+  std::map<int64_t, TrainPoint> recent_;
+};
+
+class GpuBackend : public Backend {
+ public:
+  GpuBackend(const RunConfig& c, const Panel& train)
+      : ctx_(0), tr_(ctx_, c.model, c.train, train, {c.run.graph, c.run.tf32, 0}), tf32_(c.run.tf32) {}
+  const char* name() const override { return "gpu"; }
+  void step() override { tr_.step(); }
+  TrainPoint point(int64_t s) override {
+    const StepRecord r = tr_.record(s);
+    return {r.step, r.loss, r.lr, r.grad_norm, r.skipped != 0};
+  }
+  std::vector<float> predict(const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
+    if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(), p, spec, tf32_);
+    DeviceBuffer<float> d(params->size());
+    d.upload(*params);
+    return predict_gpu(ctx_, tr_.layout(), d.data(), p, spec, tf32_);
+  }
+  TrainState state() override { return tr_.state(); }
+  void load_state(const TrainState& s) override { tr_.load_state(s); }
+
+ private:
+  Context ctx_;
+  GpuTrainer tr_;
+  bool tf32_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train) {
+  if (use_gpu(cfg)) return std::make_unique<GpuBackend>(cfg, train);
+  return std::make_unique<CpuBackend>(cfg, train);
+}
+
+std::vector<float> predict_with(const RunConfig& cfg, const ModelLayout& layout, const std::vector<float>& params,
+                                const Panel& p, const PredictSpec& spec) {
+  if (!use_gpu(cfg)) return predict_cpu(layout, params, p, spec);
+  Context ctx(0);
+  DeviceBuffer<float> d(params.size());
+  d.upload(params);
+  return predict_gpu(ctx, layout, d.data(), p, spec, cfg.run.tf32);
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,38 @@
+#pragma once
+// The subcommands of `ml-alpha` (main.cpp parses the flags and calls these).
+#include <string>
+#include <vector>
+
+namespace mlalpha {
+
+struct CommonArgs {
+  std::string config;                  // TOML file ("" = defaults)
+  std::vector<std::string> overrides;  // "section.key=value"
+};
+
+struct TrainArgs : CommonArgs {
+  std::string resume;  // checkpoint to continue from
+};
+int cmd_train(const TrainArgs& a);
+
+struct EvalArgs : CommonArgs {
+  std::string checkpoint;
+  std::string split = "test";  // train | valid | test
+  int fold = 0;                // walk-forward fold
+};
+int cmd_eval(const EvalArgs& a);
+
+struct PredictArgs : EvalArgs {
+  std::string out;  // prefix: <out>.npy and <out>.csv
+};
+int cmd_predict(const PredictArgs& a);
+
+struct SynthArgs : CommonArgs {
+  std::string out_dir = "data/synthetic";
+  std::string format = "both";  // npy | csv | both
+};
+int cmd_synth(const SynthArgs& a);
+
+int cmd_info(const std::string& checkpoint);
+
+}  // namespace mlalpha
