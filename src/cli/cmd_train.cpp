@@ -98,7 +98,8 @@ FoldResult train_fold(RunConfig cfg, const Panel& panel, const Split& split, con
   for (s = start + 1; s <= cfg.train.steps; ++s) {
     be->step();
     const bool eval_now = s % eval_every == 0 || s == cfg.train.steps;
-    const bool stop = interrupted().load();
+    const bool pause = cfg.run.stop_after > 0 && s - start >= cfg.run.stop_after;
+    const bool stop = interrupted().load() || pause;
     if (s % cfg.train.log_every == 0 || eval_now || stop || s == cfg.train.steps) {
       for (; reported < s; ) {  // the GPU backend syncs once here for all these records
         const TrainPoint p = be->point(++reported);
@@ -129,7 +130,8 @@ FoldResult train_fold(RunConfig cfg, const Panel& panel, const Split& split, con
       }
     }
     if (stop) {
-      progress.message("interrupted at step " + std::to_string(s) + ": saving the last checkpoint");
+      progress.message((pause ? "stopping after " + std::to_string(cfg.run.stop_after) + " steps" : std::string("interrupted")) +
+                       " at step " + std::to_string(s) + ": saving the last checkpoint (continue with --resume)");
       break;
     }
   }

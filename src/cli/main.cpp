@@ -30,7 +30,7 @@ struct Flags {
       eval_every{"run.eval_every", {}}, patience{"run.patience", {}}, d_model{"model.d_model", {}},
       layers{"model.layers", {}}, d_state{"model.d_state", {}}, head_dim{"model.head_dim", {}},
       chunk{"model.chunk", {}}, instruments{"data.instruments", {}}, timesteps{"data.timesteps", {}},
-      n_features{"data.n_features", {}}, burn_in{"train.burn_in", {}};
+      n_features{"data.n_features", {}}, burn_in{"train.burn_in", {}}, stop_after{"run.stop_after", {}};
   Flag<double> lr{"train.lr", {}}, weight_decay{"train.weight_decay", {}}, clip{"train.clip", {}},
       noise{"data.noise", {}};
   Flag<std::string> device{"run.device", {}}, out_dir{"run.out_dir", {}}, metric{"run.metric", {}},
@@ -61,6 +61,7 @@ struct Flags {
     add(c, "--metric", metric, "early-stopping metric: mse | ic | rank_ic | icir | dir_acc");
     add(c, "--patience", patience, "evaluations without improvement before stopping (0: never)");
     add(c, "--out-dir,-o", out_dir, "where metrics, plot and checkpoints go");
+    add(c, "--stop-after", stop_after, "end this invocation after N steps, saving the last checkpoint");
     add(c, "--d-model", d_model, "model width D");
     add(c, "--layers", layers, "Mamba2 layers");
     add(c, "--d-state", d_state, "SSM state size N");
@@ -83,7 +84,8 @@ struct Flags {
   // Flags come after --set overrides, so a flag wins over a --set of the same key.
   std::vector<std::string> overrides(std::vector<std::string> sets) const {
     for (const auto* f : {&steps, &batch, &seq_len, &warmup, &log_every, &seed, &eval_every, &patience, &d_model,
-                          &layers, &d_state, &head_dim, &chunk, &instruments, &timesteps, &n_features, &burn_in})
+                          &layers, &d_state, &head_dim, &chunk, &instruments, &timesteps, &n_features, &burn_in,
+                          &stop_after})
       emit(sets, *f);
     for (const auto* f : {&lr, &weight_decay, &clip, &noise}) emit(sets, *f);
     for (const auto* f : {&device, &out_dir, &metric, &loss, &schedule}) emit(sets, *f);
@@ -142,11 +144,12 @@ int main(int argc, char** argv) {
   add_common(*synth, sargs, ssets);
   synth->add_option("--out-dir,-o", sargs.out_dir, "directory for features.npy, targets.npy, panel.csv")->capture_default_str();
   synth->add_option("--format", sargs.format, "npy | csv | both")->capture_default_str();
-  for (auto* f : {&sflags.instruments, &sflags.timesteps, &sflags.n_features})
-    synth->add_option("--" + f->key.substr(5), f->value, "synthetic " + f->key.substr(5));
-  synth->add_option("--noise", sflags.noise.value, "target noise");
-  synth->add_option("--seed", sflags.seed.value, "data seed (data.seed)");
+  Flags::add(*synth, "--instruments", sflags.instruments, "instruments");
+  Flags::add(*synth, "--timesteps", sflags.timesteps, "time steps");
+  Flags::add(*synth, "--features", sflags.n_features, "features");
+  Flags::add(*synth, "--noise", sflags.noise, "target noise");
   sflags.seed.key = "data.seed";
+  Flags::add(*synth, "--seed", sflags.seed, "data seed");
 
   std::string info_ckpt;
   CLI::App* info = app.add_subcommand("info", "CUDA devices, and a checkpoint's config and tensors");

@@ -256,6 +256,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& src, cons
   r.get("eval_every", c.run.eval_every);
   r.get("metric", c.run.metric);
   r.get("patience", c.run.patience);
+  r.get("stop_after", c.run.stop_after);
   r.check_unknown();
   return c;
 }
@@ -283,6 +284,7 @@ void RunConfig::validate() const {
           "run.device must be 'auto', 'cpu' or 'gpu', got '" + run.device + "'");
   require(run.eval_every >= 0, "run.eval_every must be >= 0");
   require(run.patience >= 0, "run.patience must be >= 0");
+  require(run.stop_after >= 0, "run.stop_after must be >= 0");
   require(!run.out_dir.empty(), "run.out_dir must not be empty");
   model.validate();
   train.validate();

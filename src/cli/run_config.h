@@ -36,6 +36,7 @@ struct RunSettings {
   int64_t eval_every = 100;     // validation every N steps (0 = only at the end)
   std::string metric = "ic";    // early-stopping / best-checkpoint metric
   int patience = 0;             // evaluations without improvement before stopping (0 = never stop early)
+  int64_t stop_after = 0;       // > 0: end this invocation after that many steps (saving `last`); resume later
 };
 
 struct RunConfig {
