@@ -10,6 +10,9 @@
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/data_setup.h"
+#include <nlohmann/json.hpp>
+
+#include "data/fileio.h"
 #include "data/normalize.h"
 #include "train/metrics.h"
 
@@ -91,6 +94,16 @@ FoldResult train_fold(RunConfig cfg, const Panel& panel, const Split& split, con
   FoldResult res;
   res.best_value = higher_is_better(cfg.run.metric) ? -INFINITY : INFINITY;
   std::vector<float> best_params;
+  // best.json remembers the best evaluation so a resumed run keeps comparing against it.
+  const fs::path best_json = out / "best.json";
+  if (start > 0 && fs::exists(best_json) && fs::exists(out / "best.safetensors")) {
+    const auto j = nlohmann::json::parse(read_file_bytes(best_json.string()), nullptr, false);
+    if (j.is_object() && j.value("metric", "") == cfg.run.metric && j.contains("value") && j["value"].is_number()) {
+      res.best_value = j["value"].get<double>();
+      res.best_step = j.value("step", int64_t(0));
+      best_params = load_checkpoint_weights((out / "best.safetensors").string(), cfg.model).params;
+    }
+  }
   int bad_evals = 0;
   int64_t reported = start;
   const int64_t eval_every = cfg.run.eval_every > 0 ? cfg.run.eval_every : cfg.train.steps;
@@ -122,6 +135,8 @@ FoldResult train_fold(RunConfig cfg, const Panel& panel, const Split& split, con
         const TrainState st = be->state();
         best_params = st.params;
         save_checkpoint((out / "best.safetensors").string(), layout, st, meta);
+        write_file_atomic(best_json.string(),
+                          nlohmann::json{{"metric", cfg.run.metric}, {"value", v}, {"step", s}}.dump() + "\n");
       } else if (cfg.run.patience > 0 && ++bad_evals >= cfg.run.patience) {
         progress.message("early stop at step " + std::to_string(s) + ": no " + cfg.run.metric + " improvement in " +
                          std::to_string(bad_evals) + " evaluations (best " + std::to_string(res.best_value) +
