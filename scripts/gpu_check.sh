@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine: every GPU suite, then compute-sanitizer memcheck and racecheck over the kernel
 # suites, a short GPU training run and the benchmark table. Logs go to $OUT (or ./gpu-logs).
-# Usage: scripts/gpu_check.sh [bin-dir] [what...]   what: tests sanitize train bench (default: all)
+# Usage: scripts/gpu_check.sh [bin-dir] [what...]   what: tests sanitize train bench torchref (default: all)
 set -uo pipefail
 bin=${1:-build}
 shift || true
-what=${*:-tests sanitize train bench}
+what=${*:-tests sanitize train bench torchref}
 out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
@@ -36,6 +36,18 @@ for w in $what; do
       "$bin"/ml-alpha train --steps 300 --log-every 100 2>&1 | tee "$out/train.log" ;;
     bench)
       "$bin"/ml-alpha bench 2>&1 | tee "$out/bench.log" ;;
+    torchref)
+      # The independent PyTorch model reproduces a GPU-trained checkpoint's predictions and loss, then
+      # the usual PyTorch training step is timed on the same shapes (eager and CUDA graph).
+      d=$(mktemp -d)
+      data="--set data.source=npy --set data.features=$d/features.npy --set data.targets=$d/targets.npy"
+      "$bin"/ml-alpha synth -o "$d" --instruments 8 --timesteps 600 --format npy >/dev/null &&
+        "$bin"/ml-alpha train $data --steps 60 --eval-every 0 --log-every 60 --set model.groups=2 --chunk 24 \
+          -L 50 --d-model 32 --head-dim 8 -o "$d/run" >/dev/null &&
+        "$bin"/ml-alpha predict $data --checkpoint "$d/run/last.safetensors" --split all -o "$d/all" >/dev/null &&
+        python3 bench/torch_reference.py check --checkpoint "$d/run/last.safetensors" --features "$d/features.npy" \
+          --targets "$d/targets.npy" --pred "$d/all.npy" 2>&1 | tee "$out/torch_check.log" || status=1
+      python3 bench/torch_reference.py bench 2>&1 | tee "$out/torch_bench.log" ;;
   esac
 done
 exit $status

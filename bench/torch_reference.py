@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Plain-PyTorch reference of ml-alpha's perception model (DESIGN section 1), written independently of
+the C++ code, with the same tensor names so an ml-alpha checkpoint loads with load_state_dict(strict=True).
+
+  check: load a checkpoint, run the first window (length train.L) of every instrument of a .npy panel
+         and compare with `ml-alpha predict --split all` output (pred.npy) and its masked MSE — an
+         independent check of the math.
+  bench: time the usual PyTorch training step (fused AdamW, clip_grad_norm_, loss.item() every step)
+         in eager mode and with the whole step captured in a CUDA graph, on the DESIGN section 5 shapes.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def segsum(a):
+    """a (..., Q) -> (..., Q, Q) with out[i, j] = a[j+1] + ... + a[i] for j <= i, -inf above the diagonal."""
+    q = a.size(-1)
+    c = torch.cumsum(a, dim=-1)
+    out = c[..., :, None] - c[..., None, :]
+    mask = torch.tril(torch.ones(q, q, dtype=torch.bool, device=a.device))
+    return out.masked_fill(~mask, float("-inf"))
+
+
+def ssd_chunked(x, dt, A, Bm, Cm, Q):
+    """x (b,l,h,p), dt (b,l,h), A (h), Bm/Cm (b,l,h,n) -> y (b,l,h,p): the chunked SSD form."""
+    b, l, h, p = x.shape
+    pad = (-l) % Q
+    if pad:  # dt = 0 on padding: decay 1 and no input, so the real positions are unchanged
+        x, dt, Bm, Cm = (F.pad(t, (0, 0) * (t.dim() - 2) + (0, pad)) for t in (x, dt, Bm, Cm))
+    c = (l + pad) // Q
+    X = (x * dt[..., None]).reshape(b, c, Q, h, p)
+    Bc, Cc = Bm.reshape(b, c, Q, h, -1), Cm.reshape(b, c, Q, h, -1)
+    a = (dt * A).reshape(b, c, Q, h).permute(0, 3, 1, 2)          # (b, h, c, Q)
+    acum = torch.cumsum(a, dim=-1)
+    decay = torch.exp(segsum(a))                                   # (b, h, c, Q, Q)
+    y_diag = torch.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", Cc, Bc, decay, X)
+    to_end = torch.exp(acum[..., -1:] - acum)                      # (b, h, c, Q)
+    states = torch.einsum("bclhn,bhcl,bclhp->bchpn", Bc, to_end, X)
+    states = torch.cat([torch.zeros_like(states[:, :1]), states], dim=1)
+    chunk_decay = torch.exp(segsum(F.pad(acum[..., -1], (1, 0))))  # (b, h, c+1, c+1)
+    states = torch.einsum("bhzc,bchpn->bzhpn", chunk_decay, states)[:, :-1]
+    y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", Cc, states, torch.exp(acum))
+    return (y_diag + y_off).reshape(b, c * Q, h, p)[:, :l]
+
+
+class Mixer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        D, self.P, self.G, self.N, self.W, self.Q = cfg["D"], cfg["P"], cfg["G"], cfg["N"], cfg["W"], cfg["Q"]
+        self.di = cfg["expand"] * D
+        self.H = self.di // self.P
+        self.conv_dim = self.di + 2 * self.G * self.N
+        self.lo, self.hi = float(cfg.get("dt_limit_lo", 0.0)), cfg.get("dt_limit_hi", "inf")
+        self.hi = float("inf") if self.hi == "inf" else float(self.hi)
+        self.in_proj = nn.Linear(D, 2 * self.di + 2 * self.G * self.N + self.H, bias=False)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.W, groups=self.conv_dim, padding=self.W - 1)
+        self.dt_bias = nn.Parameter(torch.zeros(self.H))
+        self.A_log = nn.Parameter(torch.zeros(self.H))
+        self.D = nn.Parameter(torch.ones(self.H))
+        self.norm = RMSNorm(self.di)
+        self.out_proj = nn.Linear(self.di, D, bias=False)
+
+    def forward(self, u):
+        b, l, _ = u.shape
+        z, xbc, dt = torch.split(self.in_proj(u), [self.di, self.conv_dim, self.H], dim=-1)
+        xbc = F.silu(self.conv1d(xbc.transpose(1, 2))[..., :l].transpose(1, 2))
+        x, Bm, Cm = torch.split(xbc, [self.di, self.G * self.N, self.G * self.N], dim=-1)
+        delta = F.softplus(dt + self.dt_bias).clamp(self.lo, self.hi)
+        A = -torch.exp(self.A_log)
+        rep = self.H // self.G
+        Bh = Bm.reshape(b, l, self.G, self.N).repeat_interleave(rep, dim=2)
+        Ch = Cm.reshape(b, l, self.G, self.N).repeat_interleave(rep, dim=2)
+        xh = x.reshape(b, l, self.H, self.P)
+        y = ssd_chunked(xh, delta, A, Bh, Ch, self.Q) + self.D[:, None] * xh
+        g = (y.reshape(b, l, self.di) * F.silu(z)).reshape(b, l, self.G, self.di // self.G)
+        g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + 1e-5)
+        return self.out_proj(g.reshape(b, l, self.di) * self.norm.weight)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm = RMSNorm(cfg["D"])
+        self.mixer = Mixer(cfg)
+
+    def forward(self, h):
+        return h + self.mixer(self.norm(h))
+
+
+class Perception(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.input_proj = nn.Linear(cfg["F"], cfg["D"])
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg["NL"]))
+        self.norm_f = RMSNorm(cfg["D"])
+        self.head = nn.Linear(cfg["D"], cfg["K"])
+
+    def forward(self, x):
+        h = self.input_proj(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(self.norm_f(h))
+
+
+def masked_mse(out, y):
+    m = ~torch.isnan(y)
+    e = torch.where(m, out - torch.nan_to_num(y), torch.zeros_like(out))
+    return (e * e).sum() / m.sum().clamp(min=1)
+
+
+def cmd_check(a):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(a.checkpoint, "pt") as f:
+        meta = f.metadata()
+    cfg, tcfg, stats = (json.loads(meta[k]) for k in ("model_config", "train_config", "feature_stats"))
+    model = Perception(cfg).double()
+    model.load_state_dict({k: v.double() for k, v in load_file(a.checkpoint).items()}, strict=True)
+    L = tcfg["L"]
+    x = torch.from_numpy(np.load(a.features).astype(np.float64))
+    if x.dim() == 2:
+        x = x[None]
+    x = (x - torch.tensor(stats["mean"], dtype=torch.float64)) / torch.tensor(stats["stdev"], dtype=torch.float64)
+    x = torch.nan_to_num(x[:, :L], nan=0.0)
+    with torch.no_grad():
+        ref = model(x)
+    pred = torch.from_numpy(np.load(a.pred).astype(np.float64))[:, :L]
+    rel = ((pred - ref).norm() / ref.norm()).item()
+    print(f"torch (float64) vs ml-alpha predictions, first window of {x.shape[0]} instruments x {L} steps: "
+          f"relative L2 error {rel:.3e}")
+    ok = rel <= a.tol
+    if a.targets:
+        y = torch.from_numpy(np.load(a.targets).astype(np.float64))
+        y = y.reshape(y.shape[0] if y.dim() == 3 else 1, -1, ref.shape[-1])[:, :L]
+        l_ref, l_ml = masked_mse(ref, y).item(), masked_mse(pred, y).item()
+        print(f"masked MSE on that batch: torch {l_ref:.7g}  ml-alpha {l_ml:.7g}  rel diff {abs(l_ref - l_ml) / l_ref:.2e}")
+        ok = ok and abs(l_ref - l_ml) <= a.tol * l_ref
+    print("check:", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+SHAPES = {"S": (64, 256, 32, 128, 4, 64, 32, 64), "M": (32, 512, 64, 256, 6, 64, 64, 128),
+          "L": (8, 2048, 64, 1024, 8, 128, 64, 256)}
+
+
+def bench_one(name, graph, steps, warmup, tf32):
+    B, L, Fe, D, NL, N, P, Q = SHAPES[name]
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    dev = "cuda"
+    torch.manual_seed(0)
+    cfg = dict(F=Fe, K=1, D=D, NL=NL, expand=2, P=P, G=1, N=N, W=4, Q=Q)
+    model = Perception(cfg).to(dev)
+    with torch.no_grad():  # A ~ U(1, 16) and a realistic dt as mamba_ssm initialises them
+        for layer in model.layers:
+            layer.mixer.A_log.copy_(torch.log(torch.empty_like(layer.mixer.A_log).uniform_(1, 16)))
+            dt = torch.exp(torch.empty_like(layer.mixer.dt_bias).uniform_(math.log(1e-3), math.log(1e-1)))
+            layer.mixer.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=True, capturable=graph)
+    Ninst, T = 16, L + 512
+    panel_x = torch.randn(Ninst, T, Fe, device=dev)
+    panel_y = torch.randn(Ninst, T, 1, device=dev)
+    xb = torch.empty(B, L, Fe, device=dev)
+    yb = torch.empty(B, L, 1, device=dev)
+    ar = torch.arange(L, device=dev)
+
+    def sample():  # device-side sampling, like ml-alpha's
+        inst = torch.randint(0, Ninst, (B,), device=dev)
+        start = torch.randint(0, T - L + 1, (B,), device=dev)
+        xb.copy_(panel_x[inst[:, None], start[:, None] + ar])
+        yb.copy_(panel_y[inst[:, None], start[:, None] + ar])
+
+    def step():
+        sample()
+        opt.zero_grad(set_to_none=False)
+        loss = F.mse_loss(model(xb), yb)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    t_first = time.perf_counter()
+    loss = step()
+    loss.item()
+    t_first = time.perf_counter() - t_first
+    if graph:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_loss = step()
+        run = lambda: (g.replay(), static_loss.item())  # noqa: E731
+    else:
+        run = lambda: step().item()  # noqa: E731
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(steps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    times.sort()
+    med = times[len(times) // 2]
+    print(f"| torch {name} {'tf32' if tf32 else 'fp32'} {'graph' if graph else 'eager'} | {med:9.3f} ms | "
+          f"{B * L / med * 1e3:12.0f} tok/s | first step {t_first:.2f} s |", flush=True)
+    return med
+
+
+def cmd_bench(a):
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; median of {a.steps} steps, loss.item() each step")
+    for name in a.configs.split(","):
+        for graph in (False, True):
+            try:
+                bench_one(name, graph, a.steps, a.warmup, a.tf32 or name == "L")
+            except Exception as e:  # report and go on: one failing mode must not hide the others
+                print(f"| torch {name} {'graph' if graph else 'eager'} | failed: {type(e).__name__}: {e} |", flush=True)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--checkpoint", required=True)
+    c.add_argument("--features", required=True, help="the .npy features the predictions were made from")
+    c.add_argument("--targets", help="the .npy targets (adds the masked-MSE comparison)")
+    c.add_argument("--pred", required=True, help="pred.npy from `ml-alpha predict --split all`")
+    c.add_argument("--tol", type=float, default=1e-4)
+    b = sub.add_parser("bench")
+    b.add_argument("--configs", default="S,M,L")
+    b.add_argument("--steps", type=int, default=60)
+    b.add_argument("--warmup", type=int, default=10)
+    b.add_argument("--tf32", action="store_true")
+    a = ap.parse_args()
+    return cmd_check(a) if a.cmd == "check" else cmd_bench(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
