@@ -14,13 +14,13 @@ CXX="${CLANGXX:-clang++}"
 [[ "$SECS" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: the budget must be a whole number of seconds, got '$SECS'" >&2; exit 2; }
 command -v "$CXX" >/dev/null || { echo "fuzz.sh: $CXX not found (apt-get install clang)" >&2; exit 2; }
 
-READERS=(src/data/npy.cpp src/data/csv.cpp src/data/fileio.cpp)
+READERS=(src/data/npy.cpp src/data/csv.cpp src/data/fileio.cpp src/core/atomic_file.cpp)
 FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 
 mkdir -p "$DIR/artifacts"
 echo "== building fuzz targets in $DIR"
-"$CXX" -std=c++20 -O1 -Isrc fuzz/make_seeds.cpp src/data/npy.cpp src/data/fileio.cpp -o "$DIR/make_seeds"
+"$CXX" -std=c++20 -O1 -Isrc fuzz/make_seeds.cpp src/data/npy.cpp src/data/fileio.cpp src/core/atomic_file.cpp -o "$DIR/make_seeds"
 for t in npy csv; do
   "$CXX" "${FLAGS[@]}" "fuzz/fuzz_$t.cpp" "${READERS[@]}" -o "$DIR/fuzz_$t"
 done

@@ -1,16 +1,20 @@
 #pragma once
 // Shared helpers for the test suites: fresh random inputs (a new seed every run, printed so a failure
-// can be replayed with MLALPHA_TEST_SEED), and comparisons that report the max error and where it is.
+// can be replayed with MLALPHA_TEST_SEED), comparisons that report the max error and where it is, and
+// checks of the mlalpha::Error a call throws.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace mlalpha::test {
 
@@ -90,6 +94,56 @@ template <typename G, typename R>
   msg << what << ": rel_l2=" << rel << " (tol " << tol << ") max_abs=" << max_abs << " at [" << worst
       << "] got=" << double(got[worst]) << " ref=" << double(ref[worst]);
   return rel <= tol ? ::testing::AssertionSuccess() << msg.str() : ::testing::AssertionFailure() << msg.str();
+}
+
+// Elementwise |got − ref| ≤ atol + rtol·mag[i], where mag[i] is the size of the terms ref[i] is made of
+// (e.g. |a| + |b| for a difference a − b, |init| + Σ|g| for a sum): a value that cancels far below its
+// terms is only as exact as the terms in fp32, so the bound is relative to them. NaN/Inf fails. The message
+// names the worst element and its err/bound.
+inline ::testing::AssertionResult close_to_terms(const std::vector<float>& got, const std::vector<double>& ref,
+                                                 const std::vector<double>& mag, double atol, double rtol,
+                                                 const std::string& what) {
+  if (got.size() != ref.size() || mag.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size()
+                                         << " and terms " << mag.size();
+  size_t bad = 0, worst = 0;
+  double worst_ratio = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - ref[i]);
+    const double bound = atol + rtol * mag[i];
+    const double ratio = std::isfinite(err) ? err / bound : INFINITY;
+    if (ratio > 1) ++bad;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  if (got.empty()) return ::testing::AssertionSuccess() << what << ": n=0";
+  std::string msg = what + ": n=" + std::to_string(got.size()) + " worst at [" + std::to_string(worst) +
+                    "] got=" + std::to_string(got[worst]) + " ref=" + std::to_string(ref[worst]) +
+                    " err/bound=" + std::to_string(worst_ratio);
+  if (bad) return ::testing::AssertionFailure() << msg << " — " << bad << " elements outside the bound";
+  return ::testing::AssertionSuccess() << msg;
+}
+
+// Same length and the same bits (NaN payloads and −0 included).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+}
+
+// The message of the Error `fn` throws ("" and a test failure if it throws none).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an mlalpha::Error";
+  return "";
+}
+
+// Passes when `text` (an error message) contains `part`; shows the whole message otherwise.
+inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected the message to contain \"" << part << "\"\n  got: \"" << text << "\"";
 }
 
 }  // namespace mlalpha::test

@@ -1,6 +1,7 @@
 #pragma once
-// Whole-file reads with clear errors, and atomic writes (temporary file in the same directory, fsync,
-// rename): a reader never sees a half-written file and a failed write leaves the old file untouched.
+// Whole-file reads with clear errors, and atomic writes (core/atomic_file.h: temporary file in the same
+// directory, fsync, rename): a reader never sees a half-written file and a failed write leaves the old file
+// untouched.
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -14,7 +15,8 @@ std::string read_file_bytes(const std::string& path);
 // The size of a regular, non-empty file, with the same errors as read_file_bytes.
 size_t regular_file_size(const std::string& path);
 
-// Writes `bytes` to `path` atomically. On failure the temporary file is removed and `path` is unchanged.
+// Writes `bytes` to `path` atomically (an AtomicFile written and committed). On failure the temporary file is
+// removed and `path` is unchanged; the error names the path, the step that failed and the system's reason.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace mlalpha

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <random>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
-#include "train/atomic_file.h"
 #include "train/config_json.h"
 #include "train/safetensors.h"
 
@@ -196,6 +196,17 @@ Checkpoint read_checkpoint(const std::string& path, const ModelConfig* expect) {
 }
 
 }  // namespace
+
+void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::string& who) {
+  require(s.params.size() == n && s.m.size() == n && s.v.size() == n,
+          who + ": arenas of " + std::to_string(s.params.size()) + "/" + std::to_string(s.m.size()) + "/" +
+              std::to_string(s.v.size()) + " floats (params/m/v), the model needs " + std::to_string(n));
+  require(s.step >= 0 && s.skipped_total >= 0 && s.skipped_total <= s.step && s.adam_step == s.step - s.skipped_total,
+          who + ": inconsistent counters step " + std::to_string(s.step) + ", adam_step " +
+              std::to_string(s.adam_step) + ", skipped_total " + std::to_string(s.skipped_total));
+  require(s.seed == seed, who + ": the state was trained with seed " + std::to_string(s.seed) +
+                              " but this trainer has train.seed = " + std::to_string(seed));
+}
 
 void save_checkpoint(const std::string& path, const ModelLayout& layout, const TrainState& state,
                      const CheckpointMeta& meta) {

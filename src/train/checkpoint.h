@@ -9,6 +9,7 @@
 // Both are written to temporary files first, fsynced, then renamed (weights first): a crash leaves the
 // old checkpoint or the new one, never a torn file; a sidecar from another save is detected on load.
 // The arena padding between tensors is not stored (it is always zero).
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ struct Checkpoint {
 constexpr int kCheckpointFormatVersion = 1;
 
 inline std::string optim_sidecar_path(const std::string& path) { return path + ".optim.safetensors"; }
+
+// Throws unless `s` can be loaded into a trainer of `n` arena floats and train.seed `seed`: params, m and v of
+// n floats each, consistent counters, the same seed. Messages start with `who` ("CpuTrainer::load_state").
+void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::string& who);
 
 // Writes P and its sidecar atomically. Checks that meta.model is the layout's config, the arenas have
 // table.total() floats, the counters are consistent and the stats/names have F and K entries (or none).

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
-#include "train/atomic_file.h"
 #include "train/report.h"
 
 namespace mlalpha {

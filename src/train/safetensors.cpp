@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
-#include "train/atomic_file.h"
 
 namespace mlalpha {
 

@@ -135,15 +135,7 @@ TrainState GpuTrainer::state() {
 }
 
 void GpuTrainer::load_state(const TrainState& s) {
-  const size_t n = layout_.table.total();
-  require(s.params.size() == n && s.m.size() == n && s.v.size() == n,
-          "GpuTrainer::load_state: arenas of " + std::to_string(s.params.size()) + "/" + std::to_string(s.m.size()) +
-              "/" + std::to_string(s.v.size()) + " floats (params/m/v), the model needs " + std::to_string(n));
-  require(s.step >= 0 && s.skipped_total >= 0 && s.skipped_total <= s.step && s.adam_step == s.step - s.skipped_total,
-          "GpuTrainer::load_state: inconsistent counters step " + std::to_string(s.step) + ", adam_step " +
-              std::to_string(s.adam_step) + ", skipped_total " + std::to_string(s.skipped_total));
-  require(s.seed == tc_.seed, "GpuTrainer::load_state: the state was trained with seed " + std::to_string(s.seed) +
-                                  " but this trainer has train.seed = " + std::to_string(tc_.seed));
+  check_train_state(s, layout_.table.total(), tc_.seed, "GpuTrainer::load_state");
   ctx_.synchronize();  // no step in flight reads the buffers being replaced
   arena_.params.upload(s.params);
   arena_.m.upload(s.m);

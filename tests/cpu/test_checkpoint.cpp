@@ -9,14 +9,13 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/synthetic.h"
+#include "test_files.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/config_json.h"
@@ -27,49 +26,6 @@ namespace mlalpha::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    std::random_device rd;
-    dir = fs::temp_directory_path() / ("mlalpha_ckpt_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-// The message of the Error `f` throws ("" and a test failure when it does not throw).
-template <typename Fn>
-std::string error_of(Fn&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mlalpha::Error";
-  return "";
-}
 
 #define EXPECT_HAS(msg, part) EXPECT_NE(std::string(msg).find(part), std::string::npos) << "message: " << (msg)
 
@@ -322,10 +278,6 @@ TrainState sample_state(const ModelLayout& lay, uint64_t seed, int64_t step, int
   }
   s.step = step, s.skipped_total = skipped, s.adam_step = step - skipped, s.seed = 1234567890123ull;
   return s;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
 }
 
 TEST(Checkpoint, RoundTripsEveryTensorCounterAndField) {

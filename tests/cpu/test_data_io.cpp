@@ -4,8 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,50 +11,16 @@
 #include "core/error.h"
 #include "data/csv.h"
 #include "data/npy.h"
+#include "test_files.h"
 #include "test_util.h"
 
 namespace mlalpha {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("mlalpha_data_io_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  size_t entries() const { return size_t(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-// The message of the Error `fn` throws ("" and a test failure if it throws none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mlalpha::Error";
-  return "";
-}
-
-// Passes when `text` (an error message) contains `part`; shows the whole message otherwise.
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected the message to contain \"" << part << "\"\n  got: \"" << text << "\"";
-}
+using test::contains;
+using test::error_of;
+using test::TempDir;
+using test::write_bytes;
 
 // A hand-made .npy image: any dict text, any version, raw data bytes (numpy pads the header the same way).
 std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {
@@ -88,9 +52,9 @@ TEST(Npy, Float32RoundTripIsExactAndAtomic) {
   const std::vector<int64_t> shape = {3, 5, 7};
   std::vector<float> data = test::random_vec<float>(3 * 5 * 7, rng, -100, 100);
   data[4] = NAN;  // NaN survives
-  const std::string path = dir.file("x.npy");
+  const std::string path = dir / "x.npy";
   write_npy(path, data, shape);
-  EXPECT_EQ(dir.entries(), 1u) << "the temporary file must be renamed away";
+  EXPECT_EQ(dir.listing().size(), 1u) << "the temporary file must be renamed away";
   const NpyArray a = read_npy(path);
   EXPECT_EQ(a.shape, shape);
   ASSERT_EQ(a.data.size(), data.size());
@@ -107,7 +71,7 @@ TEST(Npy, Float32RoundTripIsExactAndAtomic) {
   const NpyArray b = read_npy(path);
   EXPECT_EQ(b.shape, (std::vector<int64_t>{3}));
   EXPECT_EQ(b.data, small);
-  EXPECT_EQ(dir.entries(), 1u);
+  EXPECT_EQ(dir.listing().size(), 1u);
 }
 
 TEST(Npy, Float64IsConvertedToFloat32) {
@@ -115,7 +79,7 @@ TEST(Npy, Float64IsConvertedToFloat32) {
   auto rng = test::make_rng(2);
   std::vector<double> d = test::random_vec<double>(2 * 3, rng, -1e3, 1e3);
   d[1] = 1.0 / 3.0;
-  const std::string path = dir.file("d.npy");
+  const std::string path = dir / "d.npy";
   write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", raw(d)));
   const NpyArray a = read_npy(path);
   EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 3}));
@@ -129,7 +93,7 @@ TEST(Npy, LargeFloat64FileIsReadInChunks) {
   TempDir dir;
   std::vector<double> d(2'500'000);
   for (size_t i = 0; i < d.size(); ++i) d[i] = double(i) * 0.5 - 1e5;
-  const std::string path = dir.file("big.npy");
+  const std::string path = dir / "big.npy";
   std::string bytes = npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2500000,), }", raw(d), 2);
   write_bytes(path, bytes);
   const NpyArray a = read_npy(path);
@@ -198,25 +162,25 @@ TEST(Npy, BadFilesNameTheFileAndTheProblem) {
       {"v4.npy", npy_bytes(f4_dict("(6,)"), raw(six), 4), "v4.npy: .npy format version 4.0 is not supported"},
   };
   for (const Case& c : cases) {
-    write_bytes(dir.file(c.file), c.bytes);
-    const std::string from_file = error_of([&] { read_npy(dir.file(c.file)); });
+    write_bytes(dir / c.file, c.bytes);
+    const std::string from_file = error_of([&] { read_npy(dir / c.file); });
     EXPECT_TRUE(contains(from_file, c.expect)) << c.file;
     // The in-memory parser (what the fuzzer drives) says exactly the same.
     const std::span<const unsigned char> bytes(reinterpret_cast<const unsigned char*>(c.bytes.data()), c.bytes.size());
-    EXPECT_EQ(error_of([&] { parse_npy(bytes, dir.file(c.file)); }), from_file) << c.file;
+    EXPECT_EQ(error_of([&] { parse_npy(bytes, dir / c.file); }), from_file) << c.file;
   }
-  EXPECT_TRUE(contains(error_of([&] { read_npy(dir.file("nope.npy")); }), "nope.npy: no such file"));
+  EXPECT_TRUE(contains(error_of([&] { read_npy(dir / "nope.npy"); }), "nope.npy: no such file"));
   EXPECT_TRUE(contains(error_of([&] { read_npy(dir.path.string()); }), "is a directory"));
 }
 
 TEST(Npy, FailedWriteLeavesNothingBehind) {
   TempDir dir;
   const std::vector<float> v = {1, 2};
-  EXPECT_TRUE(contains(error_of([&] { write_npy(dir.file("missing_dir/x.npy"), v, std::vector<int64_t>{2}); }),
+  EXPECT_TRUE(contains(error_of([&] { write_npy(dir / "missing_dir/x.npy", v, std::vector<int64_t>{2}); }),
               "missing_dir/x.npy: cannot create a temporary file"));
-  EXPECT_TRUE(contains(error_of([&] { write_npy(dir.file("y.npy"), v, std::vector<int64_t>{3}); }),
+  EXPECT_TRUE(contains(error_of([&] { write_npy(dir / "y.npy", v, std::vector<int64_t>{3}); }),
               "shape (3,) holds 3 values, the data has 2"));
-  EXPECT_EQ(dir.entries(), 0u);
+  EXPECT_EQ(dir.listing().size(), 0u);
 }
 
 // --------------------------------------------------------------------------------------- .npy panels
@@ -225,7 +189,7 @@ struct NpyPair {
   TempDir dir;
   std::string x, y;
   NpyPair(const std::vector<float>& xv, std::vector<int64_t> xs, const std::vector<float>& yv, std::vector<int64_t> ys)
-      : x(dir.file("features.npy")), y(dir.file("targets.npy")) {
+      : x(dir / "features.npy"), y(dir / "targets.npy") {
     write_npy(x, xv, xs);
     write_npy(y, yv, ys);
   }
@@ -320,8 +284,8 @@ TEST(NpyPanel, BadShapesNameBothFiles) {
     EXPECT_TRUE(contains(error_of([&] { f.load(); }), "targets.npy: target value at [3] is +inf"));
   }
   TempDir dir;
-  write_npy(dir.file("x.npy"), iota_vec(6), std::vector<int64_t>{3, 2});
-  EXPECT_TRUE(contains(error_of([&] { load_npy_panel({dir.file("x.npy"), dir.file("y.npy")}); }), "y.npy: no such file"));
+  write_npy(dir / "x.npy", iota_vec(6), std::vector<int64_t>{3, 2});
+  EXPECT_TRUE(contains(error_of([&] { load_npy_panel({dir / "x.npy", dir / "y.npy"}); }), "y.npy: no such file"));
 }
 
 // --------------------------------------------------------------------------------------------- CSV
@@ -490,7 +454,7 @@ TEST(Csv, MissingColumnsAndBadSpecs) {
 TEST(Csv, ReadsFilesAndReportsMissingOnes) {
   TempDir dir;
   CsvSpec s = spec_of({"f1"}, {"y"});
-  s.path = dir.file("d.csv");
+  s.path = dir / "d.csv";
   EXPECT_TRUE(contains(error_of([&] { load_csv_panel(s); }), "d.csv: no such file"));
   write_bytes(s.path, "");
   EXPECT_TRUE(contains(error_of([&] { load_csv_panel(s); }), "d.csv: file is empty"));

@@ -13,21 +13,8 @@
 namespace mlalpha {
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mlalpha::Error";
-  return "";
-}
-
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected the message to contain \"" << part << "\"\n  got: \"" << text << "\"";
-}
+using test::contains;
+using test::error_of;
 
 Panel make_panel(int N, int T, int F) {
   Panel p;

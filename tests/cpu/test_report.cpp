@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/test_files.h"
 #include "tests/test_util.h"
 #include "train/report.h"
 
@@ -22,21 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("mlalpha_test_report_" + std::to_string(test::test_seed() % 1000000007) +
-                                        "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
-    return names;
-  }
-};
+using test::read_bytes;
+using test::TempDir;
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
@@ -250,11 +238,6 @@ TEST(Jsonl, UnwritablePathIsAnErrorNamingIt) {
   return ::testing::AssertionSuccess();
 }
 
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 CurvesPlot sample_plot(int n_train, double decades) {
   CurvesPlot plot;
   plot.metric = "ic";
@@ -274,8 +257,8 @@ TEST(CurvesSvg, WellFormedWithBothSeriesAndNoTempFileLeft) {
   CurvesPlot plot = sample_plot(1000, 3.0);
   plot.train[500].value = kNaN;  // a gap, not a broken file
   write_curves_svg(path, plot);
-  EXPECT_EQ(dir.entries(), std::vector<std::string>{"curves.svg"});
-  const std::string svg = read_all(path);
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"curves.svg"});
+  const std::string svg = read_bytes(path);
   EXPECT_EQ(svg.rfind("<svg xmlns='http://www.w3.org/2000/svg'", 0), 0u);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
   EXPECT_TRUE(well_formed(svg));
@@ -295,18 +278,18 @@ TEST(CurvesSvg, LinearScaleForANarrowRangeAndDecimationOfLongRuns) {
   TempDir dir;
   const fs::path path = dir.path / "c.svg";
   write_curves_svg(path, sample_plot(50, 1.0));
-  EXPECT_EQ(read_all(path).find("log scale"), std::string::npos);
+  EXPECT_EQ(read_bytes(path).find("log scale"), std::string::npos);
   // 200k training points: points sharing a pixel column collapse, so the file stays small.
   write_curves_svg(path, sample_plot(200000, 4.0));
-  const std::string svg = read_all(path);
+  const std::string svg = read_bytes(path);
   EXPECT_TRUE(well_formed(svg));
   EXPECT_LT(svg.size(), 200000u);
   // Empty series still make a readable file.
   CurvesPlot empty;
   empty.metric = "mse";
   write_curves_svg(path, empty);
-  EXPECT_EQ(count(read_all(path), "no data"), 2u);
-  EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.svg"});
+  EXPECT_EQ(count(read_bytes(path), "no data"), 2u);
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"c.svg"});
 }
 
 TEST(CurvesSvg, FailureLeavesNothingBehind) {
@@ -315,12 +298,12 @@ TEST(CurvesSvg, FailureLeavesNothingBehind) {
   CurvesPlot bad = sample_plot(10, 1);
   bad.metric = "sharpe";
   EXPECT_THROW(write_curves_svg(dir.path / "c.svg", bad), Error);
-  EXPECT_TRUE(dir.entries().empty());
+  EXPECT_TRUE(dir.listing().empty());
   // The target exists as a directory: the rename fails and the temporary file is removed.
   fs::create_directory(dir.path / "taken.svg");
   fs::create_directory(dir.path / "taken.svg" / "x");
   EXPECT_THROW(write_curves_svg(dir.path / "taken.svg", sample_plot(10, 1)), Error);
-  EXPECT_EQ(dir.entries(), std::vector<std::string>{"taken.svg"});
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"taken.svg"});
 }
 
 }  // namespace

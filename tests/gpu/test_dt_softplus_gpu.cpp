@@ -20,6 +20,7 @@ namespace {
 
 using test::all_close;
 using test::cast_vec;
+using test::close_to_terms;
 using test::from_device;
 using test::poisoned;
 using test::random_vec;
@@ -27,26 +28,6 @@ using test::rel_l2_close;
 using test::to_device;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// A sum init + Σ_m g_m can cancel far below its terms; fp32 rounding is relative to the terms, so the bound
-// is atol + rtol·(|init| + Σ|g|).
-::testing::AssertionResult close_to_terms(const std::vector<float>& got, const std::vector<double>& ref,
-                                          const std::vector<double>& mag, const std::string& what) {
-  size_t bad = 0, worst = 0;
-  double worst_ratio = -1;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - ref[i]);
-    const double bound = tol::kGpuElemAbs + tol::kGpuElemRel * mag[i];
-    const double ratio = std::isfinite(err) ? err / bound : INFINITY;
-    if (ratio > 1) ++bad;
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-  }
-  std::string msg = what + ": n=" + std::to_string(got.size()) + " worst at [" + std::to_string(worst) +
-                    "] got=" + std::to_string(got[worst]) + " ref=" + std::to_string(ref[worst]) +
-                    " err/bound=" + std::to_string(worst_ratio);
-  if (bad) return ::testing::AssertionFailure() << msg << " — " << bad << " elements outside the bound";
-  return ::testing::AssertionSuccess() << msg;
-}
 
 struct Inputs {
   DtParams p;
@@ -113,15 +94,15 @@ void check_shape(int M, int H, int ld, float lo, float hi, uint64_t salt) {
   }
   EXPECT_TRUE(all_close(ddt_cols, ddt_ref_cols, tol::kGpuElemAbs, tol::kGpuElemRel, "ddt"));
   EXPECT_EQ(touched, 0u) << "ddt columns >= H were overwritten";
-  // ddt_bias: per element against its terms (a short one can cancel: init ≈ −Σ), and as a whole vector where
-  // H is long enough for the norm to be meaningful.
+  // ddt_bias: per element against its terms, |init| + Σ|g| (a short one can cancel: init ≈ −Σ), and as a whole
+  // vector where H is long enough for the norm to be meaningful.
   std::vector<double> bg_mag(H);
   for (int h = 0; h < H; ++h) {
     bg_mag[h] = std::abs(double(in.bias_grad0[h]));
     for (int m = 0; m < M; ++m) bg_mag[h] += std::abs(ddt_ref[size_t(m) * ld + h]);
   }
   const auto bg = from_device(bg_g);
-  EXPECT_TRUE(close_to_terms(bg, bg_ref, bg_mag, "ddt_bias"));
+  EXPECT_TRUE(close_to_terms(bg, bg_ref, bg_mag, tol::kGpuElemAbs, tol::kGpuElemRel, "ddt_bias"));
   if (H >= 8) {
     EXPECT_TRUE(rel_l2_close(bg, bg_ref, tol::kGpuReduceRelL2, "ddt_bias"));
   }

@@ -20,31 +20,12 @@ namespace {
 
 using test::all_close;
 using test::cast_vec;
+using test::close_to_terms;
 using test::from_device;
 using test::poisoned;
 using test::random_vec;
 using test::rel_l2_close;
 using test::to_device;
-
-// du = r·w·dout − u·c is a difference that can cancel far below its terms; fp32 rounding is relative to the
-// terms, so the bound is atol + rtol·(|a| + |b|) (scaled by the factor that multiplies du).
-::testing::AssertionResult close_to_terms(const std::vector<float>& got, const std::vector<double>& ref,
-                                          const std::vector<double>& mag, const std::string& what) {
-  size_t bad = 0, worst = 0;
-  double worst_ratio = -1;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - ref[i]);
-    const double bound = tol::kGpuElemAbs + tol::kGpuElemRel * mag[i];
-    const double ratio = std::isfinite(err) ? err / bound : INFINITY;
-    if (ratio > 1) ++bad;
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-  }
-  std::string msg = what + ": n=" + std::to_string(got.size()) + " worst at [" + std::to_string(worst) +
-                    "] got=" + std::to_string(got[worst]) + " ref=" + std::to_string(ref[worst]) +
-                    " err/bound=" + std::to_string(worst_ratio);
-  if (bad) return ::testing::AssertionFailure() << msg << " — " << bad << " elements outside the bound";
-  return ::testing::AssertionSuccess() << msg;
-}
 
 struct Inputs {
   GatedNormParams p;
@@ -93,7 +74,9 @@ void check_shape(int M, int Dn, int G, int ld_z, uint64_t salt) {
   std::vector<double> dy_ref(n), dz_ref = cast_vec<double>(dz0), dw_ref = cast_vec<double>(in.dw0);
   ref::gated_rmsnorm_bwd<double>(p, yd.data(), zd.data(), wd.data(), rstdd.data(), doutd.data(), dy_ref.data(),
                                  dz_ref.data(), dw_ref.data());
-  // magnitudes of the terms: |r·w·dout| + |u·c| for du, times |SiLU(z)| (dy) or |y·SiLU'(z)| (dz)
+  // du = r·w·dout − u·c is a difference that can cancel far below its terms, so dy, dz and dw are checked
+  // against the size of their terms (close_to_terms): |r·w·dout| + |u·c| for du, times the factor that
+  // multiplies du, |SiLU(z)| (dy) or |y·SiLU'(z)| (dz)
   std::vector<double> dy_mag(n), dz_mag(n), dz_ref_cols(n), dw_mag(Dn);
   for (int i = 0; i < Dn; ++i) dw_mag[i] = std::abs(double(in.dw0[i]));
   for (int m = 0; m < M; ++m)
@@ -117,7 +100,7 @@ void check_shape(int M, int Dn, int G, int ld_z, uint64_t salt) {
   auto dy_g = poisoned(n), ws = poisoned(gpu::gated_rmsnorm_bwd_workspace_floats(p));
   gpu::gated_rmsnorm_bwd(p, y_g.data(), z_g.data(), w_g.data(), rstd_in.data(), dout_g.data(), dy_g.data(),
                          dz_g.data(), dw_g.data(), ws.data(), nullptr);
-  EXPECT_TRUE(close_to_terms(from_device(dy_g), dy_ref, dy_mag, "dy"));
+  EXPECT_TRUE(close_to_terms(from_device(dy_g), dy_ref, dy_mag, tol::kGpuElemAbs, tol::kGpuElemRel, "dy"));
   const auto dz = from_device(dz_g);
   std::vector<float> dz_cols(n);
   size_t touched = 0;
@@ -126,12 +109,12 @@ void check_shape(int M, int Dn, int G, int ld_z, uint64_t salt) {
     for (int i = Dn; i < ld_z; ++i)
       touched += std::memcmp(&dz[size_t(m) * ld_z + i], &dz0[size_t(m) * ld_z + i], sizeof(float)) != 0;
   }
-  EXPECT_TRUE(close_to_terms(dz_cols, dz_ref_cols, dz_mag, "dz"));
+  EXPECT_TRUE(close_to_terms(dz_cols, dz_ref_cols, dz_mag, tol::kGpuElemAbs, tol::kGpuElemRel, "dz"));
   EXPECT_EQ(touched, 0u) << "dz columns >= Dn were overwritten";
   // dw: per element against its terms (a short dw can cancel: dw0 ≈ −Σ), and as a whole vector where Dn is
   // long enough for the norm to be meaningful (there a single lost row would stand out).
   const auto dw = from_device(dw_g);
-  EXPECT_TRUE(close_to_terms(dw, dw_ref, dw_mag, "dw"));
+  EXPECT_TRUE(close_to_terms(dw, dw_ref, dw_mag, tol::kGpuElemAbs, tol::kGpuElemRel, "dw"));
   if (Dn >= 32) {
     EXPECT_TRUE(rel_l2_close(dw, dw_ref, tol::kGpuReduceRelL2, "dw"));
   }

@@ -27,8 +27,10 @@ using test::random_vec;
 // the rel-L2 tolerance of the table, measured against the size of the terms so that an output that
 // cancels to ~0 (likely with IN = 1 or M = 1) cannot make a correct GEMM fail. A wrong index or a
 // missing term still shows up as an error of the order of a term.
-::testing::AssertionResult close_to_terms(const std::vector<float>& got, const std::vector<double>& ref,
-                                          const std::vector<double>& mag, double tol, const std::string& what) {
+// (The whole-tensor counterpart of test::close_to_terms, which bounds each element by its own terms.)
+::testing::AssertionResult rel_l2_close_to_terms(const std::vector<float>& got, const std::vector<double>& ref,
+                                                 const std::vector<double>& mag, double tol,
+                                                 const std::string& what) {
   if (got.size() != ref.size() || mag.size() != ref.size())
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
   double num = 0, den = 0, worst_err = -1;
@@ -114,18 +116,18 @@ void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
   gpu::linear_bwd(g, p, x_g.ptr(), w_g.ptr(), dy_g.ptr(), c.dx ? dx_g.ptr() : nullptr, dw_g.ptr(),
                   c.bias ? db_g.ptr() : nullptr, c.bias ? ws.data() : nullptr, nullptr);
 
-  EXPECT_TRUE(close_to_terms(y_g.get(), y_ref, y_mag, gemm_tol, "y"));
+  EXPECT_TRUE(rel_l2_close_to_terms(y_g.get(), y_ref, y_mag, gemm_tol, "y"));
   if (c.dx) {
-    EXPECT_TRUE(close_to_terms(dx_g.get(), dx_ref, dx_mag, gemm_tol, "dx"));
+    EXPECT_TRUE(rel_l2_close_to_terms(dx_g.get(), dx_ref, dx_mag, gemm_tol, "dx"));
   } else {  // dx == nullptr: the buffer is left alone (still poisoned)
     const auto untouched = dx_g.get();
     for (size_t i = 0; i < untouched.size(); ++i) ASSERT_TRUE(std::isnan(untouched[i])) << "dx[" << i << "] written";
   }
-  EXPECT_TRUE(close_to_terms(dw_g.get(), dw_ref, dw_mag, gemm_tol, "dw"));
+  EXPECT_TRUE(rel_l2_close_to_terms(dw_g.get(), dw_ref, dw_mag, gemm_tol, "dw"));
   // db is our own fp32 reduction in both precisions
   const auto db_got = db_g.get();
   if (c.bias) {
-    EXPECT_TRUE(close_to_terms(db_got, db_ref, db_mag, tol::kGpuReduceRelL2, "db"));
+    EXPECT_TRUE(rel_l2_close_to_terms(db_got, db_ref, db_mag, tol::kGpuReduceRelL2, "db"));
   } else {
     EXPECT_EQ(0, std::memcmp(db_got.data(), db0.data(), db0.size() * sizeof(float))) << "db changed with db = null";
   }

@@ -5,19 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 #include <limits>
-#include <random>
 
 #include "core/error.h"
 #include "data/synthetic.h"
+#include "test_files.h"
+#include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer_gpu.h"
 
 namespace mlalpha::test {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct ResumeCase {
   ModelConfig mc;
@@ -34,23 +32,6 @@ ResumeCase resume_case() {
   // One Inf feature: the windows that contain it are skipped, so the skip counter is part of the state.
   r.data.x[size_t(2) * r.data.T * r.data.F + 100 * r.data.F] = std::numeric_limits<float>::infinity();
   return r;
-}
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    std::random_device rd;
-    dir = fs::temp_directory_path() / ("mlalpha_resume_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
 }
 
 void expect_same_state(const TrainState& a, const TrainState& b) {
@@ -98,7 +79,7 @@ TEST_P(ResumeGpu, FiftyPlusFiftyEqualsHundredBitwise) {
   EXPECT_LT(straight.state.skipped_total, 100);
 
   TempDir tmp;
-  const std::string path = (tmp.dir / "step50.safetensors").string();
+  const std::string path = tmp / "step50.safetensors";
   {
     Context ctx;
     GpuTrainer first(ctx, r.mc, r.tc, r.data, {graph, false, 0});

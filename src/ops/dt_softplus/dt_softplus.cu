@@ -1,8 +1,9 @@
 // Δ = clamp(softplus(dt + dt_bias), lo, hi) on the GPU (DESIGN section 1), fp32, elementwise over (M, H).
 // ddt_bias is reduced without atomics: each block of kBwdRows rows writes one partial (H), then
-// colsum_add_kernel adds the partials in a fixed order.
+// colsum_add (ops/common/colsum.cuh) adds the partials in a fixed order.
 #include "core/cuda_check.h"
 #include "ops/activations.h"
+#include "ops/common/colsum.cuh"
 #include "ops/dt_softplus/dt_softplus.h"
 
 namespace mlalpha::gpu {
@@ -11,7 +12,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBwdRows = 64;                // rows per backward block: fixed by the shape only
 constexpr int kTileH = 32, kRowSlices = 8;  // backward block: 32 heads × 8 row slices
-constexpr int kColTile = 32, kSlices = 16;  // colsum_add_kernel block: 32 columns × 16 slices of partials
 
 // The ref's clamp, written the same way: NaN passes through, hi = +inf never clamps.
 __device__ __forceinline__ float clamp_ref(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -49,28 +49,7 @@ __global__ void __launch_bounds__(kTileH* kRowSlices)
   }
   s[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.y == 0 && h < H) {
-    float t = 0.f;
-    for (int k = 0; k < kRowSlices; ++k) t += s[k][threadIdx.x];
-    partial[size_t(blockIdx.x) * H + h] = t;
-  }
-}
-
-// dw[c] += Σ_b partial[b][c] in a fixed order: slice t sums b = t, t + kSlices, …; slices then add in order.
-__global__ void __launch_bounds__(kColTile* kSlices)
-    colsum_add_kernel(int nb, int D, const float* __restrict__ partial, float* __restrict__ dw) {
-  __shared__ float s[kSlices][kColTile];
-  const int c = blockIdx.x * kColTile + threadIdx.x;
-  float acc = 0.f;
-  if (c < D)
-    for (int b = threadIdx.y; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
-  s[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < D) {
-    float t = 0.f;
-    for (int k = 0; k < kSlices; ++k) t += s[k][threadIdx.x];
-    dw[c] += t;
-  }
+  if (threadIdx.y == 0 && h < H) partial[size_t(blockIdx.x) * H + h] = sum_slices(s);
 }
 
 int bwd_blocks(const DtParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
@@ -110,9 +89,7 @@ void dt_softplus_bwd(const DtParams& p, const float* dt, const float* dt_bias, c
   dt_softplus_bwd_kernel<<<dim3(nb, tiles), dim3(kTileH, kRowSlices), 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt,
                                                                                   dt_bias, ddelta, ddt, workspace);
   MLALPHA_CHECK_LAUNCH();
-  colsum_add_kernel<<<(p.H + kColTile - 1) / kColTile, dim3(kColTile, kSlices), 0, stream>>>(nb, p.H, workspace,
-                                                                                            ddt_bias);
-  MLALPHA_CHECK_LAUNCH();
+  colsum_add(nb, p.H, workspace, ddt_bias, stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -1,9 +1,11 @@
 // Gated RMSNorm on the GPU (DESIGN section 1, norm_before_gate = False), fp32: one warp per (row, group) of
 // gs = Dn / G channels, so a group's reduction is one butterfly of shuffles. u = y·SiLU(z) is recomputed in
 // each pass instead of stored. dw is reduced without atomics: each block of kBwdRows rows writes one partial
-// row of Dn floats, then colsum_add_kernel adds the partials in a fixed order.
+// row of Dn floats, then colsum_add (ops/common/colsum.cuh) adds the partials in a fixed order.
 #include "core/cuda_check.h"
 #include "ops/activations.h"
+#include "ops/common/colsum.cuh"
+#include "ops/common/warp_sum.cuh"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 
 namespace mlalpha::gpu {
@@ -13,12 +15,6 @@ constexpr int kWarps = 4;            // warps (= (row, group) items in flight) p
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBwdRows = 32;         // rows per backward block: fixed by the shape only, so the sum order is too
 constexpr int kMaxBwdDn = 3072;      // kWarps dw accumulators of Dn floats in shared memory: 48 KiB at most
-constexpr int kColTile = 32, kSlices = 16;  // colsum_add_kernel block: 32 columns × 16 slices of partials
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps); item = row·G + g
 __global__ void __launch_bounds__(kThreads)
@@ -81,28 +77,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < Dn; i += kThreads) {
-    float s = 0.f;
-    for (int k = 0; k < kWarps; ++k) s += s_dw[size_t(k) * Dn + i];
-    partial[size_t(blockIdx.x) * Dn + i] = s;
-  }
-}
-
-// dw[c] += Σ_b partial[b][c] in a fixed order: slice t sums b = t, t + kSlices, …; slices then add in order.
-__global__ void __launch_bounds__(kColTile* kSlices)
-    colsum_add_kernel(int nb, int D, const float* __restrict__ partial, float* __restrict__ dw) {
-  __shared__ float s[kSlices][kColTile];
-  const int c = blockIdx.x * kColTile + threadIdx.x;
-  float acc = 0.f;
-  if (c < D)
-    for (int b = threadIdx.y; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
-  s[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < D) {
-    float t = 0.f;
-    for (int k = 0; k < kSlices; ++k) t += s[k][threadIdx.x];
-    dw[c] += t;
-  }
+  store_block_partial<kWarps, kThreads>(s_dw, Dn, partial + size_t(blockIdx.x) * Dn);
 }
 
 int bwd_blocks(const GatedNormParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
@@ -147,9 +122,7 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const float* y, const float* z,
   gated_rmsnorm_bwd_kernel<<<nb, kThreads, smem, stream>>>(p.M, p.Dn, p.G, p.ld_z, y, z, w, rstd, dout, dy, dz,
                                                            workspace);
   MLALPHA_CHECK_LAUNCH();
-  const dim3 block(kColTile, kSlices);
-  colsum_add_kernel<<<(p.Dn + kColTile - 1) / kColTile, block, 0, stream>>>(nb, p.Dn, workspace, dw);
-  MLALPHA_CHECK_LAUNCH();
+  colsum_add(nb, p.Dn, workspace, dw, stream);
 }
 
 }  // namespace mlalpha::gpu

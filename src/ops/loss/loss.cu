@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "core/cuda_check.h"
+#include "ops/common/warp_sum.cuh"
 #include "ops/loss/loss.h"
 
 namespace mlalpha::gpu {
@@ -35,15 +36,6 @@ __device__ __forceinline__ void loss_term(bool huber, float d, float e, float& l
     l = d * (fabsf(e) - 0.5f * d);
     g = e > 0.f ? d : -d;
   }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ int warp_sum(int v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 // Block-wide sum of (s, c) in a fixed order (warp butterflies, then warps 0..kWarps−1); valid in thread 0.

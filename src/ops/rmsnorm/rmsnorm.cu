@@ -1,7 +1,10 @@
 // RMSNorm on the GPU (DESIGN section 1), fp32: one warp per row, so a row's reduction is one butterfly of
 // shuffles (every lane ends with the same bits). dw is reduced without atomics: each block of kBwdRows rows
-// writes one partial row of D floats, then colsum_add_kernel adds the partials in a fixed order.
+// writes one partial row of D floats, then colsum_add (ops/common/colsum.cuh) adds the partials in a fixed
+// order.
 #include "core/cuda_check.h"
+#include "ops/common/colsum.cuh"
+#include "ops/common/warp_sum.cuh"
 #include "ops/rmsnorm/rmsnorm.h"
 
 namespace mlalpha::gpu {
@@ -11,12 +14,6 @@ constexpr int kWarps = 4;            // warps (= rows in flight) per block
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBwdRows = 32;         // rows per backward block: fixed by the shape only, so the sum order is too
 constexpr int kMaxBwdD = 3072;       // kWarps dw accumulators of D floats in shared memory: 48 KiB at most
-constexpr int kColTile = 32, kSlices = 16;  // colsum_add_kernel block: 32 columns × 16 slices of partials
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // y = x · r ⊙ w with r = rsqrt(mean(x²) + eps)
 __global__ void __launch_bounds__(kThreads)
@@ -63,28 +60,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < D; i += kThreads) {
-    float s = 0.f;
-    for (int k = 0; k < kWarps; ++k) s += s_dw[size_t(k) * D + i];
-    partial[size_t(blockIdx.x) * D + i] = s;
-  }
-}
-
-// dw[c] += Σ_b partial[b][c] in a fixed order: slice t sums b = t, t + kSlices, …; slices then add in order.
-__global__ void __launch_bounds__(kColTile* kSlices)
-    colsum_add_kernel(int nb, int D, const float* __restrict__ partial, float* __restrict__ dw) {
-  __shared__ float s[kSlices][kColTile];
-  const int c = blockIdx.x * kColTile + threadIdx.x;
-  float acc = 0.f;
-  if (c < D)
-    for (int b = threadIdx.y; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
-  s[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < D) {
-    float t = 0.f;
-    for (int k = 0; k < kSlices; ++k) t += s[k][threadIdx.x];
-    dw[c] += t;
-  }
+  store_block_partial<kWarps, kThreads>(s_dw, D, partial + size_t(blockIdx.x) * D);
 }
 
 int bwd_blocks(const RmsNormParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
@@ -118,9 +94,7 @@ void rmsnorm_bwd(const RmsNormParams& p, const float* x, const float* w, const f
   const size_t smem = size_t(kWarps) * p.D * sizeof(float);
   rmsnorm_bwd_kernel<<<nb, kThreads, smem, stream>>>(p.M, p.D, x, w, rstd, dy, dx, accumulate, workspace);
   MLALPHA_CHECK_LAUNCH();
-  const dim3 block(kColTile, kSlices);
-  colsum_add_kernel<<<(p.D + kColTile - 1) / kColTile, block, 0, stream>>>(nb, p.D, workspace, dw);
-  MLALPHA_CHECK_LAUNCH();
+  colsum_add(nb, p.D, workspace, dw, stream);
 }
 
 }  // namespace mlalpha::gpu

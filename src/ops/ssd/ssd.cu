@@ -37,6 +37,7 @@
 #include <string>
 
 #include "core/cuda_check.h"
+#include "ops/common/warp_sum.cuh"
 #include "ops/ssd/ssd.h"
 
 namespace mlalpha::gpu {
@@ -77,11 +78,6 @@ __device__ __forceinline__ T sum_n_lanes(T v, int NL) {
 template <typename T>
 __device__ __forceinline__ T sum_p_lanes(T v, int NL) {
   for (int off = NL; off < 32; off <<= 1) v += __shfl_xor_sync(kFull, v, off);
-  return v;
-}
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
   return v;
 }
 

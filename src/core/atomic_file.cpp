@@ -1,4 +1,4 @@
-#include "train/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,8 +8,6 @@
 #include <filesystem>
 #include <random>
 #include <system_error>
-
-#include "core/error.h"
 
 namespace mlalpha {
 namespace {
@@ -37,10 +35,11 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     if (errno != EEXIST) break;
   }
   const int err = errno;
-  const std::string tried = temp_;
+  const std::string tried = temp_, dir = parent_dir(path_);
   temp_.clear();
-  throw Error("cannot write '" + path_ + "': creating the temporary file '" + tried + "' in directory '" +
-              parent_dir(path_) + "' failed: " + errno_text(err));
+  throw AtomicFileError("cannot write '" + path_ + "': creating the temporary file '" + tried + "' in directory '" +
+                            dir + "' failed: " + errno_text(err),
+                        AtomicFileError::Step::create, errno_text(err), dir, tried);
 }
 
 AtomicFile::~AtomicFile() {
@@ -49,13 +48,16 @@ AtomicFile::~AtomicFile() {
   if (!temp_.empty()) ::unlink(temp_.c_str());
 }
 
-void AtomicFile::fail(const std::string& what) {
+void AtomicFile::fail(AtomicFileError::Step step, const std::string& what) {
   const int err = errno;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   if (!temp_.empty()) ::unlink(temp_.c_str());
+  const std::string temp = temp_;
   temp_.clear();
-  throw Error("cannot write '" + path_ + "': " + what + ": " + errno_text(err) + " (the previous file, if any, is unchanged)");
+  throw AtomicFileError("cannot write '" + path_ + "': " + what + ": " + errno_text(err) +
+                            " (the previous file, if any, is unchanged)",
+                        step, errno_text(err), parent_dir(path_), temp);
 }
 
 void AtomicFile::write(const void* data, size_t bytes) {
@@ -65,7 +67,7 @@ void AtomicFile::write(const void* data, size_t bytes) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("writing the temporary file failed");
+      fail(AtomicFileError::Step::write, "writing the temporary file failed");
     }
     p += n;
     bytes -= size_t(n);
@@ -74,16 +76,17 @@ void AtomicFile::write(const void* data, size_t bytes) {
 
 void AtomicFile::flush() {
   if (fd_ < 0) return;
-  if (::fsync(fd_) != 0) fail("fsync of the temporary file failed");
+  if (::fsync(fd_) != 0) fail(AtomicFileError::Step::fsync, "fsync of the temporary file failed");
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) fail("closing the temporary file failed");
+  if (::close(fd) != 0) fail(AtomicFileError::Step::close, "closing the temporary file failed");
 }
 
 void AtomicFile::commit() {
   require(!committed_ && !temp_.empty(), "AtomicFile::commit on '" + path_ + "' twice or after a failure");
   flush();
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) fail("renaming the temporary file over it failed");
+  if (::rename(temp_.c_str(), path_.c_str()) != 0)
+    fail(AtomicFileError::Step::rename, "renaming the temporary file over it failed");
   committed_ = true;
   // Make the rename durable. A failure here is not an error of the write: the file is complete and in
   // place; only its survival of a power cut in the next moments is less certain.

@@ -6,8 +6,24 @@
 // (an exception on the way) removes the temporary file: nothing partial is left behind.
 #include <cstddef>
 #include <string>
+#include <utility>
+
+#include "core/error.h"
 
 namespace mlalpha {
+
+// A failed step of an atomic write: the temporary file is gone and the previous file, if any, is unchanged.
+// what() is the whole message; the fields let a caller that words its errors its own way
+// (write_file_atomic) say the same thing.
+struct AtomicFileError : Error {
+  enum class Step { create, write, fsync, close, rename };
+  AtomicFileError(const std::string& message, Step step, std::string reason, std::string dir, std::string temp_path)
+      : Error(message), step(step), reason(std::move(reason)), dir(std::move(dir)), temp_path(std::move(temp_path)) {}
+  Step step;
+  std::string reason;     // the system's text for the error number
+  std::string dir;        // the target's directory ("." for a bare file name)
+  std::string temp_path;  // the temporary file (for Step::create, the last name tried)
+};
 
 class AtomicFile {
  public:
@@ -24,7 +40,7 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_; }
 
  private:
-  [[noreturn]] void fail(const std::string& what);
+  [[noreturn]] void fail(AtomicFileError::Step step, const std::string& what);
 
   std::string path_, temp_;
   int fd_ = -1;
