@@ -198,8 +198,7 @@ def bench_one(name, graph, steps, warmup, tf32):
         return loss
 
     t_first = time.perf_counter()
-    loss = step()
-    loss.item()
+    step().item()  # no reference kept: a live autograd graph would break the capture below
     t_first = time.perf_counter() - t_first
     if graph:
         s = torch.cuda.Stream()
@@ -232,13 +231,26 @@ def bench_one(name, graph, steps, warmup, tf32):
 
 
 def cmd_bench(a):
-    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; median of {a.steps} steps, loss.item() each step")
+    """Each (configuration, mode) runs in its own process: a failed graph capture leaves CUDA state
+    (the RNG's capture offsets) that would poison every later measurement in the same process."""
+    import subprocess
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; median of {a.steps} steps, loss.item() each step",
+          flush=True)
     for name in a.configs.split(","):
         for graph in (False, True):
-            try:
-                bench_one(name, graph, a.steps, a.warmup, a.tf32 or name == "L")
-            except Exception as e:  # report and go on: one failing mode must not hide the others
-                print(f"| torch {name} {'graph' if graph else 'eager'} | failed: {type(e).__name__}: {e} |", flush=True)
+            cmd = [sys.executable, __file__, "bench-one", "--config", name, "--steps", str(a.steps),
+                   "--warmup", str(a.warmup)] + (["--graph"] if graph else []) + (["--tf32"] if a.tf32 else [])
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                last = (r.stderr.strip().splitlines() or ["?"])[-1]
+                print(f"| torch {name} {'graph' if graph else 'eager'} | failed: {last} |", flush=True)
+            else:
+                print(r.stdout.strip(), flush=True)
+    return 0
+
+
+def cmd_bench_one(a):
+    bench_one(a.config, a.graph, a.steps, a.warmup, a.tf32 or a.config == "L")
     return 0
 
 
@@ -256,8 +268,14 @@ def main():
     b.add_argument("--steps", type=int, default=60)
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--tf32", action="store_true")
+    o = sub.add_parser("bench-one", help="one configuration and mode (what bench runs per process)")
+    o.add_argument("--config", required=True, choices=sorted(SHAPES))
+    o.add_argument("--graph", action="store_true")
+    o.add_argument("--steps", type=int, default=60)
+    o.add_argument("--warmup", type=int, default=10)
+    o.add_argument("--tf32", action="store_true")
     a = ap.parse_args()
-    return cmd_check(a) if a.cmd == "check" else cmd_bench(a)
+    return {"check": cmd_check, "bench": cmd_bench, "bench-one": cmd_bench_one}[a.cmd](a)
 
 
 if __name__ == "__main__":
