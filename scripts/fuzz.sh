@@ -12,6 +12,10 @@ SECS="${1:-60}"
 DIR="${FUZZ_DIR:-build-fuzz}"
 CXX="${CLANGXX:-clang++}"
 [[ "$SECS" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: the budget must be a whole number of seconds, got '$SECS'" >&2; exit 2; }
+if ! command -v "$CXX" >/dev/null && [ "$CXX" = clang++ ] && [ "$(id -u)" -eq 0 ]; then
+  echo "== installing clang (libFuzzer)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null
+fi
 command -v "$CXX" >/dev/null || { echo "fuzz.sh: $CXX not found (apt-get install clang)" >&2; exit 2; }
 
 READERS=(src/data/npy.cpp src/data/csv.cpp src/data/fileio.cpp src/core/atomic_file.cpp)
