@@ -2,36 +2,10 @@
 
 #include <algorithm>
 
-#include "ops/conv1d/conv1d.h"
-#include "ops/dt_softplus/dt_softplus.h"
-#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "model/layer_shapes.h"
 #include "ops/residual/residual.h"
-#include "ops/rmsnorm/rmsnorm.h"
-#include "ops/ssd/ssd.h"
 
 namespace mlalpha {
-
-namespace {
-// Op parameters of one layer for M = B·L rows (the same derivation as model_ref.cpp).
-struct LayerShapes {
-  int M, D, di, H, GN, cd, proj;
-  RmsNormParams norm;
-  LinearParams in_proj, out_proj;
-  Conv1dParams conv;
-  DtParams dt;
-  SsdParams ssd;
-  GatedNormParams gnorm;
-  LayerShapes(const ModelConfig& c, int B, int L)
-      : M(B * L), D(c.D), di(c.d_inner()), H(c.H()), GN(c.G * c.N), cd(c.conv_dim()), proj(c.in_proj_dim()),
-        norm{M, D},
-        in_proj{M, D, proj},
-        out_proj{M, di, D},
-        conv{B, L, cd, c.W, proj},
-        dt{M, H, proj, c.dt_limit_lo, c.dt_limit_hi},
-        ssd{B, L, H, c.P, c.G, c.N, c.Q, cd},
-        gnorm{M, di, c.G, proj} {}
-};
-}  // namespace
 
 DeviceBuffer<float> GpuModel::alloc(size_t n) {
   bytes_ += n * sizeof(float);
@@ -76,8 +50,8 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool t
   // One scratch buffer serves every op in turn (stream order makes the reuse safe).
   const LossParams lp{B, L, c.K, LossKind::MSE, 1.0f, 0};
   const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm),
-                              gpu::linear_bwd_workspace_floats({s.M, c.F, s.D}),
-                              gpu::linear_bwd_workspace_floats({s.M, s.D, c.K}),
+                              gpu::linear_bwd_workspace_floats(s.input),
+                              gpu::linear_bwd_workspace_floats(s.head),
                               gpu::conv1d_silu_bwd_workspace_floats(s.conv),
                               gpu::dt_softplus_bwd_workspace_floats(s.dt),
                               gpu::ssd_bwd_workspace_floats(s.ssd),
@@ -95,7 +69,7 @@ void GpuModel::forward(const float* P, const float* x) {
   const LayerShapes s(c, B_, L_);
   cudaStream_t st = ctx_.stream();
   x_ = x;
-  gpu::linear_fwd(gemm_, {s.M, c.F, s.D}, x, P + lay_.in_w, P + lay_.in_b, h_.data(), st);
+  gpu::linear_fwd(gemm_, s.input, x, P + lay_.in_w, P + lay_.in_b, h_.data(), st);
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
     LayerActs& a = acts_[l];
@@ -112,7 +86,7 @@ void GpuModel::forward(const float* P, const float* x) {
     gpu::residual_add(h_.data(), mix_.data(), size_t(s.M) * s.D, st);
   }
   gpu::rmsnorm_fwd(s.norm, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data(), st);
-  gpu::linear_fwd(gemm_, {s.M, s.D, c.K}, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data(), st);
+  gpu::linear_fwd(gemm_, s.head, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data(), st);
 }
 
 void GpuModel::loss(const float* y, const LossParams& lp) {
@@ -125,7 +99,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx) {
   const LayerShapes s(c, B_, L_);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
-  gpu::linear_bwd(gemm_, {s.M, s.D, c.K}, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn_.data(), Gr + lay_.head_w,
+  gpu::linear_bwd(gemm_, s.head, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn_.data(), Gr + lay_.head_w,
                   Gr + lay_.head_b, ws, st);
   gpu::rmsnorm_bwd(s.norm, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn_.data(), dh_.data(), Gr + lay_.norm_f,
                    false, ws, st);
@@ -149,7 +123,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx) {
     gpu::rmsnorm_bwd(s.norm, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn_.data(), dh_.data(), Gr + o.norm_w, true,
                      ws, st);
   }
-  gpu::linear_bwd(gemm_, {s.M, c.F, s.D}, x_, P + lay_.in_w, dh_.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b, ws, st);
+  gpu::linear_bwd(gemm_, s.input, x_, P + lay_.in_w, dh_.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b, ws, st);
 }
 
 }  // namespace mlalpha

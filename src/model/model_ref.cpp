@@ -3,23 +3,9 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "ops/conv1d/conv1d.h"
-#include "ops/dt_softplus/dt_softplus.h"
-#include "ops/gated_rmsnorm/gated_rmsnorm.h"
-#include "ops/linear/linear.h"
-#include "ops/rmsnorm/rmsnorm.h"
-#include "ops/ssd/ssd.h"
+#include "model/layer_shapes.h"
 
 namespace mlalpha {
-
-namespace {
-// Per-layer op shapes for M = B·L rows, derived from the config once per call.
-struct Shapes {
-  int M, D, di, H, GN, cd, proj;
-  Shapes(const ModelConfig& c, int B, int L)
-      : M(B * L), D(c.D), di(c.d_inner()), H(c.H()), GN(c.G * c.N), cd(c.conv_dim()), proj(c.in_proj_dim()) {}
-};
-}  // namespace
 
 template <typename T>
 RefModel<T>::RefModel(const ModelLayout& layout, bool chunked_ssd) : lay_(layout), chunked_(chunked_ssd) {}
@@ -30,10 +16,10 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L)
   require(B >= 1 && L >= 1, "RefModel::forward: B and L must be >= 1");
   B_ = B;
   L_ = L;
-  const Shapes s(c, B, L);
+  const LayerShapes s(c, B, L);
   x_.assign(x, x + size_t(s.M) * c.F);
   h_.resize(size_t(s.M) * s.D);
-  ref::linear_fwd<T>({s.M, c.F, s.D}, x, P + lay_.in_w, P + lay_.in_b, h_.data());
+  ref::linear_fwd<T>(s.input, x, P + lay_.in_w, P + lay_.in_b, h_.data());
   acts_.resize(c.NL);
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
@@ -41,32 +27,31 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L)
     a.h_in = h_;
     a.hn.resize(size_t(s.M) * s.D);
     a.rstd.resize(s.M);
-    ref::rmsnorm_fwd<T>({s.M, s.D}, h_.data(), P + o.norm_w, a.hn.data(), a.rstd.data());
+    ref::rmsnorm_fwd<T>(s.norm, h_.data(), P + o.norm_w, a.hn.data(), a.rstd.data());
     a.zx.resize(size_t(s.M) * s.proj);
-    ref::linear_fwd<T>({s.M, s.D, s.proj}, a.hn.data(), P + o.in_proj_w, nullptr, a.zx.data());
+    ref::linear_fwd<T>(s.in_proj, a.hn.data(), P + o.in_proj_w, nullptr, a.zx.data());
     a.xbc.resize(size_t(s.M) * s.cd);
-    ref::conv1d_silu_fwd<T>({B, L, s.cd, c.W, s.proj}, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, a.xbc.data());
+    ref::conv1d_silu_fwd<T>(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, a.xbc.data());
     a.delta.resize(size_t(s.M) * s.H);
-    ref::dt_softplus_fwd<T>({s.M, s.H, s.proj, c.dt_limit_lo, c.dt_limit_hi}, a.zx.data() + s.di + s.cd,
+    ref::dt_softplus_fwd<T>(s.dt, a.zx.data() + s.di + s.cd,
                             P + o.dt_bias, a.delta.data());
     a.y.resize(size_t(s.M) * s.di);
-    const SsdParams sp{B, L, s.H, c.P, c.G, c.N, c.Q, s.cd};
     const T* xs = a.xbc.data();
     (chunked_ ? ref::ssd_fwd_chunked<T> : ref::ssd_fwd_recurrent<T>)(
-        sp, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.y.data());
+        s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.y.data());
     a.gout.resize(size_t(s.M) * s.di);
     a.grstd.resize(size_t(s.M) * c.G);
-    ref::gated_rmsnorm_fwd<T>({s.M, s.di, c.G, s.proj}, a.y.data(), a.zx.data(), P + o.gnorm_w, a.gout.data(),
+    ref::gated_rmsnorm_fwd<T>(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.gout.data(),
                               a.grstd.data());
     std::vector<T> mix(size_t(s.M) * s.D);
-    ref::linear_fwd<T>({s.M, s.di, s.D}, a.gout.data(), P + o.out_proj_w, nullptr, mix.data());
+    ref::linear_fwd<T>(s.out_proj, a.gout.data(), P + o.out_proj_w, nullptr, mix.data());
     for (size_t i = 0; i < mix.size(); ++i) h_[i] += mix[i];
   }
   hfn_.resize(size_t(s.M) * s.D);
   rstdf_.resize(s.M);
-  ref::rmsnorm_fwd<T>({s.M, s.D}, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data());
+  ref::rmsnorm_fwd<T>(s.norm, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data());
   out_.resize(size_t(s.M) * c.K);
-  ref::linear_fwd<T>({s.M, s.D, c.K}, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data());
+  ref::linear_fwd<T>(s.head, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data());
   return out_;
 }
 
@@ -81,36 +66,35 @@ template <typename T>
 void RefModel<T>::backward(const T* P, T* Gr, T* dx) {
   const ModelConfig& c = lay_.cfg;
   require(dout_.size() == out_.size() && !out_.empty(), "RefModel::backward: call forward() and loss() first");
-  const Shapes s(c, B_, L_);
+  const LayerShapes s(c, B_, L_);
   std::vector<T> dhfn(size_t(s.M) * s.D), dh(size_t(s.M) * s.D), dg(size_t(s.M) * s.di), dy(size_t(s.M) * s.di);
   std::vector<T> dzx(size_t(s.M) * s.proj), dxbc(size_t(s.M) * s.cd), ddelta(size_t(s.M) * s.H),
       dhn(size_t(s.M) * s.D);
-  ref::linear_bwd<T>({s.M, s.D, c.K}, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn.data(), Gr + lay_.head_w,
+  ref::linear_bwd<T>(s.head, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn.data(), Gr + lay_.head_w,
                      Gr + lay_.head_b);
-  ref::rmsnorm_bwd<T>({s.M, s.D}, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn.data(), dh.data(), Gr + lay_.norm_f,
+  ref::rmsnorm_bwd<T>(s.norm, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn.data(), dh.data(), Gr + lay_.norm_f,
                       false);
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
-    ref::linear_bwd<T>({s.M, s.di, s.D}, a.gout.data(), P + o.out_proj_w, dh.data(), dg.data(), Gr + o.out_proj_w,
+    ref::linear_bwd<T>(s.out_proj, a.gout.data(), P + o.out_proj_w, dh.data(), dg.data(), Gr + o.out_proj_w,
                        nullptr);
-    ref::gated_rmsnorm_bwd<T>({s.M, s.di, c.G, s.proj}, a.y.data(), a.zx.data(), P + o.gnorm_w, a.grstd.data(),
+    ref::gated_rmsnorm_bwd<T>(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.grstd.data(),
                               dg.data(), dy.data(), dzx.data(), Gr + o.gnorm_w);
-    const SsdParams sp{B_, L_, s.H, c.P, c.G, c.N, c.Q, s.cd};
     const T* xs = a.xbc.data();
     T* dxs = dxbc.data();
-    ref::ssd_bwd<T>(sp, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, dy.data(), dxs,
+    ref::ssd_bwd<T>(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, dy.data(), dxs,
                     ddelta.data(), Gr + o.A_log, dxs + s.di, dxs + s.di + s.GN, Gr + o.D);
-    ref::dt_softplus_bwd<T>({s.M, s.H, s.proj, c.dt_limit_lo, c.dt_limit_hi}, a.zx.data() + s.di + s.cd,
+    ref::dt_softplus_bwd<T>(s.dt, a.zx.data() + s.di + s.cd,
                             P + o.dt_bias, ddelta.data(), dzx.data() + s.di + s.cd, Gr + o.dt_bias);
-    ref::conv1d_silu_bwd<T>({B_, L_, s.cd, c.W, s.proj}, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, dxs,
+    ref::conv1d_silu_bwd<T>(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, dxs,
                             dzx.data() + s.di, Gr + o.conv_w, Gr + o.conv_b);
-    ref::linear_bwd<T>({s.M, s.D, s.proj}, a.hn.data(), P + o.in_proj_w, dzx.data(), dhn.data(), Gr + o.in_proj_w,
+    ref::linear_bwd<T>(s.in_proj, a.hn.data(), P + o.in_proj_w, dzx.data(), dhn.data(), Gr + o.in_proj_w,
                        nullptr);
-    ref::rmsnorm_bwd<T>({s.M, s.D}, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn.data(), dh.data(),
+    ref::rmsnorm_bwd<T>(s.norm, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn.data(), dh.data(),
                         Gr + o.norm_w, true);
   }
-  ref::linear_bwd<T>({s.M, c.F, s.D}, x_.data(), P + lay_.in_w, dh.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b);
+  ref::linear_bwd<T>(s.input, x_.data(), P + lay_.in_w, dh.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b);
 }
 
 template class RefModel<float>;

@@ -1,0 +1,36 @@
+#pragma once
+// The op parameters of the perception model for M = B·L rows, derived from the config in one place so
+// the CPU reference and the GPU model cannot drift apart (DESIGN section 1 shapes).
+#include "mlalpha/config.h"
+#include "ops/conv1d/conv1d.h"
+#include "ops/dt_softplus/dt_softplus.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/linear/linear.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/ssd/ssd.h"
+
+namespace mlalpha {
+
+struct LayerShapes {
+  int M, D, di, H, GN, cd, proj;  // rows, width, d_inner, heads, G·N, conv_dim, in_proj output width
+  LinearParams input, head;       // x (M, F) → h (M, D);  h (M, D) → out (M, K)
+  RmsNormParams norm;             // the pre-mixer and final RMSNorm
+  LinearParams in_proj, out_proj;
+  Conv1dParams conv;              // over the xBC columns of the in_proj output
+  DtParams dt;                    // over its last H columns
+  SsdParams ssd;                  // x, B, C inside the conv output (row stride conv_dim)
+  GatedNormParams gnorm;          // z is the first d_inner columns of the in_proj output
+  LayerShapes(const ModelConfig& c, int B, int L)
+      : M(B * L), D(c.D), di(c.d_inner()), H(c.H()), GN(c.G * c.N), cd(c.conv_dim()), proj(c.in_proj_dim()),
+        input{M, c.F, D},
+        head{M, D, c.K},
+        norm{M, D},
+        in_proj{M, D, proj},
+        out_proj{M, di, D},
+        conv{B, L, cd, c.W, proj},
+        dt{M, H, proj, c.dt_limit_lo, c.dt_limit_hi},
+        ssd{B, L, H, c.P, c.G, c.N, c.Q, cd},
+        gnorm{M, di, c.G, proj} {}
+};
+
+}  // namespace mlalpha
