@@ -21,7 +21,7 @@ class CpuBackend : public Backend {
   CpuBackend(const RunConfig& c, const Panel& train) : tr_(c.model, c.train, train) {}
   const char* name() const override { return "cpu"; }
   void step() override {
-    const StepStats s = tr_.step();
+    const StepRecord s = tr_.step();
     recent_[s.step] = {s.step, s.loss, s.lr, s.grad_norm, s.skipped != 0};
   }
   TrainPoint point(int64_t s) override {

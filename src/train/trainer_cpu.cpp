@@ -29,7 +29,7 @@ CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel
   yb_.resize(size_t(tc_.B) * tc_.L * mc.K);
 }
 
-StepStats CpuTrainer::step() {
+StepRecord CpuTrainer::step() {
   const ModelConfig& c = layout_.cfg;
   gather_batch(data_, tc_.seed, step_, tc_.B, tc_.L, xb_.data(), yb_.data());
   model_.forward(params_.data(), xb_.data(), tc_.B, tc_.L);
@@ -39,7 +39,7 @@ StepStats CpuTrainer::step() {
   const double nsq = ref::grad_norm_sq(grads_.data(), grads_.size());
   const ClipResult clip = clip_scale(nsq, tc_.clip);
   const ScheduleParams sched{tc_.lr, tc_.min_lr_ratio, tc_.warmup, tc_.steps, tc_.schedule == Schedule::Cosine};
-  StepStats st;
+  StepRecord st{};
   st.lr = lr_at(sched, step_);
   st.loss = lr.loss;
   st.grad_norm = float(std::sqrt(nsq));

@@ -9,20 +9,16 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_ref.h"
+#include "train/optim.h"
 #include "train/checkpoint.h"
 
 namespace mlalpha {
 
-struct StepStats {
-  int64_t step = 0;  // 1-based count of steps taken, this one included
-  float loss = 0, grad_norm = 0, clip_scale = 0, lr = 0;
-  int skipped = 0;   // 1 when the gradient norm was not finite and nothing was updated
-};
-
 class CpuTrainer {
  public:
   CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data);
-  StepStats step();
+  // The same record the GPU trainer writes to its ring (train/optim.h).
+  StepRecord step();
   const std::vector<float>& params() const { return params_; }
   const ModelLayout& layout() const { return layout_; }
   int64_t steps_done() const { return step_; }

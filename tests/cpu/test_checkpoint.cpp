@@ -531,7 +531,7 @@ TEST(ResumeCpu, FiftyPlusFiftyEqualsHundredBitwise) {
   resumed.load_state(c.state);
   EXPECT_EQ(resumed.steps_done(), 50);
   for (int i = 50; i < 100; ++i) {
-    const StepStats st = resumed.step();
+    const StepRecord st = resumed.step();
     EXPECT_EQ(st.step, i + 1);
     EXPECT_EQ(std::memcmp(&st.loss, &losses[size_t(i)], 4), 0) << "loss of step " << i + 1;
   }

@@ -45,7 +45,7 @@ TEST(TrainCpu, OverfitsTinyTaskHundredfold) {
   CpuTrainer tr(s.mc, s.tc, s.data);
   double first = 0, last = 0;
   for (int64_t i = 0; i < s.tc.steps; ++i) {
-    const StepStats st = tr.step();
+    const StepRecord st = tr.step();
     ASSERT_TRUE(std::isfinite(st.loss)) << "step " << st.step;
     if (i < 5) first += st.loss / 5;
     if (i >= s.tc.steps - 5) last += st.loss / 5;
@@ -75,7 +75,7 @@ TEST(TrainCpu, NonFiniteBatchIsSkipped) {
   s.data.x[s.data.T * s.data.F * 3 + 5] = std::numeric_limits<float>::infinity();
   CpuTrainer tr(s.mc, s.tc, s.data);
   const auto before = tr.params();
-  const StepStats st = tr.step();
+  const StepRecord st = tr.step();
   EXPECT_EQ(st.skipped, 1);
   EXPECT_EQ(st.clip_scale, 0.0f);
   EXPECT_EQ(tr.params(), before);
