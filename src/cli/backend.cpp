@@ -10,6 +10,8 @@ namespace mlalpha {
 
 namespace {
 
+TrainPoint to_point(const StepRecord& r) { return {r.step, r.loss, r.lr, r.grad_norm, r.skipped != 0}; }
+
 bool use_gpu(const RunConfig& cfg) {
   const int gpus = cuda_device_count();
   require(cfg.run.device != "gpu" || gpus > 0, "run.device = 'gpu' but no CUDA device was found");
@@ -22,7 +24,7 @@ class CpuBackend : public Backend {
   const char* name() const override { return "cpu"; }
   void step() override {
     const StepRecord s = tr_.step();
-    recent_[s.step] = {s.step, s.loss, s.lr, s.grad_norm, s.skipped != 0};
+    recent_[s.step] = to_point(s);
   }
   TrainPoint point(int64_t s) override {
     auto it = recent_.find(s);
@@ -49,8 +51,7 @@ class GpuBackend : public Backend {
   const char* name() const override { return "gpu"; }
   void step() override { tr_.step(); }
   TrainPoint point(int64_t s) override {
-    const StepRecord r = tr_.record(s);
-    return {r.step, r.loss, r.lr, r.grad_norm, r.skipped != 0};
+    return to_point(tr_.record(s));
   }
   std::vector<float> predict(const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
     if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(), p, spec, tf32_);
