@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "model/layer_shapes.h"
-#include "ops/residual/residual.h"
 
 namespace mlalpha {
 
@@ -32,7 +31,6 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool t
     a.states = alloc(gpu::ssd_chunk_states_floats(s.ssd));
   }
   h_ = alloc(M * s.D);
-  mix_ = alloc(M * s.D);
   hfn_ = alloc(M * s.D);
   rstdf_ = alloc(M);
   out_ = alloc(M * c.K);
@@ -64,17 +62,22 @@ LossParams GpuModel::loss_params(const TrainConfig& tc) const {
   return {B_, L_, lay_.cfg.K, tc.loss, tc.huber_delta, tc.burn_in};
 }
 
+float* GpuModel::resid(int l) { return l < lay_.cfg.NL ? acts_[l].h_in.data() : h_.data(); }
+
 void GpuModel::forward(const float* P, const float* x) {
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s(c, B_, L_);
   cudaStream_t st = ctx_.stream();
   x_ = x;
-  gpu::linear_fwd(gemm_, s.input, x, P + lay_.in_w, P + lay_.in_b, h_.data(), st);
+  // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
+  // input projection, layer l reads h_l = resid(l) and writes h_{l+1} = h_l + mixer(h_l) to resid(l + 1),
+  // so every layer's input stays where its backward (rmsnorm_bwd) reads it, without a copy.
+  gpu::linear_fwd(gemm_, s.input, x, P + lay_.in_w, P + lay_.in_b, resid(0), st);
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
     LayerActs& a = acts_[l];
-    MLALPHA_CUDA_CHECK(cudaMemcpyAsync(a.h_in.data(), h_.data(), h_.bytes(), cudaMemcpyDeviceToDevice, st));
-    gpu::rmsnorm_fwd(s.norm, h_.data(), P + o.norm_w, a.hn.data(), a.rstd.data(), st);
+    const float* h = resid(l);
+    gpu::rmsnorm_fwd(s.norm, h, P + o.norm_w, a.hn.data(), a.rstd.data(), st);
     gpu::linear_fwd(gemm_, s.in_proj, a.hn.data(), P + o.in_proj_w, nullptr, a.zx.data(), st);
     gpu::conv1d_silu_fwd(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, a.xbc.data(), st);
     gpu::dt_softplus_fwd(s.dt, a.zx.data() + s.di + s.cd, P + o.dt_bias, a.delta.data(), st);
@@ -82,8 +85,9 @@ void GpuModel::forward(const float* P, const float* x) {
     gpu::ssd_fwd(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.y.data(),
                  a.states.data(), st);
     gpu::gated_rmsnorm_fwd(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.gout.data(), a.grstd.data(), st);
-    gpu::linear_fwd(gemm_, s.out_proj, a.gout.data(), P + o.out_proj_w, nullptr, mix_.data(), st);
-    gpu::residual_add(h_.data(), mix_.data(), size_t(s.M) * s.D, st);
+    // h_{l+1} (M, D) = h_l + gout · out_projᵀ: the residual add is the GEMM epilogue (C = h_l, beta = 1,
+    // D = h_{l+1}, out of place), so the mixer output is never stored and no add kernel runs.
+    gpu::linear_fwd_add(gemm_, s.out_proj, a.gout.data(), P + o.out_proj_w, nullptr, h, resid(l + 1), st);
   }
   gpu::rmsnorm_fwd(s.norm, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data(), st);
   gpu::linear_fwd(gemm_, s.head, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data(), st);

@@ -37,9 +37,13 @@ class GpuModel {
 
  private:
   struct LayerActs {
+    // h_in (M, D): the layer's input h_l, written by the previous layer's out_proj (by the input
+    // projection for l = 0) and read in place by this layer's forward and backward.
     DeviceBuffer<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states;
   };
   DeviceBuffer<float> alloc(size_t n);
+  // h_l (M, D), the residual stream entering layer l: acts_[l].h_in for l < NL, h_ for l = NL.
+  float* resid(int l);
 
   Context& ctx_;
   const ModelLayout& lay_;
@@ -48,7 +52,7 @@ class GpuModel {
   gpu::Gemm gemm_;
   const float* x_ = nullptr;
   std::vector<LayerActs> acts_;
-  DeviceBuffer<float> h_, mix_, hfn_, rstdf_, out_, dout_, loss_;
+  DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
 };

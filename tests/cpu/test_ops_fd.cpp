@@ -34,6 +34,29 @@ TEST(OpsFd, Linear) {
   }
 }
 
+// The residual form y = r + x·Wᵀ + b: its backward is linear_bwd's plus ∂f/∂r = ∂f/∂y, and in place
+// (r == y) it gives the same values as out of place.
+TEST(OpsFd, LinearAdd) {
+  for (auto [M, IN, OUT] : {std::tuple{1, 1, 1}, {5, 7, 3}}) {
+    auto rng = make_rng(M * 100 + IN + 7);
+    V x = random_vec<double>(size_t(M) * IN, rng), w = random_vec<double>(size_t(OUT) * IN, rng),
+      b = random_vec<double>(OUT, rng), res = random_vec<double>(size_t(M) * OUT, rng),
+      r = random_vec<double>(size_t(M) * OUT, rng), y(size_t(M) * OUT);
+    const LinearParams p{M, IN, OUT};
+    auto f = [&] { ref::linear_fwd_add(p, x.data(), w.data(), b.data(), res.data(), y.data()); return dot(y, r); };
+    V dx(x.size()), dw(w.size(), 0.0), db(b.size(), 0.0);
+    ref::linear_bwd(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    EXPECT_TRUE(fd_check({"linear_add.x", &x, dx}, f));
+    EXPECT_TRUE(fd_check({"linear_add.w", &w, dw}, f));
+    EXPECT_TRUE(fd_check({"linear_add.b", &b, db}, f));
+    EXPECT_TRUE(fd_check({"linear_add.r", &res, r}, f));
+    f();
+    V inplace = res;
+    ref::linear_fwd_add(p, x.data(), w.data(), b.data(), inplace.data(), inplace.data());
+    EXPECT_EQ(inplace, y);
+  }
+}
+
 TEST(OpsFd, RmsNorm) {
   for (auto [M, D] : {std::pair{1, 1}, {3, 7}, {4, 32}}) {
     auto rng = make_rng(M * 31 + D);

@@ -1,6 +1,7 @@
-// gpu::linear_fwd / linear_bwd (cuBLASLt GEMMs in fp32 and tf32, our bias kernels) against the CPU
-// reference in double: M = 1, odd IN / OUT, K = 1 heads, F = 7 inputs, M = 16384 rows, with and without
-// bias / dx / db, pointers aligned only to 4 bytes; dw, db accumulated onto random values. Plus bitwise
+// gpu::linear_fwd / linear_fwd_add / linear_bwd (cuBLASLt GEMMs in fp32 and tf32, our bias kernels)
+// against the CPU reference in double: M = 1, odd IN / OUT, K = 1 heads, F = 7 inputs, M = 16384 rows,
+// with and without bias / dx / db, pointers aligned only to 4 bytes; the residual forward out of place
+// (r ≠ y, as the model's out_proj) and in place; dw, db accumulated onto random values. Plus bitwise
 // determinism and plan reuse.
 #include <gtest/gtest.h>
 
@@ -94,6 +95,7 @@ void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
   auto rng = test::make_rng(salt);
   const auto x = random_vec<float>(nx, rng), w = random_vec<float>(nw, rng), b = random_vec<float>(c.OUT, rng);
   const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(c.OUT, rng);
+  const auto r = random_vec<float>(ny, rng);  // the residual input of linear_fwd_add
   const double gemm_tol = g.tf32 ? tol::kGpuTf32RelL2 : tol::kGpuReduceRelL2;
 
   // reference (double) and term magnitudes (the reference on absolute values)
@@ -102,6 +104,10 @@ void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
   std::vector<double> y_ref(ny), y_mag(ny);
   ref::linear_fwd<double>(p, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, y_ref.data());
   ref::linear_fwd<double>(p, xa.data(), wa.data(), c.bias ? ba.data() : nullptr, y_mag.data());
+  const auto rd = cast_vec<double>(r), ra = abs_of(r);
+  std::vector<double> ya_ref(ny), ya_mag(ny);
+  ref::linear_fwd_add<double>(p, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, rd.data(), ya_ref.data());
+  ref::linear_fwd_add<double>(p, xa.data(), wa.data(), c.bias ? ba.data() : nullptr, ra.data(), ya_mag.data());
   std::vector<double> dx_ref(nx), dx_mag(nx), dw_ref = cast_vec<double>(dw0), dw_mag = abs_of(dw0);
   std::vector<double> db_ref = cast_vec<double>(db0), db_mag = abs_of(db0);
   ref::linear_bwd<double>(p, xd.data(), wd.data(), dyd.data(), dx_ref.data(), dw_ref.data(), db_ref.data());
@@ -115,8 +121,16 @@ void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
   gpu::linear_fwd(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, y_g.ptr(), nullptr);
   gpu::linear_bwd(g, p, x_g.ptr(), w_g.ptr(), dy_g.ptr(), c.dx ? dx_g.ptr() : nullptr, dw_g.ptr(),
                   c.bias ? db_g.ptr() : nullptr, c.bias ? ws.data() : nullptr, nullptr);
+  // residual forward: out of place into a poisoned y (r must stay unchanged), and in place (y = r)
+  auto r_g = upload_at(r, c.off), ya_g = poisoned_at(ny, c.off), yi_g = upload_at(r, c.off);
+  gpu::linear_fwd_add(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, r_g.ptr(), ya_g.ptr(), nullptr);
+  gpu::linear_fwd_add(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, yi_g.ptr(), yi_g.ptr(), nullptr);
 
   EXPECT_TRUE(rel_l2_close_to_terms(y_g.get(), y_ref, y_mag, gemm_tol, "y"));
+  EXPECT_TRUE(rel_l2_close_to_terms(ya_g.get(), ya_ref, ya_mag, gemm_tol, "y = r + x·Wᵀ (out of place)"));
+  EXPECT_TRUE(rel_l2_close_to_terms(yi_g.get(), ya_ref, ya_mag, gemm_tol, "y = r + x·Wᵀ (in place)"));
+  const auto r_after = r_g.get();
+  EXPECT_EQ(0, std::memcmp(r_after.data(), r.data(), r.size() * sizeof(float))) << "linear_fwd_add changed r";
   if (c.dx) {
     EXPECT_TRUE(rel_l2_close_to_terms(dx_g.get(), dx_ref, dx_mag, gemm_tol, "dx"));
   } else {  // dx == nullptr: the buffer is left alone (still poisoned)
@@ -171,6 +185,12 @@ TEST(LinearGpu, DegenerateShapes) {
   EXPECT_NO_THROW(gpu::linear_fwd(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr));
   EXPECT_NO_THROW(gpu::linear_bwd(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
   EXPECT_THROW(gpu::linear_fwd(g, LinearParams{4, 0, 3}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  EXPECT_NO_THROW(gpu::linear_fwd_add(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  // r and y partly overlapping is rejected before any GEMM runs (in place, r == y, is allowed)
+  DeviceBuffer<float> buf(64);
+  EXPECT_THROW(gpu::linear_fwd_add(g, LinearParams{4, 4, 4}, buf.data(), buf.data(), nullptr, buf.data(),
+                                   buf.data() + 1, nullptr),
+               Error);
   EXPECT_EQ(0u, g.num_plans());
 }
 
@@ -190,22 +210,24 @@ TEST(LinearGpu, Deterministic) {
       auto run = [&](gpu::Gemm& g) {
         auto x_g = test::to_device(x), w_g = test::to_device(w), b_g = test::to_device(b), dy_g = test::to_device(dy);
         auto dw_g = test::to_device(dw0), db_g = test::to_device(db0);
-        auto y_g = test::poisoned(ny), dx_g = test::poisoned(nx);
+        auto y_g = test::poisoned(ny), dx_g = test::poisoned(nx), ya_g = test::poisoned(ny);
         auto ws = test::poisoned(gpu::linear_bwd_workspace_floats(p));
         gpu::linear_fwd(g, p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
         gpu::linear_bwd(g, p, x_g.data(), w_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(), ws.data(),
                         nullptr);
+        // the residual forward as the model runs it: no bias, r = the forward's y, out of place
+        gpu::linear_fwd_add(g, p, x_g.data(), w_g.data(), nullptr, y_g.data(), ya_g.data(), nullptr);
         return std::vector<std::vector<float>>{from_device(y_g), from_device(dx_g), from_device(dw_g),
-                                               from_device(db_g)};
+                                               from_device(db_g), from_device(ya_g)};
       };
       gpu::Gemm g1(ctx, tf32), g2(ctx, tf32);
       const auto a = run(g1);
       const size_t plans = g1.num_plans();
-      EXPECT_EQ(3u, plans);  // forward, dx, dw
+      EXPECT_EQ(4u, plans);  // forward, dx, dw, residual forward
       const auto b1 = run(g1);
       EXPECT_EQ(plans, g1.num_plans()) << "a repeated shape created a new plan";
       const auto b2 = run(g2);
-      const char* names[] = {"y", "dx", "dw", "db"};
+      const char* names[] = {"y", "dx", "dw", "db", "y_add"};
       for (size_t i = 0; i < a.size(); ++i) {
         ASSERT_EQ(a[i].size(), b1[i].size());
         EXPECT_EQ(0, std::memcmp(a[i].data(), b1[i].data(), a[i].size() * sizeof(float))) << names[i] << " (same Gemm)";

@@ -3,6 +3,7 @@
 // Row-major ↔ column-major: a row-major (R, C) array is, byte for byte, the column-major (C, R) array,
 // i.e. its transpose. So every row-major product is computed as its transpose in cuBLASLt's view:
 //   forward  y = x·Wᵀ      ⇔  yᵀ (OUT, M)  = op_T(W as (IN, OUT)) · (x as (IN, M))        m=OUT n=M  k=IN
+//   residual y = r + x·Wᵀ  ⇔  the forward with C = rᵀ (OUT, M), beta = 1, D = yᵀ            (same m, n, k)
 //   dx       dx = dy·W     ⇔  dxᵀ (IN, M)  = (W as (IN, OUT)) · (dy as (OUT, M))          m=IN  n=M  k=OUT
 //   dW       dW += dyᵀ·x   ⇔  dWᵀ (IN, OUT) += (x as (IN, M)) · op_T(dy as (OUT, M))       m=IN  n=OUT k=M
 // The bias is the column-major epilogue's per-row vector (length m = OUT) in the forward GEMM.
@@ -12,6 +13,14 @@
 // reduce out of place in the workspace in a separate step (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE,
 // cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
 // never INPLACE (accumulation into the output buffer under counters).
+//
+// Residual form (linear_fwd_add): cuBLASLt computes D = alpha·op(A)·op(B) + beta·C and allows C ≠ D
+// (out of place: same type, rows, columns and order; here also the same layout descriptor). The model
+// uses it to write h_{l+1} = h_l + out_proj(...) into a new buffer while h_l stays where the backward
+// reads it, so neither a copy of h_l nor a separate add kernel (a full read-read-write pass over
+// (M, D)) is needed. It keeps the determinism above: its plan is keyed like the others (plus C's
+// alignment), so every call of a shape runs the same algorithm, and the epilogue's per-element
+// alpha·acc + beta·C involves no cross-thread reduction.
 #include <array>
 #include <cstdint>
 #include <map>
@@ -26,14 +35,15 @@ namespace mlalpha::gpu {
 
 namespace {
 
-enum class GemmOp : int64_t { kFwd = 0, kDx = 1, kDw = 2 };
+enum class GemmOp : int64_t { kFwd = 0, kDx = 1, kDw = 2, kFwdAdd = 3 };
 
-// One GEMM in cuBLASLt's column-major view: D (m, n) = op(A) (m, k) · op(B) (k, n) [+ beta·D].
+// One GEMM in cuBLASLt's column-major view: D (m, n) = op(A) (m, k) · op(B) (k, n) [+ beta·C], C (m, n)
+// shaped like D (C = D except in the residual forward).
 struct GemmShape {
   GemmOp op;
   cublasOperation_t ta, tb;
   uint64_t m, n, k;
-  // stored (pre-op) matrices: A is (a_rows, a_cols) with leading dimension a_rows, likewise B; D is (m, n)
+  // stored (pre-op) matrices: A is (a_rows, a_cols) with leading dimension a_rows, likewise B; C, D are (m, n)
   uint64_t a_rows, a_cols, b_rows, b_cols;
 };
 
@@ -47,7 +57,7 @@ uint32_t alignment_of(const void* ptr) {
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // d: the layout of both C and D
   cublasLtMatmulAlgo_t algo{};
   bool bias_epilogue = false;  // bias added by the CUBLASLT_EPILOGUE_BIAS epilogue (else by our kernel)
 
@@ -82,24 +92,24 @@ struct Preference {
   }
 };
 
-// Key: GEMM, m, n, k, precision, bias present, alignments of A, B, D and the bias.
-using PlanKey = std::array<int64_t, 10>;
+// Key: GEMM, m, n, k, precision, bias present, alignments of A, B, C, D and the bias.
+using PlanKey = std::array<int64_t, 11>;
 
 std::string describe(const GemmShape& s, bool tf32) {
-  static const char* names[] = {"forward y = x·Wᵀ", "dx = dy·W", "dW += dyᵀ·x"};
+  static const char* names[] = {"forward y = x·Wᵀ", "dx = dy·W", "dW += dyᵀ·x", "residual forward y = r + x·Wᵀ"};
   return std::string(names[int(s.op)]) + " (column-major m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
          " k=" + std::to_string(s.k) + (tf32 ? ", tf32" : ", fp32") + ")";
 }
 
 // First heuristic result that runs in our workspace and does not reduce split-K in place; false if none.
-bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_d, uint32_t scheme_mask,
-               cublasLtMatmulAlgo_t* out) {
+bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
+               uint32_t scheme_mask, cublasLtMatmulAlgo_t* out) {
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(g.workspace_bytes));
   pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, scheme_mask);
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a);
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b);
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_d);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_c);
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_d);
   constexpr int kRequested = 16;
   cublasLtMatmulHeuristicResult_t results[kRequested] = {};
@@ -121,7 +131,8 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
   return false;
 }
 
-Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, uint32_t al_d, const float* bias) {
+Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
+               const float* bias) {
   Plan pl;
   const cublasComputeType_t compute = g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, compute, CUDA_R_32F));
@@ -137,8 +148,8 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
   // rejects INPLACE whatever the mask.
   const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
   auto pick = [&] {
-    return pick_algo(g, pl, al_a, al_b, al_d, kOutOfPlace, &pl.algo) ||
-           pick_algo(g, pl, al_a, al_b, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, &pl.algo);
+    return pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, &pl.algo) ||
+           pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, &pl.algo);
   };
   if (bias) {
     // The heuristic reads the bias pointer's value for its alignment (cublasLt.h), so set the real one.
@@ -182,20 +193,24 @@ size_t Gemm::num_plans() const { return cache ? cache->plans.size() : 0; }
 
 namespace {
 
-// D = op(A)·op(B) + beta·D (+ bias per row of the column-major D when bias is non-null).
-void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float beta, float* D, const float* bias,
-              const LinearParams& p, cudaStream_t stream) {
+// D = op(A)·op(B) + beta·C (+ bias per row of the column-major D when bias is non-null); C = D when C is
+// null (in place: beta = 0 writes D, beta = 1 accumulates onto it).
+void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float beta, const float* C, float* D,
+              const float* bias, const LinearParams& p, cudaStream_t stream) {
   require(g.cache != nullptr, "linear: Gemm used after it was moved from");
-  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
-  const PlanKey key = {int64_t(s.op), int64_t(s.m), int64_t(s.n),   int64_t(s.k), int64_t(g.tf32),
-                       int64_t(bias != nullptr), al_a, al_b, al_d, bias ? int64_t(alignment_of(bias)) : 0};
+  if (!C) C = D;
+  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C), al_d = alignment_of(D);
+  const PlanKey key = {int64_t(s.op),   int64_t(s.m), int64_t(s.n), int64_t(s.k),
+                       int64_t(g.tf32), int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
+                       bias ? int64_t(alignment_of(bias)) : 0};
   auto it = g.cache->plans.find(key);
-  if (it == g.cache->plans.end()) it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_d, bias)).first;
+  if (it == g.cache->plans.end())
+    it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_c, al_d, bias)).first;
   Plan& pl = it->second;
   if (pl.bias_epilogue)  // same alignment class as at planning time (it is part of the key)
     MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.f;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmul(g.lt, pl.desc, &alpha, A, pl.a, B, pl.b, &beta, D, pl.d, D, pl.d, &pl.algo,
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmul(g.lt, pl.desc, &alpha, A, pl.a, B, pl.b, &beta, C, pl.d, D, pl.d, &pl.algo,
                                       g.workspace, g.workspace_bytes, stream));
   if (bias && !pl.bias_epilogue) linear_add_bias(p, bias, D, stream);
 }
@@ -216,7 +231,22 @@ void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, 
   const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
   // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M))
   const GemmShape s{GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, w, x, 0.f, y, b, p, stream);
+  run_gemm(g, s, w, x, 0.f, nullptr, y, b, p, stream);
+}
+
+void linear_fwd_add(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b,
+                    const float* r, float* y, cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;
+  require(x && w && r && y, "linear_fwd_add: x, w, r and y must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  const auto rb = reinterpret_cast<std::uintptr_t>(r), yb = reinterpret_cast<std::uintptr_t>(y);
+  const std::uintptr_t bytes = M * OUT * sizeof(float);
+  require(rb == yb || rb + bytes <= yb || yb + bytes <= rb,
+          "linear_fwd_add: r and y overlap without being the same array");
+  // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M)) + 1 · (r stored (OUT, M))
+  const GemmShape s{GemmOp::kFwdAdd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
+  run_gemm(g, s, w, x, 1.f, r, y, b, p, stream);
 }
 
 void linear_bwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* dy, float* dx,
@@ -229,13 +259,13 @@ void linear_bwd(Gemm& g, const LinearParams& p, const float* x, const float* w, 
     require(w != nullptr, "linear_bwd: w must be non-null when dx is requested");
     // dxᵀ (IN, M) = (w stored (IN, OUT)) · (dy stored (OUT, M)); beta = 0 (written)
     const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
-    run_gemm(g, s, w, dy, 0.f, dx, nullptr, p, stream);
+    run_gemm(g, s, w, dy, 0.f, nullptr, dx, nullptr, p, stream);
   }
   if (dw) {
     require(x != nullptr, "linear_bwd: x must be non-null when dw is requested");
     // dWᵀ (IN, OUT) += (x stored (IN, M)) · op_T(dy stored (OUT, M)); beta = 1 (accumulated)
     const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
-    run_gemm(g, s, x, dy, 1.f, dw, nullptr, p, stream);
+    run_gemm(g, s, x, dy, 1.f, nullptr, dw, nullptr, p, stream);
   }
   if (db) linear_bias_grad(p, dy, db, workspace, stream);
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Linear layer y = x · Wᵀ + b (input projection, head, Mamba2 in_proj / out_proj; DESIGN section 1).
+// Linear layer y = x · Wᵀ + b (input projection, head, Mamba2 in_proj / out_proj; DESIGN section 1),
+// and its residual form y = r + x · Wᵀ + b (out_proj adding the mixer output onto the residual stream).
 // GPU: cuBLASLt GEMMs (linear.cpp) + our own bias / bias-gradient kernels (linear.cu).
 // CPU: linear_ref.cpp (the oracle).
 #include <cublasLt.h>
@@ -22,6 +23,9 @@ namespace ref {
 // y (M, OUT) = x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null)
 template <typename T>
 void linear_fwd(const LinearParams& p, const T* x, const T* w, const T* b, T* y);
+// y (M, OUT) = r (M, OUT) + x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null); r == y allowed (in place)
+template <typename T>
+void linear_fwd_add(const LinearParams& p, const T* x, const T* w, const T* b, const T* r, T* y);
 // dx (M, IN) = dy · w (written; skipped if null); dw (OUT, IN) += dyᵀ · x; db (OUT) += Σ_m dy (if non-null)
 template <typename T>
 void linear_bwd(const LinearParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db);
@@ -59,6 +63,13 @@ struct Gemm {
 // y (M, OUT) = x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null). y written.
 void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b, float* y,
                 cudaStream_t stream);
+
+// y (M, OUT) = r (M, OUT) + x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null). y written, r read; r == y
+// (in place) or r and y disjoint, never partly overlapping. One GEMM: r is cuBLASLt's C with beta = 1,
+// added in the fp32 epilogue (also with tf32 = true, which rounds only the product's inputs), so the
+// residual add costs no kernel and no extra pass over y. Its own plans (separate from linear_fwd's).
+void linear_fwd_add(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b,
+                    const float* r, float* y, cudaStream_t stream);
 
 // Floats of scratch linear_bwd needs for db: ceil(M / 256) · OUT partial sums. The workspace may be
 // nullptr when db is null.
