@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine: every GPU suite, then compute-sanitizer memcheck and racecheck over the kernel
-# suites, a short GPU training run and the benchmark table. Logs go to $OUT (or ./gpu-logs).
-# Usage: scripts/gpu_check.sh [bin-dir] [what...]   what: tests sanitize train bench torchref (default: all)
+# suites, a short GPU training run, the benchmark table and the per-kernel time breakdown. Logs go to $OUT
+# (or ./gpu-logs).
+# Usage: scripts/gpu_check.sh [bin-dir] [what...]   what: tests sanitize train bench kernels torchref
+#   (default: all). bin-dir holds ml-alpha, ml-alpha-kernels and the GPU suites, either as a build tree
+#   (build/) or as the ignored dist/ folder the built binaries are copied into (dist/tests/test_*_gpu).
 set -uo pipefail
 bin=${1:-build}
 shift || true
-what=${*:-tests sanitize train bench torchref}
+what=${*:-tests sanitize train bench kernels torchref}
 out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
@@ -36,6 +39,17 @@ for w in $what; do
       "$bin"/ml-alpha train --steps 300 --log-every 100 2>&1 | tee "$out/train.log" ;;
     bench)
       "$bin"/ml-alpha bench 2>&1 | tee "$out/bench.log" ;;
+    kernels)
+      # GPU time per kernel of one training step (bench/kernel_times.cpp). Every configuration goes into
+      # one log: the device machine returns only a few files.
+      : >"$out/kernels.log"
+      for args in "--config S" "--config M" "--config L --tf32"; do
+        echo "== ml-alpha-kernels $args" | tee -a "$out/kernels.log"
+        "$bin"/ml-alpha-kernels $args 2>&1 | tee -a "$out/kernels.log"
+        rc=${PIPESTATUS[0]}
+        [ "$rc" -eq 0 ] || { echo "FAILED: ml-alpha-kernels $args rc=$rc" | tee -a "$out/kernels.log"; status=1; }
+        echo | tee -a "$out/kernels.log"
+      done ;;
     torchref)
       # The independent PyTorch model reproduces a GPU-trained checkpoint's predictions and loss, then
       # the usual PyTorch training step is timed on the same shapes (eager and CUDA graph).

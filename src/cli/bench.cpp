@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -14,13 +15,9 @@ namespace mlalpha {
 
 namespace {
 
-struct Shape {
-  const char* name;
-  int B, L, F, D, NL, N, P, Q;
-};
-constexpr Shape kShapes[] = {{"S", 64, 256, 32, 128, 4, 64, 32, 64},
-                             {"M", 32, 512, 64, 256, 6, 64, 64, 128},
-                             {"L", 8, 2048, 64, 1024, 8, 128, 64, 256}};
+constexpr BenchShape kShapes[] = {{"S", 64, 256, 32, 128, 4, 64, 32, 64},
+                                  {"M", 32, 512, 64, 256, 6, 64, 64, 128},
+                                  {"L", 8, 2048, 64, 1024, 8, 128, 64, 256}};
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -48,14 +45,9 @@ std::vector<float> time_calls(cudaStream_t st, int steps, F&& f) {
   return ms;
 }
 
-void bench_model(Context& ctx, const Shape& s, bool tf32, const BenchArgs& a, double t_start, bool first) {
-  ModelConfig mc;
-  mc.F = s.F; mc.K = 1; mc.D = s.D; mc.NL = s.NL; mc.N = s.N; mc.P = s.P; mc.Q = s.Q;
-  TrainConfig tc;
-  tc.B = s.B; tc.L = s.L; tc.steps = 1 + a.warmup + a.steps; tc.lr = 1e-3f; tc.weight_decay = 0.01f; tc.clip = 1.0f;
-  tc.log_every = tc.steps;
-  const Panel data = make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1});
-  GpuTrainer tr(ctx, mc, tc, data, {true, tf32, 0});
+void bench_model(Context& ctx, const BenchShape& s, bool tf32, const BenchArgs& a, double t_start, bool first) {
+  const std::unique_ptr<GpuTrainer> trainer = make_bench_trainer(ctx, s, tf32, 1 + a.warmup + a.steps);
+  GpuTrainer& tr = *trainer;
   tr.step();
   const StepRecord r1 = tr.record(1);
   const double first_step_s = now_seconds() - t_start;
@@ -104,6 +96,22 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
 
 }  // namespace
 
+const BenchShape& bench_shape(const std::string& name) {
+  for (const BenchShape& k : kShapes)
+    if (name == k.name) return k;
+  throw Error("unknown configuration '" + name + "' (expected S, M or L)");
+}
+
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps) {
+  ModelConfig mc;
+  mc.F = s.F; mc.K = 1; mc.D = s.D; mc.NL = s.NL; mc.N = s.N; mc.P = s.P; mc.Q = s.Q;
+  TrainConfig tc;
+  tc.B = s.B; tc.L = s.L; tc.steps = total_steps; tc.lr = 1e-3f; tc.weight_decay = 0.01f; tc.clip = 1.0f;
+  tc.log_every = tc.steps;
+  const Panel data = make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1});  // the trainer keeps a device copy
+  return std::make_unique<GpuTrainer>(ctx, mc, tc, data, GpuTrainerOptions{true, tf32, 0});
+}
+
 int run_bench(const BenchArgs& a, double t_start) {
   require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
   Context ctx(0);
@@ -114,14 +122,11 @@ int run_bench(const BenchArgs& a, double t_start) {
   bool first = true;
   std::stringstream list(a.configs);
   for (std::string name; std::getline(list, name, ',');) {
-    const Shape* s = nullptr;
-    for (const Shape& k : kShapes)
-      if (name == k.name) s = &k;
-    require(s != nullptr, "bench: unknown configuration '" + name + "' (expected S, M or L)");
+    const BenchShape& s = bench_shape(name);
     const bool both = name == "L" && !a.tf32;
-    bench_model(ctx, *s, a.tf32 || name == "L" ? true : false, a, t_start, first);
+    bench_model(ctx, s, a.tf32 || name == "L" ? true : false, a, t_start, first);
     first = false;
-    if (both) bench_model(ctx, *s, false, a, t_start, false);
+    if (both) bench_model(ctx, s, false, a, t_start, false);
   }
   std::printf("(* first step s: from process start, so it includes the configurations timed before it)\n");
   if (a.optimizer) {

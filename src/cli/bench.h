@@ -1,8 +1,15 @@
 #pragma once
-// `ml-alpha bench`: DESIGN section 5 configurations timed on the GPU.
+// `ml-alpha bench`: DESIGN section 5 configurations timed on the GPU. The configuration table and the
+// trainer it times are exposed so that other timing tools (bench/kernel_times.cpp) measure the very same
+// step instead of a copy that drifts.
+#include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mlalpha {
+
+class Context;
+class GpuTrainer;
 
 struct BenchArgs {
   std::string configs = "S,M,L";  // which model configurations
@@ -13,5 +20,17 @@ struct BenchArgs {
 };
 
 int run_bench(const BenchArgs& a, double process_start_seconds);
+
+// One DESIGN section 5 configuration.
+struct BenchShape {
+  const char* name;
+  int B, L, F, D, NL, N, P, Q;
+};
+// The configuration called `name` (S, M or L); throws naming the choices for anything else.
+const BenchShape& bench_shape(const std::string& name);
+// The trainer `ml-alpha bench` times for `s`: K = 1, MSE, AdamW (lr 1e-3, wd 0.01), clip 1.0, graph
+// replay, a synthetic panel. `total_steps` is every step the caller will run (it sets the LR schedule
+// and the log interval, so no step logs).
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps);
 
 }  // namespace mlalpha
