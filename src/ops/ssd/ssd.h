@@ -37,21 +37,22 @@ void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, con
 }  // namespace ref
 
 namespace gpu {
-// The scan parallel over (batch, head, p, n) with states saved at chunk boundaries (DESIGN section 1);
-// launch layouts are documented in ssd.cu. Supported: 1 ≤ N ≤ 256 and 1 ≤ P ≤ 128·(32/NL), where
-// NL = min(32, ⌈N/8⌉ rounded up to a power of two) lanes share a state row (P ≤ 512 at N = 64, P ≤ 256 at
-// N = 128); others are rejected by require().
+// Chunk-parallel: every kernel runs over one chunk of Q steps of one (batch, head), from the state entering
+// the chunk (forward) or the adjoint state leaving it (backward), which a scan of each chunk from zero and a
+// short pass over the chunk boundaries provide (ssd_chunks.cu); layouts in ssd_common.cuh. Supported:
+// 1 ≤ N ≤ 256 and 1 ≤ P ≤ 128·(32/NL), where NL = min(32, ⌈N/8⌉ rounded up to a power of two) lanes share
+// a state row (P ≤ 512 at N = 64, P ≤ 256 at N = 128); others are rejected by require().
 
 // Floats of chunk_states: the state entering each chunk of Q steps, (B, H, ceil(L/Q), P, N).
 size_t ssd_chunk_states_floats(const SsdParams& p);
 // Floats of the backward's scratch (8-byte aligned): the per-step scalar z_t = a_t Σ_p dy_t[p]·(s_{t−1} C_t)[p]
-// (B, L, H) in double, per-head dB and dC partials (B, L, H, N) each, per-(b, h) partials of dA_log and dD
-// (B, H) each: 2·B·L·H·(N + 1) + 2·B·H.
+// (B, L, H) and the adjoint state at chunk starts (B, H, ceil(L/Q), P, N), both in double; per-head dB and dC
+// partials (B, L, H, N) each; per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
 
 // x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
-// written; chunk_states (B, H, ceil(L/Q), P, N) written (the state entering each chunk, for ssd_bwd),
-// or nullptr when no backward follows.
+// written; chunk_states (B, H, ceil(L/Q), P, N) written (the state entering each chunk; required: the chunks
+// run in parallel from it, and ssd_bwd reads it).
 void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
              const float* Cm, const float* Dskip, float* y, float* chunk_states, cudaStream_t stream);
 

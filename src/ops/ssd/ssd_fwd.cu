@@ -1,0 +1,93 @@
+// SSD forward on the GPU (DESIGN section 1; math and shapes: ssd.h; oracle: ssd_ref.cpp; layout:
+// ssd_common.cuh). The state entering every chunk comes first (ssd_chunks.cu), so the chunks then run in
+// parallel: grid (nchunks, H, B), each block all P rows of one (b, h) over the Q steps of its chunk:
+//     s_t = a_t s_{t−1} + Δ_t x_t B_tᵀ,   y_t[p] = Σ_n s_t[p, n] C_t[n] + D x_t[p].
+#include "ops/ssd/ssd_common.cuh"
+
+namespace mlalpha::gpu {
+namespace ssd_detail {
+namespace {
+
+template <int NPT, int RP>
+__global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
+  extern __shared__ float smem[];
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
+  float* sB = smem;                 // (TS, NS)
+  float* sC = sB + a.TS * a.NS;     // (TS, NS)
+  float* sx = sC + a.TS * a.NS;     // (TS, PT)
+  float* sy = sx + a.TS * a.PT;     // (TS, PT)
+  float* sdt = sy + a.TS * a.PT;    // (TS)
+  float* sa = sdt + a.TS;           // (TS)
+  const bool lead = (threadIdx.x & 31 & (a.NL - 1)) == 0;  // one lane of each group writes its rows' y
+  const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
+
+  float s[RP][NPT];
+  const float* S = state_at(a, a.states, b, h, c);
+#pragma unroll
+  for (int j = 0; j < RP; ++j) {
+    const int p = local_row(a, j);
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) {
+      const int n = lane_n(a, k);
+      s[j][k] = (p < a.P && n < a.N) ? S[size_t(p) * a.N + n] : 0.f;
+    }
+  }
+
+  const int cend = chunk_end(a, c);
+  for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
+    const int ts = min(a.TS, cend - t0);
+    stage_bc(a, a.Bm, sB, b, g, t0, ts);
+    stage_bc(a, a.Cm, sC, b, g, t0, ts);
+    stage_x(a, sx, b, h, t0, ts);
+    stage_dt(a, sdt, sa, A, b, h, t0, ts);
+    __syncthreads();
+    for (int t = 0; t < ts; ++t) {
+      const float dt = sdt[t], at = sa[t];
+      const float* Bt = sB + t * a.NS;
+      const float* Ct = sC + t * a.NS;
+#pragma unroll
+      for (int j = 0; j < RP; ++j) {
+        const int lr = local_row(a, j);
+        const float xv = sx[t * a.PT + lr], u = dt * xv;
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < NPT; ++k) {
+          const int n = lane_n(a, k);
+          s[j][k] = at * s[j][k] + u * Bt[n];
+          acc += s[j][k] * Ct[n];
+        }
+        acc = sum_n_lanes(acc, a.NL);
+        if (lead) sy[t * a.PT + lr] = acc + Dh * xv;
+      }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x >> 5; t < ts; t += blockDim.x >> 5) {
+      float* yrow = a.y + (row_of(a, b, t0 + t) * a.H + h) * a.P;
+      for (int p = threadIdx.x & 31; p < a.P; p += 32) yrow[p] = sy[t * a.PT + p];
+    }
+    __syncthreads();  // sy and the staged inputs are rewritten next round
+  }
+}
+
+}  // namespace
+}  // namespace ssd_detail
+
+void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
+             const float* Cm, const float* Dskip, float* y, float* chunk_states, cudaStream_t stream) {
+  using namespace ssd_detail;
+  validate(p);
+  if (p.B == 0 || p.L == 0) return;
+  require(chunk_states != nullptr, "ssd_fwd: chunk_states is required (the chunks run in parallel from it)");
+  Args a = make_layout(p);
+  a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.y = y, a.states = chunk_states;
+  chunk_entry_states(a, stream);
+  const size_t per_step = (2 * a.NS + 2 * a.PT + 2) * sizeof(float);
+  a.TS = pick_ts(per_step);
+  const dim3 grid(a.nchunks, p.H, p.B);
+  dispatch(a, [&](auto npt, auto rp) {
+    ssd_fwd_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, a.TS * per_step, stream>>>(a);
+  });
+  MLALPHA_CHECK_LAUNCH();
+}
+
+}  // namespace mlalpha::gpu
