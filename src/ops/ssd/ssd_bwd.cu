@@ -25,13 +25,18 @@ namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
 
+// Resident blocks to ask the register allocator for, by the per-thread state size: ≤ 8 values fit in 64
+// registers (4 blocks; S measured 80 registers, 3 blocks and 16% slower without), ≤ 16 in 128 (2 blocks; M
+// measured 144 registers, 1 block and 1.8× slower without). Larger states keep one block (no spills).
+constexpr int min_blocks(int npt, int rp) { return npt * rp <= 8 ? 4 : npt * rp <= 16 ? 2 : 1; }
+
 // (a) Per chunk, recompute s_t (in Acc) from the saved chunk state; per-head dC_t and z_t.
 template <int NPT, int RP>
-__global__ void __launch_bounds__(kMaxWarps * 32) chunk_kernel(Args a) {
-  extern __shared__ Acc smem_acc[];  // Acc arrays first: alignment
+__global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) chunk_kernel(Args a) {
+  extern __shared__ __align__(16) Acc smem_acc[];  // Acc arrays first: alignment
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
-  Acc* sZ = smem_acc;                                        // (W, TS) per-warp z partials
-  float* sB = reinterpret_cast<float*>(sZ + a.W * a.TS);     // (TS, NS)
+  Acc* sZ = smem_acc;                                                 // (W, TS) per-warp z partials
+  float* sB = reinterpret_cast<float*>(sZ + acc_slots(a.W * a.TS));  // (TS, NS)
   float* sC = sB + a.TS * a.NS;     // (TS, NS)
   float* sx = sC + a.TS * a.NS;     // (TS, PT)
   float* sdy = sx + a.TS * a.PT;    // (TS, PT)
@@ -48,7 +53,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_kernel(Args a) {
     const int p = local_row(a, j);
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n(a, k);
+      const int n = lane_n<NPT>(a, k);
       s[j][k] = (p < a.P && n < a.N) ? Acc(S[size_t(p) * a.N + n]) : Acc(0);
     }
   }
@@ -65,8 +70,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_kernel(Args a) {
     for (int t = 0; t < ts; ++t) {
       const Acc at = sa[t];
       const float dt = sdt[t];
-      const float* Bt = sB + t * a.NS;
-      const float* Ct = sC + t * a.NS;
+      float Bt[NPT], Ct[NPT];
+      load_lane(a, sB + t * a.NS, Bt);
+      load_lane(a, sC + t * a.NS, Ct);
       float dcp[NPT];
 #pragma unroll
       for (int k = 0; k < NPT; ++k) dcp[k] = 0.f;
@@ -79,9 +85,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_kernel(Args a) {
         Acc acc = 0;
 #pragma unroll
         for (int k = 0; k < NPT; ++k) {
-          const int n = lane_n(a, k);
-          acc += s[j][k] * Ct[n];  // (s_{t−1} C_t)[p]
-          s[j][k] = at * s[j][k] + u * Bt[n];
+          acc += s[j][k] * Ct[k];  // (s_{t−1} C_t)[p]
+          s[j][k] = at * s[j][k] + u * Bt[k];
           dcp[k] += float(s[j][k]) * dyv;  // dC_t[n] = Σ_p s_t[p,n] dy_t[p]
         }
         zp += dyv * sum_n_lanes(acc, a.NL);
@@ -91,7 +96,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_kernel(Args a) {
       for (int k = 0; k < NPT; ++k) dcp[k] = sum_p_lanes(dcp[k], a.NL);
       if (pl == 0) {
 #pragma unroll
-        for (int k = 0; k < NPT; ++k) sPart[(w * a.TS + t) * a.NS + nl + a.NL * k] = dcp[k];
+        for (int k = 0; k < NPT; ++k) sPart[(w * a.TS + t) * a.NS + lane_n<NPT>(a, k)] = dcp[k];
       }
       if (lane == 0) sZ[w * a.TS + t] = zp;
     }
@@ -122,7 +127,7 @@ __device__ Acc dot_state(const Args& a, const Acc (&gs)[RP][NPT], const float* S
     const int p = local_row(a, j);
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n(a, k);
+      const int n = lane_n<NPT>(a, k);
       if (p < a.P && n < a.N) v += gs[j][k] * Acc(S[size_t(p) * a.N + n]);
     }
   }
@@ -131,14 +136,14 @@ __device__ Acc dot_state(const Args& a, const Acc (&gs)[RP][NPT], const float* S
 
 // (b) Reverse scan over one chunk of one (b, h), g in Acc, started from the next chunk's adjoint state.
 template <int NPT, int RP>
-__global__ void __launch_bounds__(kMaxWarps * 32) scan_kernel(Args a) {
-  extern __shared__ Acc smem_acc[];  // Acc arrays first: alignment
+__global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) scan_kernel(Args a) {
+  extern __shared__ __align__(16) Acc smem_acc[];  // Acc arrays first: alignment
   __shared__ Acc sRed[kMaxWarps];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
   Acc* sz = smem_acc;                 // (TS) z_t
   Acc* sDD = sz + a.TS;               // (W, TS) per-warp dd_t partials
   Acc* sGU = sDD + a.W * a.TS;        // (W, TS) per-warp a_{t+1} Σ g_{t+1}·u_t partials
-  float* sB = reinterpret_cast<float*>(sGU + a.W * a.TS);  // (TS, NS)
+  float* sB = reinterpret_cast<float*>(smem_acc + acc_slots((1 + 2 * a.W) * a.TS));  // (TS, NS)
   float* sC = sB + a.TS * a.NS;     // (TS, NS)
   float* sx = sC + a.TS * a.NS;     // (TS, PT)
   float* sdy = sx + a.TS * a.PT;    // (TS, PT)
@@ -159,7 +164,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) scan_kernel(Args a) {
     const int p = local_row(a, j);
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n(a, k);
+      const int n = lane_n<NPT>(a, k);
       gs[j][k] = (!last && p < a.P && n < a.N) ? G[size_t(p) * a.N + n] : Acc(0);
     }
   }
@@ -179,8 +184,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) scan_kernel(Args a) {
     __syncthreads();
     for (int t = ts - 1; t >= 0; --t) {
       const float dt = sdt[t];
-      const float* Bt = sB + t * a.NS;
-      const float* Ct = sC + t * a.NS;
+      float Bt[NPT], Ct[NPT];
+      load_lane(a, sB + t * a.NS, Bt);
+      load_lane(a, sC + t * a.NS, Ct);
       float dbp[NPT];
 #pragma unroll
       for (int k = 0; k < NPT; ++k) dbp[k] = 0.f;
@@ -193,11 +199,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) scan_kernel(Args a) {
         Acc vn = 0;
 #pragma unroll
         for (int k = 0; k < NPT; ++k) {
-          const int n = lane_n(a, k);
-          vn += gs[j][k] * Bt[n];                           // (g_{t+1} B_t)[p]
-          gs[j][k] = a_next * gs[j][k] + Acc(dyv) * Ct[n];  // g_t = dy_t C_tᵀ + a_{t+1} g_{t+1}
+          vn += gs[j][k] * Bt[k];                           // (g_{t+1} B_t)[p]
+          gs[j][k] = a_next * gs[j][k] + Acc(dyv) * Ct[k];  // g_t = dy_t C_tᵀ + a_{t+1} g_{t+1}
           const float gf = float(gs[j][k]);
-          v += gf * Bt[n];                                  // v_t[p] = Σ_n g_t[p,n] B_t[n]
+          v += gf * Bt[k];                                  // v_t[p] = Σ_n g_t[p,n] B_t[n]
           dbp[k] += gf * u;                                 // dB_t[n] = Σ_p g_t[p,n] Δ_t x_t[p]
         }
         v = sum_n_lanes(v, a.NL);
@@ -215,7 +220,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) scan_kernel(Args a) {
       for (int k = 0; k < NPT; ++k) dbp[k] = sum_p_lanes(dbp[k], a.NL);
       if (pl == 0) {
 #pragma unroll
-        for (int k = 0; k < NPT; ++k) sPart[(w * a.TS + t) * a.NS + nl + a.NL * k] = dbp[k];
+        for (int k = 0; k < NPT; ++k) sPart[(w * a.TS + t) * a.NS + lane_n<NPT>(a, k)] = dbp[k];
       }
       if (lane == 0) {
         sDD[w * a.TS + t] = ddp;
@@ -328,8 +333,9 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
   {  // (a) chunk-parallel recompute: dC partials, z
     const size_t per_step = (2 * a.NS + 2 * a.PT + 2 + a.W * a.NS) * sizeof(float) + a.W * sizeof(Acc);
     a.TS = pick_ts(per_step);
+    const size_t smem = a.TS * per_step + kAccPadBytes;  // + the alignment slots (acc_slots)
     dispatch(a, [&](auto npt, auto rp) {
-      chunk_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, a.TS * per_step, stream>>>(a);
+      chunk_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, smem, stream>>>(a);
     });
     MLALPHA_CHECK_LAUNCH();
   }
@@ -337,8 +343,9 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
   {  // (b) chunk-parallel reverse scan
     const size_t per_step = (2 * a.NS + 3 * a.PT + 2 + a.W * a.NS) * sizeof(float) + (1 + 2 * a.W) * sizeof(Acc);
     a.TS = pick_ts(per_step);
+    const size_t smem = a.TS * per_step + kAccPadBytes;  // + the alignment slots (acc_slots)
     dispatch(a, [&](auto npt, auto rp) {
-      scan_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, a.TS * per_step, stream>>>(a);
+      scan_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, smem, stream>>>(a);
     });
     MLALPHA_CHECK_LAUNCH();
   }

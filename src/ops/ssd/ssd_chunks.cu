@@ -18,7 +18,7 @@ namespace {
 template <int NPT, int RP, bool kReverse>
 __global__ void __launch_bounds__(kMaxWarps * 32) chunk_sum_kernel(Args a) {
   using T = std::conditional_t<kReverse, Acc, float>;
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   const int c = blockIdx.x + (kReverse ? 1 : 0), h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
   float* sR = smem;                 // (TS, NS) B_t (forward) or C_t (reverse)
   float* sV = sR + a.TS * a.NS;     // (TS, PT) x_t or dy_t
@@ -45,12 +45,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_sum_kernel(Args a) {
       const int t = kReverse ? ts - 1 - i : i;
       const T dec = kReverse ? a_next : T(sa[t]);
       const float scale = kReverse ? 1.f : sdt[t];
-      const float* R = sR + t * a.NS;
+      T R[NPT];
+      load_lane(a, sR + t * a.NS, R);
 #pragma unroll
       for (int j = 0; j < RP; ++j) {
         const T u = T(scale * sV[t * a.PT + local_row(a, j)]);
 #pragma unroll
-        for (int k = 0; k < NPT; ++k) s[j][k] = dec * s[j][k] + u * T(R[lane_n(a, k)]);
+        for (int k = 0; k < NPT; ++k) s[j][k] = dec * s[j][k] + u * R[k];
       }
       if (kReverse) a_next = sa[t];
     }
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_sum_kernel(Args a) {
     const int p = local_row(a, j);
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n(a, k);
+      const int n = lane_n<NPT>(a, k);
       if (p < a.P && n < a.N) out[size_t(p) * a.N + n] = s[j][k];
     }
   }

@@ -3,10 +3,11 @@
 // layout of a head's P×N state, shared-memory staging of per-step inputs and the template dispatch.
 //
 // Thread layout. A head's state (P×N) is spread over a block: lanes of a warp split into PL = 32/NL groups
-// of NL lanes; lane nl of a group owns the n values nl + NL·k (k < NPT, N is zero-padded to NS = NL·NPT; NL
+// of NL lanes; lane nl of a group owns the n values nl·NPT + k (k < NPT, N is zero-padded to NS = NL·NPT; NL
 // is picked so that NPT ≈ 8, which keeps the shuffle levels per row reduction few), and each thread owns RP
 // rows p = j·(W·PL) + w·PL + pl (j < RP, warp w of W). So the state lives in registers (RP·NPT values a
-// thread), row reductions over n are xor butterflies over the NL lanes of a group (a fixed order, identical
+// thread), a step's B_t, C_t values are read from shared memory once (vector loads of the lane's contiguous
+// n) and reused for all RP rows, row reductions over n are xor butterflies over the NL lanes of a group (a fixed order, identical
 // in every lane) and sums over p go within a thread over j, across the PL groups by xor shuffles, then
 // across warps through shared memory in warp order. Nothing depends on the device: bit-reproducible.
 //
@@ -31,7 +32,13 @@ constexpr int kMaxTs = 32;                    // steps staged at a time
 constexpr int kSmemBudgetBytes = 46 * 1024;  // under the 48 KiB default: no opt-in attribute needed
 constexpr int kMaxN = 256;                    // NPT ≤ 8
 constexpr int kMaxRp = 16;
-using Acc = double;  // the backward's recurrences and per-step scalars (see ssd_bwd.cu)
+// The backward's recurrences and per-step scalars (see ssd_bwd.cu). MLALPHA_SSD_FLOAT_ACC builds them in
+// fp32 instead: only for measuring what double costs; the tolerances in the tests assume double.
+#ifdef MLALPHA_SSD_FLOAT_ACC
+using Acc = float;
+#else
+using Acc = double;
+#endif
 
 // Everything a kernel needs, passed by value.
 struct Args {
@@ -65,7 +72,31 @@ __device__ __forceinline__ int local_row(const Args& a, int j) {
   const int lane = threadIdx.x & 31;
   return j * (a.W * a.PL) + (threadIdx.x >> 5) * a.PL + lane / a.NL;
 }
-__device__ __forceinline__ int lane_n(const Args& a, int k) { return (threadIdx.x & 31 & (a.NL - 1)) + a.NL * k; }
+template <int NPT>
+__device__ __forceinline__ int lane_n(const Args& a, int k) { return (threadIdx.x & 31 & (a.NL - 1)) * NPT + k; }
+// The lane's NPT values of a staged row (B_t, C_t or a partial), 16-byte vector loads where NPT allows
+// (rows start at multiples of NS floats from 16-byte aligned arrays).
+template <int NPT, typename T>
+__device__ __forceinline__ void load_lane(const Args& a, const float* row, T (&v)[NPT]) {
+  const float* src = row + lane_n<NPT>(a, 0);
+  if constexpr (NPT % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < NPT / 4; ++q) {
+      const float4 f = reinterpret_cast<const float4*>(src)[q];
+      v[4 * q] = T(f.x), v[4 * q + 1] = T(f.y), v[4 * q + 2] = T(f.z), v[4 * q + 3] = T(f.w);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) v[k] = T(src[k]);
+  }
+}
+// Acc values placed before the float arrays in shared memory, rounded up so the floats stay 16-byte aligned
+// (the host adds kAccPadBytes to the dynamic shared memory for it).
+constexpr int kAccPadBytes = 16;
+__host__ __device__ inline int acc_slots(int n) {
+  constexpr int per16 = 16 / int(sizeof(Acc));
+  return (n + per16 - 1) / per16 * per16;
+}
 
 // Sum over the NL lanes of a group (offsets < NL stay inside the aligned group).
 template <typename T>

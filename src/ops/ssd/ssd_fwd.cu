@@ -10,7 +10,7 @@ namespace {
 
 template <int NPT, int RP>
 __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
   float* sB = smem;                 // (TS, NS)
   float* sC = sB + a.TS * a.NS;     // (TS, NS)
@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
     const int p = local_row(a, j);
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n(a, k);
+      const int n = lane_n<NPT>(a, k);
       s[j][k] = (p < a.P && n < a.N) ? S[size_t(p) * a.N + n] : 0.f;
     }
   }
@@ -43,8 +43,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
     __syncthreads();
     for (int t = 0; t < ts; ++t) {
       const float dt = sdt[t], at = sa[t];
-      const float* Bt = sB + t * a.NS;
-      const float* Ct = sC + t * a.NS;
+      float Bt[NPT], Ct[NPT];
+      load_lane(a, sB + t * a.NS, Bt);
+      load_lane(a, sC + t * a.NS, Ct);
 #pragma unroll
       for (int j = 0; j < RP; ++j) {
         const int lr = local_row(a, j);
@@ -52,9 +53,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
         float acc = 0.f;
 #pragma unroll
         for (int k = 0; k < NPT; ++k) {
-          const int n = lane_n(a, k);
-          s[j][k] = at * s[j][k] + u * Bt[n];
-          acc += s[j][k] * Ct[n];
+          s[j][k] = at * s[j][k] + u * Bt[k];
+          acc += s[j][k] * Ct[k];
         }
         acc = sum_n_lanes(acc, a.NL);
         if (lead) sy[t * a.PT + lr] = acc + Dh * xv;
