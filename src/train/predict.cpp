@@ -16,11 +16,11 @@ std::vector<PredictWindow> plan_windows(const Panel& p, const PredictSpec& s) {
   require(s.t0 >= 0 && s.t0 <= s.t1 && s.t1 <= p.T, "predict: time range [" + std::to_string(s.t0) + ", " +
                                                          std::to_string(s.t1) + ") is not inside [0, " +
                                                          std::to_string(p.T) + ")");
-  const int stride = s.L - s.burn_in;
   std::vector<PredictWindow> out;
   for (int i = 0; i < p.N; ++i)
     for (int t = s.t0; t < s.t1;) {
-      // Window ending at min(t + stride, T) − 1 whose kept part starts at t.
+      // The window whose kept part starts at t: it starts burn_in steps earlier (clamped to the panel) and
+      // keeps up to L − burn_in steps.
       int start = t - s.burn_in;
       if (start < 0) start = 0;
       if (start + s.L > p.T) start = p.T - s.L;
