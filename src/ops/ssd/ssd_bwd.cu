@@ -47,16 +47,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) chunk_ker
   const float A = -expf(a.A_log[h]);
 
   Acc s[RP][NPT];
-  const float* S = state_at(a, a.states, b, h, c);
-#pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      s[j][k] = (p < a.P && n < a.N) ? Acc(S[size_t(p) * a.N + n]) : Acc(0);
-    }
-  }
+  load_state(a, state_at(a, a.states, b, h, c), s);
 
   const int cend = chunk_end(a, c);
   for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
@@ -158,16 +149,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) scan_kern
 
   // g_{(c+1)Q} and a_{(c+1)Q} from the next chunk (zero after the sequence), and e_{(c+1)Q}.
   Acc gs[RP][NPT];
-  const Acc* G = last ? nullptr : state_at(a, a.wsG, b, h, c + 1);
-#pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      gs[j][k] = (!last && p < a.P && n < a.N) ? G[size_t(p) * a.N + n] : Acc(0);
-    }
-  }
+  load_state(a, last ? nullptr : state_at(a, a.wsG, b, h, c + 1), gs);
   Acc a_next = last ? Acc(0) : Acc(expf(a.delta[row_of(a, b, cend) * a.H + h] * A));
   Acc e = last ? Acc(0) : a_next * dot_state(a, gs, state_at(a, a.states, b, h, c + 1), sRed);
   Acc dDp = 0;  // this thread's Σ dy·x (lanes nl == 0)

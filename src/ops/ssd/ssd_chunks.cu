@@ -58,17 +58,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) chunk_sum_kernel(Args a) {
     __syncthreads();  // the staged tile is rewritten next round
   }
 
-  T* out = kReverse ? reinterpret_cast<T*>(state_at(a, a.wsG, b, h, c))
-                    : reinterpret_cast<T*>(state_at(a, a.states, b, h, c + 1));
-#pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      if (p < a.P && n < a.N) out[size_t(p) * a.N + n] = s[j][k];
-    }
-  }
+  store_state(a, s, kReverse ? reinterpret_cast<T*>(state_at(a, a.wsG, b, h, c))
+                               : reinterpret_cast<T*>(state_at(a, a.states, b, h, c + 1)));
 }
 
 // One block per (b, h): the sequential pass over chunk boundaries, in place.

@@ -98,6 +98,33 @@ __host__ __device__ inline int acc_slots(int n) {
   return (n + per16 - 1) / per16 * per16;
 }
 
+// The thread's elements of a (P, N) state into registers (zero where padded, or everywhere when S is null),
+// and back.
+template <int NPT, int RP, typename T, typename U>
+__device__ __forceinline__ void load_state(const Args& a, const U* S, T (&s)[RP][NPT]) {
+#pragma unroll
+  for (int j = 0; j < RP; ++j) {
+    const int p = local_row(a, j);
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) {
+      const int n = lane_n<NPT>(a, k);
+      s[j][k] = (S != nullptr && p < a.P && n < a.N) ? T(S[size_t(p) * a.N + n]) : T(0);
+    }
+  }
+}
+template <int NPT, int RP, typename T>
+__device__ __forceinline__ void store_state(const Args& a, const T (&s)[RP][NPT], T* S) {
+#pragma unroll
+  for (int j = 0; j < RP; ++j) {
+    const int p = local_row(a, j);
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) {
+      const int n = lane_n<NPT>(a, k);
+      if (p < a.P && n < a.N) S[size_t(p) * a.N + n] = s[j][k];
+    }
+  }
+}
+
 // Sum over the NL lanes of a group (offsets < NL stay inside the aligned group).
 template <typename T>
 __device__ __forceinline__ T sum_n_lanes(T v, int NL) {

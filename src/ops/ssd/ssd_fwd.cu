@@ -22,16 +22,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
   float s[RP][NPT];
-  const float* S = state_at(a, a.states, b, h, c);
-#pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      s[j][k] = (p < a.P && n < a.N) ? S[size_t(p) * a.N + n] : 0.f;
-    }
-  }
+  load_state(a, state_at(a, a.states, b, h, c), s);
 
   const int cend = chunk_end(a, c);
   for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
