@@ -34,15 +34,11 @@ constexpr int min_blocks(int npt, int rp) { return npt * rp <= 8 ? 4 : npt * rp 
 template <int NPT, int RP>
 __global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) chunk_kernel(Args a) {
   extern __shared__ __align__(16) Acc smem_acc[];  // Acc arrays first: alignment
-  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
-  Acc* sZ = smem_acc;                                                 // (W, TS) per-warp z partials
-  float* sB = reinterpret_cast<float*>(sZ + acc_slots(a.W * a.TS));  // (TS, NS)
-  float* sC = sB + a.TS * a.NS;     // (TS, NS)
-  float* sx = sC + a.TS * a.NS;     // (TS, PT)
-  float* sdy = sx + a.TS * a.PT;    // (TS, PT)
-  float* sdt = sdy + a.TS * a.PT;   // (TS)
-  float* sa = sdt + a.TS;           // (TS)
-  float* sPart = sa + a.TS;         // (W, TS, NS) per-warp dC partials
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  Acc* sZ = smem_acc;  // (W, TS) per-warp z partials
+  const StepTiles st = carve_tiles(a, reinterpret_cast<float*>(sZ + acc_slots(a.W * a.TS)), /*with_dy=*/true);
+  const float *sB = st.B, *sC = st.C, *sx = st.x, *sdy = st.dy, *sdt = st.dt, *sa = st.a;
+  float* sPart = st.end;  // (W, TS, NS) per-warp dC partials
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nl = lane & (a.NL - 1), pl = lane / a.NL;
   const float A = -expf(a.A_log[h]);
 
@@ -52,11 +48,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) chunk_ker
   const int cend = chunk_end(a, c);
   for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
     const int ts = min(a.TS, cend - t0);
-    stage_bc(a, a.Bm, sB, b, g, t0, ts);
-    stage_bc(a, a.Cm, sC, b, g, t0, ts);
-    stage_x(a, sx, b, h, t0, ts);
-    stage_dy(a, sdy, b, h, t0, ts);
-    stage_dt(a, sdt, sa, A, b, h, t0, ts);
+    stage_tiles(a, st, A, b, h, t0, ts);
     __syncthreads();
     for (int t = 0; t < ts; ++t) {
       const Acc at = sa[t];
@@ -130,18 +122,15 @@ template <int NPT, int RP>
 __global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) scan_kernel(Args a) {
   extern __shared__ __align__(16) Acc smem_acc[];  // Acc arrays first: alignment
   __shared__ Acc sRed[kMaxWarps];
-  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   Acc* sz = smem_acc;                 // (TS) z_t
   Acc* sDD = sz + a.TS;               // (W, TS) per-warp dd_t partials
   Acc* sGU = sDD + a.W * a.TS;        // (W, TS) per-warp a_{t+1} Σ g_{t+1}·u_t partials
-  float* sB = reinterpret_cast<float*>(smem_acc + acc_slots((1 + 2 * a.W) * a.TS));  // (TS, NS)
-  float* sC = sB + a.TS * a.NS;     // (TS, NS)
-  float* sx = sC + a.TS * a.NS;     // (TS, PT)
-  float* sdy = sx + a.TS * a.PT;    // (TS, PT)
-  float* sdx = sdy + a.TS * a.PT;   // (TS, PT)
-  float* sdt = sdx + a.TS * a.PT;   // (TS)
-  float* sa = sdt + a.TS;           // (TS)
-  float* sPart = sa + a.TS;         // (W, TS, NS) per-warp dB partials
+  const StepTiles st =
+      carve_tiles(a, reinterpret_cast<float*>(smem_acc + acc_slots((1 + 2 * a.W) * a.TS)), /*with_dy=*/true);
+  const float *sB = st.B, *sC = st.C, *sx = st.x, *sdy = st.dy, *sdt = st.dt, *sa = st.a;
+  float* sdx = st.end;                 // (TS, PT)
+  float* sPart = sdx + a.TS * a.PT;    // (W, TS, NS) per-warp dB partials
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nl = lane & (a.NL - 1), pl = lane / a.NL;
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
   const int cbeg = chunk_begin(a, c), cend = chunk_end(a, c);
@@ -157,11 +146,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) scan_kern
 
   for (int t1 = cend; t1 > cbeg; t1 -= a.TS) {
     const int t0 = max(cbeg, t1 - a.TS), ts = t1 - t0;
-    stage_bc(a, a.Bm, sB, b, g, t0, ts);
-    stage_bc(a, a.Cm, sC, b, g, t0, ts);
-    stage_x(a, sx, b, h, t0, ts);
-    stage_dy(a, sdy, b, h, t0, ts);
-    stage_dt(a, sdt, sa, A, b, h, t0, ts);
+    stage_tiles(a, st, A, b, h, t0, ts);
     for (int t = threadIdx.x; t < ts; t += blockDim.x) sz[t] = a.wsZ[row_of(a, b, t0 + t) * a.H + h];
     __syncthreads();
     for (int t = ts - 1; t >= 0; --t) {

@@ -169,6 +169,32 @@ __device__ inline void stage_dt(const Args& a, float* sdt, float* sa, float A, i
   }
 }
 
+// The per-step inputs of a TS-step tile in shared memory, carved from `base` in this order: B, C (TS, NS),
+// x (TS, PT), dy (TS, PT) when the kernel needs it, Δ, a (TS); `end` is where the kernel's own arrays go.
+struct StepTiles {
+  float *B, *C, *x, *dy, *dt, *a, *end;
+};
+__device__ inline StepTiles carve_tiles(const Args& a, float* base, bool with_dy) {
+  StepTiles s;
+  s.B = base;
+  s.C = s.B + a.TS * a.NS;
+  s.x = s.C + a.TS * a.NS;
+  s.dy = with_dy ? s.x + a.TS * a.PT : nullptr;
+  s.dt = s.x + (with_dy ? 2 : 1) * a.TS * a.PT;
+  s.a = s.dt + a.TS;
+  s.end = s.a + a.TS;
+  return s;
+}
+// Stages steps [t0, t0 + ts) of (b, h) into the tiles (the caller synchronises).
+__device__ inline void stage_tiles(const Args& a, const StepTiles& s, float A, int b, int h, int t0, int ts) {
+  const int g = h * a.G / a.H;
+  stage_bc(a, a.Bm, s.B, b, g, t0, ts);
+  stage_bc(a, a.Cm, s.C, b, g, t0, ts);
+  stage_x(a, s.x, b, h, t0, ts);
+  if (s.dy != nullptr) stage_dy(a, s.dy, b, h, t0, ts);
+  stage_dt(a, s.dt, s.a, A, b, h, t0, ts);
+}
+
 // Fixed-order block sum (warp butterflies, then warps in order); every thread gets the result. `red` holds
 // kMaxWarps values; the block is synchronised on entry and exit.
 template <typename T>

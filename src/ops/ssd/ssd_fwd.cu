@@ -11,13 +11,10 @@ namespace {
 template <int NPT, int RP>
 __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
   extern __shared__ __align__(16) float smem[];
-  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h * a.G / a.H;
-  float* sB = smem;                 // (TS, NS)
-  float* sC = sB + a.TS * a.NS;     // (TS, NS)
-  float* sx = sC + a.TS * a.NS;     // (TS, PT)
-  float* sy = sx + a.TS * a.PT;     // (TS, PT)
-  float* sdt = sy + a.TS * a.PT;    // (TS)
-  float* sa = sdt + a.TS;           // (TS)
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const StepTiles st = carve_tiles(a, smem, /*with_dy=*/false);
+  const float *sB = st.B, *sC = st.C, *sx = st.x, *sdt = st.dt, *sa = st.a;
+  float* sy = st.end;  // (TS, PT)
   const bool lead = (threadIdx.x & 31 & (a.NL - 1)) == 0;  // one lane of each group writes its rows' y
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
@@ -27,10 +24,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
   const int cend = chunk_end(a, c);
   for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
     const int ts = min(a.TS, cend - t0);
-    stage_bc(a, a.Bm, sB, b, g, t0, ts);
-    stage_bc(a, a.Cm, sC, b, g, t0, ts);
-    stage_x(a, sx, b, h, t0, ts);
-    stage_dt(a, sdt, sa, A, b, h, t0, ts);
+    stage_tiles(a, st, A, b, h, t0, ts);
     __syncthreads();
     for (int t = 0; t < ts; ++t) {
       const float dt = sdt[t], at = sa[t];
