@@ -97,10 +97,11 @@ std::vector<double> minus(const std::vector<T>& a, const std::vector<U>& b) {
   return out;
 }
 
-// The state entering each chunk by the plain recurrence in double: (B, H, ceil(L/Q), P, N).
+// The state entering each GPU chunk (T = gpu::ssd_chunk_len steps) by the plain recurrence in double:
+// (B, H, ceil(L/T), P, N).
 std::vector<double> ref_chunk_states(const Inputs& in) {
   const SsdParams& p = in.p;
-  const int nc = (p.L + p.Q - 1) / p.Q;
+  const int T = gpu::ssd_chunk_len(p), nc = (p.L + T - 1) / T;
   std::vector<double> out(size_t(p.B) * p.H * nc * p.P * p.N), s(size_t(p.P) * p.N);
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
@@ -109,8 +110,8 @@ std::vector<double> ref_chunk_states(const Inputs& in) {
       std::fill(s.begin(), s.end(), 0.0);
       for (int t = 0; t < p.L; ++t) {
         const size_t row = size_t(b) * p.L + t;
-        if (t % p.Q == 0)
-          std::copy(s.begin(), s.end(), out.begin() + ((size_t(b) * p.H + h) * nc + t / p.Q) * s.size());
+        if (t % T == 0)
+          std::copy(s.begin(), s.end(), out.begin() + ((size_t(b) * p.H + h) * nc + t / T) * s.size());
         const double dt = in.delta[row * p.H + h], at = std::exp(dt * A);
         for (int i = 0; i < p.P; ++i)
           for (int n = 0; n < p.N; ++n)
@@ -162,7 +163,7 @@ TEST(SsdGpu, SmallAndRaggedShapes) {
       {3, 70, 3, 7, 2, 3, 32, 1},     // H not a multiple of G, odd P and N
       {2, 130, 2, 16, 1, 16, 64},     // L = 2Q + 2
       {1, 33, 2, 5, 1, 1, 1},         // Q = 1: every step starts a chunk
-      {2, 45, 2, 2, 1, 17, 8},        // N = 17 padded to 32 inside
+      {2, 45, 2, 2, 1, 17, 8},        // N = 17, Q = 8
   };
   uint64_t salt = 1;
   for (const Shape& s : shapes) check_against_ref(s, 100 + salt++);
@@ -172,11 +173,13 @@ TEST(SsdGpu, TargetShapes) {
   const Shape shapes[] = {
       {4, 256, 8, 32, 1, 64, 64},   // DESIGN section 5 'S' layer: ld = d_inner + 2GN = 384
       {1, 200, 2, 64, 1, 128, 64},  // P = 64, N = 128 (the 'L' layer's head)
-      {2, 150, 2, 64, 1, 16, 128},  // N = 16: 16 p rows per warp
+      {2, 150, 2, 64, 1, 16, 128},  // N = 16, Q = 128: chunks of 64
       {1, 96, 2, 16, 2, 64, 256},   // Q = 256 > L
-      {2, 96, 2, 40, 1, 96, 32},    // N = 96 padded to 128 inside, P = 40 (5 warps)
-      {1, 64, 2, 16, 1, 200, 16},   // N = 200 padded to 256 inside
-      {1, 50, 2, 128, 1, 16, 16},   // P = 128: several p-tiles in the forward
+      {2, 96, 2, 40, 1, 96, 32},    // N = 96: a partial second column tile, P = 40
+      {1, 64, 2, 16, 1, 200, 16},   // N = 200: four column tiles, the last partial
+      {1, 50, 2, 128, 1, 16, 16},   // P = 128: two p tiles
+      {1, 140, 2, 128, 1, 128, 64}, // P = N = 128: shared memory forces chunks of 32
+      {1, 100, 1, 64, 1, 256, 64},  // N = 256: chunks of 64 still fit
   };
   uint64_t salt = 1;
   for (const Shape& s : shapes) check_against_ref(s, 200 + salt++);
@@ -208,8 +211,16 @@ TEST(SsdGpu, Deterministic) {
   EXPECT_TRUE(same(a.dD, b.dD));
 }
 
+// The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory.
+TEST(SsdGpu, ChunkLength) {
+  EXPECT_EQ(gpu::ssd_chunk_len({4, 256, 8, 32, 1, 64, 64, 384}), 64);     // S
+  EXPECT_EQ(gpu::ssd_chunk_len({8, 2048, 32, 64, 1, 128, 256, 2304}), 64);  // L: Q = 256 capped
+  EXPECT_EQ(gpu::ssd_chunk_len({1, 33, 2, 5, 1, 1, 1, 12}), 1);           // Q = 1 kept
+  EXPECT_EQ(gpu::ssd_chunk_len({1, 140, 2, 128, 1, 128, 64, 512}), 32);   // shared memory
+}
+
 TEST(SsdGpu, RejectsUnsupportedShapes) {
-  SsdParams p{1, 8, 1, 4, 1, 300, 4, 4 + 600};  // N > 256
+  SsdParams p{1, 8, 1, 256, 1, 256, 4, 256 + 512};  // the (P, N) state alone exceeds shared memory
   EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
   p = SsdParams{1, 8, 1, 4, 1, 8, 4, 2};  // ld < H·P
   EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);

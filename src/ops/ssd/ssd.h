@@ -15,7 +15,7 @@ struct SsdParams {
   int B = 0, L = 0;
   int H = 0, P = 0;  // heads, head dim
   int G = 1, N = 0;  // groups, state size
-  int Q = 64;        // chunk length (chunked form and the backward's recompute granularity)
+  int Q = 64;        // chunk length (the GPU uses min(Q, 64): ssd_chunk_len)
   int ld = 0;        // row stride (elements) of x, Bm, Cm and of their gradients
 };
 
@@ -37,21 +37,24 @@ void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, con
 }  // namespace ref
 
 namespace gpu {
-// Chunk-parallel: every kernel runs over one chunk of Q steps of one (batch, head), from the state entering
-// the chunk (forward) or the adjoint state leaving it (backward), which a scan of each chunk from zero and a
-// short pass over the chunk boundaries provide (ssd_chunks.cu); layouts in ssd_common.cuh. Supported:
-// 1 ≤ N ≤ 256 and 1 ≤ P ≤ 128·(32/NL), where NL = min(32, ⌈N/8⌉ rounded up to a power of two) lanes share
-// a state row (P ≤ 512 at N = 64, P ≤ 256 at N = 128); others are rejected by require().
+// Matmul (state-space-dual) form over chunks of T = ssd_chunk_len(p) steps: within a chunk every quantity
+// is a product of (T, T), (T, N), (T, P) and (P, N) matrices in shared memory; the state entering each
+// chunk (forward) and the adjoint state at each chunk start (backward) come from every chunk's own
+// contribution and a short pass over the chunk boundaries (ssd_chunks.cu); see ssd_common.cuh.
+// Supported: any N, P whose (P, N) state and chunk tiles fit the shared memory of one SM (P·N up to about
+// 48K, e.g. P = 64 with N = 256 or P = N = 128); others are rejected by require().
 
-// Floats of chunk_states: the state entering each chunk of Q steps, (B, H, ceil(L/Q), P, N).
+// The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory. A function of
+// the shape only.
+int ssd_chunk_len(const SsdParams& p);
+// Floats of chunk_states: the state entering each chunk of T = ssd_chunk_len(p) steps, (B, H, ceil(L/T), P, N).
 size_t ssd_chunk_states_floats(const SsdParams& p);
-// Floats of the backward's scratch (8-byte aligned): the per-step scalar z_t = a_t Σ_p dy_t[p]·(s_{t−1} C_t)[p]
-// (B, L, H) and the adjoint state at chunk starts (B, H, ceil(L/Q), P, N), both in double; per-head dB and dC
-// partials (B, L, H, N) each; per-(b, h, chunk) partials of dA_log and dD.
+// Floats of the backward's scratch: the adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB
+// and dC partials (B, L, H, N) each, per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
 
 // x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
-// written; chunk_states (B, H, ceil(L/Q), P, N) written (the state entering each chunk; required: the chunks
+// written; chunk_states (B, H, ceil(L/T), P, N) written (the state entering each chunk; required: the chunks
 // run in parallel from it, and ssd_bwd reads it).
 void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
              const float* Cm, const float* Dskip, float* y, float* chunk_states, cudaStream_t stream);

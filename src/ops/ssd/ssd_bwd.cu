@@ -1,242 +1,204 @@
 // SSD backward on the GPU: the recurrence's backward (DESIGN section 1, same formulas as ref::ssd_bwd in
-// ssd_ref.cpp) from the forward's saved chunk states; layout and staging: ssd_common.cuh.
-//
-// (a) chunk_kernel   grid (nchunks, H, B): from the state entering the chunk, recompute s_t over the chunk;
-//     write per-head dC_t[n] = Σ_p s_t[p,n] dy_t[p] and the scalar z_t = a_t Σ_p dy_t[p] (s_{t−1} C_t)[p].
-// (a') chunk_adjoint_states (ssd_chunks.cu): the adjoint state g at the first step of every chunk ≥ 1.
-// (b) scan_kernel    grid (nchunks, H, B): the reverse scan g_t = dy_t C_tᵀ + a_{t+1} g_{t+1} over one chunk,
-//     started from the next chunk's g; v_t, dx_t, per-head dB_t, dd_t = Σ_p x_t[p] v_t[p]. The term
-//     e_t = a_t r_t = a_t Σ g_t·s_{t−1} needs s_{t−1}, which is not at hand in a reverse scan. Expanding
-//     g_t = dy_t C_tᵀ + a_{t+1} g_{t+1} and s_t = a_t s_{t−1} + u_t (u_t = Δ_t x_t B_tᵀ) in e_{t+1} gives a
-//     reverse cumsum of per-step scalars
-//         e_t = e_{t+1} + z_t − a_{t+1} Δ_t Σ_p x_t[p] (g_{t+1} B_t)[p],
-//     whose increments are each O(a), so strong decays (e_t → 0) do not leave a difference of large terms.
-//     It starts exactly at the chunk end, e_{(c+1)Q} = a_{(c+1)Q} Σ g_{(c+1)Q}·S_{c+1} (saved state, adjoint
-//     from (a')), and is re-anchored at the chunk start with e = a_t Σ g_t·S_c. Rounding in the increments
-//     would still add up coherently (e_t carries them back over the chunk, and dA sums e_t again: error
-//     ~ Q^1.5·eps relative, 7e-5 in fp32 with Q = 256 and Δ ~ 1), so the recurrences s, g and the increments
-//     run in double (Acc); inputs, saved states and outputs stay fp32. Then ddelta_t = dd_t + A e_t and
-//     dA += Δ_t e_t (per-(b, h, chunk) partials).
-// (c) group_sum_kernel: dB, dC = Σ over the heads of each group, in head order.
-// (d) param_reduce_kernel: dA_log, dD += Σ over (b, chunk) of the partials, in order.
+// ssd_ref.cpp) in matmul form (ssd_common.cuh), from the forward's saved chunk states S_in and the adjoint
+// chunk states (ssd_chunks.cu). Per chunk of one (b, h), with Gs = a_{next} G_{c+1} (the gradient reaching
+// the chunk's last state from later chunks; 0 in the last chunk), dec_in_t = e^{cs_t},
+// dec_out_t = e^{cs_last − cs_t}, CB[i, j] = (C_i·B_j) e^{cs_i − cs_j} and DX[i, j] = (dy_i·x_j) e^{cs_i − cs_j}
+// for j ≤ i (0 above the diagonal), the adjoint state is
+//     g_t = Σ_{i≥t} e^{cs_i − cs_t} dy_i C_iᵀ + dec_out_t Gs,
+// which gives, as products of shared-memory tiles:
+//     v_t   = (CBᵀ dy)_t + dec_out_t (Gs B_t)                    dx_t = Δ_t v_t + D dy_t
+//     dB_t  = Δ_t [(DXᵀ C)_t + dec_out_t (x_tᵀ Gs)]              (per head; summed over the group later)
+//     dC_t  = (DX diag(Δ) B)_t + dec_in_t (dy_tᵀ S_in)            (per head)
+// and the decay term e_t = a_t Σ g_t·s_{t−1} (dΔ_t = x_t·v_t + A e_t, dA = Σ_t Δ_t e_t) as a plain sum of
+// products, with no recurrence and no difference of large terms:
+//     e_t = Σ_{i≥t} Σ_{j<t} W[i, j] + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j + e^{cs_last} Σ Gs·S_in,
+//     W[i, j] = CB[i, j] (dy_i·x_j) Δ_j,  yoff_i = dec_in_i (dy_iᵀ S_in)·C_i,  sout_j = Δ_j dec_out_j (x_jᵀ Gs)·B_j.
+// Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B); (c) group_sum_kernel: dB, dC
+// summed over the heads of each group in head order; (d) param_reduce_kernel: dA_log, dD += Σ over
+// (b, chunk) of the per-block partials, in order.
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
 
-// Resident blocks to ask the register allocator for, by the per-thread state size: ≤ 8 values fit in 64
-// registers (4 blocks; S measured 80 registers, 3 blocks and 16% slower without), ≤ 16 in 128 (2 blocks; M
-// measured 144 registers, 1 block and 1.8× slower without). Larger states keep one block (no spills).
-constexpr int min_blocks(int npt, int rp) { return npt * rp <= 8 ? 4 : npt * rp <= 16 ? 2 : 1; }
-
-// (a) Per chunk, recompute s_t (in Acc) from the saved chunk state; per-head dC_t and z_t.
-template <int NPT, int RP>
-__global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) chunk_kernel(Args a) {
-  extern __shared__ __align__(16) Acc smem_acc[];  // Acc arrays first: alignment
+__global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
+  extern __shared__ __align__(16) double smem_d[];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  Acc* sZ = smem_acc;  // (W, TS) per-warp z partials
-  const StepTiles st = carve_tiles(a, reinterpret_cast<float*>(sZ + acc_slots(a.W * a.TS)), /*with_dy=*/true);
-  const float *sB = st.B, *sC = st.C, *sx = st.x, *sdy = st.dy, *sdt = st.dt, *sa = st.a;
-  float* sPart = st.end;  // (W, TS, NS) per-warp dC partials
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nl = lane & (a.NL - 1), pl = lane / a.NL;
-  const float A = -expf(a.A_log[h]);
-
-  Acc s[RP][NPT];
-  load_state(a, state_at(a, a.states, b, h, c), s);
-
-  const int cend = chunk_end(a, c);
-  for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
-    const int ts = min(a.TS, cend - t0);
-    stage_tiles(a, st, A, b, h, t0, ts);
-    __syncthreads();
-    for (int t = 0; t < ts; ++t) {
-      const Acc at = sa[t];
-      const float dt = sdt[t];
-      float Bt[NPT], Ct[NPT];
-      load_lane(a, sB + t * a.NS, Bt);
-      load_lane(a, sC + t * a.NS, Ct);
-      float dcp[NPT];
-#pragma unroll
-      for (int k = 0; k < NPT; ++k) dcp[k] = 0.f;
-      Acc zp = 0;
-#pragma unroll
-      for (int j = 0; j < RP; ++j) {
-        const int lr = local_row(a, j);
-        const Acc u = dt * sx[t * a.PT + lr];
-        const float dyv = sdy[t * a.PT + lr];
-        Acc acc = 0;
-#pragma unroll
-        for (int k = 0; k < NPT; ++k) {
-          acc += s[j][k] * Ct[k];  // (s_{t−1} C_t)[p]
-          s[j][k] = at * s[j][k] + u * Bt[k];
-          dcp[k] += float(s[j][k]) * dyv;  // dC_t[n] = Σ_p s_t[p,n] dy_t[p]
-        }
-        zp += dyv * sum_n_lanes(acc, a.NL);
-      }
-      zp = warp_sum(nl == 0 ? zp : Acc(0));  // every lane of a group holds the same row sums: count one
-#pragma unroll
-      for (int k = 0; k < NPT; ++k) dcp[k] = sum_p_lanes(dcp[k], a.NL);
-      if (pl == 0) {
-#pragma unroll
-        for (int k = 0; k < NPT; ++k) sPart[(w * a.TS + t) * a.NS + lane_n<NPT>(a, k)] = dcp[k];
-      }
-      if (lane == 0) sZ[w * a.TS + t] = zp;
-    }
-    __syncthreads();
-    for (int t = w; t < ts; t += a.W) {
-      float* row = a.wsC + (row_of(a, b, t0 + t) * a.H + h) * a.N;
-      for (int n = lane; n < a.N; n += 32) {
-        float v = 0.f;
-        for (int ww = 0; ww < a.W; ++ww) v += sPart[(ww * a.TS + t) * a.NS + n];
-        row[n] = v;
-      }
-    }
-    for (int t = threadIdx.x; t < ts; t += blockDim.x) {
-      Acc v = 0;
-      for (int ww = 0; ww < a.W; ++ww) v += sZ[ww * a.TS + t];
-      a.wsZ[row_of(a, b, t0 + t) * a.H + h] = Acc(sa[t]) * v;  // z_t = a_t Σ_p dy_t[p] (s_{t−1} C_t)[p]
-    }
-    __syncthreads();
-  }
-}
-
-// Σ over the block of g·S for the thread's own (p, n) elements (fixed order; every thread gets it).
-template <int NPT, int RP>
-__device__ Acc dot_state(const Args& a, const Acc (&gs)[RP][NPT], const float* S, Acc* red) {
-  Acc v = 0;
-#pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      if (p < a.P && n < a.N) v += gs[j][k] * Acc(S[size_t(p) * a.N + n]);
-    }
-  }
-  return block_sum(v, red);
-}
-
-// (b) Reverse scan over one chunk of one (b, h), g in Acc, started from the next chunk's adjoint state.
-template <int NPT, int RP>
-__global__ void __launch_bounds__(kMaxWarps * 32, min_blocks(NPT, RP)) scan_kernel(Args a) {
-  extern __shared__ __align__(16) Acc smem_acc[];  // Acc arrays first: alignment
-  __shared__ Acc sRed[kMaxWarps];
-  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  Acc* sz = smem_acc;                 // (TS) z_t
-  Acc* sDD = sz + a.TS;               // (W, TS) per-warp dd_t partials
-  Acc* sGU = sDD + a.W * a.TS;        // (W, TS) per-warp a_{t+1} Σ g_{t+1}·u_t partials
-  const StepTiles st =
-      carve_tiles(a, reinterpret_cast<float*>(smem_acc + acc_slots((1 + 2 * a.W) * a.TS)), /*with_dy=*/true);
-  const float *sB = st.B, *sC = st.C, *sx = st.x, *sdy = st.dy, *sdt = st.dt, *sa = st.a;
-  float* sdx = st.end;                 // (TS, PT)
-  float* sPart = sdx + a.TS * a.PT;    // (W, TS, NS) per-warp dB partials
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nl = lane & (a.NL - 1), pl = lane / a.NL;
-  const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
-  const int cbeg = chunk_begin(a, c), cend = chunk_end(a, c);
+  const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
   const bool last = c + 1 == a.nchunks;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double* scs = smem_d;                              // (T) cs_t
+  float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
+  float* sdin = sdt + a.T;                           // (T) dec_in_t
+  float* sdout = sdin + a.T;                         // (T) dec_out_t
+  float* syoff = sdout + a.T;                        // (2, T) yoff_t, two partials (RowSums)
+  float* sout = syoff + 2 * a.T;                     // (2, T) sout_t
+  float* sdd = sout + 2 * a.T;                       // (2, T) x_t·v_t
+  float* sEq = sdd + 2 * a.T;                        // (4, T) partials of e_t − c0
+  float* red = sEq + 4 * a.T;                        // (8) block sums
+  float* sB = red + kThreads / 32;                   // (T, ldN) B, later diag(Δ) B
+  float* sC = sB + a.T * a.ldN;                      // (T, ldN)
+  float* sX = sC + a.T * a.ldN;                      // (T, ldP)
+  float* sDY = sX + a.T * a.ldP;                     // (T, ldP)
+  float* sCB = sDY + a.T * a.ldP;                    // (T, ldT) CB
+  float* sDX = sCB + a.T * a.ldT;                    // (T, ldT) DX below the diagonal, W[i, j] at (j, i) above
+  float* sS = sDX + a.T * a.ldT;                     // (P, ldN) G_{c+1}, later S_in
+  const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
-  // g_{(c+1)Q} and a_{(c+1)Q} from the next chunk (zero after the sequence), and e_{(c+1)Q}.
-  Acc gs[RP][NPT];
-  load_state(a, last ? nullptr : state_at(a, a.wsG, b, h, c + 1), gs);
-  Acc a_next = last ? Acc(0) : Acc(expf(a.delta[row_of(a, b, cend) * a.H + h] * A));
-  Acc e = last ? Acc(0) : a_next * dot_state(a, gs, state_at(a, a.states, b, h, c + 1), sRed);
-  Acc dDp = 0;  // this thread's Σ dy·x (lanes nl == 0)
-  Acc dA = 0;   // thread 0: Σ Δ_t e_t
-
-  for (int t1 = cend; t1 > cbeg; t1 -= a.TS) {
-    const int t0 = max(cbeg, t1 - a.TS), ts = t1 - t0;
-    stage_tiles(a, st, A, b, h, t0, ts);
-    for (int t = threadIdx.x; t < ts; t += blockDim.x) sz[t] = a.wsZ[row_of(a, b, t0 + t) * a.H + h];
-    __syncthreads();
-    for (int t = ts - 1; t >= 0; --t) {
-      const float dt = sdt[t];
-      float Bt[NPT], Ct[NPT];
-      load_lane(a, sB + t * a.NS, Bt);
-      load_lane(a, sC + t * a.NS, Ct);
-      float dbp[NPT];
-#pragma unroll
-      for (int k = 0; k < NPT; ++k) dbp[k] = 0.f;
-      Acc ddp = 0, gup = 0;
-#pragma unroll
-      for (int j = 0; j < RP; ++j) {
-        const int lr = local_row(a, j);
-        const float xv = sx[t * a.PT + lr], dyv = sdy[t * a.PT + lr], u = dt * xv;
-        float v = 0.f;
-        Acc vn = 0;
-#pragma unroll
-        for (int k = 0; k < NPT; ++k) {
-          vn += gs[j][k] * Bt[k];                           // (g_{t+1} B_t)[p]
-          gs[j][k] = a_next * gs[j][k] + Acc(dyv) * Ct[k];  // g_t = dy_t C_tᵀ + a_{t+1} g_{t+1}
-          const float gf = float(gs[j][k]);
-          v += gf * Bt[k];                                  // v_t[p] = Σ_n g_t[p,n] B_t[n]
-          dbp[k] += gf * u;                                 // dB_t[n] = Σ_p g_t[p,n] Δ_t x_t[p]
-        }
-        v = sum_n_lanes(v, a.NL);
-        vn = sum_n_lanes(vn, a.NL);
-        if (nl == 0) {
-          gup += Acc(dt) * xv * vn;
-          sdx[t * a.PT + lr] = dt * v + Dh * dyv;  // dx_t = Δ_t v_t + D dy_t
-          ddp += Acc(xv * v);
-          dDp += Acc(dyv) * xv;
-        }
-      }
-      ddp = warp_sum(ddp);  // lanes nl ≠ 0 added nothing
-      gup = warp_sum(gup);
-#pragma unroll
-      for (int k = 0; k < NPT; ++k) dbp[k] = sum_p_lanes(dbp[k], a.NL);
-      if (pl == 0) {
-#pragma unroll
-        for (int k = 0; k < NPT; ++k) sPart[(w * a.TS + t) * a.NS + lane_n<NPT>(a, k)] = dbp[k];
-      }
-      if (lane == 0) {
-        sDD[w * a.TS + t] = ddp;
-        sGU[w * a.TS + t] = a_next * gup;  // a_{t+1} Σ g_{t+1}·u_t
-      }
-      a_next = sa[t];
-    }
-    __syncthreads();
-    for (int t = w; t < ts; t += a.W) {
-      float* dxrow = a.dx + row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P;
-      for (int p = lane; p < a.P; p += 32) dxrow[p] = sdx[t * a.PT + p];
-      float* brow = a.wsB + (row_of(a, b, t0 + t) * a.H + h) * a.N;
-      for (int n = lane; n < a.N; n += 32) {
-        float v = 0.f;
-        for (int ww = 0; ww < a.W; ++ww) v += sPart[(ww * a.TS + t) * a.NS + n];
-        brow[n] = v;
-      }
-    }
-    if (threadIdx.x == 0) {
-      // e_t = e_{t+1} + z_t − a_{t+1} Σ g_{t+1}·u_t; the chunk's first step is re-anchored below.
-      for (int t = ts - 1; t >= 0; --t) {
-        const int tt = t0 + t;
-        Acc dd = 0;
-        for (int ww = 0; ww < a.W; ++ww) dd += sDD[ww * a.TS + t];
-        if (tt != cbeg) {
-          Acc gu = 0;
-          for (int ww = 0; ww < a.W; ++ww) gu += sGU[ww * a.TS + t];
-          e += sz[t] - gu;
-          a.ddelta[row_of(a, b, tt) * a.H + h] = float(dd + Acc(A) * e);  // dd_t + A a_t r_t
-          dA += Acc(sdt[t]) * e;                                           // Δ_t a_t r_t
-        } else {
-          sDD[0] = dd;  // finished after the loop: the anchor needs the whole block
-        }
-      }
-    }
-    __syncthreads();  // staged inputs and partials are rewritten next round
+  stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
+  stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);
+  stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sX, a.ldP);
+  stage(dy_rows(a, b, h, t0), size_t(a.H) * a.P, tc, a.P, sDY, a.ldP);
+  if (!last) stage(state_at(a, a.wsG, b, h, c + 1), a.N, a.P, a.N, sS, a.ldN);
+  // Gs = a_next G_{c+1} enters only through dec_out_t Gs and e^{cs_last} Gs: a_next goes into those factors.
+  const float a_next = last ? 0.f : expf(a.delta[row_of(a, b, t0 + tc) * a.H + h] * A);
+  chunk_decay(a, A, b, h, t0, tc, sdt, scs);  // while the copies are in flight
+  for (int t = threadIdx.x; t < tc; t += kThreads) {
+    sdin[t] = float(exp(scs[t]));
+    sdout[t] = a_next * float(exp(scs[tc - 1] - scs[t]));
   }
+  stage_wait();
+  __syncthreads();
 
-  // The chunk's first step: e = a_t Σ g_t·S_c exactly, with S_c = s_{t−1} saved by the forward (gs is g_cbeg).
-  const Acc rho = dot_state(a, gs, state_at(a, a.states, b, h, c), sRed);
-  dDp = block_sum(dDp, sRed);
+  {  // CB
+    float acc[4][4];
+    zero(acc);
+    mm(acc, 0, tc, 0, tc, a.N, [&](int i, int n) { return sC[i * a.ldN + n]; },
+       [&](int n, int j) { return sB[j * a.ldN + n]; });
+    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
+      sCB[i * a.ldT + j] = j <= i ? acc[r][cc] * decay(scs, i, j) : 0.f;
+    });
+  }
+  {  // DX, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper triangle (this thread wrote CB[i, j])
+    float acc[4][4];
+    zero(acc);
+    mm(acc, 0, tc, 0, tc, a.P, [&](int i, int p) { return sDY[i * a.ldP + p]; },
+       [&](int p, int j) { return sX[j * a.ldP + p]; });
+    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
+      if (j <= i) sDX[i * a.ldT + j] = acc[r][cc] * decay(scs, i, j);
+      if (j < i) sDX[j * a.ldT + i] = sCB[i * a.ldT + j] * acc[r][cc] * sdt[j];
+    });
+  }
+  __syncthreads();
+  // DX read as a lower-triangular matrix (the upper triangle holds W).
+  auto dx_at = [&](int i, int j) { return j <= i ? sDX[i * a.ldT + j] : 0.f; };
+
+  RowSums xv;
+  for (int p0 = 0; p0 < a.P; p0 += kTile) {  // v, dx, x·v
+    float acc[4][4];
+    zero(acc);
+    if (!last) {
+      mm(acc, 0, tc, p0, a.P, a.N, [&](int t, int n) { return sB[t * a.ldN + n]; },
+         [&](int n, int p) { return sS[p * a.ldN + n]; });
+      for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdout[t]; });
+    }
+    mm(acc, 0, tc, p0, a.P, tc, [&](int t, int i) { return sCB[i * a.ldT + t]; },
+       [&](int i, int p) { return sDY[i * a.ldP + p]; });
+    for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
+      a.dx[row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P + p] = sdt[t] * acc[r][cc] + Dh * sDY[t * a.ldP + p];
+      xv.add(cc, sX[t * a.ldP + p] * acc[r][cc]);
+    });
+    xv.end_tile();
+  }
+  xv.write(sdd, a.T, tc);
+
+  RowSums so;
+  for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dB, sout
+    float acc[4][4];
+    zero(acc);
+    if (!last) {
+      mm(acc, 0, tc, n0, a.N, a.P, [&](int t, int p) { return sX[t * a.ldP + p]; },
+         [&](int p, int n) { return sS[p * a.ldN + n]; });
+      for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+        acc[r][cc] *= sdout[t];
+        so.add(cc, sdt[t] * acc[r][cc] * sB[t * a.ldN + n]);
+      });
+    }
+    mm(acc, 0, tc, n0, a.N, tc, [&](int t, int i) { return dx_at(i, t); },
+       [&](int i, int n) { return sC[i * a.ldN + n]; });
+    for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+      a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = sdt[t] * acc[r][cc];
+    });
+    so.end_tile();
+  }
+  so.write(sout, a.T, tc);
+
+  // e^{cs_last} Σ Gs·S_in, then S_in replaces Gs and B becomes diag(Δ) B.
+  float c0 = 0.f;
+  if (!last) {  // S_in from global memory, eight loads in flight per thread
+    const float* S = state_at(a, a.states, b, h, c);
+    const int PN = a.P * a.N;
+    for (int i0 = threadIdx.x; i0 < PN; i0 += 8 * kThreads) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = i0 + u * kThreads < PN ? S[i0 + u * kThreads] : 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = i0 + u * kThreads;
+        if (i < PN) c0 += sS[(i / a.N) * a.ldN + i % a.N] * v[u];
+      }
+    }
+  }
+  c0 = block_sum(c0, red) * (a_next * float(exp(scs[tc - 1])));
+  stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sS, a.ldN);
+  for (int j = warp; j < tc; j += kThreads / 32)
+    for (int n = lane; n < a.N; n += 32) sB[j * a.ldN + n] *= sdt[j];
+  stage_wait();
+  __syncthreads();
+
+  RowSums yo;
+  for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dC, yoff
+    float acc[4][4];
+    zero(acc);
+    mm(acc, 0, tc, n0, a.N, a.P, [&](int t, int p) { return sDY[t * a.ldP + p]; },
+       [&](int p, int n) { return sS[p * a.ldN + n]; });
+    for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+      acc[r][cc] *= sdin[t];
+      yo.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
+    });
+    mm(acc, 0, tc, n0, a.N, tc, [&](int t, int j) { return dx_at(t, j); },
+       [&](int j, int n) { return sB[j * a.ldN + n]; });
+    for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+      a.wsC[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
+    });
+    yo.end_tile();
+  }
+  yo.write(syoff, a.T, tc);
+  __syncthreads();  // the row and column sums of every warp are in place
+
+  {  // e_t − c0 = Σ_{i≥t} Σ_{j<t} W[i, j] + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j as one product: Z = W'·U with
+     // U[j, t] = [j < t] and W' = W plus sout_j added to its last row (which every column sum below takes),
+     // so Z[i, t] = Σ_{j<t} W'[i, j]; then column sums over i ≥ t of Z[i, t] + yoff_i (four partials per t).
+    float acc[4][4];
+    zero(acc);
+    mm(acc, 0, tc, 0, tc, tc,
+       [&](int i, int j) {
+         return (j < i ? sDX[j * a.ldT + i] : 0.f) + (i == tc - 1 ? sout[j] + sout[a.T + j] : 0.f);
+       },
+       [&](int j, int t) { return j < t ? 1.f : 0.f; });
+    ColSums e;
+    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int t) {
+      if (i >= t) e.add(r, cc, acc[r][cc] + (syoff[i] + syoff[a.T + i]));
+    });
+    e.write(sEq, a.T, 0, tc);
+  }
+  __syncthreads();
+
+  float dA = 0.f, dD = 0.f;
+  for (int t = threadIdx.x; t < tc; t += kThreads) {
+    const float e = c0 + (sEq[t] + sEq[a.T + t] + sEq[2 * a.T + t] + sEq[3 * a.T + t]);
+    a.ddelta[row_of(a, b, t0 + t) * a.H + h] = (sdd[t] + sdd[a.T + t]) + A * e;  // dΔ_t = x_t·v_t + A e_t
+    dA += sdt[t] * e;  // dA = Σ_t Δ_t e_t
+  }
+  for (int t = warp; t < tc; t += kThreads / 32)
+    for (int p = lane; p < a.P; p += 32) dD += sDY[t * a.ldP + p] * sX[t * a.ldP + p];
+  dA = block_sum(dA, red);
+  dD = block_sum(dD, red);
   if (threadIdx.x == 0) {
-    const float dt0 = a.delta[row_of(a, b, cbeg) * a.H + h];
-    e = Acc(expf(dt0 * A)) * rho;
-    a.ddelta[row_of(a, b, cbeg) * a.H + h] = float(sDD[0] + Acc(A) * e);
-    dA += Acc(dt0) * e;
     const size_t slot = (size_t(b) * a.H + h) * a.nchunks + c;
-    a.wsA[slot] = float(dA * Acc(A));  // ∂A/∂A_log = A
-    a.wsD[slot] = float(dDp);
+    a.wsA[slot] = dA * A;  // ∂A/∂A_log = A
+    a.wsD[slot] = dD;
   }
 }
 
@@ -286,34 +248,18 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
   a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.dy = dy;
   a.states = const_cast<float*>(chunk_states);  // read only in the backward
   a.dx = dx, a.ddelta = ddelta;
-  require(reinterpret_cast<uintptr_t>(workspace) % alignof(Acc) == 0,
-          "ssd_bwd: workspace must be " + std::to_string(alignof(Acc)) + "-byte aligned");
   const size_t rows = size_t(p.B) * p.L;
-  a.wsZ = reinterpret_cast<Acc*>(workspace);
-  a.wsG = a.wsZ + rows * p.H;
-  a.wsB = reinterpret_cast<float*>(a.wsG + ssd_chunk_states_floats(p));
+  a.wsG = workspace;
+  a.wsB = a.wsG + ssd_chunk_states_floats(p);
   a.wsC = a.wsB + rows * p.H * p.N;
   a.wsA = a.wsC + rows * p.H * p.N;
   a.wsD = a.wsA + size_t(p.B) * p.H * a.nchunks;
-  const dim3 grid(a.nchunks, p.H, p.B);
 
-  {  // (a) chunk-parallel recompute: dC partials, z
-    const size_t per_step = (2 * a.NS + 2 * a.PT + 2 + a.W * a.NS) * sizeof(float) + a.W * sizeof(Acc);
-    a.TS = pick_ts(per_step);
-    const size_t smem = a.TS * per_step + kAccPadBytes;  // + the alignment slots (acc_slots)
-    dispatch(a, [&](auto npt, auto rp) {
-      chunk_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, smem, stream>>>(a);
-    });
-    MLALPHA_CHECK_LAUNCH();
-  }
-  chunk_adjoint_states(a, stream);  // (a')
-  {  // (b) chunk-parallel reverse scan
-    const size_t per_step = (2 * a.NS + 3 * a.PT + 2 + a.W * a.NS) * sizeof(float) + (1 + 2 * a.W) * sizeof(Acc);
-    a.TS = pick_ts(per_step);
-    const size_t smem = a.TS * per_step + kAccPadBytes;  // + the alignment slots (acc_slots)
-    dispatch(a, [&](auto npt, auto rp) {
-      scan_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, smem, stream>>>(a);
-    });
+  chunk_adjoint_states(a, stream);  // (a)
+  {                                 // (b)
+    const size_t smem = bwd_smem_bytes(a);
+    allow_smem(bwd_kernel, smem);
+    bwd_kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
     MLALPHA_CHECK_LAUNCH();
   }
   {  // (c) group sums of dB, dC; fixed grid from the shape

@@ -1,23 +1,27 @@
 #pragma once
-// What the SSD kernels share (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu): the argument block, the thread
-// layout of a head's P×N state, shared-memory staging of per-step inputs and the template dispatch.
+// What the SSD kernels share (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu): the argument block, the chunk's
+// cumulative decay, shared-memory tiles and the block-level matrix product they are built from.
 //
-// Thread layout. A head's state (P×N) is spread over a block: lanes of a warp split into PL = 32/NL groups
-// of NL lanes; lane nl of a group owns the n values nl·NPT + k (k < NPT, N is zero-padded to NS = NL·NPT; NL
-// is picked so that NPT ≈ 8, which keeps the shuffle levels per row reduction few), and each thread owns RP
-// rows p = j·(W·PL) + w·PL + pl (j < RP, warp w of W). So the state lives in registers (RP·NPT values a
-// thread), a step's B_t, C_t values are read from shared memory once (vector loads of the lane's contiguous
-// n) and reused for all RP rows, row reductions over n are xor butterflies over the NL lanes of a group (a fixed order, identical
-// in every lane) and sums over p go within a thread over j, across the PL groups by xor shuffles, then
-// across warps through shared memory in warp order. Nothing depends on the device: bit-reproducible.
+// Matmul (state-space-dual) form. Within a chunk of T steps starting from state S_in, with the inclusive
+// cumulative log-decay cs_t = A Σ_{k≤t} Δ_k (cs_{−1} = 0):
+//     s_t = e^{cs_t} S_in + Σ_{j≤t} e^{cs_t − cs_j} Δ_j x_j B_jᵀ,
+// so y = diag(e^{cs}) (C S_inᵀ) + (C Bᵀ ∘ Ldec) diag(Δ) X + D X with the causal decay matrix
+// Ldec[i, j] = e^{cs_i − cs_j} for j ≤ i, 0 otherwise. Every quantity of the forward and the backward is a
+// product of such (T, T), (T, N), (T, P) and (P, N) matrices (ssd_fwd.cu, ssd_bwd.cu), computed from shared
+// memory by mm() below: no recurrence runs over the chunk, so nothing accumulates rounding step by step and
+// fp32 is enough. The state entering each chunk (forward) and the adjoint state at each chunk start
+// (backward) come from ssd_chunks.cu.
 //
-// Every kernel runs over one chunk of Q steps of one (b, h): grid (chunks, H, B). The chunk-parallel
-// form needs the state entering each chunk (forward) and the adjoint state leaving it (backward); both
-// come from ssd_chunks.cu: a scan of each chunk from zero, then a short sequential pass over the chunks.
+// Chunk length: T = min(Q, 64), halved while the backward's tiles exceed the shared memory of one SM
+// (ssd_layout.cu); it depends on the shape only, so results never depend on the device.
+//
+// Products: 256 threads (8 warps) compute one 64×64 output tile with tf32 tensor-core mma in the 3xTF32
+// split (fp32 accuracy; see mm()). Tiles are stored row-major with a row stride ≡ 12 (mod 32) floats
+// (tile_ld): an mma operand fragment reads 8 rows × 4 columns or 4 rows × 8 columns, which then fall in
+// different banks (all 32 for the first, all but a few for the second).
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -27,176 +31,211 @@
 namespace mlalpha::gpu::ssd_detail {
 
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kMaxWarps = 8;                  // W ≤ 8 (256 threads)
-constexpr int kMaxTs = 32;                    // steps staged at a time
-constexpr int kSmemBudgetBytes = 46 * 1024;  // under the 48 KiB default: no opt-in attribute needed
-constexpr int kMaxN = 256;                    // NPT ≤ 8
-constexpr int kMaxRp = 16;
-// The backward's recurrences and per-step scalars (see ssd_bwd.cu). MLALPHA_SSD_FLOAT_ACC builds them in
-// fp32 instead: only for measuring what double costs; the tolerances in the tests assume double.
-#ifdef MLALPHA_SSD_FLOAT_ACC
-using Acc = float;
-#else
-using Acc = double;
-#endif
+constexpr int kThreads = 256;              // 16×16 threads, 64×64 output tile
+constexpr int kTile = 64;                  // rows or columns of one output tile
+constexpr int kMaxChunk = 64;              // T ≤ 64: one output tile spans the chunk
+constexpr int kMinChunk = 8;
+constexpr int kSmemLimitBytes = 227 * 1024;  // sm_90 opt-in maximum per block
 
 // Everything a kernel needs, passed by value.
 struct Args {
-  int B, L, H, P, G, N, Q, ld, nchunks;
-  int NL, NS, PL, W, PT, TS;  // layout (see the top of the file); PT = P rounded up to W·PL·RP
+  int B, L, H, P, G, N, ld;
+  int T, nchunks;          // chunk length and count
+  int ldN, ldP, ldT;       // tile row strides for N, P and T columns (tile_ld)
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
-  float* y;        // (B, L, H, P) forward output
-  float* states;   // (B, H, nchunks, P, N) state entering each chunk
-  float* dx;       // (B, L, ld)→(H, P)
-  float* ddelta;   // (B, L, H)
-  float* wsB;      // (B, L, H, N) per-head dB
-  float* wsC;      // (B, L, H, N) per-head dC
-  Acc* wsZ;        // (B, L, H) z_t = a_t Σ_p dy_t[p] (s_{t−1} C_t)[p]
-  Acc* wsG;        // (B, H, nchunks, P, N) adjoint state g at each chunk start (chunks ≥ 1)
-  float* wsA;      // (B, H, nchunks) per-(b, h, chunk) dA_log partial
-  float* wsD;      // (B, H, nchunks) per-(b, h, chunk) dD partial
+  float* y;       // (B, L, H, P) forward output
+  float* states;  // (B, H, nchunks, P, N) state entering each chunk
+  float* dx;      // (B, L, ld)→(H, P)
+  float* ddelta;  // (B, L, H)
+  float* wsG;     // (B, H, nchunks, P, N) adjoint state g at each chunk start (chunks ≥ 1)
+  float* wsB;     // (B, L, H, N) per-head dB
+  float* wsC;     // (B, L, H, N) per-head dC
+  float* wsA;     // (B, H, nchunks) per-(b, h, chunk) dA_log partial
+  float* wsD;     // (B, H, nchunks) per-(b, h, chunk) dD partial
 };
 
 __host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+// Row stride of a tile with `cols` columns: the least ld ≥ cols with ld ≡ 12 (mod 32) (see the top).
+__host__ __device__ inline int tile_ld(int cols) { return cols + ((12 - cols) % 32 + 32) % 32; }
 __device__ __forceinline__ size_t row_of(const Args& a, int b, int t) { return size_t(b) * a.L + t; }
-// First step of chunk c and one past its last.
-__device__ __forceinline__ int chunk_begin(const Args& a, int c) { return c * a.Q; }
-__device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L, (c + 1) * a.Q); }
+__device__ __forceinline__ int chunk_begin(const Args& a, int c) { return c * a.T; }
+__device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L, (c + 1) * a.T); }
 // (P, N) block of a per-(b, h, chunk) state array.
-template <typename T>
-__device__ __forceinline__ T* state_at(const Args& a, T* base, int b, int h, int c) {
+__device__ __forceinline__ float* state_at(const Args& a, float* base, int b, int h, int c) {
   return base + ((size_t(b) * a.H + h) * a.nchunks + c) * size_t(a.P) * a.N;
 }
-// Row p of thread slot j, and whether (p, n) of lane slot k is a real element.
-__device__ __forceinline__ int local_row(const Args& a, int j) {
-  const int lane = threadIdx.x & 31;
-  return j * (a.W * a.PL) + (threadIdx.x >> 5) * a.PL + lane / a.NL;
+__device__ __forceinline__ const float* state_at(const Args& a, const float* base, int b, int h, int c) {
+  return state_at(a, const_cast<float*>(base), b, h, c);
 }
-template <int NPT>
-__device__ __forceinline__ int lane_n(const Args& a, int k) { return (threadIdx.x & 31 & (a.NL - 1)) * NPT + k; }
-// The lane's NPT values of a staged row (B_t, C_t or a partial), 16-byte vector loads where NPT allows
-// (rows start at multiples of NS floats from 16-byte aligned arrays).
-template <int NPT, typename T>
-__device__ __forceinline__ void load_lane(const Args& a, const float* row, T (&v)[NPT]) {
-  const float* src = row + lane_n<NPT>(a, 0);
-  if constexpr (NPT % 4 == 0) {
+
+// ----- staging (a warp per row, lanes along the row: coalesced) -----
+// rows × cols of a row-major global matrix (row stride src_ld) into a tile (row stride dst_ld) with
+// asynchronous copies (cp.async): every copy of the block is in flight at once instead of one load per
+// thread at a time. stage_wait() then __syncthreads() before the tile is read.
+__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src));
+}
+__device__ inline void stage(const float* src, size_t src_ld, int rows, int cols, float* dst, int dst_ld) {
+  for (int r = threadIdx.x >> 5; r < rows; r += kThreads / 32)
+    for (int k = threadIdx.x & 31; k < cols; k += 32) cp_async4(dst + r * dst_ld + k, src + size_t(r) * src_ld + k);
+}
+__device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// Column slices of the (B, L, ld) activation for steps [t0, t0 + rows) of batch b.
+__device__ inline const float* bc_rows(const Args& a, const float* m, int b, int h, int t0) {
+  return m + row_of(a, b, t0) * a.ld + size_t(h * a.G / a.H) * a.N;  // head h reads group ⌊hG/H⌋
+}
+__device__ inline const float* x_rows(const Args& a, int b, int h, int t0) {
+  return a.x + row_of(a, b, t0) * a.ld + size_t(h) * a.P;
+}
+__device__ inline const float* dy_rows(const Args& a, int b, int h, int t0) {
+  return a.dy + (row_of(a, b, t0) * a.H + h) * a.P;
+}
+
+// The chunk's Δ_t and cs_t = A Σ_{k≤t} Δ_k, the sum in double (e^{cs_i − cs_j} is then accurate to fp32
+// rounding however long the chunk and strong the decay) by warp 0: lane l adds steps 2l and 2l + 1, then a
+// shuffle scan over the lanes (a fixed order). T ≤ 64. Synchronises.
+__device__ inline void chunk_decay(const Args& a, float A, int b, int h, int t0, int tc, float* sdt, double* scs) {
+  if (threadIdx.x < 32) {
+    const int l = threadIdx.x, t = 2 * l;
+    const float d0 = t < tc ? a.delta[row_of(a, b, t0 + t) * a.H + h] : 0.f;
+    const float d1 = t + 1 < tc ? a.delta[row_of(a, b, t0 + t + 1) * a.H + h] : 0.f;
+    const double s0 = d0, s1 = s0 + double(d1);
+    double incl = s1;
 #pragma unroll
-    for (int q = 0; q < NPT / 4; ++q) {
-      const float4 f = reinterpret_cast<const float4*>(src)[q];
-      v[4 * q] = T(f.x), v[4 * q + 1] = T(f.y), v[4 * q + 2] = T(f.z), v[4 * q + 3] = T(f.w);
+    for (int off = 1; off < 32; off <<= 1) {
+      const double v = __shfl_up_sync(kFull, incl, off);
+      if (l >= off) incl += v;
     }
-  } else {
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) v[k] = T(src[k]);
+    const double excl = incl - s1;
+    if (t < tc) sdt[t] = d0, scs[t] = double(A) * (excl + s0);
+    if (t + 1 < tc) sdt[t + 1] = d1, scs[t + 1] = double(A) * incl;
   }
+  __syncthreads();
 }
-// Acc values placed before the float arrays in shared memory, rounded up so the floats stay 16-byte aligned
-// (the host adds kAccPadBytes to the dynamic shared memory for it).
-constexpr int kAccPadBytes = 16;
-__host__ __device__ inline int acc_slots(int n) {
-  constexpr int per16 = 16 / int(sizeof(Acc));
-  return (n + per16 - 1) / per16 * per16;
-}
+// e^{cs_i − cs_j} (≤ 1 for j ≤ i).
+__device__ __forceinline__ float decay(const double* scs, int i, int j) { return expf(float(scs[i] - scs[j])); }
 
-// The thread's elements of a (P, N) state into registers (zero where padded, or everywhere when S is null),
-// and back.
-template <int NPT, int RP, typename T, typename U>
-__device__ __forceinline__ void load_state(const Args& a, const U* S, T (&s)[RP][NPT]) {
+// ----- the block product -----
+// One 64×64 output tile per call, on the tensor cores: warp w owns rows i0 + 16·(w % 4) + [0, 16) and columns
+// j0 + 32·(w / 4) + [0, 32), four m16n8k8 tiles. Lane (g = lane / 4, q = lane % 4) holds acc[s][e] for
+// subtile s at row i0 + 16·(w % 4) + g + 8·(e / 2), column j0 + 32·(w / 4) + 8s + 2q + (e % 2) (the mma
+// accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
+// lo·hi + hi·lo + hi·hi ("3xTF32"): the dropped lo·lo term is ~2^-22 relative, so results match an fp32
+// product to a few ulps (the tests' tolerances are those of the fp32 kernels). Fixed order throughout:
+// bit-reproducible.
+__device__ __forceinline__ int out_row(int i0, int e) {
+  return i0 + 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1);
+}
+__device__ __forceinline__ int out_col(int j0, int s, int e) {
+  return j0 + 32 * (threadIdx.x >> 7) + 8 * s + 2 * (threadIdx.x & 3) + (e & 1);
+}
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// acc += Σ_{k<K} a(i, k) b(k, j) over the thread's outputs, with a(i, ·) read only for i < M, b(·, j) only
+// for j < Ncols and k < K (others count as 0).
+template <class FA, class FB>
+__device__ __forceinline__ void mm(float (&acc)[4][4], int i0, int M, int j0, int Ncols, int K, FA a, FB b) {
+  const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
+  const int ilo = out_row(i0, 0), ihi = ilo + 8;
+  const bool rlo = ilo < M, rhi = ihi < M;
+  int jn[4];
+  bool cn[4];
 #pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
+  for (int s = 0; s < 4; ++s) jn[s] = j0 + 32 * (threadIdx.x >> 7) + 8 * s + g, cn[s] = jn[s] < Ncols;
+#pragma unroll 1
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    const int ka = k0 + q, kb = k0 + q + 4;
+    const bool va = ka < K, vb = kb < K;
+    uint32_t ah[4], al[4];
+    split_tf32(rlo && va ? a(ilo, ka) : 0.f, ah[0], al[0]);
+    split_tf32(rhi && va ? a(ihi, ka) : 0.f, ah[1], al[1]);
+    split_tf32(rlo && vb ? a(ilo, kb) : 0.f, ah[2], al[2]);
+    split_tf32(rhi && vb ? a(ihi, kb) : 0.f, ah[3], al[3]);
 #pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      s[j][k] = (S != nullptr && p < a.P && n < a.N) ? T(S[size_t(p) * a.N + n]) : T(0);
+    for (int s = 0; s < 4; ++s) {
+      uint32_t bh[2], bl[2];
+      split_tf32(cn[s] && va ? b(ka, jn[s]) : 0.f, bh[0], bl[0]);
+      split_tf32(cn[s] && vb ? b(kb, jn[s]) : 0.f, bh[1], bl[1]);
+      mma_tf32(acc[s], al, bh);
+      mma_tf32(acc[s], ah, bl);
+      mma_tf32(acc[s], ah, bh);
     }
   }
 }
-template <int NPT, int RP, typename T>
-__device__ __forceinline__ void store_state(const Args& a, const T (&s)[RP][NPT], T* S) {
+__device__ __forceinline__ void zero(float (&acc)[4][4]) {
 #pragma unroll
-  for (int j = 0; j < RP; ++j) {
-    const int p = local_row(a, j);
+  for (int s = 0; s < 4; ++s)
 #pragma unroll
-    for (int k = 0; k < NPT; ++k) {
-      const int n = lane_n<NPT>(a, k);
-      if (p < a.P && n < a.N) S[size_t(p) * a.N + n] = s[j][k];
+    for (int e = 0; e < 4; ++e) acc[s][e] = 0.f;
+}
+// Calls f(s, e, i, j) for the thread's outputs with i < M and j < Ncols.
+template <class F>
+__device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = out_row(i0, e), j = out_col(j0, s, e);
+      if (i < M && j < Ncols) f(s, e, i, j);
+    }
+}
+// Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
+// end_tile() after each tile (sums the 4 lanes of a quad), then write(dst) stores each warp column's sum at
+// dst[(w / 4)·ld + i] (2 partials per row, added in order by the reader after a __syncthreads).
+struct RowSums {
+  float part[2] = {0.f, 0.f}, total[2] = {0.f, 0.f};
+  __device__ __forceinline__ void add(int e, float v) { part[e >> 1] += v; }
+  __device__ __forceinline__ void end_tile() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = part[h];
+      v += __shfl_xor_sync(kFull, v, 1);
+      v += __shfl_xor_sync(kFull, v, 2);
+      total[h] += v;
+      part[h] = 0.f;
     }
   }
-}
-
-// Sum over the NL lanes of a group (offsets < NL stay inside the aligned group).
-template <typename T>
-__device__ __forceinline__ T sum_n_lanes(T v, int NL) {
-  for (int off = NL >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
-  return v;
-}
-// Sum over the PL groups of a warp (offsets ≥ NL keep the lane's n).
-template <typename T>
-__device__ __forceinline__ T sum_p_lanes(T v, int NL) {
-  for (int off = NL; off < 32; off <<= 1) v += __shfl_xor_sync(kFull, v, off);
-  return v;
-}
-
-// Staging of ts steps from t0 into shared memory, a warp per step row and lanes along the row (coalesced,
-// no index division). B or C rows: NS columns, zero past N; x or dy rows: PT columns, zero past P.
-__device__ inline void stage_bc(const Args& a, const float* src, float* dst, int b, int g, int t0, int ts) {
-  for (int t = threadIdx.x >> 5; t < ts; t += blockDim.x >> 5) {
-    const float* row = src + row_of(a, b, t0 + t) * a.ld + size_t(g) * a.N;
-    for (int n = threadIdx.x & 31; n < a.NS; n += 32) dst[t * a.NS + n] = n < a.N ? row[n] : 0.f;
+  __device__ __forceinline__ void write(float* dst, int ld, int M) {
+    if ((threadIdx.x & 3) == 0)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = out_row(0, 2 * h);
+        if (i < M) dst[(threadIdx.x >> 7) * ld + i] = total[h];
+      }
   }
-}
-// x (stride ld, head offset h·P) or dy ((B, L, H, P)).
-__device__ inline void stage_rows(const float* src, size_t row_stride, size_t first, int P, int PT, float* dst,
-                                  int ts) {
-  for (int t = threadIdx.x >> 5; t < ts; t += blockDim.x >> 5) {
-    const float* row = src + first + size_t(t) * row_stride;
-    for (int p = threadIdx.x & 31; p < PT; p += 32) dst[t * PT + p] = p < P ? row[p] : 0.f;
-  }
-}
-__device__ inline void stage_x(const Args& a, float* dst, int b, int h, int t0, int ts) {
-  stage_rows(a.x, a.ld, row_of(a, b, t0) * a.ld + size_t(h) * a.P, a.P, a.PT, dst, ts);
-}
-__device__ inline void stage_dy(const Args& a, float* dst, int b, int h, int t0, int ts) {
-  stage_rows(a.dy, size_t(a.H) * a.P, (row_of(a, b, t0) * a.H + h) * a.P, a.P, a.PT, dst, ts);
-}
-// Δ_t and a_t = exp(Δ_t A).
-__device__ inline void stage_dt(const Args& a, float* sdt, float* sa, float A, int b, int h, int t0, int ts) {
-  for (int t = threadIdx.x; t < ts; t += blockDim.x) {
-    const float dt = a.delta[row_of(a, b, t0 + t) * a.H + h];
-    sdt[t] = dt;
-    sa[t] = expf(dt * A);
-  }
-}
-
-// The per-step inputs of a TS-step tile in shared memory, carved from `base` in this order: B, C (TS, NS),
-// x (TS, PT), dy (TS, PT) when the kernel needs it, Δ, a (TS); `end` is where the kernel's own arrays go.
-struct StepTiles {
-  float *B, *C, *x, *dy, *dt, *a, *end;
 };
-__device__ inline StepTiles carve_tiles(const Args& a, float* base, bool with_dy) {
-  StepTiles s;
-  s.B = base;
-  s.C = s.B + a.TS * a.NS;
-  s.x = s.C + a.TS * a.NS;
-  s.dy = with_dy ? s.x + a.TS * a.PT : nullptr;
-  s.dt = s.x + (with_dy ? 2 : 1) * a.TS * a.PT;
-  s.a = s.dt + a.TS;
-  s.end = s.a + a.TS;
-  return s;
-}
-// Stages steps [t0, t0 + ts) of (b, h) into the tiles (the caller synchronises).
-__device__ inline void stage_tiles(const Args& a, const StepTiles& s, float A, int b, int h, int t0, int ts) {
-  const int g = h * a.G / a.H;
-  stage_bc(a, a.Bm, s.B, b, g, t0, ts);
-  stage_bc(a, a.Cm, s.C, b, g, t0, ts);
-  stage_x(a, s.x, b, h, t0, ts);
-  if (s.dy != nullptr) stage_dy(a, s.dy, b, h, t0, ts);
-  stage_dt(a, s.dt, s.a, A, b, h, t0, ts);
-}
+
+// Per-column sums of values produced in for_out over one output tile: add(s, e, v) in the callback, then
+// write(dst) sums the 8 lanes that share a column and stores each row-warp's sum at dst[(w % 4)·ld + j]
+// (4 partials per column, added in order by the reader after a __syncthreads).
+struct ColSums {
+  float part[4][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+  __device__ __forceinline__ void add(int s, int e, float v) { part[s][e & 1] += v; }
+  __device__ __forceinline__ void write(float* dst, int ld, int j0, int Ncols) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float v = part[s][c];
+        v += __shfl_xor_sync(kFull, v, 4);
+        v += __shfl_xor_sync(kFull, v, 8);
+        v += __shfl_xor_sync(kFull, v, 16);
+        const int j = out_col(j0, s, c);
+        if ((threadIdx.x & 31) < 4 && j < Ncols) dst[((threadIdx.x >> 5) & 3) * ld + j] = v;
+      }
+  }
+};
 
 // Fixed-order block sum (warp butterflies, then warps in order); every thread gets the result. `red` holds
-// kMaxWarps values; the block is synchronised on entry and exit.
+// kThreads / 32 values; the block is synchronised on entry and exit.
 template <typename T>
 __device__ inline T block_sum(T v, T* red) {
   v = warp_sum(v);
@@ -204,48 +243,29 @@ __device__ inline T block_sum(T v, T* red) {
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
   T s = 0;
-  for (int w = 0; w < int(blockDim.x >> 5); ++w) s += red[w];
+  for (int w = 0; w < kThreads / 32; ++w) s += red[w];
   __syncthreads();
   return s;
 }
 
 // ----- host side -----
 void validate(const SsdParams& p);
-// The layout from the shape only (so results never depend on the device).
+// The chunk length and strides from the shape only (so results never depend on the device).
 Args make_layout(const SsdParams& p);
-inline int rp_of(const Args& a) { return a.PT / (a.W * a.PL); }
-inline int npt_of(const Args& a) { return a.NS / a.NL; }
-// Steps staged at a time so that the dynamic shared memory stays under the budget.
-inline int pick_ts(size_t bytes_per_step) {
-  return int(std::max<size_t>(1, std::min<size_t>(kMaxTs, kSmemBudgetBytes / bytes_per_step)));
+// Dynamic shared memory of each kernel for a layout.
+size_t fwd_smem_bytes(const Args& a);
+size_t bwd_smem_bytes(const Args& a);
+size_t local_smem_bytes(const Args& a);
+// Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default) and launches nothing.
+template <class K>
+void allow_smem(K kernel, size_t bytes) {
+  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-// Calls f(std::integral_constant<int, NPT>, std::integral_constant<int, RP>) for the layout's template values.
-template <int NPT, class F>
-void dispatch_rp(int rp, F&& f) {
-  switch (rp) {
-    case 1: return f(std::integral_constant<int, NPT>{}, std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, NPT>{}, std::integral_constant<int, 2>{});
-    case 4: return f(std::integral_constant<int, NPT>{}, std::integral_constant<int, 4>{});
-    case 8: return f(std::integral_constant<int, NPT>{}, std::integral_constant<int, 8>{});
-    case 16: return f(std::integral_constant<int, NPT>{}, std::integral_constant<int, 16>{});
-  }
-  throw Error("ssd (gpu): internal: no kernel for RP=" + std::to_string(rp));
-}
-template <class F>
-void dispatch(const Args& a, F&& f) {
-  switch (npt_of(a)) {
-    case 1: return dispatch_rp<1>(rp_of(a), f);
-    case 2: return dispatch_rp<2>(rp_of(a), f);
-    case 4: return dispatch_rp<4>(rp_of(a), f);
-    case 8: return dispatch_rp<8>(rp_of(a), f);
-  }
-  throw Error("ssd (gpu): internal: no kernel for NPT=" + std::to_string(npt_of(a)));
-}
-
-// ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), from a scan of every chunk
-// from zero and the pass S_{c+1} = (Π_{t∈c} a_t) S_c + local_c. Backward: wsG[c] = g at the first step of
-// chunk c ≥ 1, from a reverse scan of every chunk from zero and G_c = (Π_{t=cQ+1}^{(c+1)Q} a_t) G_{c+1} + local_c.
+// ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), from every chunk's own
+// contribution Σ_j e^{cs_last − cs_j} Δ_j x_j B_jᵀ and the pass S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + local_c.
+// Backward: wsG[c] = g at the first step of chunk c ≥ 1, from Σ_i e^{cs_i − cs_0} dy_i C_iᵀ and the pass
+// G_c = e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} G_{c+1} + local_c.
 void chunk_entry_states(const Args& a, cudaStream_t stream);
 void chunk_adjoint_states(const Args& a, cudaStream_t stream);
 

@@ -1,56 +1,60 @@
-// SSD forward on the GPU (DESIGN section 1; math and shapes: ssd.h; oracle: ssd_ref.cpp; layout:
-// ssd_common.cuh). The state entering every chunk comes first (ssd_chunks.cu), so the chunks then run in
-// parallel: grid (nchunks, H, B), each block all P rows of one (b, h) over the Q steps of its chunk:
-//     s_t = a_t s_{t−1} + Δ_t x_t B_tᵀ,   y_t[p] = Σ_n s_t[p, n] C_t[n] + D x_t[p].
+// SSD forward on the GPU (DESIGN section 1; math and shapes: ssd.h; oracle: ssd_ref.cpp; the matmul form
+// and the block product: ssd_common.cuh). The state entering every chunk comes first (ssd_chunks.cu), then
+// grid (nchunks, H, B) computes each chunk's T outputs of one (b, h) from it:
+//     y = diag(e^{cs}) (C S_inᵀ) + (C Bᵀ ∘ Ldec) diag(Δ) X + D X,   Ldec[i, j] = e^{cs_i − cs_j}, j ≤ i.
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
 
-template <int NPT, int RP>
-__global__ void __launch_bounds__(kMaxWarps * 32) ssd_fwd_kernel(Args a) {
-  extern __shared__ __align__(16) float smem[];
+__global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
+  extern __shared__ __align__(16) double smem_d[];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const StepTiles st = carve_tiles(a, smem, /*with_dy=*/false);
-  const float *sB = st.B, *sC = st.C, *sx = st.x, *sdt = st.dt, *sa = st.a;
-  float* sy = st.end;  // (TS, PT)
-  const bool lead = (threadIdx.x & 31 & (a.NL - 1)) == 0;  // one lane of each group writes its rows' y
+  const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
+  double* scs = smem_d;                              // (T) cs_t
+  float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
+  float* sdec = sdt + a.T;                           // (T) e^{cs_t}
+  float* sC = sdec + a.T;                            // (T, ldN)
+  float* sB = sC + a.T * a.ldN;                      // (T, ldN)
+  float* sX = sB + a.T * a.ldN;                      // (T, ldP)
+  float* sM = sX + a.T * a.ldP;                      // (T, ldT) (C Bᵀ ∘ Ldec) diag(Δ)
+  float* sS = sM + a.T * a.ldT;                      // (P, ldN) S_in
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
-  float s[RP][NPT];
-  load_state(a, state_at(a, a.states, b, h, c), s);
+  stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);
+  stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
+  stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sX, a.ldP);
+  stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sS, a.ldN);
+  chunk_decay(a, A, b, h, t0, tc, sdt, scs);  // while the copies are in flight
+  for (int t = threadIdx.x; t < tc; t += kThreads) sdec[t] = float(exp(scs[t]));
+  stage_wait();
+  __syncthreads();
 
-  const int cend = chunk_end(a, c);
-  for (int t0 = chunk_begin(a, c); t0 < cend; t0 += a.TS) {
-    const int ts = min(a.TS, cend - t0);
-    stage_tiles(a, st, A, b, h, t0, ts);
-    __syncthreads();
-    for (int t = 0; t < ts; ++t) {
-      const float dt = sdt[t], at = sa[t];
-      float Bt[NPT], Ct[NPT];
-      load_lane(a, sB + t * a.NS, Bt);
-      load_lane(a, sC + t * a.NS, Ct);
-#pragma unroll
-      for (int j = 0; j < RP; ++j) {
-        const int lr = local_row(a, j);
-        const float xv = sx[t * a.PT + lr], u = dt * xv;
-        float acc = 0.f;
-#pragma unroll
-        for (int k = 0; k < NPT; ++k) {
-          s[j][k] = at * s[j][k] + u * Bt[k];
-          acc += s[j][k] * Ct[k];
-        }
-        acc = sum_n_lanes(acc, a.NL);
-        if (lead) sy[t * a.PT + lr] = acc + Dh * xv;
-      }
-    }
-    __syncthreads();
-    for (int t = threadIdx.x >> 5; t < ts; t += blockDim.x >> 5) {
-      float* yrow = a.y + (row_of(a, b, t0 + t) * a.H + h) * a.P;
-      for (int p = threadIdx.x & 31; p < a.P; p += 32) yrow[p] = sy[t * a.PT + p];
-    }
-    __syncthreads();  // sy and the staged inputs are rewritten next round
+  {  // M[i, j] = (C_i · B_j) e^{cs_i − cs_j} Δ_j for j ≤ i
+    float acc[4][4];
+    zero(acc);
+    mm(acc, 0, tc, 0, tc, a.N, [&](int i, int n) { return sC[i * a.ldN + n]; },
+       [&](int n, int j) { return sB[j * a.ldN + n]; });
+    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
+      sM[i * a.ldT + j] = j <= i ? acc[r][cc] * decay(scs, i, j) * sdt[j] : 0.f;
+    });
+  }
+  __syncthreads();
+
+  for (int p0 = 0; p0 < a.P; p0 += kTile) {
+    float acc[4][4];
+    zero(acc);
+    // e^{cs_t} (S_in C_t)[p]
+    mm(acc, 0, tc, p0, a.P, a.N, [&](int t, int n) { return sC[t * a.ldN + n]; },
+       [&](int n, int p) { return sS[p * a.ldN + n]; });
+    for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdec[t]; });
+    // + Σ_{j≤t} M[t, j] x_j[p]
+    mm(acc, 0, tc, p0, a.P, tc, [&](int t, int j) { return sM[t * a.ldT + j]; },
+       [&](int j, int p) { return sX[j * a.ldP + p]; });
+    for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
+      a.y[(row_of(a, b, t0 + t) * a.H + h) * a.P + p] = acc[r][cc] + Dh * sX[t * a.ldP + p];
+    });
   }
 }
 
@@ -66,12 +70,9 @@ void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float
   Args a = make_layout(p);
   a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.y = y, a.states = chunk_states;
   chunk_entry_states(a, stream);
-  const size_t per_step = (2 * a.NS + 2 * a.PT + 2) * sizeof(float);
-  a.TS = pick_ts(per_step);
-  const dim3 grid(a.nchunks, p.H, p.B);
-  dispatch(a, [&](auto npt, auto rp) {
-    ssd_fwd_kernel<decltype(npt)::value, decltype(rp)::value><<<grid, a.W * 32, a.TS * per_step, stream>>>(a);
-  });
+  const size_t smem = fwd_smem_bytes(a);
+  allow_smem(ssd_fwd_kernel, smem);
+  ssd_fwd_kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
   MLALPHA_CHECK_LAUNCH();
 }
 

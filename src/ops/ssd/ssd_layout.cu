@@ -1,14 +1,21 @@
-// Host side shared by the SSD kernels: shape validation, the thread layout and the buffer sizes.
+// Host side shared by the SSD kernels: shape validation, the chunk length, shared-memory sizes and the
+// buffer sizes.
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
-int pow2_ceil(int v) {
-  int r = 1;
-  while (r < v) r <<= 1;
-  return r;
+
+// Tiles of T steps (row strides tile_ld), a (P, N) state tile, `scalars` per-step float arrays and the
+// per-step cs_t in double (placed first: alignment).
+size_t tiles_bytes(int T, int N, int P, int n_rows_N, int n_rows_P, int n_TT, bool state, int scalars) {
+  const size_t floats = size_t(n_rows_N) * T * tile_ld(N) + size_t(n_rows_P) * T * tile_ld(P) +
+                        size_t(n_TT) * T * tile_ld(T) + (state ? size_t(P) * tile_ld(N) : 0) +
+                        size_t(scalars) * T + kThreads / 32;
+  return size_t(T) * sizeof(double) + floats * sizeof(float);
 }
+size_t bwd_bytes(int T, int N, int P) { return tiles_bytes(T, N, P, 2, 2, 2, true, 13); }
+
 }  // namespace
 
 void validate(const SsdParams& p) {
@@ -20,43 +27,47 @@ void validate(const SsdParams& p) {
           "ssd: ld=" + std::to_string(p.ld) + " must be >= H*P=" + std::to_string(p.H * p.P) +
               " and >= G*N=" + std::to_string(p.G * p.N));
   require(p.B <= 65535 && p.H <= 65535, "ssd (gpu): B and H must be <= 65535 (grid dimensions)");
-  require(p.N <= kMaxN, "ssd (gpu): N=" + std::to_string(p.N) + " is unsupported (N <= 256: the state lives in "
-                        "registers, N/32 values per lane)");
+  const int T = std::min(p.Q, kMinChunk);
+  require(bwd_bytes(T, p.N, p.P) <= size_t(kSmemLimitBytes),
+          "ssd (gpu): P=" + std::to_string(p.P) + " with N=" + std::to_string(p.N) +
+              " is unsupported: the backward keeps a head's P x N state and chunk tiles in shared memory (" +
+              std::to_string(bwd_bytes(T, p.N, p.P) / 1024) + " KiB at the shortest chunk, the limit is " +
+              std::to_string(kSmemLimitBytes / 1024) + " KiB); P*N up to about 48K fits");
 }
 
 Args make_layout(const SsdParams& p) {
   Args a{};
-  a.B = p.B, a.L = p.L, a.H = p.H, a.P = p.P, a.G = p.G, a.N = p.N, a.Q = p.Q, a.ld = p.ld;
-  a.nchunks = ceil_div(p.L, p.Q);
-  // ~8 n values a lane: fewer shuffle levels per row reduction than one n a lane (shuffles dominate).
-  a.NL = std::min(32, pow2_ceil(ceil_div(p.N, 8)));
-  const int npt = pow2_ceil(ceil_div(p.N, a.NL));
-  a.NS = a.NL * npt;
-  a.PL = 32 / a.NL;
-  int rp = 1;
-  while (rp <= kMaxRp && ceil_div(p.P, a.PL * rp) > kMaxWarps) rp <<= 1;
-  require(rp <= kMaxRp, "ssd (gpu): P=" + std::to_string(p.P) + " with N=" + std::to_string(p.N) +
-                            " is unsupported (P <= " + std::to_string(kMaxWarps * kMaxRp * a.PL) +
-                            ": one block holds a head's P x N state in registers)");
-  a.W = ceil_div(p.P, a.PL * rp);
-  a.PT = a.W * a.PL * rp;
+  a.B = p.B, a.L = p.L, a.H = p.H, a.P = p.P, a.G = p.G, a.N = p.N, a.ld = p.ld;
+  int T = std::min(p.Q, kMaxChunk);
+  while (T > kMinChunk && bwd_bytes(T, p.N, p.P) > size_t(kSmemLimitBytes)) T = (T + 1) / 2;
+  a.T = T;
+  a.nchunks = ceil_div(p.L, T);
+  a.ldN = tile_ld(p.N), a.ldP = tile_ld(p.P), a.ldT = tile_ld(T);
   return a;
 }
+
+size_t fwd_smem_bytes(const Args& a) { return tiles_bytes(a.T, a.N, a.P, 2, 1, 1, true, 2); }
+size_t bwd_smem_bytes(const Args& a) { return bwd_bytes(a.T, a.N, a.P); }
+size_t local_smem_bytes(const Args& a) { return tiles_bytes(a.T, a.N, a.P, 1, 1, 0, false, 2); }
+
 }  // namespace ssd_detail
 
+int ssd_chunk_len(const SsdParams& p) {
+  ssd_detail::validate(p);
+  return ssd_detail::make_layout(p).T;
+}
+
 size_t ssd_chunk_states_floats(const SsdParams& p) {
-  const size_t nchunks = p.Q > 0 ? size_t((p.L + p.Q - 1) / p.Q) : 0;
+  const size_t nchunks = size_t(ssd_detail::ceil_div(p.L, ssd_chunk_len(p)));
   return size_t(p.B) * p.H * nchunks * p.P * p.N;
 }
 
-// Workspace layout (ssd_bwd.cu): z (B, L, H) and G (B, H, nchunks, P, N) in Acc first (8-byte aligned), then
-// per-head dB, dC (B, L, H, N) each, then the per-(b, h, chunk) partials of dA_log and dD.
+// Workspace layout (ssd_bwd.cu): G (B, H, nchunks, P, N), per-head dB, dC (B, L, H, N) each, then the
+// per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p) {
-  using ssd_detail::Acc;
-  const size_t rows = size_t(p.B) * p.L, per_acc = sizeof(Acc) / sizeof(float);
-  const size_t nchunks = p.Q > 0 ? size_t((p.L + p.Q - 1) / p.Q) : 0;
-  return rows * p.H * per_acc + ssd_chunk_states_floats(p) * per_acc + 2 * rows * p.H * p.N +
-         2 * size_t(p.B) * p.H * nchunks;
+  const size_t rows = size_t(p.B) * p.L;
+  const size_t nchunks = size_t(ssd_detail::ceil_div(p.L, ssd_chunk_len(p)));
+  return ssd_chunk_states_floats(p) + 2 * rows * p.H * p.N + 2 * size_t(p.B) * p.H * nchunks;
 }
 
 }  // namespace mlalpha::gpu
