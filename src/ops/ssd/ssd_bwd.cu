@@ -35,14 +35,14 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   float* syoff = sdout + a.T;                        // (2, T) yoff_t, two partials (RowSums)
   float* sout = syoff + 2 * a.T;                     // (2, T) sout_t
   float* sdd = sout + 2 * a.T;                       // (2, T) x_t·v_t
-  float* sEq = sdd + 2 * a.T;                        // (4, T) partials of e_t − c0
+  float* sEq = sdd + 2 * a.T;                        // (4, T) partials of Σ_{i≥t} Σ_{j<t} W[i, j]
   float* red = sEq + 4 * a.T;                        // (8) block sums
   float* sB = red + kThreads / 32;                   // (T, ldN) B, later diag(Δ) B
   float* sC = sB + a.T * a.ldN;                      // (T, ldN)
   float* sX = sC + a.T * a.ldN;                      // (T, ldP)
   float* sDY = sX + a.T * a.ldP;                     // (T, ldP)
   float* sCB = sDY + a.T * a.ldP;                    // (T, ldT) CB
-  float* sDX = sCB + a.T * a.ldT;                    // (T, ldT) DX below the diagonal, W[i, j] at (j, i) above
+  float* sDX = sCB + a.T * a.ldT;                    // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
   float* sS = sDX + a.T * a.ldT;                     // (P, ldN) G_{c+1}, later S_in
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
@@ -64,8 +64,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   {  // CB
     float acc[4][4];
     zero(acc);
-    mm(acc, 0, tc, 0, tc, a.N, [&](int i, int n) { return sC[i * a.ldN + n]; },
-       [&](int n, int j) { return sB[j * a.ldN + n]; });
+    mm<false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
       sCB[i * a.ldT + j] = j <= i ? acc[r][cc] * decay(scs, i, j) : 0.f;
     });
@@ -73,28 +72,41 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   {  // DX, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper triangle (this thread wrote CB[i, j])
     float acc[4][4];
     zero(acc);
-    mm(acc, 0, tc, 0, tc, a.P, [&](int i, int p) { return sDY[i * a.ldP + p]; },
-       [&](int p, int j) { return sX[j * a.ldP + p]; });
+    mm<false, true>(acc, sDY, a.ldP, sX, a.ldP, 0, tc, 0, tc, a.P);
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
       if (j <= i) sDX[i * a.ldT + j] = acc[r][cc] * decay(scs, i, j);
       if (j < i) sDX[j * a.ldT + i] = sCB[i * a.ldT + j] * acc[r][cc] * sdt[j];
     });
   }
   __syncthreads();
-  // DX read as a lower-triangular matrix (the upper triangle holds W).
-  auto dx_at = [&](int i, int j) { return j <= i ? sDX[i * a.ldT + j] : 0.f; };
+
+  {  // Σ_{i≥t} Σ_{j<t} W[i, j]: Z = W·U with U[j, t] = [j < t] gives Z[i, t] = Σ_{j<t} W[i, j]; then column
+     // sums of Z over i ≥ t (four partials per t in sEq). Then the upper triangle of DX is cleared again.
+    float acc[4][4];
+    zero(acc);
+    mm_fn(acc, 0, tc, 0, tc, tc, [&](int i, int j) { return j < i ? sDX[j * a.ldT + i] : 0.f; },
+          [&](int j, int t) { return j < t ? 1.f : 0.f; });
+    ColSums stair;
+    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int t) {
+      if (i >= t) stair.add(r, cc, acc[r][cc]);
+    });
+    stair.write(sEq, a.T, 0, tc);
+    __syncthreads();
+    for_out(0, tc, 0, tc, [&](int, int, int i, int j) {
+      if (j > i) sDX[i * a.ldT + j] = 0.f;
+    });
+    __syncthreads();
+  }
 
   RowSums xv;
   for (int p0 = 0; p0 < a.P; p0 += kTile) {  // v, dx, x·v
     float acc[4][4];
     zero(acc);
     if (!last) {
-      mm(acc, 0, tc, p0, a.P, a.N, [&](int t, int n) { return sB[t * a.ldN + n]; },
-         [&](int n, int p) { return sS[p * a.ldN + n]; });
+      mm<false, true>(acc, sB, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
       for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdout[t]; });
     }
-    mm(acc, 0, tc, p0, a.P, tc, [&](int t, int i) { return sCB[i * a.ldT + t]; },
-       [&](int i, int p) { return sDY[i * a.ldP + p]; });
+    mm<true, false>(acc, sCB, a.ldT, sDY, a.ldP, 0, tc, p0, a.P, tc);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
       a.dx[row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P + p] = sdt[t] * acc[r][cc] + Dh * sDY[t * a.ldP + p];
       xv.add(cc, sX[t * a.ldP + p] * acc[r][cc]);
@@ -108,15 +120,13 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
     float acc[4][4];
     zero(acc);
     if (!last) {
-      mm(acc, 0, tc, n0, a.N, a.P, [&](int t, int p) { return sX[t * a.ldP + p]; },
-         [&](int p, int n) { return sS[p * a.ldN + n]; });
+      mm<false, false>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
       for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
         acc[r][cc] *= sdout[t];
         so.add(cc, sdt[t] * acc[r][cc] * sB[t * a.ldN + n]);
       });
     }
-    mm(acc, 0, tc, n0, a.N, tc, [&](int t, int i) { return dx_at(i, t); },
-       [&](int i, int n) { return sC[i * a.ldN + n]; });
+    mm<true, false>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = sdt[t] * acc[r][cc];
     });
@@ -151,14 +161,12 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dC, yoff
     float acc[4][4];
     zero(acc);
-    mm(acc, 0, tc, n0, a.N, a.P, [&](int t, int p) { return sDY[t * a.ldP + p]; },
-       [&](int p, int n) { return sS[p * a.ldN + n]; });
+    mm<false, false>(acc, sDY, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       acc[r][cc] *= sdin[t];
       yo.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
     });
-    mm(acc, 0, tc, n0, a.N, tc, [&](int t, int j) { return dx_at(t, j); },
-       [&](int j, int n) { return sB[j * a.ldN + n]; });
+    mm<false, false>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       a.wsC[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
     });
@@ -167,27 +175,36 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   yo.write(syoff, a.T, tc);
   __syncthreads();  // the row and column sums of every warp are in place
 
-  {  // e_t − c0 = Σ_{i≥t} Σ_{j<t} W[i, j] + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j as one product: Z = W'·U with
-     // U[j, t] = [j < t] and W' = W plus sout_j added to its last row (which every column sum below takes),
-     // so Z[i, t] = Σ_{j<t} W'[i, j]; then column sums over i ≥ t of Z[i, t] + yoff_i (four partials per t).
-    float acc[4][4];
-    zero(acc);
-    mm(acc, 0, tc, 0, tc, tc,
-       [&](int i, int j) {
-         return (j < i ? sDX[j * a.ldT + i] : 0.f) + (i == tc - 1 ? sout[j] + sout[a.T + j] : 0.f);
-       },
-       [&](int j, int t) { return j < t ? 1.f : 0.f; });
-    ColSums e;
-    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int t) {
-      if (i >= t) e.add(r, cc, acc[r][cc] + (syoff[i] + syoff[a.T + i]));
-    });
-    e.write(sEq, a.T, 0, tc);
+  {  // Σ_{i≥t} yoff_i into sdin, Σ_{j<t} sout_j into sdout (both free now): warp 0 scans yoff from the end,
+     // warp 1 sout from the start, two steps a lane, a fixed order.
+    if (warp < 2) {
+      const float* src = warp == 0 ? syoff : sout;
+      float* dst = warp == 0 ? sdin : sdout;
+      const int ta = warp == 0 ? tc - 1 - 2 * lane : 2 * lane, tb = warp == 0 ? ta - 1 : ta + 1;
+      const bool va = ta >= 0 && ta < tc, vb = tb >= 0 && tb < tc;
+      const float v0 = va ? src[ta] + src[a.T + ta] : 0.f, v1 = vb ? src[tb] + src[a.T + tb] : 0.f;
+      float incl = v0 + v1;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const float u = __shfl_up_sync(kFull, incl, off);
+        if (lane >= off) incl += u;
+      }
+      float excl = __shfl_up_sync(kFull, incl, 1);
+      excl = lane == 0 ? 0.f : excl;
+      if (warp == 0) {  // inclusive suffix sums
+        if (va) dst[ta] = excl + v0;
+        if (vb) dst[tb] = incl;
+      } else {  // exclusive prefix sums
+        if (va) dst[ta] = excl;
+        if (vb) dst[tb] = excl + v0;
+      }
+    }
   }
   __syncthreads();
 
   float dA = 0.f, dD = 0.f;
   for (int t = threadIdx.x; t < tc; t += kThreads) {
-    const float e = c0 + (sEq[t] + sEq[a.T + t] + sEq[2 * a.T + t] + sEq[3 * a.T + t]);
+    const float e = c0 + (sEq[t] + sEq[a.T + t] + sEq[2 * a.T + t] + sEq[3 * a.T + t]) + sdin[t] + sdout[t];
     a.ddelta[row_of(a, b, t0 + t) * a.H + h] = (sdd[t] + sdd[a.T + t]) + A * e;  // dΔ_t = x_t·v_t + A e_t
     dA += sdt[t] * e;  // dA = Σ_t Δ_t e_t
   }

@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kThreads) local_kernel(Args a) {
   double* scs = smem_d;                              // (T) cs_t
   float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
   float* sw = sdt + a.T;                             // (T) row weights of sR
-  float* sR = sw + a.T;                              // (T, ldN) B_j or C_i
+  float* sR = sw + a.T;                              // (T, ldN) B_j or C_i, then times sw
   float* sV = sR + a.T * a.ldN;                      // (T, ldP) x_j or dy_i
   const float A = -expf(a.A_log[h]);
   if (kReverse) {
@@ -38,13 +38,15 @@ __global__ void __launch_bounds__(kThreads) local_kernel(Args a) {
     sw[t] = kReverse ? float(exp(scs[t] - scs[0])) : sdt[t] * float(exp(scs[tc - 1] - scs[t]));
   stage_wait();
   __syncthreads();
+  for (int t = threadIdx.x >> 5; t < tc; t += kThreads / 32)
+    for (int n = threadIdx.x & 31; n < a.N; n += 32) sR[t * a.ldN + n] *= sw[t];
+  __syncthreads();
   float* out = kReverse ? state_at(a, a.wsG, b, h, c) : state_at(a, a.states, b, h, c + 1);
   for (int p0 = 0; p0 < a.P; p0 += kTile)
     for (int n0 = 0; n0 < a.N; n0 += kTile) {
       float acc[4][4];
       zero(acc);
-      mm(acc, p0, a.P, n0, a.N, tc, [&](int p, int t) { return sV[t * a.ldP + p]; },
-         [&](int t, int n) { return sw[t] * sR[t * a.ldN + n]; });
+      mm<true, false>(acc, sV, a.ldP, sR, a.ldN, p0, a.P, n0, a.N, tc);
       for_out(p0, a.P, n0, a.N, [&](int r, int cc, int p, int n) { out[size_t(p) * a.N + n] = acc[r][cc]; });
     }
 }

@@ -120,7 +120,7 @@ __device__ __forceinline__ float decay(const double* scs, int i, int j) { return
 // j0 + 32·(w / 4) + [0, 32), four m16n8k8 tiles. Lane (g = lane / 4, q = lane % 4) holds acc[s][e] for
 // subtile s at row i0 + 16·(w % 4) + g + 8·(e / 2), column j0 + 32·(w / 4) + 8s + 2q + (e % 2) (the mma
 // accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
-// lo·hi + hi·lo + hi·hi ("3xTF32"): the dropped lo·lo term is ~2^-22 relative, so results match an fp32
+// lo·hi + hi·lo + hi·hi ("3xTF32"): the dropped terms are ~2^-21 relative, so results match an fp32
 // product to a few ulps (the tests' tolerances are those of the fp32 kernels). Fixed order throughout:
 // bit-reproducible.
 __device__ __forceinline__ int out_row(int i0, int e) {
@@ -129,9 +129,14 @@ __device__ __forceinline__ int out_row(int i0, int e) {
 __device__ __forceinline__ int out_col(int j0, int s, int e) {
   return j0 + 32 * (threadIdx.x >> 7) + 8 * s + 2 * (threadIdx.x & 3) + (e & 1);
 }
+// x = hi + lo with hi and lo both tf32 values, each rounded to nearest on its 13 dropped mantissa bits by an
+// integer add and mask (round half away from zero; Inf stays Inf, a finite value that rounds past the
+// largest one becomes Inf as with cvt.rna): |x − hi − lo| ≤ 2^-22 |x|. Five plain instructions, where
+// cvt.rna.tf32.f32 is emulated with many more on sm_90.
+__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+  hi = round_tf32(x);
+  lo = round_tf32(x - __uint_as_float(hi));
 }
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
@@ -139,10 +144,70 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-// acc += Σ_{k<K} a(i, k) b(k, j) over the thread's outputs, with a(i, ·) read only for i < M, b(·, j) only
-// for j < Ncols and k < K (others count as 0).
+// One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the four B fragments, split, then
+// lo·hi + hi·lo + hi·hi into each subtile.
+__device__ __forceinline__ void mma_step(float (&acc)[4][4], const float (&av)[4], const float (&bv)[4][2]) {
+  uint32_t ah[4], al[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) split_tf32(av[e], ah[e], al[e]);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    uint32_t bh[2], bl[2];
+    split_tf32(bv[s][0], bh[0], bl[0]);
+    split_tf32(bv[s][1], bh[1], bl[1]);
+    mma_tf32(acc[s], al, bh);
+    mma_tf32(acc[s], ah, bl);
+    mma_tf32(acc[s], ah, bh);
+  }
+}
+// acc += A·B over the thread's outputs for tiles in shared memory: A (M, K) row-major with row stride lda,
+// or stored transposed (element (i, k) at A[k·lda + i]) when kTransA; B (K, Ncols) row-major with stride
+// ldb, or transposed (element (k, j) at B[j·ldb + k]) when kTransB. Rows i ≥ M and columns j ≥ Ncols read
+// row or column 0 instead (any finite or non-finite value there only reaches outputs that for_out skips),
+// so only the last partial k-step needs a bounds check.
+template <bool kTransA, bool kTransB>
+__device__ __forceinline__ void mm(float (&acc)[4][4], const float* A, int lda, const float* B, int ldb, int i0,
+                                   int M, int j0, int Ncols, int K) {
+  const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
+  int ilo = out_row(i0, 0), ihi = ilo + 8;
+  ilo = ilo < M ? ilo : 0, ihi = ihi < M ? ihi : 0;
+  // Element offsets of the thread's operands at k = 0 and their step along k.
+  const float* alo = kTransA ? A + q * lda + ilo : A + ilo * lda + q;
+  const float* ahi = kTransA ? A + q * lda + ihi : A + ihi * lda + q;
+  const int ak = kTransA ? lda : 1;  // stride of A along k
+  const float* bp[4];
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    int j = j0 + 32 * (threadIdx.x >> 7) + 8 * s + g;
+    j = j < Ncols ? j : 0;
+    bp[s] = kTransB ? B + j * ldb + q : B + q * ldb + j;
+  }
+  const int bk = kTransB ? 1 : ldb;  // stride of B along k
+  int k0 = 0;
+  for (; k0 + 8 <= K; k0 += 8) {
+    float av[4], bv[4][2];
+    av[0] = alo[0], av[1] = ahi[0], av[2] = alo[4 * ak], av[3] = ahi[4 * ak];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) bv[s][0] = bp[s][0], bv[s][1] = bp[s][4 * bk];
+    mma_step(acc, av, bv);
+    alo += 8 * ak, ahi += 8 * ak;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) bp[s] += 8 * bk;
+  }
+  if (k0 < K) {  // the last partial step: k ≥ K counts as 0
+    const bool v0 = k0 + q < K, v1 = k0 + q + 4 < K;
+    float av[4], bv[4][2];
+    av[0] = v0 ? alo[0] : 0.f, av[1] = v0 ? ahi[0] : 0.f;
+    av[2] = v1 ? alo[4 * ak] : 0.f, av[3] = v1 ? ahi[4 * ak] : 0.f;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) bv[s][0] = v0 ? bp[s][0] : 0.f, bv[s][1] = v1 ? bp[s][4 * bk] : 0.f;
+    mma_step(acc, av, bv);
+  }
+}
+// The same product with operands given as functions a(i, k), b(k, j) (for masked or generated operands);
+// every element is bounds-checked, so it costs more per step.
 template <class FA, class FB>
-__device__ __forceinline__ void mm(float (&acc)[4][4], int i0, int M, int j0, int Ncols, int K, FA a, FB b) {
+__device__ __forceinline__ void mm_fn(float (&acc)[4][4], int i0, int M, int j0, int Ncols, int K, FA a, FB b) {
   const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
   const int ilo = out_row(i0, 0), ihi = ilo + 8;
   const bool rlo = ilo < M, rhi = ihi < M;
@@ -150,24 +215,16 @@ __device__ __forceinline__ void mm(float (&acc)[4][4], int i0, int M, int j0, in
   bool cn[4];
 #pragma unroll
   for (int s = 0; s < 4; ++s) jn[s] = j0 + 32 * (threadIdx.x >> 7) + 8 * s + g, cn[s] = jn[s] < Ncols;
-#pragma unroll 1
   for (int k0 = 0; k0 < K; k0 += 8) {
     const int ka = k0 + q, kb = k0 + q + 4;
     const bool va = ka < K, vb = kb < K;
-    uint32_t ah[4], al[4];
-    split_tf32(rlo && va ? a(ilo, ka) : 0.f, ah[0], al[0]);
-    split_tf32(rhi && va ? a(ihi, ka) : 0.f, ah[1], al[1]);
-    split_tf32(rlo && vb ? a(ilo, kb) : 0.f, ah[2], al[2]);
-    split_tf32(rhi && vb ? a(ihi, kb) : 0.f, ah[3], al[3]);
+    float av[4], bv[4][2];
+    av[0] = rlo && va ? a(ilo, ka) : 0.f, av[1] = rhi && va ? a(ihi, ka) : 0.f;
+    av[2] = rlo && vb ? a(ilo, kb) : 0.f, av[3] = rhi && vb ? a(ihi, kb) : 0.f;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      uint32_t bh[2], bl[2];
-      split_tf32(cn[s] && va ? b(ka, jn[s]) : 0.f, bh[0], bl[0]);
-      split_tf32(cn[s] && vb ? b(kb, jn[s]) : 0.f, bh[1], bl[1]);
-      mma_tf32(acc[s], al, bh);
-      mma_tf32(acc[s], ah, bl);
-      mma_tf32(acc[s], ah, bh);
-    }
+    for (int s = 0; s < 4; ++s)
+      bv[s][0] = cn[s] && va ? b(ka, jn[s]) : 0.f, bv[s][1] = cn[s] && vb ? b(kb, jn[s]) : 0.f;
+    mma_step(acc, av, bv);
   }
 }
 __device__ __forceinline__ void zero(float (&acc)[4][4]) {

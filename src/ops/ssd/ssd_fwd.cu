@@ -34,8 +34,7 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
   {  // M[i, j] = (C_i · B_j) e^{cs_i − cs_j} Δ_j for j ≤ i
     float acc[4][4];
     zero(acc);
-    mm(acc, 0, tc, 0, tc, a.N, [&](int i, int n) { return sC[i * a.ldN + n]; },
-       [&](int n, int j) { return sB[j * a.ldN + n]; });
+    mm<false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
       sM[i * a.ldT + j] = j <= i ? acc[r][cc] * decay(scs, i, j) * sdt[j] : 0.f;
     });
@@ -46,12 +45,10 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
     float acc[4][4];
     zero(acc);
     // e^{cs_t} (S_in C_t)[p]
-    mm(acc, 0, tc, p0, a.P, a.N, [&](int t, int n) { return sC[t * a.ldN + n]; },
-       [&](int n, int p) { return sS[p * a.ldN + n]; });
+    mm<false, true>(acc, sC, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdec[t]; });
     // + Σ_{j≤t} M[t, j] x_j[p]
-    mm(acc, 0, tc, p0, a.P, tc, [&](int t, int j) { return sM[t * a.ldT + j]; },
-       [&](int j, int p) { return sX[j * a.ldP + p]; });
+    mm<false, false>(acc, sM, a.ldT, sX, a.ldP, 0, tc, p0, a.P, tc);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
       a.y[(row_of(a, b, t0 + t) * a.H + h) * a.P + p] = acc[r][cc] + Dh * sX[t * a.ldP + p];
     });
