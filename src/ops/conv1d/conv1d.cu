@@ -26,6 +26,7 @@ constexpr int kCh = 64;                 // channels per block (two warps wide)
 constexpr int kTiles = 4;               // time tiles per block (threadIdx.y)
 constexpr int kTT = 32;                 // time steps per thread
 constexpr int kBlockT = kTiles * kTT;   // time steps per block
+constexpr int kPre = 8;                 // backward: time steps whose loads are issued together
 
 // forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c])
 template <int W>
@@ -93,33 +94,50 @@ __global__ void conv1d_silu_bwd_kernel(Conv1dParams p, const float* __restrict__
 #pragma unroll
     for (int k = 0; k < W; ++k) dp[k] = 0.f;
     // t runs over the tile and the W−1 steps after it: x[s] feeds outputs t = s + (W−1) − k, k ∈ [0, W).
-    for (int t = t0; t < t1 + W - 1; ++t) {
-      float g = 0.f;
-      if (t < p.L) {
-        xs[W - 1] = xc[size_t(t) * p.ld_x];
-        float pre = bc;
+    // Steps go in groups of kPre whose x and dy loads are all issued before the group is computed, so a
+    // thread has kPre load pairs in flight instead of one.
+    const int t_end = t1 + W - 1;
+    for (int tb = t0; tb < t_end; tb += kPre) {
+      float xn[kPre], dn[kPre];
 #pragma unroll
-        for (int k = 0; k < W; ++k) pre += wk[k] * xs[k];
-        g = dyc[size_t(t) * p.C] * silu_grad(pre);
-        if (t < t1) {  // parameter gradients only over the thread's own tile (no double counting)
+      for (int u = 0; u < kPre; ++u) {
+        const int t = tb + u;
+        const bool ok = t < t_end && t < p.L;
+        xn[u] = ok ? xc[size_t(t) * p.ld_x] : 0.f;
+        dn[u] = ok ? dyc[size_t(t) * p.C] : 0.f;
+      }
 #pragma unroll
-          for (int k = 0; k < W; ++k) gw[k] += g * xs[k];
-          gw[W] += g;
+      for (int u = 0; u < kPre; ++u) {
+        const int t = tb + u;
+        if (t < t_end) {
+          float g = 0.f;
+          if (t < p.L) {
+            xs[W - 1] = xn[u];
+            float pre = bc;
+#pragma unroll
+            for (int k = 0; k < W; ++k) pre += wk[k] * xs[k];
+            g = dn[u] * silu_grad(pre);
+            if (t < t1) {  // parameter gradients only over the thread's own tile (no double counting)
+#pragma unroll
+              for (int k = 0; k < W; ++k) gw[k] += g * xs[k];
+              gw[W] += g;
+            }
+          }
+          dp[W - 1] = g;
+          // dx[s] = Σ_k w[c,k] · dpre[s + (W−1) − k] with s = t − (W−1); dpre[t − k] = dp[W−1−k]
+          const int s = t - (W - 1);
+          if (s >= t0) {
+            float acc = 0.f;
+#pragma unroll
+            for (int k = 0; k < W; ++k) acc += wk[k] * dp[W - 1 - k];
+            dxc[size_t(s) * p.ld_x] = acc;
+          }
+#pragma unroll
+          for (int k = 0; k < W - 1; ++k) {
+            xs[k] = xs[k + 1];
+            dp[k] = dp[k + 1];
+          }
         }
-      }
-      dp[W - 1] = g;
-      // dx[s] = Σ_k w[c,k] · dpre[s + (W−1) − k] with s = t − (W−1); dpre[t − k] = dp[W−1−k]
-      const int s = t - (W - 1);
-      if (s >= t0) {
-        float acc = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; ++k) acc += wk[k] * dp[W - 1 - k];
-        dxc[size_t(s) * p.ld_x] = acc;
-      }
-#pragma unroll
-      for (int k = 0; k < W - 1; ++k) {
-        xs[k] = xs[k + 1];
-        dp[k] = dp[k + 1];
       }
     }
   }

@@ -13,7 +13,9 @@ namespace {
 
 constexpr int kWarps = 4;            // warps (= (row, group) items in flight) per block
 constexpr int kThreads = 32 * kWarps;
-constexpr int kBwdRows = 32;         // rows per backward block: fixed by the shape only, so the sum order is too
+constexpr int kBwdRows = 8;          // rows per backward block: fixed by the shape only, so the sum order is too
+                                     // (8, not more: enough blocks to keep the memory system busy, e.g. 2048
+                                     // for 16K rows; L's layer took 3x its memory time with 32)
 constexpr int kMaxBwdDn = 3072;      // kWarps dw accumulators of Dn floats in shared memory: 48 KiB at most
 
 // out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps); item = row·G + g

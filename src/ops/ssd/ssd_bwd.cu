@@ -237,19 +237,21 @@ __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, const fl
   }
 }
 
-// (d) dA_log[h] += Σ_{b, c}, dD[h] += Σ_{b, c} of the per-(b, h, chunk) partials, in (b, c) order.
-__global__ void param_reduce_kernel(int B, int H, int nchunks, const float* wsA, const float* wsD, float* dA_log,
-                                    float* dD) {
-  const int h = blockIdx.x * blockDim.x + threadIdx.x;
-  if (h >= H) return;
+// (d) dA_log[h] += Σ_{b, c}, dD[h] += Σ_{b, c} of the per-(b, h, chunk) partials: a block per head, each
+// thread a fixed strided subset in order, then a fixed-order block sum.
+__global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, int nchunks, const float* wsA,
+                                                                const float* wsD, float* dA_log, float* dD) {
+  __shared__ float red[kThreads / 32];
+  const int h = blockIdx.x;
   float sa = 0.f, sd = 0.f;
-  for (int b = 0; b < B; ++b)
-    for (int c = 0; c < nchunks; ++c) {
-      sa += wsA[(size_t(b) * H + h) * nchunks + c];
-      sd += wsD[(size_t(b) * H + h) * nchunks + c];
-    }
-  dA_log[h] += sa;
-  dD[h] += sd;
+  for (int k = threadIdx.x; k < B * nchunks; k += kThreads) {
+    const int b = k / nchunks, c = k % nchunks;
+    sa += wsA[(size_t(b) * H + h) * nchunks + c];
+    sd += wsD[(size_t(b) * H + h) * nchunks + c];
+  }
+  sa = block_sum(sa, red);
+  sd = block_sum(sd, red);
+  if (threadIdx.x == 0) dA_log[h] += sa, dD[h] += sd;
 }
 
 }  // namespace
@@ -287,7 +289,7 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
     MLALPHA_CHECK_LAUNCH();
   }
   {  // (d) parameter gradients
-    param_reduce_kernel<<<ceil_div(p.H, 128), 128, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, dA_log, dD);
+    param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, dA_log, dD);
     MLALPHA_CHECK_LAUNCH();
   }
 }
