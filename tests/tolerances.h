@@ -26,8 +26,9 @@ constexpr double kGpuReduceRelL2 = 2e-5;
 // GEMMs in tf32 (10-bit mantissa): rel ≈ 2^-11 per product, ~3e-4 on a dot product (METHOD.md).
 constexpr double kGpuTf32RelL2 = 2e-3;
 
-// SSD scan on the GPU: fp32 state over L steps, exp of fp32 arguments; per-element error relative to the
-// output scale stays ~1e-6, gradients through L-step reverse scans ~1e-5.
+// SSD on the GPU (matmul form): tile products in 3xTF32 (~2^-21 relative each) summed in fp32 within a chunk,
+// fp32 states passed over ceil(L/64) chunk boundaries; per-element error relative to the output scale stays
+// ~1e-6, gradients (sums over whole chunks and sequences) ~1e-5.
 constexpr double kGpuSsdRelL2 = 5e-5;
 
 // Whole model, CPU fp32-from-double vs GPU fp32, loss and every gradient tensor (issue 3: ≤ 1e-4).

@@ -12,7 +12,7 @@
 // fp32 is enough. The state entering each chunk (forward) and the adjoint state at each chunk start
 // (backward) come from ssd_chunks.cu.
 //
-// Chunk length: T = min(Q, 64), halved while the backward's tiles exceed the shared memory of one SM
+// Chunk length: T = min(Q, 64), halved while the backward's tiles exceed the shared memory a block may use
 // (ssd_layout.cu); it depends on the shape only, so results never depend on the device.
 //
 // Products: 256 threads (8 warps) compute one 64×64 output tile with tf32 tensor-core mma in the 3xTF32
@@ -31,7 +31,7 @@
 namespace mlalpha::gpu::ssd_detail {
 
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kThreads = 256;              // 16×16 threads, 64×64 output tile
+constexpr int kThreads = 256;              // 8 warps, one 64×64 output tile
 constexpr int kTile = 64;                  // rows or columns of one output tile
 constexpr int kMaxChunk = 64;              // T ≤ 64: one output tile spans the chunk
 constexpr int kMinChunk = 8;
