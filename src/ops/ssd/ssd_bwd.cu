@@ -61,14 +61,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   stage_wait();
   __syncthreads();
 
-  {  // CB
-    float acc[4][4];
-    zero(acc);
-    mm<false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
-    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
-      sCB[i * a.ldT + j] = j <= i ? acc[r][cc] * decay(scs, i, j) : 0.f;
-    });
-  }
+  causal_cb(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CB
   {  // DX, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper triangle (this thread wrote CB[i, j])
     float acc[4][4];
     zero(acc);

@@ -64,9 +64,6 @@ __device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L,
 __device__ __forceinline__ float* state_at(const Args& a, float* base, int b, int h, int c) {
   return base + ((size_t(b) * a.H + h) * a.nchunks + c) * size_t(a.P) * a.N;
 }
-__device__ __forceinline__ const float* state_at(const Args& a, const float* base, int b, int h, int c) {
-  return state_at(a, const_cast<float*>(base), b, h, c);
-}
 
 // ----- staging (a warp per row, lanes along the row: coalesced) -----
 // rows × cols of a row-major global matrix (row stride src_ld) into a tile (row stride dst_ld) with
@@ -243,6 +240,18 @@ __device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f) {
       const int i = out_row(i0, e), j = out_col(j0, s, e);
       if (i < M && j < Ncols) f(s, e, i, j);
     }
+}
+// dst[i, j] = (C_i·B_j) e^{cs_i − cs_j} col(j) for j ≤ i < tc and 0 above the diagonal: the chunk's causal
+// decayed C·Bᵀ from the C and B tiles (T, ldN) into dst (T, ldT). Each thread writes the outputs it owns.
+template <class F>
+__device__ __forceinline__ void causal_cb(const Args& a, const float* sC, const float* sB, const double* scs, int tc,
+                                          float* dst, F col) {
+  float acc[4][4];
+  zero(acc);
+  mm<false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
+  for_out(0, tc, 0, tc, [&](int r, int c, int i, int j) {
+    dst[i * a.ldT + j] = j <= i ? acc[r][c] * decay(scs, i, j) * col(j) : 0.f;
+  });
 }
 // Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
 // end_tile() after each tile (sums the 4 lanes of a quad), then write(dst) stores each warp column's sum at

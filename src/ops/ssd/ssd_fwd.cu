@@ -31,14 +31,7 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
   stage_wait();
   __syncthreads();
 
-  {  // M[i, j] = (C_i · B_j) e^{cs_i − cs_j} Δ_j for j ≤ i
-    float acc[4][4];
-    zero(acc);
-    mm<false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
-    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
-      sM[i * a.ldT + j] = j <= i ? acc[r][cc] * decay(scs, i, j) * sdt[j] : 0.f;
-    });
-  }
+  causal_cb(a, sC, sB, scs, tc, sM, [&](int j) { return sdt[j]; });  // M[i, j] = (C_i·B_j) e^{cs_i − cs_j} Δ_j
   __syncthreads();
 
   for (int p0 = 0; p0 < a.P; p0 += kTile) {
