@@ -126,14 +126,15 @@ __device__ __forceinline__ int out_row(int i0, int e) {
 __device__ __forceinline__ int out_col(int j0, int s, int e) {
   return j0 + 32 * (threadIdx.x >> 7) + 8 * s + 2 * (threadIdx.x & 3) + (e & 1);
 }
-// x = hi + lo with hi and lo both tf32 values, each rounded to nearest on its 13 dropped mantissa bits by an
-// integer add and mask (round half away from zero; Inf stays Inf, a finite value that rounds past the
-// largest one becomes Inf as with cvt.rna): |x − hi − lo| ≤ 2^-22 |x|. Five plain instructions, where
+// x = hi + lo: hi is x rounded to tf32 on its 13 dropped mantissa bits by an integer add and mask (round half
+// away from zero; Inf stays Inf, a finite value that rounds past the largest one becomes Inf as with
+// cvt.rna), lo = x − hi exactly (|lo| ≤ 2^-11 |x|). The tensor core reads lo truncated to tf32: an error
+// ≤ 2^-21 |x| whose sign follows lo's, which is as often negative as positive, so it does not add up
+// coherently (a truncated hi would leave lo with x's sign every time). Three plain instructions, where
 // cvt.rna.tf32.f32 is emulated with many more on sm_90.
-__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = round_tf32(x);
-  lo = round_tf32(x - __uint_as_float(hi));
+  hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi));
 }
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
