@@ -1,5 +1,5 @@
 // The chunked SSD form equals the plain recurrence (DESIGN section 1) for any chunk length Q,
-// including L not a multiple of Q, Q > L, Q = 1, L = 1 and G > 1.
+// including L not a multiple of Q, Q > L, Q = 1, L = 1 and G > 1; and the GPU kernels' shape rules.
 #include <gtest/gtest.h>
 
 #include "ops/ssd/ssd.h"
@@ -27,6 +27,23 @@ TEST(SsdChunked, EqualsRecurrence) {
     EXPECT_TRUE(all_close(y_chk, y_rec, tol::kChunkedVsRecurrent, tol::kChunkedVsRecurrent,
                           "chunked vs recurrent L=" + std::to_string(s.L) + " Q=" + std::to_string(s.Q)));
   }
+}
+
+// The GPU kernels' shape rules are host code (ssd_layout.cu): checked here, without a GPU. The shapes are
+// rejected before any CUDA call, so ssd_fwd can be given null pointers.
+// The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory.
+TEST(SsdGpuShapes, ChunkLength) {
+  EXPECT_EQ(gpu::ssd_chunk_len({4, 256, 8, 32, 1, 64, 64, 384}), 64);     // S
+  EXPECT_EQ(gpu::ssd_chunk_len({8, 2048, 32, 64, 1, 128, 256, 2304}), 64);  // L: Q = 256 capped
+  EXPECT_EQ(gpu::ssd_chunk_len({1, 33, 2, 5, 1, 1, 1, 12}), 1);           // Q = 1 kept
+  EXPECT_EQ(gpu::ssd_chunk_len({1, 140, 2, 128, 1, 128, 64, 512}), 32);   // shared memory
+}
+
+TEST(SsdGpuShapes, RejectsUnsupportedShapes) {
+  SsdParams p{1, 8, 1, 256, 1, 256, 4, 256 + 512};  // the (P, N) state alone exceeds shared memory
+  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  p = SsdParams{1, 8, 1, 4, 1, 8, 4, 2};  // ld < H·P
+  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
 }
 
 }  // namespace

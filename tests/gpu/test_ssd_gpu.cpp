@@ -211,20 +211,5 @@ TEST(SsdGpu, Deterministic) {
   EXPECT_TRUE(same(a.dD, b.dD));
 }
 
-// The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory.
-TEST(SsdGpu, ChunkLength) {
-  EXPECT_EQ(gpu::ssd_chunk_len({4, 256, 8, 32, 1, 64, 64, 384}), 64);     // S
-  EXPECT_EQ(gpu::ssd_chunk_len({8, 2048, 32, 64, 1, 128, 256, 2304}), 64);  // L: Q = 256 capped
-  EXPECT_EQ(gpu::ssd_chunk_len({1, 33, 2, 5, 1, 1, 1, 12}), 1);           // Q = 1 kept
-  EXPECT_EQ(gpu::ssd_chunk_len({1, 140, 2, 128, 1, 128, 64, 512}), 32);   // shared memory
-}
-
-TEST(SsdGpu, RejectsUnsupportedShapes) {
-  SsdParams p{1, 8, 1, 256, 1, 256, 4, 256 + 512};  // the (P, N) state alone exceeds shared memory
-  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
-  p = SsdParams{1, 8, 1, 4, 1, 8, 4, 2};  // ld < H·P
-  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
-}
-
 }  // namespace
 }  // namespace mlalpha::test
