@@ -176,12 +176,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
       const int ta = warp == 0 ? tc - 1 - 2 * lane : 2 * lane, tb = warp == 0 ? ta - 1 : ta + 1;
       const bool va = ta >= 0 && ta < tc, vb = tb >= 0 && tb < tc;
       const float v0 = va ? src[ta] + src[a.T + ta] : 0.f, v1 = vb ? src[tb] + src[a.T + tb] : 0.f;
-      float incl = v0 + v1;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float u = __shfl_up_sync(kFull, incl, off);
-        if (lane >= off) incl += u;
-      }
+      const float incl = warp_inclusive_scan(v0 + v1);
       float excl = __shfl_up_sync(kFull, incl, 1);
       excl = lane == 0 ? 0.f : excl;
       if (warp == 0) {  // inclusive suffix sums

@@ -97,13 +97,7 @@ __device__ inline void chunk_decay(const Args& a, float A, int b, int h, int t0,
     const float d0 = t < tc ? a.delta[row_of(a, b, t0 + t) * a.H + h] : 0.f;
     const float d1 = t + 1 < tc ? a.delta[row_of(a, b, t0 + t + 1) * a.H + h] : 0.f;
     const double s0 = d0, s1 = s0 + double(d1);
-    double incl = s1;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const double v = __shfl_up_sync(kFull, incl, off);
-      if (l >= off) incl += v;
-    }
-    const double excl = incl - s1;
+    const double incl = warp_inclusive_scan(s1), excl = incl - s1;
     if (t < tc) sdt[t] = d0, scs[t] = double(A) * (excl + s0);
     if (t + 1 < tc) sdt[t + 1] = d1, scs[t + 1] = double(A) * incl;
   }
