@@ -1,6 +1,9 @@
 // gpu::gated_rmsnorm_fwd / _bwd against the CPU reference in double, on random shapes (M = 1, odd group
 // sizes, G > 1, ld_z > Dn, Dn = 2048, many dw partial blocks), dw accumulated onto random values, dz written
-// in its Dn columns only; plus bitwise determinism.
+// in its Dn columns only; every team size of ops/common/row_team.cuh on both its float4 path (group size and
+// ld_z multiples of 4) and its scalar path (odd ones), M not a multiple of the 16 rows of a backward block;
+// plus bitwise determinism, and the same bits from the float4 path and from the scalar path (misaligned
+// pointers).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -124,9 +127,15 @@ TEST(GatedRmsNormGpu, MatchesReference) {
   struct Shape {
     int M, Dn, G, ld_z;
   };
+  // team (row_team.cuh) by group size gs = Dn / G: <= 256 Team<64, 1>, <= 512 Team<128, 1>, <= 1024
+  // Team<256, 1>, <= 2048 Team<256, 2>, <= 4096 Team<256, 4>, <= 8192 Team<512, 4>; float4 path where gs and
+  // ld_z are multiples of 4, scalar otherwise
   const Shape shapes[] = {{1, 1, 1, 1},        {1, 7, 1, 7},       {1, 64, 8, 100},     {3, 33, 3, 40},
                           {7, 24, 8, 30},      {33, 256, 1, 600},  {100, 96, 2, 96},    {1000, 2048, 8, 4200},
-                          {257, 2048, 1, 4111}, {4099, 512, 4, 1100}, {32768, 64, 1, 137}};
+                          {257, 2048, 1, 4111}, {4099, 512, 4, 1100}, {32768, 64, 1, 137},
+                          {100, 512, 1, 1160},  {65, 1000, 2, 1003},  {37, 1020, 1, 1020}, {19, 1021, 1, 1021},
+                          {1031, 2048, 1, 4384}, {17, 4096, 1, 4100}, {40, 8192, 2, 8200}, {5, 4098, 2, 4098},
+                          {3, 8192, 1, 8192},   {2, 6001, 1, 6001}};
   uint64_t salt = 1;
   for (const Shape& s : shapes) check_shape(s.M, s.Dn, s.G, s.ld_z, salt++);
 }
@@ -152,12 +161,59 @@ TEST(GatedRmsNormGpu, Deterministic) {
         << names[k] << " differs between two identical runs";
 }
 
+// The float4 path and the scalar fallback use the same column → thread map and sum orders, so they must give
+// the same bits: run each shape once on 16-byte aligned buffers and once with every buffer one float off.
+TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
+  struct Shape {
+    int M, Dn, G, ld_z;
+  };
+  const Shape shapes[] = {{1031, 2048, 1, 4384}, {100, 512, 1, 1160}, {33, 256, 4, 260}, {17, 4096, 1, 4100}};
+  uint64_t salt = 2000;
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE("M=" + std::to_string(sh.M) + " Dn=" + std::to_string(sh.Dn) + " G=" + std::to_string(sh.G));
+    const Inputs in = make_inputs(sh.M, sh.Dn, sh.G, sh.ld_z, salt++);
+    const GatedNormParams& p = in.p;
+    const size_t n = size_t(p.M) * p.Dn;
+    const size_t nws = gpu::gated_rmsnorm_bwd_workspace_floats(p);
+    auto run = [&](size_t off) {  // every buffer starts `off` floats into its allocation
+      auto put = [&](const std::vector<float>& h) {
+        DeviceBuffer<float> d(h.size() + off);
+        d.fill_bytes(0xFF);
+        d.upload(h.data(), h.size(), off);
+        return d;
+      };
+      auto y_g = put(in.y), z_g = put(in.z), w_g = put(in.w), dout_g = put(in.dout), dw_g = put(in.dw0);
+      auto out_g = put(std::vector<float>(n)), rstd_g = put(std::vector<float>(size_t(p.M) * p.G));
+      auto dy_g = put(std::vector<float>(n)), dz_g = put(in.z), ws = put(std::vector<float>(nws));
+      gpu::gated_rmsnorm_fwd(p, y_g.data() + off, z_g.data() + off, w_g.data() + off, out_g.data() + off,
+                             rstd_g.data() + off, nullptr);
+      gpu::gated_rmsnorm_bwd(p, y_g.data() + off, z_g.data() + off, w_g.data() + off, rstd_g.data() + off,
+                             dout_g.data() + off, dy_g.data() + off, dz_g.data() + off, dw_g.data() + off,
+                             ws.data() + off, nullptr);
+      auto get = [&](const DeviceBuffer<float>& d) {
+        const auto h = from_device(d);
+        return std::vector<float>(h.begin() + off, h.end());
+      };
+      return std::vector<std::vector<float>>{get(out_g), get(rstd_g), get(dy_g), get(dz_g), get(dw_g)};
+    };
+    const auto a = run(0), b = run(1);
+    const char* names[] = {"out", "rstd", "dy", "dz", "dw"};
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)))
+          << names[k] << " differs between the float4 path and the scalar path";
+  }
+}
+
 TEST(GatedRmsNormGpu, RejectsBadShapes) {
   auto fwd = [](GatedNormParams p) {
     gpu::gated_rmsnorm_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   };
   EXPECT_THROW(fwd(GatedNormParams{4, 10, 3, 10, 1e-5f}), Error);  // Dn % G != 0
   EXPECT_THROW(fwd(GatedNormParams{4, 10, 1, 8, 1e-5f}), Error);   // ld_z < Dn
+  EXPECT_THROW(fwd(GatedNormParams{4, 8196, 1, 8196, 1e-5f}), Error);  // group of 8196 > 8192 channels
+  EXPECT_THROW(gpu::gated_rmsnorm_bwd(GatedNormParams{4, 16392, 2, 16392, 1e-5f}, nullptr, nullptr, nullptr, nullptr,
+                                      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+               Error);  // group of 8196 > 8192 channels
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // gpu::rmsnorm_fwd / rmsnorm_bwd against the CPU reference in double, on random shapes (M = 1, odd D,
-// D = 1, many dw partial blocks), both dx modes, dw accumulated onto random values; plus bitwise determinism.
+// D = 1, many dw partial blocks), both dx modes, dw accumulated onto random values; every team size of
+// ops/common/row_team.cuh on both its float4 path (D % 4 == 0) and its scalar path, M not a multiple of the 16
+// rows of a backward block; plus bitwise determinism, and the same bits from the float4 path and from the
+// scalar path (misaligned pointers).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,8 +88,11 @@ TEST(RmsNormGpu, MatchesReference) {
   struct Shape {
     int M, D;
   };
-  const Shape shapes[] = {{1, 1}, {1, 7}, {1, 1024}, {3, 33}, {7, 1}, {33, 128}, {100, 7},
-                          {1000, 33}, {4099, 1024}, {32768, 64}};
+  // team (row_team.cuh) by D: <= 256 Team<64, 1>, <= 512 Team<128, 1>, <= 1024 Team<256, 1>, <= 2048
+  // Team<256, 2>, <= 4096 Team<256, 4>, <= 8192 Team<512, 4>; float4 path where D % 4 == 0, scalar otherwise
+  const Shape shapes[] = {{1, 1},     {1, 7},      {1, 1024},  {3, 33},    {7, 1},     {33, 128},  {100, 7},
+                          {1000, 33}, {4099, 1024}, {32768, 64}, {50, 512}, {45, 509},  {37, 1021}, {1031, 2048},
+                          {21, 2047}, {9, 4096},   {6, 4093},  {5, 8192},  {3, 6001}};
   uint64_t salt = 1;
   for (const Shape& s : shapes)
     for (bool acc : {false, true}) check_shape(s.M, s.D, acc, salt++);
@@ -116,9 +122,53 @@ TEST(RmsNormGpu, Deterministic) {
   }
 }
 
+// The float4 path and the scalar fallback use the same column → thread map and sum orders, so they must give
+// the same bits: run each shape once on 16-byte aligned buffers and once with every buffer one float off.
+TEST(RmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
+  struct Shape {
+    int M, D;
+  };
+  const Shape shapes[] = {{1031, 1024}, {100, 512}, {33, 128}, {19, 2048}};
+  uint64_t salt = 2000;
+  for (const Shape& sh : shapes)
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE("M=" + std::to_string(sh.M) + " D=" + std::to_string(sh.D) + " accumulate=" + std::to_string(acc));
+      const RmsNormParams p{sh.M, sh.D, 1e-5f};
+      const size_t n = size_t(p.M) * p.D;
+      auto rng = test::make_rng(salt++);
+      const auto x = random_vec<float>(n, rng), w = random_vec<float>(p.D, rng), dy = random_vec<float>(n, rng);
+      const auto dx0 = random_vec<float>(n, rng), dw0 = random_vec<float>(p.D, rng);
+      auto run = [&](size_t off) {  // every buffer starts `off` floats into its allocation
+        auto put = [&](const std::vector<float>& h) {
+          DeviceBuffer<float> d(h.size() + off);
+          d.fill_bytes(0xFF);
+          d.upload(h.data(), h.size(), off);
+          return d;
+        };
+        auto x_g = put(x), w_g = put(w), dy_g = put(dy), dx_g = put(dx0), dw_g = put(dw0);
+        auto y_g = put(std::vector<float>(n)), rstd_g = put(std::vector<float>(p.M));
+        auto ws = put(std::vector<float>(gpu::rmsnorm_bwd_workspace_floats(p)));
+        gpu::rmsnorm_fwd(p, x_g.data() + off, w_g.data() + off, y_g.data() + off, rstd_g.data() + off, nullptr);
+        gpu::rmsnorm_bwd(p, x_g.data() + off, w_g.data() + off, rstd_g.data() + off, dy_g.data() + off,
+                         dx_g.data() + off, dw_g.data() + off, acc, ws.data() + off, nullptr);
+        auto get = [&](const DeviceBuffer<float>& d) {
+          const auto h = from_device(d);
+          return std::vector<float>(h.begin() + off, h.end());
+        };
+        return std::vector<std::vector<float>>{get(y_g), get(rstd_g), get(dx_g), get(dw_g)};
+      };
+      const auto a = run(0), b = run(1);
+      const char* names[] = {"y", "rstd", "dx", "dw"};
+      for (size_t k = 0; k < a.size(); ++k)
+        EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)))
+            << names[k] << " differs between the float4 path and the scalar path";
+    }
+}
+
 TEST(RmsNormGpu, RejectsBadShapes) {
   EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 0, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
-  EXPECT_THROW(gpu::rmsnorm_bwd(RmsNormParams{4, 4096, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 8193, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::rmsnorm_bwd(RmsNormParams{4, 8193, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                 false, nullptr, nullptr),
                Error);
 }

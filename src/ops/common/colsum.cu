@@ -14,8 +14,20 @@ __global__ void __launch_bounds__(kColTile* kSlices)
   __shared__ float s[kSlices][kColTile];
   const int c = blockIdx.x * kColTile + threadIdx.x;
   float acc = 0.f;
-  if (c < D)
-    for (int b = threadIdx.y; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
+  if (c < D) {
+    // kBatch loads in flight before they are added (in the same order as one at a time): a slice has
+    // nb / kSlices rows (64 for M = 16K rows in blocks of 16), and each round trip to L2 is latency-bound
+    constexpr int kBatch = 8;
+    int b = threadIdx.y;
+    for (; b + (kBatch - 1) * kSlices < nb; b += kBatch * kSlices) {
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) v[u] = partial[size_t(b + u * kSlices) * D + c];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) acc += v[u];
+    }
+    for (; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
+  }
   s[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < D) dw[c] += sum_slices(s);

@@ -1,85 +1,138 @@
-// Gated RMSNorm on the GPU (DESIGN section 1, norm_before_gate = False), fp32: one warp per (row, group) of
-// gs = Dn / G channels, so a group's reduction is one butterfly of shuffles. u = y·SiLU(z) is recomputed in
-// each pass instead of stored. dw is reduced without atomics: each block of kBwdRows rows writes one partial
-// row of Dn floats, then colsum_add (ops/common/colsum.cuh) adds the partials in a fixed order.
+// Gated RMSNorm on the GPU (DESIGN section 1, norm_before_gate = False), fp32. A team of threads
+// (ops/common/row_team.cuh) holds one (row, group) segment of gs = Dn / G channels in registers, so y, z and
+// dout are read from memory once, SiLU's sigmoid is evaluated once per element, and the group's reduction is
+// one team_sum (a block works on one group, blockIdx.y, so every sum is exact per group). dw is reduced
+// without atomics: a thread owns the same columns for all the rows of its block, sums dout·u·r for them in
+// registers, each block writes one partial row (its teams added in order), then colsum_add
+// (ops/common/colsum.cuh) adds the partials in a fixed order. Every order depends on the shape only.
 #include "core/cuda_check.h"
-#include "ops/activations.h"
 #include "ops/common/colsum.cuh"
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/row_team.cuh"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 
 namespace mlalpha::gpu {
 namespace {
 
-constexpr int kWarps = 4;            // warps (= (row, group) items in flight) per block
-constexpr int kThreads = 32 * kWarps;
-constexpr int kBwdRows = 8;          // rows per backward block: fixed by the shape only, so the sum order is too
-                                     // (8, not more: enough blocks to keep the memory system busy, e.g. 2048
-                                     // for 16K rows; L's layer took 3x its memory time with 32)
-constexpr int kMaxBwdDn = 3072;      // kWarps dw accumulators of Dn floats in shared memory: 48 KiB at most
+// Rows per backward block, shared by its teams: fixed, so the dw sum order depends on the shape only. 16
+// keeps the partials small (M/16 rows of Dn: 2.4% of the layer's traffic at Dn = 2048) while leaving
+// ~2 waves of blocks at M = 16K (L: 1024 blocks, 4 per SM), so the last wave is not a thin tail.
+constexpr int kBwdRows = 16;
 
-// out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps); item = row·G + g
-__global__ void __launch_bounds__(kThreads)
-    gated_rmsnorm_fwd_kernel(int M, int Dn, int G, int ld_z, float eps, const float* __restrict__ y,
-                             const float* __restrict__ z, const float* __restrict__ w, float* __restrict__ out,
-                             float* __restrict__ rstd) {
-  const long long item = (long long)blockIdx.x * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (item >= (long long)M * G) return;  // item depends on the warp only: whole warps leave
-  const int row = int(item / G), g = int(item % G), gs = Dn / G;
-  const float* yr = y + size_t(row) * Dn + size_t(g) * gs;
-  const float* zr = z + size_t(row) * ld_z + size_t(g) * gs;
-  const float* wg = w + size_t(g) * gs;
+// σ(z) = 1 / (1 + exp(−z)) as in ops/activations.h, but with the approximate reciprocal (MUFU.RCP, within
+// 1 ulp; 0 once exp(−z) > 2^126, where σ < 1e-38): the correctly rounded division brings a slow-path call
+// whose saved registers made the Dn = 2048 backward spill.
+__device__ __forceinline__ float sigmoid_rcp(float z) { return __fdividef(1.f, 1.f + expf(-z)); }
+
+// out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps). One (row, group) per team: the
+// forward needs no sums across rows, and short blocks balance best.
+template <class Tm, bool kVec>
+__global__ void __launch_bounds__(Tm::kBlock)
+    gated_rmsnorm_fwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
+                             const float* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
+                             float* __restrict__ out /* (M, Dn) */, float* __restrict__ rstd /* (M, G) */) {
+  constexpr int T = Tm::kThreads, Q = Tm::kQuads;
+  __shared__ float slots[2][Tm::kBlock / 32];
+  const int team = threadIdx.x / T, lane = threadIdx.x % T;
+  const int g = blockIdx.y, gs = p.Dn / p.G;
+  const int row = blockIdx.x * Tm::kTeams + team;
+  const int n = row < p.M ? gs : 0;  // a team past the last row works on zeros: it must still reach the barrier
+  const size_t oy = size_t(row) * p.Dn + size_t(g) * gs, oz = size_t(row) * p.ld_z + size_t(g) * gs;
+  float u[Q][4], zv[Q][4];
+  load_quads<kVec, T, Q>(y + oy, n, lane, u);
+  load_quads<kVec, T, Q>(z + oz, n, lane, zv);
   float ss = 0.f;
-  for (int j = lane; j < gs; j += 32) {
-    const float u = yr[j] * silu(zr[j]);
-    ss += u * u;
-  }
-  const float r = rsqrtf(warp_sum(ss) / float(gs) + eps);
-  if (lane == 0) rstd[item] = r;  // rstd (M, G): index row·G + g = item
-  float* outr = out + size_t(row) * Dn + size_t(g) * gs;
-  for (int j = lane; j < gs; j += 32) outr[j] = yr[j] * silu(zr[j]) * r * wg[j];
+#pragma unroll
+  for (int k = 0; k < Q; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      u[k][j] *= zv[k][j] * sigmoid_rcp(zv[k][j]);  // y·SiLU(z)
+      ss += u[k][j] * u[k][j];
+    }
+  const float r = rsqrtf(team_sum<T, Tm::kBlock>(ss, slots, 0) / float(gs) + p.eps);
+  if (n == 0) return;
+  if (lane == 0) rstd[size_t(row) * p.G + g] = r;
+  float wv[Q][4];
+  load_quads<kVec, T, Q>(w + size_t(g) * gs, n, lane, wv);
+#pragma unroll
+  for (int k = 0; k < Q; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) u[k][j] = u[k][j] * r * wv[k][j];
+  store_quads<kVec, T, Q>(out + oy, n, lane, u);
 }
 
-// RMSNorm backward on u (rmsnorm.cu), then through u = y·SiLU(z):
-//   du = r·w·dout − u·r³/gs·Σ dout·w·u;  dy = du·SiLU(z);  dz = du·y·SiLU'(z);  partial[block] = Σ dout·u·r.
-// Within a group, column g·gs + j always belongs to lane j % 32 of the warp that holds the item, and each
-// warp has its own shared accumulator, so shared floats are private until the __syncthreads.
-__global__ void __launch_bounds__(kThreads)
-    gated_rmsnorm_bwd_kernel(int M, int Dn, int G, int ld_z, const float* __restrict__ y,
-                             const float* __restrict__ z, const float* __restrict__ w,
-                             const float* __restrict__ rstd, const float* __restrict__ dout,
-                             float* __restrict__ dy, float* __restrict__ dz,
+// Blocks per SM for the backward's __launch_bounds__. The scalar fallback (four loads a quad, each with its
+// own bound) needs more registers than the float4 path: ~80 at 8 columns a thread (Team<256, 2>), where
+// Tm::kMinBlocks = 4 would cap it at 64 and make it spill; so it runs 3 blocks per SM there.
+template <class Tm, bool kVec>
+constexpr int bwd_min_blocks() {
+  return !kVec && Tm::kQuads == 2 ? 3 : Tm::kMinBlocks;
+}
+
+// RMSNorm backward on u (rmsnorm.cu), then through u = y·SiLU(z), with σ = sigmoid(z):
+//   du = r·w·dout − u·c, c = r³/gs·Σ_group dout·w·u;  dy = du·SiLU(z);  dz = du·y·SiLU'(z),
+//   SiLU(z) = z·σ, SiLU'(z) = σ·(1 + z·(1 − σ)) (ops/activations.h);  partial[block] = Σ_rows dout·u·r.
+// Everything but c is known before the team's sum, so the output pass keeps four values per column in
+// registers (r·w·dout, u, SiLU(z), y·SiLU'(z)) and dw is accumulated before the barrier.
+template <class Tm, bool kVec>
+__global__ void __launch_bounds__(Tm::kBlock, (bwd_min_blocks<Tm, kVec>()))
+    gated_rmsnorm_bwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
+                             const float* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
+                             const float* __restrict__ rstd /* (M, G) */, const float* __restrict__ dout /* (M, Dn) */,
+                             float* __restrict__ dy /* (M, Dn) */, float* __restrict__ dz /* (M, ld_z) */,
                              float* __restrict__ partial /* (gridDim.x, Dn) */) {
-  extern __shared__ float s_dw[];  // (kWarps, Dn)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int gs = Dn / G;
-  float* acc = s_dw + size_t(warp) * Dn;
-  for (int g = 0; g < G; ++g)  // zeroed with the same column → lane map as the accumulation below
-    for (int j = lane; j < gs; j += 32) acc[g * gs + j] = 0.f;
-  const int row0 = blockIdx.x * kBwdRows;
-  const int rows = min(M, row0 + kBwdRows) - row0;
-  for (int it = warp; it < rows * G; it += kWarps) {
-    const int row = row0 + it / G, g = it % G;
-    const size_t oy = size_t(row) * Dn + size_t(g) * gs;   // into y, dout, dy
-    const size_t oz = size_t(row) * ld_z + size_t(g) * gs;  // into z, dz
-    const float* wg = w + size_t(g) * gs;
-    float* ag = acc + size_t(g) * gs;
-    const float r = rstd[size_t(row) * G + g];
+  constexpr int T = Tm::kThreads, Q = Tm::kQuads;
+  __shared__ float slots[2][Tm::kBlock / 32];
+  __shared__ __align__(16) float s_acc[Tm::kTeams > 1 ? Tm::kTeams * Tm::kCols : 1];  // (kTeams, gs)
+  const int team = threadIdx.x / T, lane = threadIdx.x % T;
+  const int g = blockIdx.y, gs = p.Dn / p.G;
+  const int row0 = blockIdx.x * kBwdRows, rows = min(p.M - row0, kBwdRows);
+  const int iters = (rows + Tm::kTeams - 1) / Tm::kTeams;  // the same for all teams: team_sum has a barrier
+  const float* wg = w + size_t(g) * gs;
+  float acc[Q][4] = {};  // this thread's columns of Σ_rows dout·u·r, rows in ascending order
+  for (int it = 0; it < iters; ++it) {
+    const int row = row0 + it * Tm::kTeams + team;  // teams interleave, so neighbouring rows load together
+    const int n = row < row0 + rows ? gs : 0;      // no row left for this team: zeros in, nothing out
+    const size_t oy = size_t(row) * p.Dn + size_t(g) * gs, oz = size_t(row) * p.ld_z + size_t(g) * gs;
+    const float r = n > 0 ? rstd[size_t(row) * p.G + g] : 0.f;
+    float yv[Q][4], zv[Q][4], dv[Q][4], wv[Q][4];
+    load_quads<kVec, T, Q>(y + oy, n, lane, yv);
+    load_quads<kVec, T, Q>(z + oz, n, lane, zv);
+    load_quads<kVec, T, Q>(dout + oy, n, lane, dv);
+    load_quads<kVec, T, Q>(wg, n, lane, wv);
     float dot = 0.f;
-    for (int j = lane; j < gs; j += 32) dot += dout[oy + j] * wg[j] * (y[oy + j] * silu(z[oz + j]));
-    const float c = r * r * r * warp_sum(dot) / float(gs);
-    for (int j = lane; j < gs; j += 32) {
-      const float zj = z[oz + j], yj = y[oy + j], d = dout[oy + j];
-      const float u = yj * silu(zj);
-      const float du = r * wg[j] * d - u * c;
-      ag[j] += d * u * r;
-      dy[oy + j] = du * silu(zj);
-      dz[oz + j] = du * yj * silu_grad(zj);
-    }
+#pragma unroll
+    for (int k = 0; k < Q; ++k)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float zj = zv[k][j], s = sigmoid_rcp(zj), d = dv[k][j];
+        const float sz = zj * s, u = yv[k][j] * sz;
+        dot += d * wv[k][j] * u;
+        acc[k][j] += d * u * r;
+        wv[k][j] = r * wv[k][j] * d;                          // r·w·dout
+        dv[k][j] = u;                                         // u
+        zv[k][j] = sz;                                        // SiLU(z)
+        yv[k][j] = yv[k][j] * (s * (1.f + zj * (1.f - s)));  // y·SiLU'(z)
+      }
+    const float c = r * r * r * team_sum<T, Tm::kBlock>(dot, slots, it & 1) / float(gs);
+#pragma unroll
+    for (int k = 0; k < Q; ++k)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float du = wv[k][j] - dv[k][j] * c;
+        dv[k][j] = du * zv[k][j];  // dy
+        yv[k][j] = du * yv[k][j];  // dz
+      }
+    store_quads<kVec, T, Q>(dy + oy, n, lane, dv);
+    store_quads<kVec, T, Q>(dz + oz, n, lane, yv);
   }
-  __syncthreads();
-  store_block_partial<kWarps, kThreads>(s_dw, Dn, partial + size_t(blockIdx.x) * Dn);
+  float* prow = partial + size_t(blockIdx.x) * p.Dn + size_t(g) * gs;
+  if constexpr (Tm::kTeams == 1) {
+    store_quads<kVec, T, Q>(prow, gs, lane, acc);
+  } else {  // the teams' sums, team 0 first
+    store_quads<kVec, T, Q, true>(s_acc + size_t(team) * gs, gs, lane, acc);
+    __syncthreads();
+    store_block_partial<Tm::kTeams, Tm::kBlock>(s_acc, gs, prow);
+  }
 }
 
 int bwd_blocks(const GatedNormParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
@@ -87,13 +140,19 @@ int bwd_blocks(const GatedNormParams& p) { return (p.M + kBwdRows - 1) / kBwdRow
 void check_params(const GatedNormParams& p, const char* who) {
   const std::string w(who);
   require(p.M >= 0, w + ": M must be >= 0, got " + std::to_string(p.M));
-  require(p.G >= 1, w + ": G must be >= 1, got " + std::to_string(p.G));
+  require(p.G >= 1 && p.G <= 65535, w + ": G must be in [1, 65535] (a grid dimension), got " + std::to_string(p.G));
   require(p.Dn >= 1 && p.Dn % p.G == 0,
           w + ": Dn must be a positive multiple of G, got Dn=" + std::to_string(p.Dn) + " G=" + std::to_string(p.G));
+  require(p.Dn / p.G <= kMaxTeamCols, w + ": the group size Dn/G must be <= " + std::to_string(kMaxTeamCols) +
+                                          " (one group is held in registers), got " + std::to_string(p.Dn / p.G));
   require(p.ld_z >= p.Dn, w + ": ld_z must be >= Dn, got ld_z=" + std::to_string(p.ld_z) +
                               " Dn=" + std::to_string(p.Dn));
-  require((long long)p.M * p.G < (1ll << 31), w + ": M·G must be < 2^31");
   require(p.eps >= 0.f, w + ": eps must be >= 0");
+}
+
+// float4 loads and stores need whole quads in every group and 16-byte aligned (row, group) segments.
+bool vec_ok(const GatedNormParams& p, std::initializer_list<const void*> ptrs) {
+  return (p.Dn / p.G) % 4 == 0 && p.ld_z % 4 == 0 && all_aligned16(ptrs);
 }
 
 }  // namespace
@@ -102,10 +161,16 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const float* y, const float* z,
                        float* rstd, cudaStream_t stream) {
   check_params(p, "gpu::gated_rmsnorm_fwd");
   if (p.M == 0) return;
-  const long long items = (long long)p.M * p.G;
-  const int grid = int((items + kWarps - 1) / kWarps);
-  gated_rmsnorm_fwd_kernel<<<grid, kThreads, 0, stream>>>(p.M, p.Dn, p.G, p.ld_z, p.eps, y, z, w, out, rstd);
-  MLALPHA_CHECK_LAUNCH();
+  const bool vec = vec_ok(p, {y, z, w, out});
+  with_team(p.Dn / p.G, [&](auto tm) {
+    using Tm = decltype(tm);
+    const dim3 grid((p.M + Tm::kTeams - 1) / Tm::kTeams, p.G);
+    if (vec)
+      gated_rmsnorm_fwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
+    else
+      gated_rmsnorm_fwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
+    MLALPHA_CHECK_LAUNCH();
+  });
 }
 
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
@@ -115,15 +180,19 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
 void gated_rmsnorm_bwd(const GatedNormParams& p, const float* y, const float* z, const float* w, const float* rstd,
                        const float* dout, float* dy, float* dz, float* dw, float* workspace, cudaStream_t stream) {
   check_params(p, "gpu::gated_rmsnorm_bwd");
-  require(p.Dn <= kMaxBwdDn, "gpu::gated_rmsnorm_bwd: Dn must be <= " + std::to_string(kMaxBwdDn) +
-                                 " (per-warp dw accumulators in shared memory), got " + std::to_string(p.Dn));
   if (p.M == 0) return;  // dw += 0, nothing written
   require(workspace != nullptr, "gpu::gated_rmsnorm_bwd: workspace is null (needs gated_rmsnorm_bwd_workspace_floats)");
   const int nb = bwd_blocks(p);
-  const size_t smem = size_t(kWarps) * p.Dn * sizeof(float);
-  gated_rmsnorm_bwd_kernel<<<nb, kThreads, smem, stream>>>(p.M, p.Dn, p.G, p.ld_z, y, z, w, rstd, dout, dy, dz,
-                                                           workspace);
-  MLALPHA_CHECK_LAUNCH();
+  const bool vec = vec_ok(p, {y, z, w, dout, dy, dz, workspace});
+  with_team(p.Dn / p.G, [&](auto tm) {
+    using Tm = decltype(tm);
+    const dim3 grid(nb, p.G);
+    if (vec)
+      gated_rmsnorm_bwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
+    else
+      gated_rmsnorm_bwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
+    MLALPHA_CHECK_LAUNCH();
+  });
   colsum_add(nb, p.Dn, workspace, dw, stream);
 }
 

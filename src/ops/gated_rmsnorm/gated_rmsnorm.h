@@ -26,12 +26,13 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const T* y, const T* z, const T
 }  // namespace ref
 
 namespace gpu {
-// Same semantics as ref:: (float, device pointers). One warp per (row, group); Dn % G == 0, ld_z >= Dn,
-// Dn <= 3072 for bwd.
+// Same semantics as ref:: (float, device pointers). A team of threads holds one (row, group) in registers
+// (ops/common/row_team.cuh); Dn % G == 0, G <= 65535, group size Dn / G <= 8192, ld_z >= Dn. float4 loads
+// where Dn / G and ld_z are multiples of 4 and the pointers 16-byte aligned, else scalar: the same bits.
 // y (M, Dn), z (M, ld_z), w (Dn) -> out (M, Dn), rstd (M, G)
 void gated_rmsnorm_fwd(const GatedNormParams& p, const float* y, const float* z, const float* w, float* out,
                        float* rstd, cudaStream_t stream);
-// Floats of scratch gated_rmsnorm_bwd needs: one dw partial (Dn) per block of 32 rows.
+// Floats of scratch gated_rmsnorm_bwd needs: one dw partial (Dn) per block of 16 rows.
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);
 // y (M, Dn), z (M, ld_z), w (Dn), rstd (M, G), dout (M, Dn) -> dy (M, Dn) written; dz (M, ld_z): the first Dn
 // columns written, the others untouched; dw (Dn) +=. workspace: gated_rmsnorm_bwd_workspace_floats(p) floats.

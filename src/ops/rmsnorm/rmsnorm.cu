@@ -1,73 +1,113 @@
-// RMSNorm on the GPU (DESIGN section 1), fp32: one warp per row, so a row's reduction is one butterfly of
-// shuffles (every lane ends with the same bits). dw is reduced without atomics: each block of kBwdRows rows
-// writes one partial row of D floats, then colsum_add (ops/common/colsum.cuh) adds the partials in a fixed
-// order.
+// RMSNorm on the GPU (DESIGN section 1), fp32. A team of threads (ops/common/row_team.cuh) holds one row in
+// registers, so x and dy are read from memory once and the row's reduction is one team_sum (the same bits in
+// every thread). dw is reduced without atomics: a thread owns the same columns for all the rows of its block,
+// sums dy·x·r for them in registers, each block writes one partial row (its teams added in order), then
+// colsum_add (ops/common/colsum.cuh) adds the partials in a fixed order. Every order depends on the shape only.
 #include "core/cuda_check.h"
 #include "ops/common/colsum.cuh"
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/row_team.cuh"
 #include "ops/rmsnorm/rmsnorm.h"
 
 namespace mlalpha::gpu {
 namespace {
 
-constexpr int kWarps = 4;            // warps (= rows in flight) per block
-constexpr int kThreads = 32 * kWarps;
-constexpr int kBwdRows = 32;         // rows per backward block: fixed by the shape only, so the sum order is too
-constexpr int kMaxBwdD = 3072;       // kWarps dw accumulators of D floats in shared memory: 48 KiB at most
+// Rows per backward block, shared by its teams: fixed, so the dw sum order depends on the shape only; the
+// partials are M/16 rows of D (1/48 of the traffic of x, dy, dx).
+constexpr int kBwdRows = 16;
 
-// y = x · r ⊙ w with r = rsqrt(mean(x²) + eps)
-__global__ void __launch_bounds__(kThreads)
-    rmsnorm_fwd_kernel(int M, int D, float eps, const float* __restrict__ x, const float* __restrict__ w,
-                       float* __restrict__ y, float* __restrict__ rstd) {
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= M) return;  // row depends on the warp only: whole warps leave, the shuffles see full warps
-  const float* xr = x + size_t(row) * D;
+// y = x · r ⊙ w with r = rsqrt(mean(x²) + eps). One row per team: no sums across rows, short blocks.
+template <class Tm, bool kVec>
+__global__ void __launch_bounds__(Tm::kBlock)
+    rmsnorm_fwd_kernel(RmsNormParams p, const float* __restrict__ x /* (M, D) */, const float* __restrict__ w /* (D) */,
+                       float* __restrict__ y /* (M, D) */, float* __restrict__ rstd /* (M) or null */) {
+  constexpr int T = Tm::kThreads, Q = Tm::kQuads;
+  __shared__ float slots[2][Tm::kBlock / 32];
+  const int team = threadIdx.x / T, lane = threadIdx.x % T;
+  const int row = blockIdx.x * Tm::kTeams + team;
+  const int n = row < p.M ? p.D : 0;  // a team past the last row works on zeros: it must still reach the barrier
+  const size_t off = size_t(row) * p.D;
+  float xv[Q][4];
+  load_quads<kVec, T, Q>(x + off, n, lane, xv);
   float ss = 0.f;
-  for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
-  const float r = rsqrtf(warp_sum(ss) / float(D) + eps);
+#pragma unroll
+  for (int k = 0; k < Q; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) ss += xv[k][j] * xv[k][j];
+  const float r = rsqrtf(team_sum<T, Tm::kBlock>(ss, slots, 0) / float(p.D) + p.eps);
+  if (n == 0) return;
   if (lane == 0 && rstd) rstd[row] = r;
-  float* yr = y + size_t(row) * D;
-  for (int i = lane; i < D; i += 32) yr[i] = xr[i] * r * w[i];
+  float wv[Q][4];
+  load_quads<kVec, T, Q>(w, n, lane, wv);
+#pragma unroll
+  for (int k = 0; k < Q; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) xv[k][j] = xv[k][j] * r * wv[k][j];
+  store_quads<kVec, T, Q>(y + off, n, lane, xv);
 }
 
-// dx_i = r·w_i·dy_i − x_i·r³/D·Σ_j dy_j w_j x_j  (written or added); partial[block] = Σ_rows dy_i x_i r.
-// Lane l of every warp owns columns l + 32k of its warp's shared accumulator, so no two threads touch the
-// same shared float until the __syncthreads before the cross-warp sum.
-__global__ void __launch_bounds__(kThreads)
-    rmsnorm_bwd_kernel(int M, int D, const float* __restrict__ x, const float* __restrict__ w,
-                       const float* __restrict__ rstd, const float* __restrict__ dy, float* __restrict__ dx,
-                       bool accumulate, float* __restrict__ partial /* (gridDim.x, D) */) {
-  extern __shared__ float s_dw[];  // (kWarps, D)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* acc = s_dw + size_t(warp) * D;
-  for (int i = lane; i < D; i += 32) acc[i] = 0.f;
-  const int row0 = blockIdx.x * kBwdRows;
-  const int row_end = min(M, row0 + kBwdRows);
-  for (int row = row0 + warp; row < row_end; row += kWarps) {
-    const float* xr = x + size_t(row) * D;
-    const float* dyr = dy + size_t(row) * D;
-    float* dxr = dx + size_t(row) * D;
-    const float r = rstd[row];
+// dx_i = r·w_i·dy_i − x_i·c with c = r³/D·Σ_j dy_j w_j x_j (written or added); partial[block] = Σ_rows dy_i x_i r.
+// Everything but c is known before the team's sum: the output pass keeps r·w·dy and x, and dw is accumulated
+// before the barrier.
+template <class Tm, bool kVec>
+__global__ void __launch_bounds__(Tm::kBlock, Tm::kMinBlocks)
+    rmsnorm_bwd_kernel(RmsNormParams p, const float* __restrict__ x /* (M, D) */, const float* __restrict__ w /* (D) */,
+                       const float* __restrict__ rstd /* (M) */, const float* __restrict__ dy /* (M, D) */,
+                       float* __restrict__ dx /* (M, D) */, bool accumulate,
+                       float* __restrict__ partial /* (gridDim.x, D) */) {
+  constexpr int T = Tm::kThreads, Q = Tm::kQuads;
+  __shared__ float slots[2][Tm::kBlock / 32];
+  __shared__ __align__(16) float s_acc[Tm::kTeams > 1 ? Tm::kTeams * Tm::kCols : 1];  // (kTeams, D)
+  const int team = threadIdx.x / T, lane = threadIdx.x % T;
+  const int row0 = blockIdx.x * kBwdRows, rows = min(p.M - row0, kBwdRows);
+  const int iters = (rows + Tm::kTeams - 1) / Tm::kTeams;  // the same for all teams: team_sum has a barrier
+  float acc[Q][4] = {};  // this thread's columns of Σ_rows dy·x·r, rows in ascending order
+  for (int it = 0; it < iters; ++it) {
+    const int row = row0 + it * Tm::kTeams + team;  // teams interleave, so neighbouring rows load together
+    const int n = row < row0 + rows ? p.D : 0;     // no row left for this team: zeros in, nothing out
+    const size_t off = size_t(row) * p.D;
+    const float r = n > 0 ? rstd[row] : 0.f;
+    float xv[Q][4], dv[Q][4], wv[Q][4], old[Q][4] = {};
+    load_quads<kVec, T, Q>(x + off, n, lane, xv);
+    load_quads<kVec, T, Q>(dy + off, n, lane, dv);
+    load_quads<kVec, T, Q>(w, n, lane, wv);
+    // the residual gradient dx is added to: loaded with the others, not after the barrier (one round trip)
+    if (accumulate) load_quads<kVec, T, Q>(dx + off, n, lane, old);
     float dot = 0.f;
-    for (int i = lane; i < D; i += 32) dot += dyr[i] * w[i] * xr[i];
-    const float c = r * r * r * warp_sum(dot) / float(D);
-    for (int i = lane; i < D; i += 32) {
-      const float xi = xr[i], dyi = dyr[i];
-      const float g = r * w[i] * dyi - xi * c;
-      dxr[i] = accumulate ? dxr[i] + g : g;
-      acc[i] += dyi * xi * r;
-    }
+#pragma unroll
+    for (int k = 0; k < Q; ++k)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float d = dv[k][j];
+        dot += d * wv[k][j] * xv[k][j];
+        acc[k][j] += d * xv[k][j] * r;
+        wv[k][j] = r * wv[k][j] * d;  // r·w·dy
+      }
+    const float c = r * r * r * team_sum<T, Tm::kBlock>(dot, slots, it & 1) / float(p.D);
+#pragma unroll
+    for (int k = 0; k < Q; ++k)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float gx = wv[k][j] - xv[k][j] * c;  // this row's gradient
+        wv[k][j] = accumulate ? old[k][j] + gx : gx;
+      }
+    store_quads<kVec, T, Q>(dx + off, n, lane, wv);
   }
-  __syncthreads();
-  store_block_partial<kWarps, kThreads>(s_dw, D, partial + size_t(blockIdx.x) * D);
+  float* prow = partial + size_t(blockIdx.x) * p.D;
+  if constexpr (Tm::kTeams == 1) {
+    store_quads<kVec, T, Q>(prow, p.D, lane, acc);
+  } else {  // the teams' sums, team 0 first
+    store_quads<kVec, T, Q, true>(s_acc + size_t(team) * p.D, p.D, lane, acc);
+    __syncthreads();
+    store_block_partial<Tm::kTeams, Tm::kBlock>(s_acc, p.D, prow);
+  }
 }
 
 int bwd_blocks(const RmsNormParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
 
 void check_params(const RmsNormParams& p, const char* who) {
   require(p.M >= 0, std::string(who) + ": M must be >= 0, got " + std::to_string(p.M));
-  require(p.D >= 1, std::string(who) + ": D must be >= 1, got " + std::to_string(p.D));
+  require(p.D >= 1 && p.D <= kMaxTeamCols, std::string(who) + ": D must be in [1, " + std::to_string(kMaxTeamCols) +
+                                               "] (a row is held in registers), got " + std::to_string(p.D));
   require(p.eps >= 0.f, std::string(who) + ": eps must be >= 0");
 }
 
@@ -76,9 +116,16 @@ void check_params(const RmsNormParams& p, const char* who) {
 void rmsnorm_fwd(const RmsNormParams& p, const float* x, const float* w, float* y, float* rstd, cudaStream_t stream) {
   check_params(p, "gpu::rmsnorm_fwd");
   if (p.M == 0) return;
-  const int grid = (p.M + kWarps - 1) / kWarps;
-  rmsnorm_fwd_kernel<<<grid, kThreads, 0, stream>>>(p.M, p.D, p.eps, x, w, y, rstd);
-  MLALPHA_CHECK_LAUNCH();
+  const bool vec = p.D % 4 == 0 && all_aligned16({x, w, y});
+  with_team(p.D, [&](auto tm) {
+    using Tm = decltype(tm);
+    const int grid = (p.M + Tm::kTeams - 1) / Tm::kTeams;
+    if (vec)
+      rmsnorm_fwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, x, w, y, rstd);
+    else
+      rmsnorm_fwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, x, w, y, rstd);
+    MLALPHA_CHECK_LAUNCH();
+  });
 }
 
 size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p) { return size_t(bwd_blocks(p)) * size_t(p.D); }
@@ -86,14 +133,18 @@ size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p) { return size_t(bwd_
 void rmsnorm_bwd(const RmsNormParams& p, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                  float* dw, bool accumulate, float* workspace, cudaStream_t stream) {
   check_params(p, "gpu::rmsnorm_bwd");
-  require(p.D <= kMaxBwdD, "gpu::rmsnorm_bwd: D must be <= " + std::to_string(kMaxBwdD) +
-                               " (per-warp dw accumulators in shared memory), got " + std::to_string(p.D));
   if (p.M == 0) return;  // dw += 0, no dx rows
   require(workspace != nullptr, "gpu::rmsnorm_bwd: workspace is null (needs rmsnorm_bwd_workspace_floats)");
   const int nb = bwd_blocks(p);
-  const size_t smem = size_t(kWarps) * p.D * sizeof(float);
-  rmsnorm_bwd_kernel<<<nb, kThreads, smem, stream>>>(p.M, p.D, x, w, rstd, dy, dx, accumulate, workspace);
-  MLALPHA_CHECK_LAUNCH();
+  const bool vec = p.D % 4 == 0 && all_aligned16({x, w, dy, dx, workspace});
+  with_team(p.D, [&](auto tm) {
+    using Tm = decltype(tm);
+    if (vec)
+      rmsnorm_bwd_kernel<Tm, true><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, accumulate, workspace);
+    else
+      rmsnorm_bwd_kernel<Tm, false><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, accumulate, workspace);
+    MLALPHA_CHECK_LAUNCH();
+  });
   colsum_add(nb, p.D, workspace, dw, stream);
 }
 

@@ -23,10 +23,12 @@ void rmsnorm_bwd(const RmsNormParams& p, const T* x, const T* w, const T* rstd, 
 }  // namespace ref
 
 namespace gpu {
-// Same semantics as ref:: (float, device pointers). One warp per row; D >= 1 (bwd: D <= 3072).
+// Same semantics as ref:: (float, device pointers). A team of threads holds one row in registers
+// (ops/common/row_team.cuh); 1 <= D <= 8192. float4 loads where D % 4 == 0 and the pointers are 16-byte
+// aligned, else scalar: the same bits.
 // x (M, D), w (D) -> y (M, D), rstd (M) (rstd may be null when no backward follows)
 void rmsnorm_fwd(const RmsNormParams& p, const float* x, const float* w, float* y, float* rstd, cudaStream_t stream);
-// Floats of scratch rmsnorm_bwd needs: one dw partial (D) per block of 32 rows.
+// Floats of scratch rmsnorm_bwd needs: one dw partial (D) per block of 16 rows.
 size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p);
 // x, dy (M, D), w (D), rstd (M) -> dx (M, D) written, or added to when accumulate; dw (D) +=.
 // workspace: rmsnorm_bwd_workspace_floats(p) floats, contents need not be initialised.
