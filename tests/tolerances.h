@@ -30,6 +30,9 @@ constexpr double kGpuTf32RelL2 = 2e-3;
 // fp32 states passed over ceil(L/64) chunk boundaries; per-element error relative to the output scale stays
 // ~1e-6, gradients (sums over whole chunks and sequences) ~1e-5.
 constexpr double kGpuSsdRelL2 = 5e-5;
+// The same in tf32 mode (single-pass tf32 products, ~2^-11 relative per operand): ~5e-4 per product as for
+// the tf32 GEMMs, compounded once (C·Bᵀ and dy·xᵀ tiles feed the second products) and summed over chunks.
+constexpr double kGpuSsdTf32RelL2 = 5e-3;
 
 // Whole model, CPU fp32-from-double vs GPU fp32, loss and every gradient tensor (issue 3: ≤ 1e-4).
 constexpr double kModelParityRelL2 = 1e-4;

@@ -43,7 +43,7 @@ struct Flags {
   }
   void add_all(CLI::App& c, bool training) {
     add(c, "--device", device, "auto | cpu | gpu");
-    c.add_flag("--tf32", tf32, "GPU GEMMs in tf32 on the tensor cores (run.tf32)");
+    c.add_flag("--tf32", tf32, "GPU matrix products (GEMMs and the SSD's chunk products) in tf32 on the tensor cores (run.tf32)");
     if (!training) return;
     add(c, "--steps", steps, "optimizer steps");
     add(c, "--batch,-B", batch, "windows per step");

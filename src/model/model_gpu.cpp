@@ -5,6 +5,14 @@
 #include "model/layer_shapes.h"
 
 namespace mlalpha {
+namespace {
+// The layer's op parameters; in tf32 mode the SSD's chunk products run in tf32 like the GEMMs.
+LayerShapes shapes(const ModelConfig& c, int B, int L, bool tf32) {
+  LayerShapes s(c, B, L);
+  s.ssd.tf32 = tf32;
+  return s;
+}
+}  // namespace
 
 DeviceBuffer<float> GpuModel::alloc(size_t n) {
   bytes_ += n * sizeof(float);
@@ -66,7 +74,7 @@ float* GpuModel::resid(int l) { return l < lay_.cfg.NL ? acts_[l].h_in.data() : 
 
 void GpuModel::forward(const float* P, const float* x) {
   const ModelConfig& c = lay_.cfg;
-  const LayerShapes s(c, B_, L_);
+  const LayerShapes s = shapes(c, B_, L_, gemm_.tf32);
   cudaStream_t st = ctx_.stream();
   x_ = x;
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
@@ -100,7 +108,7 @@ void GpuModel::loss(const float* y, const LossParams& lp) {
 
 void GpuModel::backward(const float* P, float* Gr, float* dx) {
   const ModelConfig& c = lay_.cfg;
-  const LayerShapes s(c, B_, L_);
+  const LayerShapes s = shapes(c, B_, L_, gemm_.tf32);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
   gpu::linear_bwd(gemm_, s.head, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn_.data(), Gr + lay_.head_w,

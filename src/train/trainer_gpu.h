@@ -22,7 +22,7 @@ namespace mlalpha {
 
 struct GpuTrainerOptions {
   bool graph = true;   // capture the step as a CUDA graph (from the second step on)
-  bool tf32 = false;   // GEMMs on the tensor cores in tf32
+  bool tf32 = false;   // GEMMs and the SSD's chunk products on the tensor cores in tf32
   int ring_size = 0;   // slots of the step-record ring; 0 = max(1024, 2·log_every)
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -122,9 +123,12 @@ std::vector<double> ref_chunk_states(const Inputs& in) {
   return out;
 }
 
-void check_against_ref(const Shape& s, uint64_t salt) {
-  SCOPED_TRACE(name(s));
-  const Inputs in = make_inputs(s, salt);
+// tf32: the chunk products in single-pass tf32 (the model's tf32 mode), checked at kGpuSsdTf32RelL2 with the
+// measured errors printed (the tolerance's evidence).
+void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
+  SCOPED_TRACE(name(s) + (tf32 ? " tf32" : ""));
+  Inputs in = make_inputs(s, salt);
+  in.p.tf32 = tf32;
   const SsdParams& p = in.p;
   const Outputs got = run_gpu(in);
 
@@ -139,19 +143,23 @@ void check_against_ref(const Shape& s, uint64_t salt) {
                        dy.data(), dxbc.data(), ddelta.data(), dA_log.data(), dxbc.data() + in.bo, dxbc.data() + in.co,
                        dD.data());
 
-  const double tol = tol::kGpuSsdRelL2;
-  EXPECT_TRUE(rel_l2_close(got.y, y, tol, "y"));
-  EXPECT_TRUE(rel_l2_close(got.states, ref_chunk_states(in), tol, "chunk states"));
-  EXPECT_TRUE(rel_l2_close(cols(got.dxbc, p.ld, 0, in.bo), cols(dxbc, p.ld, 0, in.bo), tol, "dx"));
-  EXPECT_TRUE(rel_l2_close(cols(got.dxbc, p.ld, in.bo, in.co), cols(dxbc, p.ld, in.bo, in.co), tol, "dB"));
-  EXPECT_TRUE(rel_l2_close(cols(got.dxbc, p.ld, in.co, in.co + p.G * p.N), cols(dxbc, p.ld, in.co, in.co + p.G * p.N),
-                           tol, "dC"));
-  EXPECT_TRUE(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
+  const double tol = tf32 ? tol::kGpuSsdTf32RelL2 : tol::kGpuSsdRelL2;
+  auto check = [&](const ::testing::AssertionResult& r) {
+    if (tf32) std::printf("  tf32 %s\n", r.message());
+    EXPECT_TRUE(r);
+  };
+  check(rel_l2_close(got.y, y, tol, "y"));
+  check(rel_l2_close(got.states, ref_chunk_states(in), tol, "chunk states"));
+  check(rel_l2_close(cols(got.dxbc, p.ld, 0, in.bo), cols(dxbc, p.ld, 0, in.bo), tol, "dx"));
+  check(rel_l2_close(cols(got.dxbc, p.ld, in.bo, in.co), cols(dxbc, p.ld, in.bo, in.co), tol, "dB"));
+  check(rel_l2_close(cols(got.dxbc, p.ld, in.co, in.co + p.G * p.N), cols(dxbc, p.ld, in.co, in.co + p.G * p.N), tol,
+                     "dC"));
+  check(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
   // += semantics (totals) and the gradient itself (increments over the random starting values)
-  EXPECT_TRUE(rel_l2_close(got.dA_log, dA_log, tol, "dA_log (accumulated)"));
-  EXPECT_TRUE(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
-  EXPECT_TRUE(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol, "dA_log increment"));
-  EXPECT_TRUE(rel_l2_close(minus(got.dD, in.dD0), minus(dD, in.dD0), tol, "dD increment"));
+  check(rel_l2_close(got.dA_log, dA_log, tol, "dA_log (accumulated)"));
+  check(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
+  check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol, "dA_log increment"));
+  check(rel_l2_close(minus(got.dD, in.dD0), minus(dD, in.dD0), tol, "dD increment"));
 }
 
 TEST(SsdGpu, SmallAndRaggedShapes) {
@@ -197,18 +205,40 @@ TEST(SsdGpu, LongSequence) {
   check_against_ref({2, 512, 4, 32, 1, 64, 256, 0, 0.3, 1.5}, 402);
 }
 
+// tf32 mode on the model's shapes, a ragged one, strong decay and a long sequence.
+TEST(SsdGpu, Tf32Mode) {
+  const Shape shapes[] = {
+      {4, 256, 8, 32, 1, 64, 64},                 // 'S' layer
+      {1, 300, 4, 64, 1, 128, 256},               // 'L' head: P = 64, N = 128
+      {3, 70, 3, 7, 2, 3, 32, 1},                 // ragged, G > 1
+      {1, 300, 4, 32, 2, 64, 64, 0, 0.3, 1.5},    // strong decay
+      {1, 2048, 2, 64, 1, 128, 256},              // long sequence
+  };
+  uint64_t salt = 1;
+  for (const Shape& s : shapes) check_against_ref(s, 600 + salt++, /*tf32=*/true);
+}
+
+// Identical inputs give identical bits in both modes; and tf32 mode does take the single-pass path (its
+// output differs from the 3xTF32 one).
 TEST(SsdGpu, Deterministic) {
-  const Inputs in = make_inputs({4, 256, 8, 32, 1, 64, 64}, 501);
-  const Outputs a = run_gpu(in), b = run_gpu(in);
   auto same = [](const std::vector<float>& u, const std::vector<float>& v) {
     return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
   };
-  EXPECT_TRUE(same(a.y, b.y));
-  EXPECT_TRUE(same(a.states, b.states));
-  EXPECT_TRUE(same(a.dxbc, b.dxbc));
-  EXPECT_TRUE(same(a.ddelta, b.ddelta));
-  EXPECT_TRUE(same(a.dA_log, b.dA_log));
-  EXPECT_TRUE(same(a.dD, b.dD));
+  std::vector<float> y_of[2];
+  for (bool tf32 : {false, true}) {
+    SCOPED_TRACE(tf32 ? "tf32" : "3xTF32");
+    Inputs in = make_inputs({4, 256, 8, 32, 1, 64, 64}, 501);
+    in.p.tf32 = tf32;
+    const Outputs a = run_gpu(in), b = run_gpu(in);
+    EXPECT_TRUE(same(a.y, b.y));
+    EXPECT_TRUE(same(a.states, b.states));
+    EXPECT_TRUE(same(a.dxbc, b.dxbc));
+    EXPECT_TRUE(same(a.ddelta, b.ddelta));
+    EXPECT_TRUE(same(a.dA_log, b.dA_log));
+    EXPECT_TRUE(same(a.dD, b.dD));
+    y_of[tf32] = a.y;
+  }
+  EXPECT_FALSE(same(y_of[0], y_of[1])) << "SsdParams::tf32 made no difference";
 }
 
 }  // namespace

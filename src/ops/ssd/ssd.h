@@ -17,6 +17,8 @@ struct SsdParams {
   int G = 1, N = 0;  // groups, state size
   int Q = 64;        // chunk length (the GPU uses min(Q, 64): ssd_chunk_len)
   int ld = 0;        // row stride (elements) of x, Bm, Cm and of their gradients
+  bool tf32 = false; // GPU: the chunk products in single-pass tf32 (the model's tf32 mode, like its GEMMs);
+                     // false: 3xTF32, fp32 accuracy
 };
 
 namespace ref {

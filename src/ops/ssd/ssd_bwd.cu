@@ -16,13 +16,16 @@
 // Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B); (c) group_sum_kernel: dB, dC
 // summed over the heads of each group in head order; (d) param_reduce_kernel: dA_log, dD += Σ over
 // (b, chunk) of the per-block partials, in order.
+#define MLALPHA_SSD_WARPS 16  // = kBwdWarps (ssd_common.cuh says why)
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
+static_assert(kThreads == 32 * kBwdWarps, "MLALPHA_SSD_WARPS above must equal kBwdWarps");
 
-__global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
+template <bool kExact>
+__global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
@@ -32,11 +35,11 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
   float* sdin = sdt + a.T;                           // (T) dec_in_t
   float* sdout = sdin + a.T;                         // (T) dec_out_t
-  float* syoff = sdout + a.T;                        // (2, T) yoff_t, two partials (RowSums)
-  float* sout = syoff + 2 * a.T;                     // (2, T) sout_t
-  float* sdd = sout + 2 * a.T;                       // (2, T) x_t·v_t
-  float* sEq = sdd + 2 * a.T;                        // (4, T) partials of Σ_{i≥t} Σ_{j<t} W[i, j]
-  float* red = sEq + 4 * a.T;                        // (8) block sums
+  float* syoff = sdout + a.T;                        // (kColWarps, T) yoff_t, partials (RowSums)
+  float* sout = syoff + kColWarps * a.T;             // (kColWarps, T) sout_t
+  float* sdd = sout + kColWarps * a.T;               // (kColWarps, T) x_t·v_t
+  float* sEq = sdd + kColWarps * a.T;                // (kRowWarps, T) partials of Σ_{i≥t} Σ_{j<t} W[i, j]
+  float* red = sEq + kRowWarps * a.T;                // (kThreads / 32) block sums
   float* sB = red + kThreads / 32;                   // (T, ldN) B, later diag(Δ) B
   float* sC = sB + a.T * a.ldN;                      // (T, ldN)
   float* sX = sC + a.T * a.ldN;                      // (T, ldP)
@@ -61,11 +64,11 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   stage_wait();
   __syncthreads();
 
-  causal_cb(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CB
+  causal_cb<kExact>(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CB
   {  // DX, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper triangle (this thread wrote CB[i, j])
-    float acc[4][4];
+    Acc acc;
     zero(acc);
-    mm<false, true>(acc, sDY, a.ldP, sX, a.ldP, 0, tc, 0, tc, a.P);
+    mm<kExact, false, true>(acc, sDY, a.ldP, sX, a.ldP, 0, tc, 0, tc, a.P);
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
       if (j <= i) sDX[i * a.ldT + j] = acc[r][cc] * decay(scs, i, j);
       if (j < i) sDX[j * a.ldT + i] = sCB[i * a.ldT + j] * acc[r][cc] * sdt[j];
@@ -75,10 +78,10 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
 
   {  // Σ_{i≥t} Σ_{j<t} W[i, j]: Z = W·U with U[j, t] = [j < t] gives Z[i, t] = Σ_{j<t} W[i, j]; then column
      // sums of Z over i ≥ t (four partials per t in sEq). Then the upper triangle of DX is cleared again.
-    float acc[4][4];
+    Acc acc;
     zero(acc);
-    mm_fn(acc, 0, tc, 0, tc, tc, [&](int i, int j) { return j < i ? sDX[j * a.ldT + i] : 0.f; },
-          [&](int j, int t) { return j < t ? 1.f : 0.f; });
+    mm_fn<kExact>(acc, 0, tc, 0, tc, tc, [&](int i, int j) { return j < i ? sDX[j * a.ldT + i] : 0.f; },
+                  [&](int j, int t) { return j < t ? 1.f : 0.f; });
     ColSums stair;
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int t) {
       if (i >= t) stair.add(r, cc, acc[r][cc]);
@@ -93,13 +96,13 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
 
   RowSums xv;
   for (int p0 = 0; p0 < a.P; p0 += kTile) {  // v, dx, x·v
-    float acc[4][4];
+    Acc acc;
     zero(acc);
     if (!last) {
-      mm<false, true>(acc, sB, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
+      mm<kExact, false, true>(acc, sB, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
       for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdout[t]; });
     }
-    mm<true, false>(acc, sCB, a.ldT, sDY, a.ldP, 0, tc, p0, a.P, tc);
+    mm<kExact, true, false>(acc, sCB, a.ldT, sDY, a.ldP, 0, tc, p0, a.P, tc);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
       a.dx[row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P + p] = sdt[t] * acc[r][cc] + Dh * sDY[t * a.ldP + p];
       xv.add(cc, sX[t * a.ldP + p] * acc[r][cc]);
@@ -110,16 +113,16 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
 
   RowSums so;
   for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dB, sout
-    float acc[4][4];
+    Acc acc;
     zero(acc);
     if (!last) {
-      mm<false, false>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
+      mm<kExact, false, false>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
       for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
         acc[r][cc] *= sdout[t];
         so.add(cc, sdt[t] * acc[r][cc] * sB[t * a.ldN + n]);
       });
     }
-    mm<true, false>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);
+    mm<kExact, true, false>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = sdt[t] * acc[r][cc];
     });
@@ -131,15 +134,17 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
   float c0 = 0.f;
   if (!last) {  // S_in from global memory, eight loads in flight per thread
     const float* S = state_at(a, a.states, b, h, c);
-    const int PN = a.P * a.N;
+    const int PN = a.P * a.N, dp = kThreads / a.N, dn = kThreads % a.N;
+    int p = threadIdx.x / a.N, n = threadIdx.x % a.N;  // of element i, stepped without a division
     for (int i0 = threadIdx.x; i0 < PN; i0 += 8 * kThreads) {
       float v[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) v[u] = i0 + u * kThreads < PN ? S[i0 + u * kThreads] : 0.f;
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
-        const int i = i0 + u * kThreads;
-        if (i < PN) c0 += sS[(i / a.N) * a.ldN + i % a.N] * v[u];
+        if (i0 + u * kThreads < PN) c0 += sS[p * a.ldN + n] * v[u];
+        p += dp, n += dn;
+        if (n >= a.N) n -= a.N, ++p;
       }
     }
   }
@@ -152,14 +157,14 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
 
   RowSums yo;
   for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dC, yoff
-    float acc[4][4];
+    Acc acc;
     zero(acc);
-    mm<false, false>(acc, sDY, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
+    mm<kExact, false, false>(acc, sDY, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       acc[r][cc] *= sdin[t];
       yo.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
     });
-    mm<false, false>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);
+    mm<kExact, false, false>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       a.wsC[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
     });
@@ -175,7 +180,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
       float* dst = warp == 0 ? sdin : sdout;
       const int ta = warp == 0 ? tc - 1 - 2 * lane : 2 * lane, tb = warp == 0 ? ta - 1 : ta + 1;
       const bool va = ta >= 0 && ta < tc, vb = tb >= 0 && tb < tc;
-      const float v0 = va ? src[ta] + src[a.T + ta] : 0.f, v1 = vb ? src[tb] + src[a.T + tb] : 0.f;
+      const float v0 = va ? partial_sum<kColWarps>(src, a.T, ta) : 0.f;
+      const float v1 = vb ? partial_sum<kColWarps>(src, a.T, tb) : 0.f;
       const float incl = warp_inclusive_scan(v0 + v1);
       float excl = __shfl_up_sync(kFull, incl, 1);
       excl = lane == 0 ? 0.f : excl;
@@ -192,8 +198,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Args a) {
 
   float dA = 0.f, dD = 0.f;
   for (int t = threadIdx.x; t < tc; t += kThreads) {
-    const float e = c0 + (sEq[t] + sEq[a.T + t] + sEq[2 * a.T + t] + sEq[3 * a.T + t]) + sdin[t] + sdout[t];
-    a.ddelta[row_of(a, b, t0 + t) * a.H + h] = (sdd[t] + sdd[a.T + t]) + A * e;  // dΔ_t = x_t·v_t + A e_t
+    const float e = c0 + partial_sum<kRowWarps>(sEq, a.T, t) + sdin[t] + sdout[t];
+    a.ddelta[row_of(a, b, t0 + t) * a.H + h] = partial_sum<kColWarps>(sdd, a.T, t) + A * e;  // dΔ_t = x_t·v_t + A e_t
     dA += sdt[t] * e;  // dA = Σ_t Δ_t e_t
   }
   for (int t = warp; t < tc; t += kThreads / 32)
@@ -265,9 +271,12 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
   chunk_adjoint_states(a, stream);  // (a)
   {                                 // (b)
     const size_t smem = bwd_smem_bytes(a);
-    allow_smem(bwd_kernel, smem);
-    bwd_kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
-    MLALPHA_CHECK_LAUNCH();
+    with_precision(a, [&](auto exact) {
+      const auto kernel = bwd_kernel<decltype(exact)::value>;
+      allow_smem(kernel, smem);
+      kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
+      MLALPHA_CHECK_LAUNCH();
+    });
   }
   {  // (c) group sums of dB, dC; fixed grid from the shape
     const size_t total = rows * p.G * p.N;

@@ -15,7 +15,7 @@ namespace {
 
 // kReverse = false: chunk c = blockIdx.x ∈ [0, nchunks−1) → states[c+1] = Xᵀ diag(Δ_j e^{cs_last − cs_j}) B.
 // kReverse = true:  chunk c = blockIdx.x + 1 ∈ [1, nchunks) → wsG[c] = dyᵀ diag(e^{cs_i − cs_0}) C.
-template <bool kReverse>
+template <bool kReverse, bool kExact>
 __global__ void __launch_bounds__(kThreads) local_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
   const int c = blockIdx.x + (kReverse ? 1 : 0), h = blockIdx.y, b = blockIdx.z;
@@ -44,9 +44,9 @@ __global__ void __launch_bounds__(kThreads) local_kernel(Args a) {
   float* out = kReverse ? state_at(a, a.wsG, b, h, c) : state_at(a, a.states, b, h, c + 1);
   for (int p0 = 0; p0 < a.P; p0 += kTile)
     for (int n0 = 0; n0 < a.N; n0 += kTile) {
-      float acc[4][4];
+      Acc acc;
       zero(acc);
-      mm<true, false>(acc, sV, a.ldP, sR, a.ldN, p0, a.P, n0, a.N, tc);
+      mm<kExact, true, false>(acc, sV, a.ldP, sR, a.ldN, p0, a.P, n0, a.N, tc);
       for_out(p0, a.P, n0, a.N, [&](int r, int cc, int p, int n) { out[size_t(p) * a.N + n] = acc[r][cc]; });
     }
 }
@@ -102,9 +102,12 @@ void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   if (a.nchunks >= 2) {
     const size_t smem = local_smem_bytes(a);
-    allow_smem(local_kernel<kReverse>, smem);
-    local_kernel<kReverse><<<dim3(a.nchunks - 1, a.H, a.B), kThreads, smem, stream>>>(a);
-    MLALPHA_CHECK_LAUNCH();
+    with_precision(a, [&](auto exact) {
+      const auto kernel = local_kernel<kReverse, decltype(exact)::value>;
+      allow_smem(kernel, smem);
+      kernel<<<dim3(a.nchunks - 1, a.H, a.B), kThreads, smem, stream>>>(a);
+      MLALPHA_CHECK_LAUNCH();
+    });
   }
   if (kReverse && a.nchunks < 3) return;  // G_{nchunks−1} is chunk nchunks−1's own sum: nothing to carry
   const int blocks = ceil_div(a.P * a.N, kThreads);

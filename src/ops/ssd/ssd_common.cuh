@@ -15,13 +15,15 @@
 // Chunk length: T = min(Q, 64), halved while the backward's tiles exceed the shared memory a block may use
 // (ssd_layout.cu); it depends on the shape only, so results never depend on the device.
 //
-// Products: 256 threads (8 warps) compute one 64×64 output tile with tf32 tensor-core mma in the 3xTF32
-// split (fp32 accuracy; see mm()). Tiles are stored row-major with a row stride ≡ 12 (mod 32) floats
-// (tile_ld): an mma operand fragment reads 8 rows × 4 columns or 4 rows × 8 columns, which then fall in
-// different banks (all 32 for the first, all but a few for the second).
+// Products: a block (8 warps; 16 in the backward) computes one 64×64 output tile with tf32 tensor-core mma,
+// in the 3xTF32 split (fp32 accuracy) or, in the model's tf32 mode (SsdParams::tf32), single-pass tf32 like
+// its GEMMs (see mm(); every kernel is a template on kExact). Tiles are stored row-major with a row stride
+// ≡ 12 (mod 32) floats (tile_ld): an mma operand fragment reads 8 rows × 4 columns or 4 rows × 8 columns,
+// which then fall in different banks (all 32 for the first, all but a few for the second).
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -31,16 +33,22 @@
 namespace mlalpha::gpu::ssd_detail {
 
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kThreads = 256;              // 8 warps, one 64×64 output tile
-constexpr int kTile = 64;                  // rows or columns of one output tile
-constexpr int kMaxChunk = 64;              // T ≤ 64: one output tile spans the chunk
+constexpr int kTile = 64;                    // rows or columns of one output tile
+constexpr int kRowWarps = 4;                 // warps along an output tile's rows, 16 rows each
+constexpr int kMaxChunk = 64;                // T ≤ 64: one output tile spans the chunk
 constexpr int kMinChunk = 8;
 constexpr int kSmemLimitBytes = 227 * 1024;  // sm_90 opt-in maximum per block
+// Warps per block of the backward kernel (ssd_bwd.cu sets MLALPHA_SSD_WARPS to it). Its tiles take up to
+// 200 KB of shared memory, so for the M and L layers one block runs per SM; 16 warps instead of 8 then keep
+// twice as many warps per scheduler to hide the shared-memory and mma latencies (H200, L: 2.54 → 2.12 ms
+// per layer, M: 0.60 → 0.53 ms; S, whose 8-warp blocks run two per SM, lost 6%).
+constexpr int kBwdWarps = 16;
 
 // Everything a kernel needs, passed by value.
 struct Args {
   int B, L, H, P, G, N, ld;
   int T, nchunks;          // chunk length and count
+  bool tf32;               // products in single-pass tf32 (kernels <false>) instead of 3xTF32 (<true>)
   int ldN, ldP, ldT;       // tile row strides for N, P and T columns (tile_ld)
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
   float* y;       // (B, L, H, P) forward output
@@ -64,6 +72,23 @@ __device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L,
 __device__ __forceinline__ float* state_at(const Args& a, float* base, int b, int h, int c) {
   return base + ((size_t(b) * a.H + h) * a.nchunks + c) * size_t(a.P) * a.N;
 }
+
+// Everything below up to the host side depends on the block size: each kernel file may set
+// MLALPHA_SSD_WARPS before including this header (default 8), and gets its own copy of these helpers in an
+// inline namespace named after it (so two files with different sizes define different functions).
+#ifndef MLALPHA_SSD_WARPS
+#define MLALPHA_SSD_WARPS 8
+#endif
+#define MLALPHA_SSD_CAT2(a, b) a##b
+#define MLALPHA_SSD_CAT(a, b) MLALPHA_SSD_CAT2(a, b)
+inline namespace MLALPHA_SSD_CAT(warps, MLALPHA_SSD_WARPS) {
+
+constexpr int kThreads = 32 * MLALPHA_SSD_WARPS;      // one 64×64 output tile per block
+constexpr int kColWarps = kThreads / 32 / kRowWarps;  // warps along its columns
+constexpr int kWarpCols = kTile / kColWarps;          // columns per warp
+constexpr int kSub = kWarpCols / 8;                   // m16n8 subtiles per warp
+static_assert(kColWarps >= 1 && kTile % kColWarps == 0 && kWarpCols % 8 == 0, "8, 16 or 32 warps");
+using Acc = float[kSub][4];                           // a thread's accumulators (mma layout)
 
 // ----- staging (a warp per row, lanes along the row: coalesced) -----
 // rows × cols of a row-major global matrix (row stride src_ld) into a tile (row stride dst_ld) with
@@ -108,9 +133,9 @@ __device__ __forceinline__ float decay(const double* scs, int i, int j) { return
 
 // ----- the block product -----
 // One 64×64 output tile per call, on the tensor cores: warp w owns rows i0 + 16·(w % 4) + [0, 16) and columns
-// j0 + 32·(w / 4) + [0, 32), four m16n8k8 tiles. Lane (g = lane / 4, q = lane % 4) holds acc[s][e] for
-// subtile s at row i0 + 16·(w % 4) + g + 8·(e / 2), column j0 + 32·(w / 4) + 8s + 2q + (e % 2) (the mma
-// accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
+// j0 + W·(w / 4) + [0, W), W = kWarpCols, kSub = W / 8 m16n8k8 tiles. Lane (g = lane / 4, q = lane % 4) holds
+// acc[s][e] for subtile s at row i0 + 16·(w % 4) + g + 8·(e / 2), column j0 + W·(w / 4) + 8s + 2q + (e % 2)
+// (the mma accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
 // lo·hi + hi·lo + hi·hi ("3xTF32"): the dropped terms are ~2^-21 relative, so results match an fp32
 // product to a few ulps (the tests' tolerances are those of the fp32 kernels). Fixed order throughout:
 // bit-reproducible.
@@ -118,7 +143,7 @@ __device__ __forceinline__ int out_row(int i0, int e) {
   return i0 + 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1);
 }
 __device__ __forceinline__ int out_col(int j0, int s, int e) {
-  return j0 + 32 * (threadIdx.x >> 7) + 8 * s + 2 * (threadIdx.x & 3) + (e & 1);
+  return j0 + kWarpCols * (threadIdx.x >> 7) + 8 * s + 2 * (threadIdx.x & 3) + (e & 1);
 }
 // x = hi + lo: hi is x rounded to tf32 on its 13 dropped mantissa bits by an integer add and mask (round half
 // away from zero; Inf stays Inf, a finite value that rounds past the largest one becomes Inf as with
@@ -126,8 +151,9 @@ __device__ __forceinline__ int out_col(int j0, int s, int e) {
 // ≤ 2^-21 |x| whose sign follows lo's, which is as often negative as positive, so it does not add up
 // coherently (a truncated hi would leave lo with x's sign every time). Three plain instructions, where
 // cvt.rna.tf32.f32 is emulated with many more on sm_90.
+__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  hi = round_tf32(x);
   lo = __float_as_uint(x - __uint_as_float(hi));
 }
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -137,18 +163,27 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 // One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the four B fragments, split, then
-// lo·hi + hi·lo + hi·hi into each subtile.
-__device__ __forceinline__ void mma_step(float (&acc)[4][4], const float (&av)[4], const float (&bv)[4][2]) {
+// lo·hi + hi·lo + hi·hi into each subtile (kExact), or only hi·hi: the single-pass product of tf32 mode,
+// ~2^-11 relative per operand as in cuBLAS's tf32 GEMMs.
+template <bool kExact>
+__device__ __forceinline__ void mma_step(Acc& acc, const float (&av)[4], const float (&bv)[kSub][2]) {
   uint32_t ah[4], al[4];
 #pragma unroll
-  for (int e = 0; e < 4; ++e) split_tf32(av[e], ah[e], al[e]);
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (kExact) split_tf32(av[e], ah[e], al[e]);
+    else ah[e] = round_tf32(av[e]);
+  }
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
+  for (int s = 0; s < kSub; ++s) {
     uint32_t bh[2], bl[2];
-    split_tf32(bv[s][0], bh[0], bl[0]);
-    split_tf32(bv[s][1], bh[1], bl[1]);
-    mma_tf32(acc[s], al, bh);
-    mma_tf32(acc[s], ah, bl);
+    if constexpr (kExact) {
+      split_tf32(bv[s][0], bh[0], bl[0]);
+      split_tf32(bv[s][1], bh[1], bl[1]);
+      mma_tf32(acc[s], al, bh);
+      mma_tf32(acc[s], ah, bl);
+    } else {
+      bh[0] = round_tf32(bv[s][0]), bh[1] = round_tf32(bv[s][1]);
+    }
     mma_tf32(acc[s], ah, bh);
   }
 }
@@ -157,8 +192,8 @@ __device__ __forceinline__ void mma_step(float (&acc)[4][4], const float (&av)[4
 // ldb, or transposed (element (k, j) at B[j·ldb + k]) when kTransB. Rows i ≥ M and columns j ≥ Ncols read
 // row or column 0 instead (any finite or non-finite value there only reaches outputs that for_out skips),
 // so only the last partial k-step needs a bounds check.
-template <bool kTransA, bool kTransB>
-__device__ __forceinline__ void mm(float (&acc)[4][4], const float* A, int lda, const float* B, int ldb, int i0,
+template <bool kExact, bool kTransA, bool kTransB>
+__device__ __forceinline__ void mm(Acc& acc, const float* A, int lda, const float* B, int ldb, int i0,
                                    int M, int j0, int Ncols, int K) {
   const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
   int ilo = out_row(i0, 0), ihi = ilo + 8;
@@ -167,61 +202,61 @@ __device__ __forceinline__ void mm(float (&acc)[4][4], const float* A, int lda, 
   const float* alo = kTransA ? A + q * lda + ilo : A + ilo * lda + q;
   const float* ahi = kTransA ? A + q * lda + ihi : A + ihi * lda + q;
   const int ak = kTransA ? lda : 1;  // stride of A along k
-  const float* bp[4];
+  const float* bp[kSub];
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    int j = j0 + 32 * (threadIdx.x >> 7) + 8 * s + g;
+  for (int s = 0; s < kSub; ++s) {
+    int j = j0 + kWarpCols * (threadIdx.x >> 7) + 8 * s + g;
     j = j < Ncols ? j : 0;
     bp[s] = kTransB ? B + j * ldb + q : B + q * ldb + j;
   }
   const int bk = kTransB ? 1 : ldb;  // stride of B along k
   int k0 = 0;
   for (; k0 + 8 <= K; k0 += 8) {
-    float av[4], bv[4][2];
+    float av[4], bv[kSub][2];
     av[0] = alo[0], av[1] = ahi[0], av[2] = alo[4 * ak], av[3] = ahi[4 * ak];
 #pragma unroll
-    for (int s = 0; s < 4; ++s) bv[s][0] = bp[s][0], bv[s][1] = bp[s][4 * bk];
-    mma_step(acc, av, bv);
+    for (int s = 0; s < kSub; ++s) bv[s][0] = bp[s][0], bv[s][1] = bp[s][4 * bk];
+    mma_step<kExact>(acc, av, bv);
     alo += 8 * ak, ahi += 8 * ak;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) bp[s] += 8 * bk;
+    for (int s = 0; s < kSub; ++s) bp[s] += 8 * bk;
   }
   if (k0 < K) {  // the last partial step: k ≥ K counts as 0
     const bool v0 = k0 + q < K, v1 = k0 + q + 4 < K;
-    float av[4], bv[4][2];
+    float av[4], bv[kSub][2];
     av[0] = v0 ? alo[0] : 0.f, av[1] = v0 ? ahi[0] : 0.f;
     av[2] = v1 ? alo[4 * ak] : 0.f, av[3] = v1 ? ahi[4 * ak] : 0.f;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) bv[s][0] = v0 ? bp[s][0] : 0.f, bv[s][1] = v1 ? bp[s][4 * bk] : 0.f;
-    mma_step(acc, av, bv);
+    for (int s = 0; s < kSub; ++s) bv[s][0] = v0 ? bp[s][0] : 0.f, bv[s][1] = v1 ? bp[s][4 * bk] : 0.f;
+    mma_step<kExact>(acc, av, bv);
   }
 }
 // The same product with operands given as functions a(i, k), b(k, j) (for masked or generated operands);
 // every element is bounds-checked, so it costs more per step.
-template <class FA, class FB>
-__device__ __forceinline__ void mm_fn(float (&acc)[4][4], int i0, int M, int j0, int Ncols, int K, FA a, FB b) {
+template <bool kExact, class FA, class FB>
+__device__ __forceinline__ void mm_fn(Acc& acc, int i0, int M, int j0, int Ncols, int K, FA a, FB b) {
   const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
   const int ilo = out_row(i0, 0), ihi = ilo + 8;
   const bool rlo = ilo < M, rhi = ihi < M;
-  int jn[4];
-  bool cn[4];
+  int jn[kSub];
+  bool cn[kSub];
 #pragma unroll
-  for (int s = 0; s < 4; ++s) jn[s] = j0 + 32 * (threadIdx.x >> 7) + 8 * s + g, cn[s] = jn[s] < Ncols;
+  for (int s = 0; s < kSub; ++s) jn[s] = j0 + kWarpCols * (threadIdx.x >> 7) + 8 * s + g, cn[s] = jn[s] < Ncols;
   for (int k0 = 0; k0 < K; k0 += 8) {
     const int ka = k0 + q, kb = k0 + q + 4;
     const bool va = ka < K, vb = kb < K;
-    float av[4], bv[4][2];
+    float av[4], bv[kSub][2];
     av[0] = rlo && va ? a(ilo, ka) : 0.f, av[1] = rhi && va ? a(ihi, ka) : 0.f;
     av[2] = rlo && vb ? a(ilo, kb) : 0.f, av[3] = rhi && vb ? a(ihi, kb) : 0.f;
 #pragma unroll
-    for (int s = 0; s < 4; ++s)
+    for (int s = 0; s < kSub; ++s)
       bv[s][0] = cn[s] && va ? b(ka, jn[s]) : 0.f, bv[s][1] = cn[s] && vb ? b(kb, jn[s]) : 0.f;
-    mma_step(acc, av, bv);
+    mma_step<kExact>(acc, av, bv);
   }
 }
-__device__ __forceinline__ void zero(float (&acc)[4][4]) {
+__device__ __forceinline__ void zero(Acc& acc) {
 #pragma unroll
-  for (int s = 0; s < 4; ++s)
+  for (int s = 0; s < kSub; ++s)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[s][e] = 0.f;
 }
@@ -229,7 +264,7 @@ __device__ __forceinline__ void zero(float (&acc)[4][4]) {
 template <class F>
 __device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f) {
 #pragma unroll
-  for (int s = 0; s < 4; ++s)
+  for (int s = 0; s < kSub; ++s)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = out_row(i0, e), j = out_col(j0, s, e);
@@ -238,19 +273,19 @@ __device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f) {
 }
 // dst[i, j] = (C_i·B_j) e^{cs_i − cs_j} col(j) for j ≤ i < tc and 0 above the diagonal: the chunk's causal
 // decayed C·Bᵀ from the C and B tiles (T, ldN) into dst (T, ldT). Each thread writes the outputs it owns.
-template <class F>
+template <bool kExact, class F>
 __device__ __forceinline__ void causal_cb(const Args& a, const float* sC, const float* sB, const double* scs, int tc,
                                           float* dst, F col) {
-  float acc[4][4];
+  Acc acc;
   zero(acc);
-  mm<false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
+  mm<kExact, false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
   for_out(0, tc, 0, tc, [&](int r, int c, int i, int j) {
     dst[i * a.ldT + j] = j <= i ? acc[r][c] * decay(scs, i, j) * col(j) : 0.f;
   });
 }
 // Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
 // end_tile() after each tile (sums the 4 lanes of a quad), then write(dst) stores each warp column's sum at
-// dst[(w / 4)·ld + i] (2 partials per row, added in order by the reader after a __syncthreads).
+// dst[(w / 4)·ld + i] (kColWarps partials per row, added in order by partial_sum after a __syncthreads).
 struct RowSums {
   float part[2] = {0.f, 0.f}, total[2] = {0.f, 0.f};
   __device__ __forceinline__ void add(int e, float v) { part[e >> 1] += v; }
@@ -276,13 +311,13 @@ struct RowSums {
 
 // Per-column sums of values produced in for_out over one output tile: add(s, e, v) in the callback, then
 // write(dst) sums the 8 lanes that share a column and stores each row-warp's sum at dst[(w % 4)·ld + j]
-// (4 partials per column, added in order by the reader after a __syncthreads).
+// (kRowWarps partials per column, added in order by partial_sum after a __syncthreads).
 struct ColSums {
-  float part[4][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+  float part[kSub][2] = {};
   __device__ __forceinline__ void add(int s, int e, float v) { part[s][e & 1] += v; }
   __device__ __forceinline__ void write(float* dst, int ld, int j0, int Ncols) {
 #pragma unroll
-    for (int s = 0; s < 4; ++s)
+    for (int s = 0; s < kSub; ++s)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float v = part[s][c];
@@ -294,6 +329,15 @@ struct ColSums {
       }
   }
 };
+
+// Σ_k src[k·ld + i] for k < kParts, in order: the per-warp partials RowSums and ColSums write.
+template <int kParts>
+__device__ __forceinline__ float partial_sum(const float* src, int ld, int i) {
+  float v = src[i];
+#pragma unroll
+  for (int k = 1; k < kParts; ++k) v += src[k * ld + i];
+  return v;
+}
 
 // Fixed-order block sum (warp butterflies, then warps in order); every thread gets the result. `red` holds
 // kThreads / 32 values; the block is synchronised on entry and exit.
@@ -309,6 +353,8 @@ __device__ inline T block_sum(T v, T* red) {
   return s;
 }
 
+}  // inline namespace warps<N>
+
 // ----- host side -----
 void validate(const SsdParams& p);
 // The chunk length and strides from the shape only (so results never depend on the device).
@@ -317,6 +363,13 @@ Args make_layout(const SsdParams& p);
 size_t fwd_smem_bytes(const Args& a);
 size_t bwd_smem_bytes(const Args& a);
 size_t local_smem_bytes(const Args& a);
+// Calls f(std::true_type{}) for the 3xTF32 kernels or f(std::false_type{}) for tf32 mode's (a.tf32): the
+// kernel's kExact is decltype(arg)::value.
+template <class F>
+void with_precision(const Args& a, F f) {
+  if (a.tf32) f(std::false_type{});
+  else f(std::true_type{});
+}
 // Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default) and launches nothing.
 template <class K>
 void allow_smem(K kernel, size_t bytes) {

@@ -8,6 +8,10 @@ namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
 
+// B and S_in share one region: B is read only by C·Bᵀ, so S_in is staged there after it, and the block
+// needs less shared memory (two blocks per SM for the 'L' layer instead of one; three for 'S'). The copy of
+// S_in overlaps the first tile's M X product.
+template <bool kExact>
 __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -16,34 +20,39 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
   float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
   float* sdec = sdt + a.T;                           // (T) e^{cs_t}
   float* sC = sdec + a.T;                            // (T, ldN)
-  float* sB = sC + a.T * a.ldN;                      // (T, ldN)
-  float* sX = sB + a.T * a.ldN;                      // (T, ldP)
+  float* sX = sC + a.T * a.ldN;                      // (T, ldP)
   float* sM = sX + a.T * a.ldP;                      // (T, ldT) (C Bᵀ ∘ Ldec) diag(Δ)
-  float* sS = sM + a.T * a.ldT;                      // (P, ldN) S_in
+  float* sB = sM + a.T * a.ldT;                      // (T, ldN) B, then
+  float* sS = sB;                                    // (P, ldN) S_in
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
   stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);
   stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
   stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sX, a.ldP);
-  stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sS, a.ldN);
   chunk_decay(a, A, b, h, t0, tc, sdt, scs);  // while the copies are in flight
   for (int t = threadIdx.x; t < tc; t += kThreads) sdec[t] = float(exp(scs[t]));
   stage_wait();
   __syncthreads();
 
-  causal_cb(a, sC, sB, scs, tc, sM, [&](int j) { return sdt[j]; });  // M[i, j] = (C_i·B_j) e^{cs_i − cs_j} Δ_j
-  __syncthreads();
+  // M[i, j] = (C_i·B_j) e^{cs_i − cs_j} Δ_j
+  causal_cb<kExact>(a, sC, sB, scs, tc, sM, [&](int j) { return sdt[j]; });
+  __syncthreads();  // B is consumed
+  stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sS, a.ldN);
 
   for (int p0 = 0; p0 < a.P; p0 += kTile) {
-    float acc[4][4];
-    zero(acc);
-    // e^{cs_t} (S_in C_t)[p]
-    mm<false, true>(acc, sC, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
-    for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdec[t]; });
-    // + Σ_{j≤t} M[t, j] x_j[p]
-    mm<false, false>(acc, sM, a.ldT, sX, a.ldP, 0, tc, p0, a.P, tc);
+    Acc mx, cs;
+    zero(mx);
+    zero(cs);
+    // Σ_{j≤t} M[t, j] x_j[p]
+    mm<kExact, false, false>(mx, sM, a.ldT, sX, a.ldP, 0, tc, p0, a.P, tc);
+    if (p0 == 0) {  // S_in is in place
+      stage_wait();
+      __syncthreads();
+    }
+    // (S_in C_t)[p], times e^{cs_t} below
+    mm<kExact, false, true>(cs, sC, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
-      a.y[(row_of(a, b, t0 + t) * a.H + h) * a.P + p] = acc[r][cc] + Dh * sX[t * a.ldP + p];
+      a.y[(row_of(a, b, t0 + t) * a.H + h) * a.P + p] = sdec[t] * cs[r][cc] + mx[r][cc] + Dh * sX[t * a.ldP + p];
     });
   }
 }
@@ -61,9 +70,12 @@ void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float
   a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.y = y, a.states = chunk_states;
   chunk_entry_states(a, stream);
   const size_t smem = fwd_smem_bytes(a);
-  allow_smem(ssd_fwd_kernel, smem);
-  ssd_fwd_kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
-  MLALPHA_CHECK_LAUNCH();
+  with_precision(a, [&](auto exact) {
+    const auto kernel = ssd_fwd_kernel<decltype(exact)::value>;
+    allow_smem(kernel, smem);
+    kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
+    MLALPHA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace mlalpha::gpu
