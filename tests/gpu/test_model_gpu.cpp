@@ -2,6 +2,7 @@
 // kModelParityRelL2, on ragged shapes; the same inputs twice give bitwise identical gradients.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -60,7 +61,11 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   for (const auto& t : lay.table.tensors())
     for (size_t i = t.offset; i < t.offset + t.numel; ++i) params[i] += noise[i];
   const auto x = random_vec<float>(size_t(cs.B) * cs.L * c.F, rng, -2, 2);
-  auto y = random_vec<float>(size_t(cs.B) * cs.L * c.K, rng);
+  // Targets away from the predictions (which stay within about ±1): the sum of the residuals, head.bias's
+  // gradient, is then of the size of its terms. With targets centred on the predictions it cancels to a small
+  // fraction of them, and tf32's error, relative to the terms, made its rel-L2 check fail for 1 seed in 5 while
+  // measuring the data's conditioning rather than the code.
+  auto y = random_vec<float>(size_t(cs.B) * cs.L * c.K, rng, 1.0, 3.0);
   y[1] = std::numeric_limits<float>::quiet_NaN();
   const LossParams lp{cs.B, cs.L, c.K, LossKind::MSE, 1.0f, cs.L > 4 ? 3 : 0};
 
@@ -81,7 +86,9 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   for (const auto& t : lay.table.tensors()) {
     const std::vector<float> got(a.grads.begin() + t.offset, a.grads.begin() + t.offset + t.numel);
     const std::vector<double> want(ref_g.begin() + t.offset, ref_g.begin() + t.offset + t.numel);
-    EXPECT_TRUE(rel_l2_close(got, want, tol, t.name));
+    const auto r = rel_l2_close(got, want, tol, t.name);
+    if (cs.tf32) std::printf("  tf32 %s\n", r.message());  // the tolerance's evidence
+    EXPECT_TRUE(r);
   }
   EXPECT_TRUE(rel_l2_close(a.dx, ref_dx, tol, "input x"));
 
