@@ -24,4 +24,17 @@ inline std::vector<float> from_device(const DeviceBuffer<float>& d) {
   return d.download();
 }
 
+// A copy of h starting `off` floats into a poisoned allocation (off = 1 misaligns float4 access), and the
+// elements from `off` on back: for checking a kernel's vector path against its scalar fallback.
+inline DeviceBuffer<float> to_device_at(const std::vector<float>& h, size_t off) {
+  DeviceBuffer<float> d(h.size() + off);
+  d.fill_bytes(0xFF);
+  d.upload(h.data(), h.size(), off);
+  return d;
+}
+inline std::vector<float> from_device_at(const DeviceBuffer<float>& d, size_t off) {
+  const std::vector<float> h = from_device(d);
+  return std::vector<float>(h.begin() + off, h.end());
+}
+
 }  // namespace mlalpha::test

@@ -1,7 +1,9 @@
 // gpu::conv1d_silu_fwd / conv1d_silu_bwd against the CPU reference in double: B = L = 1, L < W, widths
-// 1..8, ld_x > C with NaN in the unused columns (must be neither read nor written), ragged C and L
-// (not multiples of the 64-channel / 128-step blocks), Mamba2-sized C = 2304; dw and dbias accumulated
-// onto random values. Plus bitwise determinism.
+// 1..8 on both the float4 path (C % 4 == 0, ld_x % 4 == 0, aligned) and the scalar fallback (C or ld_x not a
+// multiple of 4), ld_x > C with NaN in the unused columns (must be neither read nor written), ragged C and L
+// (not multiples of the 128-channel / 128-step blocks, the 32-step thread tiles or the load groups),
+// Mamba2-sized C = 2304 and the M model's C = 640; dw and dbias accumulated onto random values. Plus bitwise
+// determinism, and the same bits from the float4 path and the scalar path (every buffer one float off).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +26,9 @@ using test::from_device;
 using test::poisoned;
 using test::random_vec;
 using test::rel_l2_close;
+using test::from_device_at;
 using test::to_device;
+using test::to_device_at;
 
 // x (B, L, ld_x): random in the first C columns, NaN in the others (a kernel reading them poisons y).
 std::vector<float> strided_input(const Conv1dParams& p, std::mt19937_64& rng) {
@@ -83,24 +87,69 @@ void check_shape(const Conv1dParams& p, uint64_t salt) {
 
 TEST(Conv1dGpu, MatchesReference) {
   const Conv1dParams shapes[] = {
-      // B, L, C, W, ld_x
-      {1, 1, 1, 4, 1},        // B = L = C = 1
-      {1, 1, 5, 4, 9},        // one step, strided
-      {2, 3, 7, 4, 20},       // L < W, ld_x > C
-      {3, 2, 70, 8, 70},      // L < W = 8, C past one 64-channel block
-      {2, 9, 33, 1, 40},      // W = 1
-      {2, 17, 65, 2, 65},     // W = 2
-      {2, 40, 31, 3, 50},     // W = 3
-      {1, 33, 64, 5, 64},     // W = 5
-      {2, 50, 19, 6, 23},     // W = 6
-      {1, 129, 10, 7, 12},    // W = 7, L one past a 128-step block
-      {4, 129, 130, 4, 300},  // ragged L and C, strided
-      {3, 300, 384, 4, 900},  // S-config-like channels, x a slice of in_proj (ld_x = 900)
-      {2, 257, 2304, 4, 4384},// L-config channels (d_inner + 2GN = 2304)
-      {64, 256, 96, 4, 200},  // many (b, tile) partial blocks
+      // B, L, C, W, ld_x                 float4 path: C % 4 == 0 and ld_x % 4 == 0; else scalar
+      {1, 1, 1, 4, 1},         // B = L = C = 1 (scalar)
+      {1, 1, 5, 4, 9},         // one step, strided (scalar)
+      {3, 1, 128, 4, 132},     // L = 1 (float4)
+      {2, 3, 7, 4, 20},        // L < W, ld_x > C (scalar)
+      {3, 2, 70, 8, 70},       // L < W = 8 (scalar)
+      {3, 5, 132, 8, 136},     // L < W = 8 (float4), a block of one quad after the first 128 channels
+      {2, 9, 33, 1, 40},       // W = 1 (scalar)
+      {2, 45, 36, 1, 40},      // W = 1 (float4), L not a multiple of the 8-step load group
+      {2, 17, 65, 2, 65},      // W = 2 (scalar)
+      {2, 70, 68, 2, 72},      // W = 2 (float4)
+      {2, 40, 31, 3, 50},      // W = 3 (scalar)
+      {1, 300, 260, 3, 264},   // W = 3 (float4), B = 1, ragged L over 3 blocks
+      {1, 33, 64, 5, 64},      // W = 5 (float4), L one past a 32-step tile
+      {3, 61, 200, 5, 202},    // W = 5, ld_x not a multiple of 4 (scalar)
+      {2, 50, 19, 6, 23},      // W = 6 (scalar)
+      {2, 99, 96, 6, 100},     // W = 6 (float4)
+      {1, 129, 10, 7, 12},     // W = 7, L one past a 128-step block (scalar)
+      {2, 131, 388, 7, 392},   // W = 7 (float4)
+      {2, 200, 132, 8, 136},   // W = 8 (float4), tiles whose halo crosses block boundaries
+      {4, 129, 130, 4, 300},   // ragged L and C, strided (scalar: C % 4 == 2)
+      {2, 100, 64, 4, 66},     // C % 4 == 0 but ld_x % 4 != 0 (scalar)
+      {3, 300, 384, 4, 900},   // S-config-like channels, x a slice of in_proj (ld_x = 900)
+      {2, 300, 640, 4, 1160},  // M-config channels and row stride
+      {2, 257, 2304, 4, 4384}, // L-config channels (d_inner + 2GN = 2304)
+      {64, 256, 96, 4, 200},   // many (b, tile) partial blocks
   };
   uint64_t salt = 1;
   for (const Conv1dParams& p : shapes) check_shape(p, salt++);
+}
+
+// The float4 path and the scalar fallback use the same channel → thread map and the same arithmetic, so they
+// must give the same bits: run each shape once on 16-byte aligned buffers and once with every buffer one float
+// off (which forces the scalar path).
+TEST(Conv1dGpu, VectorAndScalarPathsAgreeBitwise) {
+  const Conv1dParams shapes[] = {
+      {2, 257, 2304, 4, 4384}, {3, 100, 132, 8, 136}, {4, 45, 36, 1, 40}, {1, 300, 260, 3, 264}};
+  uint64_t salt = 3000;
+  for (const Conv1dParams& p : shapes) {
+    SCOPED_TRACE("B=" + std::to_string(p.B) + " L=" + std::to_string(p.L) + " C=" + std::to_string(p.C) +
+                 " W=" + std::to_string(p.W) + " ld_x=" + std::to_string(p.ld_x));
+    const size_t ny = size_t(p.B) * p.L * p.C, nw = size_t(p.C) * p.W;
+    auto rng = test::make_rng(salt++);
+    const auto x = strided_input(p, rng);
+    const auto w = random_vec<float>(nw, rng), bias = random_vec<float>(p.C, rng);
+    const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(p.C, rng);
+    const size_t nws = gpu::conv1d_silu_bwd_workspace_floats(p);
+    auto run = [&](size_t off) {  // every buffer starts `off` floats into its allocation
+      auto put = [&](const std::vector<float>& h) { return to_device_at(h, off); };
+      auto x_g = put(x), w_g = put(w), b_g = put(bias), dy_g = put(dy), dw_g = put(dw0), db_g = put(db0);
+      auto y_g = put(std::vector<float>(ny)), dx_g = put(x), ws = put(std::vector<float>(nws));
+      gpu::conv1d_silu_fwd(p, x_g.data() + off, w_g.data() + off, b_g.data() + off, y_g.data() + off, nullptr);
+      gpu::conv1d_silu_bwd(p, x_g.data() + off, w_g.data() + off, b_g.data() + off, dy_g.data() + off,
+                           dx_g.data() + off, dw_g.data() + off, db_g.data() + off, ws.data() + off, nullptr);
+      auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
+      return std::vector<std::vector<float>>{get(y_g), get(dx_g), get(dw_g), get(db_g)};
+    };
+    const auto a = run(0), b = run(1);
+    const char* names[] = {"y", "dx", "dw", "dbias"};
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)))
+          << names[k] << " differs between the float4 path and the scalar path";
+  }
 }
 
 TEST(Conv1dGpu, DegenerateAndInvalid) {

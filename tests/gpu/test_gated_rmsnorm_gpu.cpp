@@ -29,6 +29,8 @@ using test::poisoned;
 using test::random_vec;
 using test::rel_l2_close;
 using test::to_device;
+using test::to_device_at;
+using test::from_device_at;
 
 struct Inputs {
   GatedNormParams p;
@@ -176,12 +178,7 @@ TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
     const size_t n = size_t(p.M) * p.Dn;
     const size_t nws = gpu::gated_rmsnorm_bwd_workspace_floats(p);
     auto run = [&](size_t off) {  // every buffer starts `off` floats into its allocation
-      auto put = [&](const std::vector<float>& h) {
-        DeviceBuffer<float> d(h.size() + off);
-        d.fill_bytes(0xFF);
-        d.upload(h.data(), h.size(), off);
-        return d;
-      };
+      auto put = [&](const std::vector<float>& h) { return to_device_at(h, off); };
       auto y_g = put(in.y), z_g = put(in.z), w_g = put(in.w), dout_g = put(in.dout), dw_g = put(in.dw0);
       auto out_g = put(std::vector<float>(n)), rstd_g = put(std::vector<float>(size_t(p.M) * p.G));
       auto dy_g = put(std::vector<float>(n)), dz_g = put(in.z), ws = put(std::vector<float>(nws));
@@ -190,10 +187,7 @@ TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
       gpu::gated_rmsnorm_bwd(p, y_g.data() + off, z_g.data() + off, w_g.data() + off, rstd_g.data() + off,
                              dout_g.data() + off, dy_g.data() + off, dz_g.data() + off, dw_g.data() + off,
                              ws.data() + off, nullptr);
-      auto get = [&](const DeviceBuffer<float>& d) {
-        const auto h = from_device(d);
-        return std::vector<float>(h.begin() + off, h.end());
-      };
+      auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
       return std::vector<std::vector<float>>{get(out_g), get(rstd_g), get(dy_g), get(dz_g), get(dw_g)};
     };
     const auto a = run(0), b = run(1);

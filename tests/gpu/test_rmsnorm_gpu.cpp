@@ -26,6 +26,8 @@ using test::poisoned;
 using test::random_vec;
 using test::rel_l2_close;
 using test::to_device;
+using test::to_device_at;
+using test::from_device_at;
 
 void check_shape(int M, int D, bool accumulate, uint64_t salt) {
   SCOPED_TRACE("M=" + std::to_string(M) + " D=" + std::to_string(D) + " accumulate=" + std::to_string(accumulate));
@@ -139,22 +141,14 @@ TEST(RmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
       const auto x = random_vec<float>(n, rng), w = random_vec<float>(p.D, rng), dy = random_vec<float>(n, rng);
       const auto dx0 = random_vec<float>(n, rng), dw0 = random_vec<float>(p.D, rng);
       auto run = [&](size_t off) {  // every buffer starts `off` floats into its allocation
-        auto put = [&](const std::vector<float>& h) {
-          DeviceBuffer<float> d(h.size() + off);
-          d.fill_bytes(0xFF);
-          d.upload(h.data(), h.size(), off);
-          return d;
-        };
+        auto put = [&](const std::vector<float>& h) { return to_device_at(h, off); };
         auto x_g = put(x), w_g = put(w), dy_g = put(dy), dx_g = put(dx0), dw_g = put(dw0);
         auto y_g = put(std::vector<float>(n)), rstd_g = put(std::vector<float>(p.M));
         auto ws = put(std::vector<float>(gpu::rmsnorm_bwd_workspace_floats(p)));
         gpu::rmsnorm_fwd(p, x_g.data() + off, w_g.data() + off, y_g.data() + off, rstd_g.data() + off, nullptr);
         gpu::rmsnorm_bwd(p, x_g.data() + off, w_g.data() + off, rstd_g.data() + off, dy_g.data() + off,
                          dx_g.data() + off, dw_g.data() + off, acc, ws.data() + off, nullptr);
-        auto get = [&](const DeviceBuffer<float>& d) {
-          const auto h = from_device(d);
-          return std::vector<float>(h.begin() + off, h.end());
-        };
+        auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
         return std::vector<std::vector<float>>{get(y_g), get(rstd_g), get(dx_g), get(dw_g)};
       };
       const auto a = run(0), b = run(1);

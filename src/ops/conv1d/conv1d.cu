@@ -1,175 +1,266 @@
 // Causal depthwise conv1d + bias + SiLU on the GPU (DESIGN section 1, conv1d.h for the math).
 //
-// Layout: a thread owns one channel c and a tile of kTT consecutive time steps of one sequence, and slides
-// a register window of the last W inputs over its tile, so each x is loaded ~once (plus a W−1 halo).
-// Threads of a warp own consecutive channels at the same time step: every load and store is coalesced
-// over channels (x rows are strided by ld_x, channels within a row contiguous).
-// A block is kCh channels × kTiles tiles = kCh channels × 128 time steps of one sequence (256 threads;
-// no __launch_bounds__: with it ptxas spilled the register windows).
+// Layout: a thread owns a quad of 4 consecutive channels c .. c+3 and a tile of kTT consecutive time steps of
+// one sequence, and slides a register window of the last W input rows over its tile, so each x is loaded
+// once (plus a W−1 halo, an L2 hit: the neighbouring tile's thread loads it at about the same time). A warp
+// owns 32 quads = 128 consecutive channels at one time step: every access is 512 contiguous bytes.
+// A block is kQuads quads × kTiles tiles = 128 channels × 128 time steps of one sequence (128 threads).
 //
-// Backward: each thread recomputes the pre-activation, forms dpre = dy · SiLU'(pre) for its tile plus
-// the W−1 steps after it (the taps that reach back into its tile), writes dx for its tile, and sums
-// dw, dbias over its tile. The block then adds its kTiles partial sums in a fixed order and stores one
-// (W+1, C) partial; a second kernel adds the partials of all blocks in a fixed order into dw, dbias.
-// No atomics: bitwise reproducible, and the partial layout depends on the shape only.
+// Why this is fast: the kernels are bound by DRAM bandwidth (x and y, or x, dy and dx, each B·L·C floats),
+// which needs tens of KB of loads in flight per SM. A thread loads 16 bytes per row (float4) and issues the
+// loads of a group of kFwdGroup / kBwdGroup rows together before computing them, so it keeps 128 bytes in
+// flight (the one-channel-per-thread version had 4 to 64, too few to cover DRAM latency), and a quad shares
+// one address computation, predicate and loop step among 4 channels.
+//
+// float4 loads and stores need C % 4 == 0, ld_x % 4 == 0 and 16-byte aligned x, y, dy, dx (decided on the
+// host); otherwise the same kernels run with scalar accesses and the same channel → thread map and the same
+// arithmetic, so both paths give the same bits.
+//
+// Backward: each thread recomputes the pre-activation, forms dpre = dy · SiLU'(pre) for its tile plus the
+// W−1 steps after it (the taps that reach back into its tile), writes dx for its tile, and sums dw, dbias
+// over its tile in registers. The block adds its kTiles tile sums in ascending order and stores one partial
+// per (sequence, 128-step block); colsum_add (ops/common/colsum.cuh) then adds the partials in a fixed order
+// into dw and dbias. No atomics: every sum order depends on the shape only, so results are bitwise
+// reproducible.
 #include <type_traits>
 
 #include "core/cuda_check.h"
 #include "ops/activations.h"
+#include "ops/common/colsum.cuh"
+#include "ops/common/row_team.cuh"
 #include "ops/conv1d/conv1d.h"
 
 namespace mlalpha::gpu {
 
 namespace {
 
-constexpr int kCh = 64;                 // channels per block (two warps wide)
+constexpr int kQuads = 32;              // channel quads per block (one warp wide: 128 channels)
+constexpr int kBlockC = 4 * kQuads;     // channels per block
 constexpr int kTiles = 4;               // time tiles per block (threadIdx.y)
 constexpr int kTT = 32;                 // time steps per thread
-constexpr int kBlockT = kTiles * kTT;   // time steps per block
-constexpr int kPre = 8;                 // backward: time steps whose loads are issued together
+constexpr int kBlockT = kTiles * kTT;   // time steps per block (fixes the dw partials: see conv1d.h)
+constexpr int kFwdGroup = 8;            // forward: rows whose loads are issued together (8 × 16 B a thread)
+constexpr int kBwdGroup = 4;            // backward: rows of x and of dy issued together (2 × 4 × 16 B)
+static_assert(kTT % kFwdGroup == 0 && kTT % kBwdGroup == 0, "a full tile is whole groups");
+
+// Blocks per SM that __launch_bounds__ asks the register budget to allow (64K registers an SM, 128 threads
+// a block): as many as fit without spilling (checked with -Xptxas -v). Unbounded, ptxas spends registers on
+// scheduling freedom (fwd W = 4: 118 registers → 4 blocks) that occupancy pays for; capped further it spills.
+// fwd: W <= 4 at <= 96 registers (5 blocks), W <= 7 at <= 128 (4 blocks), W = 8 at <= 168 (3 blocks).
+// bwd: W <= 3 at <= 128 (4 blocks), W = 4, 5 at <= 168 (3 blocks: W = 4 needs 136), wider <= 255 (2 blocks).
+constexpr int fwd_min_blocks(int W) { return W <= 4 ? 5 : W <= 7 ? 4 : 3; }
+constexpr int bwd_min_blocks(int W) { return W <= 3 ? 4 : W <= 5 ? 3 : 2; }
+
+// v[j] = p[j] for j < nc when ok, else 0. kVec: nc == 4 and p 16-byte aligned (checked on the host).
+template <bool kVec>
+__device__ __forceinline__ void load_quad(const float* __restrict__ p, int nc, bool ok, float (&v)[4]) {
+  if constexpr (kVec) {
+    float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (ok) t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = ok && j < nc ? p[j] : 0.f;
+  }
+}
+
+// p[j] = v[j] for j < nc (same preconditions as load_quad).
+template <bool kVec>
+__device__ __forceinline__ void store_quad(float* __restrict__ p, int nc, const float (&v)[4]) {
+  if constexpr (kVec) {
+    // a plain (weak) store: ptxas emits one STG.E.128 here (checked in the SASS)
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j < nc) p[j] = v[j];
+  }
+}
+
+// wk[k][j] = w[c+j, k], bc[j] = bias[c+j] for the nc channels of the quad, 0 for the others. Scalar loads on
+// both paths: W·4 + 4 floats once per thread (L1/L2 hits), and w, bias need no alignment.
+template <int W>
+__device__ __forceinline__ void load_taps(const float* __restrict__ w /* (C, W) */,
+                                          const float* __restrict__ bias /* (C) */, int c, int nc,
+                                          float (&wk)[W][4], float (&bc)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    bc[j] = j < nc ? bias[c + j] : 0.f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) wk[k][j] = j < nc ? w[size_t(c + j) * W + k] : 0.f;
+  }
+}
+
+// pre[j] = bias[c+j] + Σ_{k<W} w[c+j,k] · xs[k][j] (k ascending), xs[k] = x at t − (W−1) + k.
+template <int W, int N>
+__device__ __forceinline__ void pre_act(const float (&wk)[W][4], const float (&bc)[4], const float (&xs)[N][4],
+                                        int u, float (&pre)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float acc = bc[j];
+#pragma unroll
+    for (int k = 0; k < W; ++k) acc += wk[k][j] * xs[u + k][j];
+    pre[j] = acc;
+  }
+}
 
 // forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c])
-template <int W>
-__global__ void conv1d_silu_fwd_kernel(Conv1dParams p, const float* __restrict__ x, const float* __restrict__ w,
-                                       const float* __restrict__ bias, float* __restrict__ y) {
-  const int c = blockIdx.x * kCh + threadIdx.x;
+template <int W, bool kVec>
+__global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
+    conv1d_silu_fwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
+                           const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                           float* __restrict__ y /* (B, L, C) */) {
+  constexpr int G = kFwdGroup;
+  const int c = 4 * (blockIdx.x * kQuads + threadIdx.x);
   const int b = blockIdx.z;
   const int t0 = blockIdx.y * kBlockT + threadIdx.y * kTT;
   if (c >= p.C || t0 >= p.L) return;  // no shared memory, no barrier: early exit is safe
-  const int t1 = min(t0 + kTT, p.L);
-  float wk[W];
+  const int nc = min(4, p.C - c), nt = min(kTT, p.L - t0);
+  float wk[W][4], bc[4];
+  load_taps<W>(w, bias, c, nc, wk, bc);
+  const size_t ldx = size_t(p.ld_x);
+  const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;  // x[b, t0, c]
+  float* yq = y + (size_t(b) * p.L + t0) * p.C + c;        // y[b, t0, c]
+  // xs[i] = x at t0 + g − (W−1) + i for the group starting at step g (zero before t = 0)
+  float xs[W - 1 + G][4];
 #pragma unroll
-  for (int k = 0; k < W; ++k) wk[k] = w[size_t(c) * W + k];
-  const float bc = bias[c];
-  const float* xc = x + size_t(b) * p.L * p.ld_x + c;
-  float* yc = y + size_t(b) * p.L * p.C + c;
-  // xs[k] = x at time t − (W−1) + k (zero before t = 0)
-  float xs[W];
-#pragma unroll
-  for (int k = 0; k < W - 1; ++k) {
-    const int s = t0 - (W - 1) + k;
-    xs[k] = s >= 0 ? xc[size_t(s) * p.ld_x] : 0.f;
+  for (int i = 0; i < W - 1; ++i) {
+    const int back = W - 1 - i;  // rows before t0
+    load_quad<kVec>(t0 >= back ? xq - back * ldx : xq, nc, t0 >= back, xs[i]);
   }
-  for (int t = t0; t < t1; ++t) {
-    xs[W - 1] = xc[size_t(t) * p.ld_x];
-    float acc = bc;
+  for (int g = 0; g < nt; g += G) {
 #pragma unroll
-    for (int k = 0; k < W; ++k) acc += wk[k] * xs[k];
-    yc[size_t(t) * p.C] = silu(acc);
+    for (int u = 0; u < G; ++u) load_quad<kVec>(xq + size_t(g + u) * ldx, nc, g + u < nt, xs[W - 1 + u]);
 #pragma unroll
-    for (int k = 0; k < W - 1; ++k) xs[k] = xs[k + 1];
+    for (int u = 0; u < G; ++u) {
+      if (g + u < nt) {
+        float v[4];
+        pre_act<W>(wk, bc, xs, u, v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = silu(v[j]);
+        store_quad<kVec>(yq + size_t(g + u) * p.C, nc, v);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < W - 1; ++i)  // the window's last W−1 rows start the next group
+#pragma unroll
+      for (int j = 0; j < 4; ++j) xs[i][j] = xs[G + i][j];
   }
 }
 
-// backward, pass 1: dx for the thread's tile; dw, dbias partials per block into part (nblocks, W+1, C),
-// block index = b · gridDim.y + blockIdx.y; row k < W holds dw[:, k], row W holds dbias.
-template <int W>
-__global__ void conv1d_silu_bwd_kernel(Conv1dParams p, const float* __restrict__ x, const float* __restrict__ w,
-                                       const float* __restrict__ bias, const float* __restrict__ dy,
-                                       float* __restrict__ dx, float* __restrict__ part) {
-  __shared__ float red[kTiles][W + 1][kCh];
-  const int c = blockIdx.x * kCh + threadIdx.x;
+// backward, pass 1: dx for the thread's tile; dw, dbias partials of the block (blk = b · gridDim.y +
+// blockIdx.y) into part_w[blk] (C, W) (dw's layout) and part_b[blk] (C).
+//   dpre[t] = dy[t] · SiLU'(pre[t]) (0 for t >= L);  dx[s] = Σ_k w[k] · dpre[s+(W−1)−k];
+//   dw[k] += Σ_t dpre[t] · x[t−(W−1)+k];  dbias += Σ_t dpre[t].
+template <int W, bool kVec>
+__global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
+    conv1d_silu_bwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
+                           const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                           const float* __restrict__ dy /* (B, L, C) */, float* __restrict__ dx /* (B, L, ld_x) */,
+                           float* __restrict__ part_w /* (nblocks, C, W) */,
+                           float* __restrict__ part_b /* (nblocks, C) */) {
+  constexpr int G = kBwdGroup;
+  __shared__ __align__(16) float red[kTiles][W + 1][kBlockC];
+  const int c0 = blockIdx.x * kBlockC;  // the block's first channel
+  const int c = c0 + 4 * threadIdx.x;
   const int b = blockIdx.z;
   const int t0 = blockIdx.y * kBlockT + threadIdx.y * kTT;
-  float gw[W + 1];  // gw[k] = Σ_t dpre[t] · x[t−(W−1)+k] for k < W; gw[W] = Σ_t dpre[t]
-#pragma unroll
-  for (int k = 0; k <= W; ++k) gw[k] = 0.f;
+  float gw[W + 1][4] = {};  // gw[k][j] = Σ_t dpre[t] · x[t−(W−1)+k] (k < W), gw[W][j] = Σ_t dpre[t]
 
   if (c < p.C && t0 < p.L) {
-    const int t1 = min(t0 + kTT, p.L);
-    float wk[W];
+    const int nc = min(4, p.C - c), nt = min(kTT, p.L - t0);
+    const int ns = nt + W - 1;            // steps t0 .. t0+ns−1: the tile and the W−1 steps whose taps reach it
+    const int ne = min(ns, p.L - t0);     // of those, the steps inside the sequence (dpre = 0 after it)
+    float wk[W][4], bc[4];
+    load_taps<W>(w, bias, c, nc, wk, bc);
+    const size_t ldx = size_t(p.ld_x);
+    const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;     // x[b, t0, c]
+    const float* dyq = dy + (size_t(b) * p.L + t0) * p.C + c;   // dy[b, t0, c]
+    float* dxq = dx + (size_t(b) * p.L + t0) * ldx + c;         // dx[b, t0, c]
+    float xs[W - 1 + G][4];  // xs[i] = x at t0 + g − (W−1) + i (zero before t = 0)
+    float dp[W][4] = {};     // dp[i] = dpre at step t − (W−1) + i (those before t0 are never used)
 #pragma unroll
-    for (int k = 0; k < W; ++k) wk[k] = w[size_t(c) * W + k];
-    const float bc = bias[c];
-    const float* xc = x + size_t(b) * p.L * p.ld_x + c;
-    const float* dyc = dy + size_t(b) * p.L * p.C + c;
-    float* dxc = dx + size_t(b) * p.L * p.ld_x + c;
-    float xs[W];  // xs[k] = x at time t − (W−1) + k
-    float dp[W];  // dp[j] = dpre at time t − (W−1) + j (zero past the end of the sequence)
-#pragma unroll
-    for (int k = 0; k < W - 1; ++k) {
-      const int s = t0 - (W - 1) + k;
-      xs[k] = s >= 0 ? xc[size_t(s) * p.ld_x] : 0.f;
+    for (int i = 0; i < W - 1; ++i) {
+      const int back = W - 1 - i;
+      load_quad<kVec>(t0 >= back ? xq - back * ldx : xq, nc, t0 >= back, xs[i]);
     }
+    for (int g = 0; g < ns; g += G) {
+      float dyv[G][4];
 #pragma unroll
-    for (int k = 0; k < W; ++k) dp[k] = 0.f;
-    // t runs over the tile and the W−1 steps after it: x[s] feeds outputs t = s + (W−1) − k, k ∈ [0, W).
-    // Steps go in groups of kPre whose x and dy loads are all issued before the group is computed, so a
-    // thread has kPre load pairs in flight instead of one.
-    const int t_end = t1 + W - 1;
-    for (int tb = t0; tb < t_end; tb += kPre) {
-      float xn[kPre], dn[kPre];
-#pragma unroll
-      for (int u = 0; u < kPre; ++u) {
-        const int t = tb + u;
-        const bool ok = t < t_end && t < p.L;
-        xn[u] = ok ? xc[size_t(t) * p.ld_x] : 0.f;
-        dn[u] = ok ? dyc[size_t(t) * p.C] : 0.f;
+      for (int u = 0; u < G; ++u) {
+        const bool ok = g + u < ne;
+        load_quad<kVec>(xq + size_t(g + u) * ldx, nc, ok, xs[W - 1 + u]);
+        load_quad<kVec>(dyq + size_t(g + u) * p.C, nc, ok, dyv[u]);
       }
 #pragma unroll
-      for (int u = 0; u < kPre; ++u) {
-        const int t = tb + u;
-        if (t < t_end) {
-          float g = 0.f;
-          if (t < p.L) {
-            xs[W - 1] = xn[u];
-            float pre = bc;
+      for (int u = 0; u < G; ++u) {
+        const int i = g + u;  // step t = t0 + i
+        if (i < ns) {
+          float d[4] = {};
+          if (i < ne) {
+            pre_act<W>(wk, bc, xs, u, d);
 #pragma unroll
-            for (int k = 0; k < W; ++k) pre += wk[k] * xs[k];
-            g = dn[u] * silu_grad(pre);
-            if (t < t1) {  // parameter gradients only over the thread's own tile (no double counting)
+            for (int j = 0; j < 4; ++j) d[j] = dyv[u][j] * silu_grad(d[j]);
+          }
+          if (i < nt) {  // parameter gradients only over the thread's own tile (no double counting)
 #pragma unroll
-              for (int k = 0; k < W; ++k) gw[k] += g * xs[k];
-              gw[W] += g;
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+              for (int k = 0; k < W; ++k) gw[k][j] += d[j] * xs[u + k][j];
+              gw[W][j] += d[j];
             }
           }
-          dp[W - 1] = g;
-          // dx[s] = Σ_k w[c,k] · dpre[s + (W−1) − k] with s = t − (W−1); dpre[t − k] = dp[W−1−k]
-          const int s = t - (W - 1);
-          if (s >= t0) {
-            float acc = 0.f;
 #pragma unroll
-            for (int k = 0; k < W; ++k) acc += wk[k] * dp[W - 1 - k];
-            dxc[size_t(s) * p.ld_x] = acc;
+          for (int j = 0; j < 4; ++j) dp[W - 1][j] = d[j];
+          // s = t − (W−1) is in the tile: dx[s] = Σ_k w[k] · dpre[t − k], and dpre[t − k] = dp[W−1−k]
+          if (i >= W - 1) {
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              float acc = 0.f;
+#pragma unroll
+              for (int k = 0; k < W; ++k) acc += wk[k][j] * dp[W - 1 - k][j];
+              v[j] = acc;
+            }
+            store_quad<kVec>(dxq + size_t(i - (W - 1)) * ldx, nc, v);
           }
 #pragma unroll
-          for (int k = 0; k < W - 1; ++k) {
-            xs[k] = xs[k + 1];
-            dp[k] = dp[k + 1];
-          }
+          for (int k = 0; k < W - 1; ++k)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) dp[k][j] = dp[k + 1][j];
         }
       }
+#pragma unroll
+      for (int i = 0; i < W - 1; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xs[i][j] = xs[G + i][j];
     }
   }
 
-  // Every thread (active or not) takes part in the barrier; inactive ones contribute zeros.
+  // The block's tile sums, tiles in ascending order. Every thread (active or not) takes part in the barrier;
+  // inactive ones contribute zeros.
 #pragma unroll
-  for (int k = 0; k <= W; ++k) red[threadIdx.y][k][threadIdx.x] = gw[k];
+  for (int k = 0; k <= W; ++k)
+    *reinterpret_cast<float4*>(&red[threadIdx.y][k][4 * threadIdx.x]) =
+        make_float4(gw[k][0], gw[k][1], gw[k][2], gw[k][3]);
   __syncthreads();
-  if (c < p.C) {
-    const size_t blk = size_t(b) * gridDim.y + blockIdx.y;
-    for (int k = threadIdx.y; k <= W; k += kTiles) {
-      float s = red[0][k][threadIdx.x];
+  const size_t blk = size_t(b) * gridDim.y + blockIdx.y;
+  const int nch = min(kBlockC, p.C - c0);  // the block's channels inside C
+  const int tid = threadIdx.y * kQuads + threadIdx.x;
+  // part_w[blk][c0 + ch][k] = part_w[blk] + c0·W + i with i = ch·W + k: the block's row slice is contiguous
+  for (int i = tid; i < nch * W; i += kQuads * kTiles) {
+    const int ch = i / W, k = i - ch * W;
+    float s = red[0][k][ch];
 #pragma unroll
-      for (int r = 1; r < kTiles; ++r) s += red[r][k][threadIdx.x];
-      part[(blk * (W + 1) + k) * p.C + c] = s;
-    }
+    for (int r = 1; r < kTiles; ++r) s += red[r][k][ch];
+    part_w[(blk * p.C + c0) * W + i] = s;
   }
-}
-
-// backward, pass 2: one thread per (k, c): Σ over the nblocks partials in ascending block order, added
-// into dw[c, k] (k < W) or dbias[c] (k = W).
-__global__ void conv1d_param_grad_kernel(int nblocks, int W, int C, const float* __restrict__ part,
-                                         float* __restrict__ dw, float* __restrict__ dbias) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= (W + 1) * C) return;
-  const int k = i / C, c = i % C;
-  float s = 0.f;
-  for (int blk = 0; blk < nblocks; ++blk) s += part[(size_t(blk) * (W + 1) + k) * C + c];
-  if (k < W)
-    dw[size_t(c) * W + k] += s;
-  else
-    dbias[c] += s;
+  for (int ch = tid; ch < nch; ch += kQuads * kTiles) {
+    float s = red[0][W][ch];
+#pragma unroll
+    for (int r = 1; r < kTiles; ++r) s += red[r][W][ch];
+    part_b[blk * p.C + c0 + ch] = s;
+  }
 }
 
 // Calls f(std::integral_constant<int, W>) for the runtime width W ∈ [1, kConv1dMaxW].
@@ -199,7 +290,13 @@ void check_params(const Conv1dParams& p) {
 }
 
 dim3 grid_of(const Conv1dParams& p) {
-  return dim3((p.C + kCh - 1) / kCh, (p.L + kBlockT - 1) / kBlockT, p.B);
+  return dim3((p.C + kBlockC - 1) / kBlockC, (p.L + kBlockT - 1) / kBlockT, p.B);
+}
+
+// float4 path: whole quads (C % 4 == 0), rows of x and dx starting 16-byte aligned (ld_x % 4 == 0), and
+// 16-byte aligned base pointers.
+bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
+  return p.C % 4 == 0 && p.ld_x % 4 == 0 && all_aligned16(ptrs);
 }
 
 }  // namespace
@@ -209,9 +306,14 @@ void conv1d_silu_fwd(const Conv1dParams& p, const float* x, const float* w, cons
   check_params(p);
   if (p.B == 0 || p.L == 0 || p.C == 0) return;
   require(x && w && bias && y, "conv1d_silu_fwd: x, w, bias and y must be non-null");
+  const bool vec = vec_ok(p, {x, y});
   dispatch_width(p.W, [&](auto wc) {
     constexpr int W = decltype(wc)::value;
-    conv1d_silu_fwd_kernel<W><<<grid_of(p), dim3(kCh, kTiles), 0, stream>>>(p, x, w, bias, y);
+    const dim3 grid = grid_of(p), block(kQuads, kTiles);
+    if (vec)
+      conv1d_silu_fwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, y);
+    else
+      conv1d_silu_fwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, y);
     MLALPHA_CHECK_LAUNCH();
   });
 }
@@ -228,17 +330,23 @@ void conv1d_silu_bwd(const Conv1dParams& p, const float* x, const float* w, cons
   if (p.B == 0 || p.L == 0 || p.C == 0) return;  // dx empty; dw, dbias += empty sums
   require(x && w && bias && dy && dx && dw && dbias, "conv1d_silu_bwd: all tensors must be non-null");
   require(workspace != nullptr, "conv1d_silu_bwd: needs conv1d_silu_bwd_workspace_floats(p) floats of workspace");
-  const dim3 grid = grid_of(p);
+  const dim3 grid = grid_of(p), block(kQuads, kTiles);
   const size_t nblocks = size_t(grid.y) * grid.z;
-  require(nblocks <= 0x7fffffff, "conv1d_silu_bwd: B · ceil(L / 128) too large");
+  require(nblocks <= 0x7fffffff && size_t(p.C) * p.W <= 0x7fffffff,
+          "conv1d_silu_bwd: B · ceil(L / 128) or C · W too large");
+  float* part_w = workspace;                          // (nblocks, C, W)
+  float* part_b = workspace + nblocks * p.C * p.W;    // (nblocks, C)
+  const bool vec = vec_ok(p, {x, dy, dx});
   dispatch_width(p.W, [&](auto wc) {
     constexpr int W = decltype(wc)::value;
-    conv1d_silu_bwd_kernel<W><<<grid, dim3(kCh, kTiles), 0, stream>>>(p, x, w, bias, dy, dx, workspace);
+    if (vec)
+      conv1d_silu_bwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
+    else
+      conv1d_silu_bwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
     MLALPHA_CHECK_LAUNCH();
   });
-  const int n = (p.W + 1) * p.C;
-  conv1d_param_grad_kernel<<<(n + 255) / 256, 256, 0, stream>>>(int(nblocks), p.W, p.C, workspace, dw, dbias);
-  MLALPHA_CHECK_LAUNCH();
+  colsum_add(int(nblocks), p.C * p.W, part_w, dw, stream);  // dw (C, W) has the partials' row layout
+  colsum_add(int(nblocks), p.C, part_b, dbias, stream);
 }
 
 }  // namespace mlalpha::gpu

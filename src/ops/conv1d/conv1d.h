@@ -33,13 +33,15 @@ constexpr int kConv1dMaxW = 8;
 void conv1d_silu_fwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, float* y,
                      cudaStream_t stream);
 
-// Floats of scratch conv1d_silu_bwd needs: one (W+1, C) partial of dw and dbias per block of
-// 128 time steps of one sequence, i.e. B · ceil(L / 128) · (W + 1) · C.
+// Floats of scratch conv1d_silu_bwd needs: one partial of dw (C, W) and of dbias (C) per block of
+// 128 time steps of one sequence, i.e. B · ceil(L / 128) · (W + 1) · C (all dw partials, then all dbias).
 size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
 
 // x (B, L, ld_x), w (C, W), bias (C), dy (B, L, C); dx (B, L, ld_x): the C columns written (the other
 // columns untouched); dw (C, W) +=; dbias (C) +=; workspace (conv1d_silu_bwd_workspace_floats(p) floats).
-// The pre-activation is recomputed; dw, dbias are summed as per-block partials then in a fixed order.
+// The pre-activation is recomputed; dw, dbias are summed as per-block partials, then in a fixed order
+// (colsum_add): bitwise reproducible. Fast path (float4) when C % 4 == 0, ld_x % 4 == 0 and x, dy, dx
+// (fwd: x, y) are 16-byte aligned; otherwise a scalar path with the same bits.
 void conv1d_silu_bwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, const float* dy,
                      float* dx, float* dw, float* dbias, float* workspace, cudaStream_t stream);
 }  // namespace gpu
