@@ -132,20 +132,34 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
 
   // e^{cs_last} Σ Gs·S_in, then S_in replaces Gs and B becomes diag(Δ) B.
   float c0 = 0.f;
-  if (!last) {  // S_in from global memory, eight loads in flight per thread
+  if (!last) {  // S_in from global memory, several loads in flight per thread
     const float* S = state_at(a, a.states, b, h, c);
-    const int PN = a.P * a.N, dp = kThreads / a.N, dn = kThreads % a.N;
-    int p = threadIdx.x / a.N, n = threadIdx.x % a.N;  // of element i, stepped without a division
-    for (int i0 = threadIdx.x; i0 < PN; i0 += 8 * kThreads) {
-      float v[8];
+    // Element (or quad) i of S_in is at (p, n) = (i / w, i % w) for rows of w; stepped without a division.
+    auto walk = [&](int w, int per_thread, auto load, auto dot) {
+      const int total = a.P * w, dp = kThreads / w, dn = kThreads % w;
+      int p = threadIdx.x / w, n = threadIdx.x % w;
+      for (int i0 = threadIdx.x; i0 < total; i0 += per_thread * kThreads) {
+        decltype(load(0)) v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = i0 + u * kThreads < PN ? S[i0 + u * kThreads] : 0.f;
+        for (int u = 0; u < per_thread; ++u) v[u] = load(i0 + u * kThreads < total ? i0 + u * kThreads : -1);
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (i0 + u * kThreads < PN) c0 += sS[p * a.ldN + n] * v[u];
-        p += dp, n += dn;
-        if (n >= a.N) n -= a.N, ++p;
+        for (int u = 0; u < per_thread; ++u) {
+          if (i0 + u * kThreads < total) c0 += dot(p, n, v[u]);
+          p += dp, n += dn;
+          if (n >= w) n -= w, ++p;
+        }
       }
+    };
+    if (a.N % 4 == 0 && ((reinterpret_cast<uintptr_t>(S) | reinterpret_cast<uintptr_t>(sS)) & 15) == 0) {
+      const float4* S4 = reinterpret_cast<const float4*>(S);  // quads: a quarter of the loads and index steps
+      walk(a.N / 4, 4, [&](int i) { return i >= 0 ? S4[i] : make_float4(0.f, 0.f, 0.f, 0.f); },
+           [&](int p, int n4, float4 v) {
+             const float4 g = *reinterpret_cast<const float4*>(sS + p * a.ldN + 4 * n4);
+             return g.x * v.x + g.y * v.y + g.z * v.z + g.w * v.w;
+           });
+    } else {
+      walk(a.N, 8, [&](int i) { return i >= 0 ? S[i] : 0.f; },
+           [&](int p, int n, float v) { return sS[p * a.ldN + n] * v; });
     }
   }
   c0 = block_sum(c0, red) * (a_next * float(exp(scs[tc - 1])));
