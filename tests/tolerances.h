@@ -36,8 +36,9 @@ constexpr double kGpuSsdTf32RelL2 = 5e-3;
 
 // Whole model, CPU fp32-from-double vs GPU fp32, loss and every gradient tensor (issue 3: ≤ 1e-4).
 constexpr double kModelParityRelL2 = 1e-4;
-// Whole model with every GEMM in tf32: ~3e-4 per GEMM compounds through the layers forward and back,
-// and sums of residuals (head.bias, D) cancel; measured 2e-3 to 4.5e-3 on the S-like shape (H200).
+// Whole model in tf32 mode (every GEMM and the SSD's chunk products): ~3e-4 per product compounds through
+// the layers forward and back; the largest error over all tensors, 30 seeds of the S-like shape (H200,
+// 2026-12-01): 1.1e-3 to 3.2e-3 (dt_bias, A_log, D: sums over every step).
 constexpr double kModelParityTf32RelL2 = 1e-2;
 
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences

@@ -40,8 +40,9 @@ constexpr int kMinChunk = 8;
 constexpr int kSmemLimitBytes = 227 * 1024;  // sm_90 opt-in maximum per block
 // Warps per block of the backward kernel (ssd_bwd.cu sets MLALPHA_SSD_WARPS to it). Its tiles take up to
 // 200 KB of shared memory, so for the M and L layers one block runs per SM; 16 warps instead of 8 then keep
-// twice as many warps per scheduler to hide the shared-memory and mma latencies (H200, L: 2.54 → 2.12 ms
-// per layer, M: 0.60 → 0.53 ms; S, whose 8-warp blocks run two per SM, lost 6%).
+// twice as many warps per scheduler to hide the shared-memory and mma latencies (H200, L: 2.54 → 2.17 ms
+// per layer, M: 0.60 → 0.49 ms; S, whose 8-warp blocks ran two per SM, lost 5%). ssd_bwd.cu caps the
+// registers at 64 so that S's 16-warp blocks still run two per SM.
 constexpr int kBwdWarps = 16;
 
 // Everything a kernel needs, passed by value.
