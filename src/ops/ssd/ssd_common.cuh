@@ -88,7 +88,7 @@ constexpr int kThreads = 32 * MLALPHA_SSD_WARPS;      // one 64×64 output tile 
 constexpr int kColWarps = kThreads / 32 / kRowWarps;  // warps along its columns
 constexpr int kWarpCols = kTile / kColWarps;          // columns per warp
 constexpr int kSub = kWarpCols / 8;                   // m16n8 subtiles per warp
-static_assert(kColWarps >= 1 && kTile % kColWarps == 0 && kWarpCols % 8 == 0, "8, 16 or 32 warps");
+static_assert(kColWarps >= 1 && kTile % kColWarps == 0 && kWarpCols % 8 == 0, "4, 8, 16 or 32 warps");
 using Acc = float[kSub][4];                           // a thread's accumulators (mma layout)
 
 // ----- staging (a warp per row, lanes along the row: coalesced) -----
@@ -186,7 +186,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-// One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the four B fragments, split, then
+// One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the kSub B fragments, split, then
 // lo·hi + hi·lo + hi·hi into each subtile (kExact), or only hi·hi: the single-pass product of tf32 mode,
 // ~2^-11 relative per operand as in cuBLAS's tf32 GEMMs.
 template <bool kExact>

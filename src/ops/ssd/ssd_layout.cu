@@ -53,6 +53,7 @@ Args make_layout(const SsdParams& p) {
 }
 
 // C, X and the (T, T) tile, and one region that holds B until C·Bᵀ is formed and S_in after (ssd_fwd.cu).
+// The forward and ssd_chunks.cu run the default 8-warp blocks, as kThreads is here; the backward kBwdWarps.
 size_t fwd_smem_bytes(const Args& a) {
   return tiles_bytes(a.T, a.N, a.P, 1, 1, 1, false, 2, kThreads / 32) +
          size_t(std::max(a.T, a.P)) * a.ldN * sizeof(float);
