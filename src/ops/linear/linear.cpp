@@ -9,7 +9,8 @@
 // The bias is the column-major epilogue's per-row vector (length m = OUT) in the forward GEMM.
 //
 // Determinism: the heuristic runs once per (GEMM, shape, precision, pointer alignment) and its algorithm
-// is cached, so every later call runs the same kernels; split-K algorithms are accepted only when they
+// (or, for a few shapes, a lower-ranked candidate measured faster offline: linear_algos.cpp) is cached, so
+// every later call runs the same kernels; split-K algorithms are accepted only when they
 // reduce out of place in the workspace in a separate step (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE,
 // cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
 // never INPLACE (accumulation into the output buffer under counters).
@@ -30,12 +31,14 @@
 #include "core/context.h"
 #include "core/cuda_check.h"
 #include "ops/linear/linear.h"
+#include "ops/linear/linear_algos.h"
 
 namespace mlalpha::gpu {
 
 namespace {
 
-enum class GemmOp : int64_t { kFwd = 0, kDx = 1, kDw = 2, kFwdAdd = 3 };
+using linear_detail::AlgoConfig;
+using linear_detail::GemmOp;
 
 // One GEMM in cuBLASLt's column-major view: D (m, n) = op(A) (m, k) · op(B) (k, n) [+ beta·C], C (m, n)
 // shaped like D (C = D except in the residual forward).
@@ -101,9 +104,10 @@ std::string describe(const GemmShape& s, bool tf32) {
          " k=" + std::to_string(s.k) + (tf32 ? ", tf32" : ", fp32") + ")";
 }
 
-// First heuristic result that runs in our workspace and does not reduce split-K in place; false if none.
+// First heuristic result that runs in our workspace and does not reduce split-K in place, preferring one
+// with the `preferred` configuration (linear_algos.cpp) when given; false if none.
 bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
-               uint32_t scheme_mask, cublasLtMatmulAlgo_t* out) {
+               uint32_t scheme_mask, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out) {
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(g.workspace_bytes));
   pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, scheme_mask);
@@ -118,6 +122,7 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
                                                            kRequested, results, &returned);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // no algorithm for this configuration
   MLALPHA_CUBLAS_CHECK(st);
+  int first = -1;
   for (int i = 0; i < returned; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > g.workspace_bytes) continue;
     uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
@@ -125,10 +130,15 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
     MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
                                                               &scheme, sizeof(scheme), &written));
     if (scheme & CUBLASLT_REDUCTION_SCHEME_INPLACE) continue;
-    *out = results[i].algo;
-    return true;
+    if (first < 0) first = i;
+    if (!preferred || linear_detail::has_config(results[i].algo, *preferred)) {
+      *out = results[i].algo;
+      return true;
+    }
   }
-  return false;
+  if (first < 0) return false;
+  *out = results[first].algo;
+  return true;
 }
 
 Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
@@ -147,9 +157,10 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
   // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
   // rejects INPLACE whatever the mask.
   const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  const AlgoConfig* preferred = linear_detail::preferred_algo(s.op, s.m, s.n, s.k, g.tf32);
   auto pick = [&] {
-    return pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, &pl.algo) ||
-           pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, &pl.algo);
+    return pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, preferred, &pl.algo) ||
+           pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, preferred, &pl.algo);
   };
   if (bias) {
     // The heuristic reads the bias pointer's value for its alignment (cublasLt.h), so set the real one.

@@ -1,0 +1,164 @@
+// ml-alpha-gemm-sweep: times every algorithm cuBLASLt's heuristic offers for the model's GEMM shapes
+// (DESIGN section 5 configurations S, M, L), and the weight-gradient GEMMs split along k as a strided
+// batch. A developer's tool for choosing algorithms offline (docs/benchmarks.md); the engine never times
+// algorithms at run time, so its results never depend on timing.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/cuda_check.h"
+
+namespace {
+
+struct Shape {
+  const char* name;
+  bool tf32;
+  cublasOperation_t ta, tb;
+  uint64_t m, n, k;
+  float beta;
+};
+
+uint32_t attr_u32(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t a) {
+  size_t need = 0;  // attributes are 2, 4 or 8 bytes wide: ask for the size first
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, a, nullptr, 0, &need);
+  uint64_t v = 0;  // little-endian: the low bytes hold the value
+  size_t written = 0;
+  if (need == 0 || need > sizeof(v) ||
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, need, &written) != CUBLAS_STATUS_SUCCESS)
+    return 9999;
+  return uint32_t(v);
+}
+
+float time_ms(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+              cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t& algo, const float* A, const float* B, float beta,
+              float* D, void* ws, size_t ws_bytes) {
+  const float alpha = 1.f;
+  cudaEvent_t e0, e1;
+  MLALPHA_CUDA_CHECK(cudaEventCreate(&e0));
+  MLALPHA_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> times;
+  for (int r = 0; r < 13; ++r) {
+    MLALPHA_CUDA_CHECK(cudaEventRecord(e0));
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &algo, ws, ws_bytes, 0));
+    MLALPHA_CUDA_CHECK(cudaEventRecord(e1));
+    MLALPHA_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.f;
+    MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 3) times.push_back(ms);
+  }
+  MLALPHA_CUDA_CHECK(cudaEventDestroy(e0));
+  MLALPHA_CUDA_CHECK(cudaEventDestroy(e1));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void sweep(cublasLtHandle_t lt, const Shape& s, int splits, bool emulated, float* A, float* B, float* D, void* ws,
+           size_t ws_bytes) {
+  const uint64_t k = s.k / splits;
+  const cublasComputeType_t compute =
+      s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : (emulated ? CUBLAS_COMPUTE_32F_EMULATED_16BFX9 : CUBLAS_COMPUTE_32F);
+  cublasLtMatmulDesc_t desc;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+  const int32_t ta = s.ta, tb = s.tb;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  const uint64_t ar = s.ta == CUBLAS_OP_N ? s.m : k, ac = s.ta == CUBLAS_OP_N ? k : s.m;
+  const uint64_t br = s.tb == CUBLAS_OP_N ? k : s.n, bc = s.tb == CUBLAS_OP_N ? s.n : k;
+  cublasLtMatrixLayout_t la, lb, ld;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ar, ac, int64_t(ar)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, br, bc, int64_t(br)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
+  if (splits > 1) {
+    const int32_t count = splits;
+    const int64_t sa = int64_t(ar * ac), sb = int64_t(br * bc), sd = int64_t(s.m * s.n);
+    for (auto [l, st] : {std::pair{la, sa}, std::pair{lb, sb}, std::pair{ld, sd}}) {
+      MLALPHA_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      MLALPHA_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
+    }
+  }
+  cublasLtMatmulPreference_t pref;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t wsb = ws_bytes;
+  MLALPHA_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+  constexpr int kMax = 24;
+  cublasLtMatmulHeuristicResult_t res[kMax] = {};
+  int n = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, kMax, res, &n);
+  const double gflop = 2.0 * double(s.m) * double(s.n) * double(s.k) * 1e-9;
+  std::printf("== %s%s m=%llu n=%llu k=%llu splits=%d: %d candidates (status %d)\n", s.name,
+              emulated ? " [bf16x9]" : "", (unsigned long long)s.m, (unsigned long long)s.n,
+              (unsigned long long)s.k, splits, n, int(st));
+  for (int i = 0; i < n && st == CUBLAS_STATUS_SUCCESS; ++i) {
+    if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const float ms = time_ms(lt, desc, la, lb, ld, res[i].algo, A, B, splits > 1 ? 0.f : s.beta, D, ws, ws_bytes);
+    std::printf("  #%-2d id %3u tile %3u stages %3u splitk %2u red %u swz %u cluster %3u ws %8zu waves %5.2f  "
+                "%8.1f us  %6.1f TFLOP/s\n",
+                i, attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_ID), attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), res[i].workspaceSize,
+                res[i].wavesCount, ms * 1e3, gflop / ms);
+  }
+  std::fflush(stdout);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(desc);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    const auto N = CUBLAS_OP_N, T = CUBLAS_OP_T;
+    // Column-major views as in src/ops/linear/linear.cpp (fwd: T,N m=OUT n=M k=IN; dx: N,N m=IN n=M k=OUT;
+    // dW: N,T m=IN n=OUT k=M), M = B·L = 16384 tokens in all three configurations.
+    const std::vector<Shape> shapes = {
+        {"L in_proj fwd", true, T, N, 4384, 16384, 1024, 0.f},  {"L in_proj dx", true, N, N, 1024, 16384, 4384, 0.f},
+        {"L in_proj dW", true, N, T, 1024, 4384, 16384, 1.f},   {"L out_proj fwd+r", true, T, N, 1024, 16384, 2048, 1.f},
+        {"L out_proj dx", true, N, N, 2048, 16384, 1024, 0.f},  {"L out_proj dW", true, N, T, 2048, 1024, 16384, 1.f},
+        {"M in_proj fwd", false, T, N, 1160, 16384, 256, 0.f},  {"M in_proj dx", false, N, N, 256, 16384, 1160, 0.f},
+        {"M in_proj dW", false, N, T, 256, 1160, 16384, 1.f},   {"M out_proj fwd+r", false, T, N, 256, 16384, 512, 1.f},
+        {"M out_proj dx", false, N, N, 512, 16384, 256, 0.f},   {"M out_proj dW", false, N, T, 512, 256, 16384, 1.f},
+        {"S in_proj fwd", false, T, N, 648, 16384, 128, 0.f},   {"S in_proj dW", false, N, T, 128, 648, 16384, 1.f},
+        {"S out_proj dW", false, N, T, 256, 128, 16384, 1.f},
+    };
+    cublasLtHandle_t lt;
+    MLALPHA_CUBLAS_CHECK(cublasLtCreate(&lt));
+    const size_t big = size_t(4384) * 16384 * 4;  // floats of the largest operand, with room for splits
+    float *A, *B, *D;
+    void* ws;
+    const size_t ws_bytes = 32u << 20;
+    MLALPHA_CUDA_CHECK(cudaMalloc(&A, big * sizeof(float)));
+    MLALPHA_CUDA_CHECK(cudaMalloc(&B, big * sizeof(float)));
+    MLALPHA_CUDA_CHECK(cudaMalloc(&D, big * sizeof(float)));
+    MLALPHA_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+    MLALPHA_CUDA_CHECK(cudaMemset(A, 0x3c, big * sizeof(float)));
+    MLALPHA_CUDA_CHECK(cudaMemset(B, 0x3b, big * sizeof(float)));
+    MLALPHA_CUDA_CHECK(cudaMemset(D, 0, big * sizeof(float)));
+    for (const Shape& s : shapes) {
+      const bool dw = s.ta == N && s.tb == T;
+      for (int splits : {1, 2, 3, 4}) {
+        if (splits > 1 && (!dw || s.k % splits != 0)) continue;
+        sweep(lt, s, splits, false, A, B, D, ws, ws_bytes);
+      }
+      if (!s.tf32) sweep(lt, s, 1, true, A, B, D, ws, ws_bytes);
+    }
+    cublasLtDestroy(lt);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ml-alpha-gemm-sweep: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,25 @@
+#pragma once
+// The cuBLASLt algorithms chosen offline for the benchmark shapes (linear_algos.cpp). Internal to linear.cpp.
+#include <cublasLt.h>
+
+#include <cstdint>
+
+namespace mlalpha::gpu::linear_detail {
+
+enum class GemmOp : int64_t { kFwd = 0, kDx = 1, kDw = 2, kFwdAdd = 3 };
+
+// An algorithm's configuration as cuBLASLt describes it (CUBLASLT_ALGO_CONFIG_*).
+struct AlgoConfig {
+  int32_t id;
+  uint32_t tile, stages;
+  int32_t splitk;
+  uint32_t reduction, swizzle, cluster;
+};
+
+// The configuration measured fastest for this GEMM (cuBLASLt's column-major m, n, k) on the current device,
+// or nullptr when the table has none (other shapes, other GPUs): then the heuristic's first choice stands.
+const AlgoConfig* preferred_algo(GemmOp op, uint64_t m, uint64_t n, uint64_t k, bool tf32);
+// Whether a heuristic candidate has that configuration.
+bool has_config(const cublasLtMatmulAlgo_t& algo, const AlgoConfig& c);
+
+}  // namespace mlalpha::gpu::linear_detail
