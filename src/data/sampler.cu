@@ -1,4 +1,6 @@
 // Device twin of gather_batch (synthetic.cpp): same windows from the same (seed, step, b).
+#include <algorithm>
+
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "data/sampler.h"
@@ -6,22 +8,45 @@
 namespace mlalpha::gpu {
 
 namespace {
-// One block per window; threads copy the window's contiguous L·F (then L·K) floats.
-__global__ void gather_kernel(GatherParams p, const float* __restrict__ x, const float* __restrict__ y,
-                              const long long* __restrict__ step, float* __restrict__ xb, float* __restrict__ yb) {
-  const int b = blockIdx.x;
+// Grid (slices, B): block (s, b) copies floats [s·S, (s+1)·S) of window b's contiguous L·F features and of
+// its L·K targets, S = kGatherThreads · kGatherLoads, with kGatherLoads loads in flight per thread (one
+// block per window left the L configuration's 8 windows on 8 SMs: 200 µs a step).
+constexpr int kGatherThreads = 256, kGatherLoads = 8;
+constexpr size_t kGatherSlice = size_t(kGatherThreads) * kGatherLoads;
+__device__ void copy_slice(const float* __restrict__ src, float* __restrict__ dst, size_t n) {
+  const size_t i0 = blockIdx.x * kGatherSlice + threadIdx.x;
+  float v[kGatherLoads];
+#pragma unroll
+  for (int u = 0; u < kGatherLoads; ++u) {
+    const size_t i = i0 + size_t(u) * kGatherThreads;
+    v[u] = i < n ? src[i] : 0.f;
+  }
+#pragma unroll
+  for (int u = 0; u < kGatherLoads; ++u) {
+    const size_t i = i0 + size_t(u) * kGatherThreads;
+    if (i < n) dst[i] = v[u];
+  }
+}
+__global__ void __launch_bounds__(kGatherThreads) gather_kernel(GatherParams p, const float* __restrict__ x,
+                                                               const float* __restrict__ y,
+                                                               const long long* __restrict__ step,
+                                                               float* __restrict__ xb, float* __restrict__ yb) {
+  const int b = blockIdx.y;
   const Window w = sample_window(p.seed, *step, b, p.N, p.T, p.L);
   const size_t row = size_t(w.instrument) * p.T + w.start;
   const size_t nx = size_t(p.L) * p.F, ny = size_t(p.L) * p.K;
-  for (size_t i = threadIdx.x; i < nx; i += blockDim.x) xb[size_t(b) * nx + i] = x[row * p.F + i];
-  for (size_t i = threadIdx.x; i < ny; i += blockDim.x) yb[size_t(b) * ny + i] = y[row * p.K + i];
+  copy_slice(x + row * p.F, xb + size_t(b) * nx, nx);
+  copy_slice(y + row * p.K, yb + size_t(b) * ny, ny);
 }
 }  // namespace
 
 void gather_batch(const GatherParams& p, const float* x, const float* y, const long long* step, float* xb, float* yb,
                   cudaStream_t stream) {
   require(p.B >= 1 && p.L >= 1 && p.L <= p.T && p.N >= 1, "gather_batch: need B, L >= 1, L <= T, N >= 1");
-  gather_kernel<<<p.B, 256, 0, stream>>>(p, x, y, step, xb, yb);
+  const size_t n = size_t(p.L) * size_t(std::max(p.F, p.K));
+  const size_t slices = (n + kGatherSlice - 1) / kGatherSlice;
+  require(slices <= 0x7fffffff && p.B <= 65535, "gather_batch: window or batch too large for one grid");
+  gather_kernel<<<dim3(unsigned(slices), p.B), kGatherThreads, 0, stream>>>(p, x, y, step, xb, yb);
   MLALPHA_CHECK_LAUNCH();
 }
 
