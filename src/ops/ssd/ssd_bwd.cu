@@ -31,22 +31,22 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
   const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
   const bool last = c + 1 == a.nchunks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  double* scs = smem_d;                              // (T) cs_t
-  float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
-  float* sdin = sdt + a.T;                           // (T) dec_in_t
-  float* sdout = sdin + a.T;                         // (T) dec_out_t
-  float* syoff = sdout + a.T;                        // (kColWarps, T) yoff_t, partials (RowSums)
-  float* sout = syoff + kColWarps * a.T;             // (kColWarps, T) sout_t
-  float* sdd = sout + kColWarps * a.T;               // (kColWarps, T) x_t·v_t
-  float* sEq = sdd + kColWarps * a.T;                // (kRowWarps, T) partials of Σ_{i≥t} Σ_{j<t} W[i, j]
-  float* red = sEq + kRowWarps * a.T;                // (kThreads / 32) block sums
-  float* sB = red + kThreads / 32;                   // (T, ldN) B, later diag(Δ) B
-  float* sC = sB + a.T * a.ldN;                      // (T, ldN)
-  float* sX = sC + a.T * a.ldN;                      // (T, ldP)
-  float* sDY = sX + a.T * a.ldP;                     // (T, ldP)
-  float* sCB = sDY + a.T * a.ldP;                    // (T, ldT) CB
-  float* sDX = sCB + a.T * a.ldT;                    // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
-  float* sS = sDX + a.T * a.ldT;                     // (P, ldN) G_{c+1}, later S_in
+  double* scs = smem_d;                               // (T) cs_t
+  float* sdt = reinterpret_cast<float*>(scs + a.Ts);  // (T) Δ_t
+  float* sdin = sdt + a.Ts;                           // (T) dec_in_t
+  float* sdout = sdin + a.Ts;                         // (T) dec_out_t
+  float* syoff = sdout + a.Ts;                        // (kColWarps, T) yoff_t, partials (RowSums)
+  float* sout = syoff + kColWarps * a.Ts;             // (kColWarps, T) sout_t
+  float* sdd = sout + kColWarps * a.Ts;               // (kColWarps, T) x_t·v_t
+  float* sEq = sdd + kColWarps * a.Ts;                // (kRowWarps, T) partials of Σ_{i≥t} Σ_{j<t} W[i, j]
+  float* red = sEq + kRowWarps * a.Ts;                // (kThreads / 32) block sums
+  float* sB = red + kThreads / 32;                    // (T, ldN) B, later diag(Δ) B
+  float* sC = sB + a.T * a.ldN;                       // (T, ldN)
+  float* sX = sC + a.T * a.ldN;                       // (T, ldP)
+  float* sDY = sX + a.T * a.ldP;                      // (T, ldP)
+  float* sCB = sDY + a.T * a.ldP;                     // (T, ldT) CB
+  float* sDX = sCB + a.T * a.ldT;                     // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
+  float* sS = sDX + a.T * a.ldT;                      // (P, ldN) G_{c+1}, later S_in
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
   stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int t) {
       if (i >= t) stair.add(r, cc, acc[r][cc]);
     });
-    stair.write(sEq, a.T, 0, tc);
+    stair.write(sEq, a.Ts, 0, tc);
     __syncthreads();
     for_out(0, tc, 0, tc, [&](int, int, int i, int j) {
       if (j > i) sDX[i * a.ldT + j] = 0.f;
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     });
     xv.end_tile();
   }
-  xv.write(sdd, a.T, tc);
+  xv.write(sdd, a.Ts, tc);
 
   RowSums so;
   for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dB, sout
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     });
     so.end_tile();
   }
-  so.write(sout, a.T, tc);
+  so.write(sout, a.Ts, tc);
 
   // e^{cs_last} Σ Gs·S_in, then S_in replaces Gs and B becomes diag(Δ) B.
   float c0 = 0.f;
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     });
     yo.end_tile();
   }
-  yo.write(syoff, a.T, tc);
+  yo.write(syoff, a.Ts, tc);
   __syncthreads();  // the row and column sums of every warp are in place
 
   {  // Σ_{i≥t} yoff_i into sdin, Σ_{j<t} sout_j into sdout (both free now): warp 0 scans yoff from the end,
@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
       float* dst = warp == 0 ? sdin : sdout;
       const int ta = warp == 0 ? tc - 1 - 2 * lane : 2 * lane, tb = warp == 0 ? ta - 1 : ta + 1;
       const bool va = ta >= 0 && ta < tc, vb = tb >= 0 && tb < tc;
-      const float v0 = va ? partial_sum<kColWarps>(src, a.T, ta) : 0.f;
-      const float v1 = vb ? partial_sum<kColWarps>(src, a.T, tb) : 0.f;
+      const float v0 = va ? partial_sum<kColWarps>(src, a.Ts, ta) : 0.f;
+      const float v1 = vb ? partial_sum<kColWarps>(src, a.Ts, tb) : 0.f;
       const float incl = warp_inclusive_scan(v0 + v1);
       float excl = __shfl_up_sync(kFull, incl, 1);
       excl = lane == 0 ? 0.f : excl;
@@ -212,8 +212,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
 
   float dA = 0.f, dD = 0.f;
   for (int t = threadIdx.x; t < tc; t += kThreads) {
-    const float e = c0 + partial_sum<kRowWarps>(sEq, a.T, t) + sdin[t] + sdout[t];
-    a.ddelta[row_of(a, b, t0 + t) * a.H + h] = partial_sum<kColWarps>(sdd, a.T, t) + A * e;  // dΔ_t = x_t·v_t + A e_t
+    const float e = c0 + partial_sum<kRowWarps>(sEq, a.Ts, t) + sdin[t] + sdout[t];
+    a.ddelta[row_of(a, b, t0 + t) * a.H + h] = partial_sum<kColWarps>(sdd, a.Ts, t) + A * e;  // dΔ_t = x_t·v_t + A e_t
     dA += sdt[t] * e;  // dA = Σ_t Δ_t e_t
   }
   for (int t = warp; t < tc; t += kThreads / 32)

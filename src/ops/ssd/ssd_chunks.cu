@@ -2,117 +2,109 @@
 //
 // Forward. s_t = a_t s_{t−1} + Δ_t x_t B_tᵀ is linear, so the state entering chunk c+1 is
 //     S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + Σ_{j∈c} e^{cs_last − cs_j} Δ_j x_j B_jᵀ,
-// the second term being chunk c's own contribution, a (P, T)·(T, N) product (local_kernel, every chunk in
-// parallel); one short pass over the chunks per (b, h) then adds the carried state (pass_kernel).
+// the second term being chunk c's own contribution, a (P, T)·(T, N) product.
 // Backward. The adjoint state g_t = dy_t C_tᵀ + a_{t+1} g_{t+1} runs backwards; at the first step of chunk c,
 //     G_c = e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} G_{c+1} + Σ_{i∈c} e^{cs_i − cs_0} dy_i C_iᵀ,
-// the same two kernels with time reversed. G_c is needed for c ≥ 1 only (the backward of chunk c−1 reads it).
-// The chunk decays are exp(A Σ Δ) with the sum in double, in step order.
+// the same recurrence with time reversed. G_c is needed for c ≥ 1 only (the backward of chunk c−1 reads it).
+//
+// One kernel does both the per-chunk products and the pass: a block owns one 64×64 tile of the (P, N)
+// state of one (b, h), holds it in registers and walks the chunks in order, adding each chunk's product to
+// the decayed carried state and storing the result. The next chunk's slices of x (dy) and B (C) are copied
+// into a second buffer while the current one is worked on. So each state is written once and never read
+// back (the separate per-chunk kernel and pass wrote, read and rewrote every state: ~0.8 GB per layer and
+// direction for the 'L' configuration), and the pass costs no kernel of its own. Fixed order throughout.
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu::ssd_detail {
 namespace {
 
-// kReverse = false: chunk c = blockIdx.x ∈ [0, nchunks−1) → states[c+1] = Xᵀ diag(Δ_j e^{cs_last − cs_j}) B.
-// kReverse = true:  chunk c = blockIdx.x + 1 ∈ [1, nchunks) → wsG[c] = dyᵀ diag(e^{cs_i − cs_0}) C.
+// kReverse = false: chunks c = 0 … nchunks−2 → states[c+1]; also states[0] = 0.
+// kReverse = true:  chunks c = nchunks−1 … 1 → wsG[c].
+// Grid (tiles of the (P, N) state, H, B).
 template <bool kReverse, bool kExact>
-__global__ void __launch_bounds__(kThreads) local_kernel(Args a) {
+__global__ void __launch_bounds__(kThreads, 3) states_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
-  const int c = blockIdx.x + (kReverse ? 1 : 0), h = blockIdx.y, b = blockIdx.z;
-  const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
-  double* scs = smem_d;                              // (T) cs_t
-  float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
-  float* sw = sdt + a.T;                             // (T) row weights of sR
-  float* sR = sw + a.T;                              // (T, ldN) B_j or C_i, then times sw
-  float* sV = sR + a.T * a.ldN;                      // (T, ldP) x_j or dy_i
+  const int tiles_n = ceil_div(a.N, kTile);
+  const int p0 = (blockIdx.x / tiles_n) * kTile, n0 = (blockIdx.x % tiles_n) * kTile;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int np = min(kTile, a.P - p0), nn = min(kTile, a.N - n0);  // this tile's rows and columns
+  const int ldV = tile_ld_kn(min(kTile, a.P)), ldR = tile_ld_kn(min(kTile, a.N));  // both read as (k, j)
+  double* scs = smem_d;                               // (T) cs_t
+  float* sdt = reinterpret_cast<float*>(scs + a.Ts);  // (T) Δ_t
+  float* sw = sdt + a.Ts;                             // (T) row weights of R
+  float* buf = sw + a.Ts;                             // 2 × [(T, ldR) R = B or C slice, (T, ldV) V = x or dy slice]
+  const int buf_floats = a.T * (ldR + ldV);
   const float A = -expf(a.A_log[h]);
-  if (kReverse) {
-    stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sR, a.ldN);
-    stage(dy_rows(a, b, h, t0), size_t(a.H) * a.P, tc, a.P, sV, a.ldP);
-  } else {
-    stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sR, a.ldN);
-    stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sV, a.ldP);
-  }
-  chunk_decay(a, A, b, h, t0, tc, sdt, scs);
-  for (int t = threadIdx.x; t < tc; t += kThreads)  // e^{cs_i − cs_0}, or Δ_j e^{cs_last − cs_j}
-    sw[t] = kReverse ? float(exp(scs[t] - scs[0])) : sdt[t] * float(exp(scs[tc - 1] - scs[t]));
-  stage_wait();
-  __syncthreads();
-  for (int t = threadIdx.x >> 5; t < tc; t += kThreads / 32)
-    for (int n = threadIdx.x & 31; n < a.N; n += 32) sR[t * a.ldN + n] *= sw[t];
-  __syncthreads();
-  float* out = kReverse ? state_at(a, a.wsG, b, h, c) : state_at(a, a.states, b, h, c + 1);
-  for (int p0 = 0; p0 < a.P; p0 += kTile)
-    for (int n0 = 0; n0 < a.N; n0 += kTile) {
-      Acc acc;
-      zero(acc);
-      mm<kExact, true, false>(acc, sV, a.ldP, sR, a.ldN, p0, a.P, n0, a.N, tc);
-      for_out(p0, a.P, n0, a.N, [&](int r, int cc, int p, int n) { out[size_t(p) * a.N + n] = acc[r][cc]; });
-    }
-}
+  float* out = state_at(a, kReverse ? a.wsG : a.states, b, h, 0) + size_t(p0) * a.N + n0;  // tile of state 0
+  const size_t PN = size_t(a.P) * a.N;
 
-// The sequential pass over chunk boundaries, in place; grid (⌈P·N / 256⌉, H, B), a thread per state element
-// (the elements are independent; the chunk decays are the same for all of them).
-// Forward: states[0] = 0; states[c+1] = exp(A Σ_{t∈[cT, (c+1)T)} Δ_t) states[c] + states[c+1].
-// Reverse: for c = nchunks−2 … 1: wsG[c] = exp(A Σ_{t∈(cT, (c+1)T]} Δ_t) wsG[c+1] + wsG[c].
-constexpr int kPassBatch = 2048;  // chunk decays held in shared memory at a time
-template <bool kReverse>
-__global__ void __launch_bounds__(kThreads) pass_kernel(Args a) {
-  __shared__ float sdec[kPassBatch];
-  const int h = blockIdx.y, b = blockIdx.z, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const double A = -exp(double(a.A_log[h]));
-  const size_t PN = size_t(a.P) * a.N, i = size_t(blockIdx.x) * kThreads + threadIdx.x;
-  float* base = state_at(a, kReverse ? a.wsG : a.states, b, h, 0);
-  const int nsteps = a.nchunks - (kReverse ? 2 : 1);
-  float v = 0.f;  // forward: states[0] = 0; reverse: wsG[nchunks−1] is its own chunk's sum
-  if (i < PN) {
-    if (kReverse) v = base[size_t(a.nchunks - 1) * PN + i];
-    else base[i] = 0.f;
-  }
-  for (int s0 = 0; s0 < nsteps; s0 += kPassBatch) {
-    const int nb = min(kPassBatch, nsteps - s0);
-    __syncthreads();  // the previous batch's decays are consumed
-    for (int k = warp; k < nb; k += kThreads / 32) {  // a warp per chunk: Σ Δ in double, fixed order
-      const int c = kReverse ? a.nchunks - 2 - (s0 + k) : s0 + k;
-      const int t_lo = chunk_begin(a, c) + (kReverse ? 1 : 0), t_hi = chunk_end(a, c) + (kReverse ? 1 : 0);
-      double part = 0;
-      for (int t = t_lo + lane; t < t_hi; t += 32) part += a.delta[row_of(a, b, t) * a.H + h];
-      part = warp_sum(part);
-      if (lane == 0) sdec[k] = float(exp(A * part));
+  Acc S;  // the carried state's tile, in the mma accumulator layout
+  zero(S);
+  if (!kReverse) for_out(0, np, 0, nn, [&](int, int, int i, int j) { out[size_t(i) * a.N + j] = 0.f; });
+
+  const int steps = a.nchunks - 1;
+  auto chunk_of = [&](int k) { return kReverse ? a.nchunks - 1 - k : k; };
+  LaneDeltas next;  // warp 0: the Δ of the chunk prefetched last
+  auto prefetch = [&](int k) {  // chunk k's slices into buffer k % 2, as one copy group; its Δ into `next`
+    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
+    if (threadIdx.x < 32) next = load_deltas(a, b, h, t0, tc);
+    float* sR = buf + (k & 1) * buf_floats;
+    float* sV = sR + a.T * ldR;
+    if (kReverse) {
+      stage(bc_rows(a, a.Cm, b, h, t0) + n0, a.ld, tc, nn, sR, ldR);
+      stage(dy_rows(a, b, h, t0) + p0, size_t(a.H) * a.P, tc, np, sV, ldV);
+    } else {
+      stage(bc_rows(a, a.Bm, b, h, t0) + n0, a.ld, tc, nn, sR, ldR);
+      stage(x_rows(a, b, h, t0) + p0, a.ld, tc, np, sV, ldV);
     }
+    stage_commit();
+  };
+  if (steps > 0) prefetch(0);
+  float dt_next = 0.f;  // reverse: Δ at the first step of chunk c + 1 (the chunk before in the walk)
+  for (int k = 0; k < steps; ++k) {
+    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
+    const LaneDeltas cur = next;
+    if (k + 1 < steps) prefetch(k + 1);  // buffer (k + 1) % 2 was freed by the barrier ending step k − 1
+    else stage_commit();                 // an empty group, so that "all but the newest" means chunk k
+    chunk_decay_of(cur, A, tc, sdt, scs);
+    for (int t = threadIdx.x; t < tc; t += kThreads)  // e^{cs_i − cs_0}, or Δ_j e^{cs_last − cs_j}
+      sw[t] = kReverse ? decay(scs, t, 0) : sdt[t] * decay(scs, tc - 1, t);
+    // The carried state's decay: e^{A Σ_{t∈c} Δ_t} forward; backward e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t}, and the
+    // last chunk's state is its own contribution.
+    const float dec = kReverse ? (k == 0 ? 0.f : float(exp(scs[tc - 1] - scs[0] + double(A) * double(dt_next))))
+                               : float(exp(scs[tc - 1]));
+    if (kReverse) dt_next = sdt[0];
+    stage_wait_but_one();
     __syncthreads();
-    if (i < PN) {
-      // The state written at step k; eight loads are issued before their stores so they overlap.
-      auto at = [&](int k) { return base + size_t(kReverse ? a.nchunks - 2 - (s0 + k) : s0 + k + 1) * PN + i; };
-      for (int k0 = 0; k0 < nb; k0 += 8) {
-        float local[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          if (k0 + u < nb) local[u] = *at(k0 + u);
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          if (k0 + u < nb) *at(k0 + u) = v = sdec[k0 + u] * v + local[u];
-      }
-    }
+    float* sR = buf + (k & 1) * buf_floats;
+    const float* sV = sR + a.T * ldR;
+    for (int t = threadIdx.x >> 5; t < tc; t += kThreads / 32)
+      for (int n = threadIdx.x & 31; n < nn; n += 32) sR[t * ldR + n] *= sw[t];
+    __syncthreads();
+    Acc acc;
+    zero(acc);
+    mm<kExact, true, false>(acc, sV, ldV, sR, ldR, 0, np, 0, nn, tc);
+    float* dst = out + size_t(kReverse ? c : c + 1) * PN;
+    for_out(0, np, 0, nn, [&](int r, int cc, int i, int j) {
+      S[r][cc] = dec * S[r][cc] + acc[r][cc];
+      dst[size_t(i) * a.N + j] = S[r][cc];
+    });
+    __syncthreads();  // buffer k % 2, Δ and cs are free for the next step
   }
 }
 
 template <bool kReverse>
 void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
-  if (a.nchunks >= 2) {
-    const size_t smem = local_smem_bytes(a);
-    with_precision(a, [&](auto exact) {
-      const auto kernel = local_kernel<kReverse, decltype(exact)::value>;
-      allow_smem(kernel, smem);
-      kernel<<<dim3(a.nchunks - 1, a.H, a.B), kThreads, smem, stream>>>(a);
-      MLALPHA_CHECK_LAUNCH();
-    });
-  }
-  if (kReverse && a.nchunks < 3) return;  // G_{nchunks−1} is chunk nchunks−1's own sum: nothing to carry
-  const int blocks = ceil_div(a.P * a.N, kThreads);
-  pass_kernel<kReverse><<<dim3(blocks, a.H, a.B), kThreads, 0, stream>>>(a);  // forward: also zeroes states[0]
-  MLALPHA_CHECK_LAUNCH();
+  if (kReverse && a.nchunks < 2) return;  // no chunk c ≥ 1
+  const size_t smem = states_smem_bytes(a);
+  const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTile), a.H, a.B);
+  with_precision(a, [&](auto exact) {
+    const auto kernel = states_kernel<kReverse, decltype(exact)::value>;
+    allow_smem(kernel, smem);
+    kernel<<<grid, kThreads, smem, stream>>>(a);
+    MLALPHA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace

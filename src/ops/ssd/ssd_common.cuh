@@ -49,6 +49,8 @@ constexpr int kBwdWarps = 16;
 struct Args {
   int B, L, H, P, G, N, ld;
   int T, nchunks;          // chunk length and count
+  int Ts;                  // stride of the per-step arrays in shared memory: T rounded up to a multiple of 4,
+                           // so that every tile after them starts 16-byte aligned (ldmatrix, cp.async 16)
   bool tf32;               // products in single-pass tf32 (kernels <false>) instead of 3xTF32 (<true>)
   int ldN, ldP, ldT;       // tile row strides for N, P and T columns (tile_ld)
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
@@ -66,6 +68,10 @@ struct Args {
 __host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 // Row stride of a tile with `cols` columns: the least ld ≥ cols with ld ≡ 12 (mod 32) (see the top).
 __host__ __device__ inline int tile_ld(int cols) { return cols + ((12 - cols) % 32 + 32) % 32; }
+__host__ __device__ inline int scalar_stride(int T) { return (T + 3) / 4 * 4; }  // Args::Ts
+// Row stride ≡ 8 (mod 32) for tiles that are only read as 4 rows × 8 columns (operand element (k, j) at
+// row k, column j, as in ssd_chunks.cu): those reads then fall in 32 different banks.
+__host__ __device__ inline int tile_ld_kn(int cols) { return cols + ((8 - cols) % 32 + 32) % 32; }
 __device__ __forceinline__ size_t row_of(const Args& a, int b, int t) { return size_t(b) * a.L + t; }
 __device__ __forceinline__ int chunk_begin(const Args& a, int c) { return c * a.T; }
 __device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L, (c + 1) * a.T); }
@@ -126,6 +132,10 @@ __device__ inline void stage(const float* src, size_t src_ld, int rows, int cols
   }
 }
 __device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// For a pipeline: stage_commit() closes the copies issued so far into a group; stage_wait_but_one() waits
+// for all groups but the newest (the prefetch still in flight).
+__device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void stage_wait_but_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 // Column slices of the (B, L, ld) activation for steps [t0, t0 + rows) of batch b.
 __device__ inline const float* bc_rows(const Args& a, const float* m, int b, int h, int t0) {
   return m + row_of(a, b, t0) * a.ld + size_t(h * a.G / a.H) * a.N;  // head h reads group ⌊hG/H⌋
@@ -139,18 +149,30 @@ __device__ inline const float* dy_rows(const Args& a, int b, int h, int t0) {
 
 // The chunk's Δ_t and cs_t = A Σ_{k≤t} Δ_k, the sum in double (e^{cs_i − cs_j} is then accurate to fp32
 // rounding however long the chunk and strong the decay) by warp 0: lane l adds steps 2l and 2l + 1, then a
-// shuffle scan over the lanes (a fixed order). T ≤ 64. Synchronises.
-__device__ inline void chunk_decay(const Args& a, float A, int b, int h, int t0, int tc, float* sdt, double* scs) {
+// shuffle scan over the lanes (a fixed order). T ≤ 64. Synchronises. load_deltas() gives lane l its two
+// Δ (0 past the chunk), so that a pipeline can load them ahead (chunk_decay_of).
+struct LaneDeltas {
+  float d0 = 0.f, d1 = 0.f;
+};
+__device__ inline LaneDeltas load_deltas(const Args& a, int b, int h, int t0, int tc) {
+  const int t = 2 * (threadIdx.x & 31);
+  LaneDeltas d;
+  if (t < tc) d.d0 = a.delta[row_of(a, b, t0 + t) * a.H + h];
+  if (t + 1 < tc) d.d1 = a.delta[row_of(a, b, t0 + t + 1) * a.H + h];
+  return d;
+}
+__device__ inline void chunk_decay_of(LaneDeltas d, float A, int tc, float* sdt, double* scs) {
   if (threadIdx.x < 32) {
-    const int l = threadIdx.x, t = 2 * l;
-    const float d0 = t < tc ? a.delta[row_of(a, b, t0 + t) * a.H + h] : 0.f;
-    const float d1 = t + 1 < tc ? a.delta[row_of(a, b, t0 + t + 1) * a.H + h] : 0.f;
-    const double s0 = d0, s1 = s0 + double(d1);
+    const int t = 2 * threadIdx.x;
+    const double s0 = d.d0, s1 = s0 + double(d.d1);
     const double incl = warp_inclusive_scan(s1), excl = incl - s1;
-    if (t < tc) sdt[t] = d0, scs[t] = double(A) * (excl + s0);
-    if (t + 1 < tc) sdt[t + 1] = d1, scs[t + 1] = double(A) * incl;
+    if (t < tc) sdt[t] = d.d0, scs[t] = double(A) * (excl + s0);
+    if (t + 1 < tc) sdt[t + 1] = d.d1, scs[t + 1] = double(A) * incl;
   }
   __syncthreads();
+}
+__device__ inline void chunk_decay(const Args& a, float A, int b, int h, int t0, int tc, float* sdt, double* scs) {
+  chunk_decay_of(threadIdx.x < 32 ? load_deltas(a, b, h, t0, tc) : LaneDeltas{}, A, tc, sdt, scs);
 }
 // e^{cs_i − cs_j} (≤ 1 for j ≤ i).
 __device__ __forceinline__ float decay(const double* scs, int i, int j) { return expf(float(scs[i] - scs[j])); }
@@ -211,47 +233,106 @@ __device__ __forceinline__ void mma_step(Acc& acc, const float (&av)[4], const f
     mma_tf32(acc[s], ah, bh);
   }
 }
+// ldmatrix with 32-bit elements: block m of the x4 (x2) form is 8 rows of 4 floats whose row addresses come
+// from lanes 8m … 8m + 7 (16-byte aligned); lane (g = lane / 4, q = lane % 4) receives row g, float q of
+// each block, which is the position of mma operand element (g, q). So one instruction loads a whole A
+// fragment (rows g, g + 8 × columns q, q + 4) or the B fragments of two subtiles, where four or two
+// plain loads each were needed, whenever the operand's k runs along its rows.
+__device__ __forceinline__ void ldsm_x4(float (&r)[4], unsigned addr) {
+  uint32_t u[4];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3])
+               : "r"(addr));
+#pragma unroll
+  for (int e = 0; e < 4; ++e) r[e] = __uint_as_float(u[e]);
+}
+__device__ __forceinline__ void ldsm_x2(float (&r)[2], unsigned addr) {
+  uint32_t u[2];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "r"(addr));
+  r[0] = __uint_as_float(u[0]), r[1] = __uint_as_float(u[1]);
+}
 // acc += A·B over the thread's outputs for tiles in shared memory: A (M, K) row-major with row stride lda,
 // or stored transposed (element (i, k) at A[k·lda + i]) when kTransA; B (K, Ncols) row-major with stride
 // ldb, or transposed (element (k, j) at B[j·ldb + k]) when kTransB. Rows i ≥ M and columns j ≥ Ncols read
 // row or column 0 instead (any finite or non-finite value there only reaches outputs that for_out skips),
-// so only the last partial k-step needs a bounds check.
+// so only the last partial k-step needs a bounds check. An operand whose k runs along its rows (A plain,
+// B transposed) is loaded with ldmatrix: every tile starts 16-byte aligned and its row stride is a
+// multiple of 4 floats (Args::Ts, tile_ld), as ldmatrix requires; the others one float a load.
 template <bool kExact, bool kTransA, bool kTransB>
 __device__ __forceinline__ void mm(Acc& acc, const float* A, int lda, const float* B, int ldb, int i0,
                                    int M, int j0, int Ncols, int K) {
-  const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
+  constexpr bool kSmA = !kTransA, kSmB = kTransB;  // loaded with ldmatrix
+  static_assert(kSub == 1 || kSub % 2 == 0, "B fragments go in pairs (x4) or alone (x2)");
+  constexpr int kSmB4 = kSub / 2, kSmBn = (kSub + 1) / 2;  // x4 loads, all ldmatrix loads of B per k-step
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   int ilo = out_row(i0, 0), ihi = ilo + 8;
   ilo = ilo < M ? ilo : 0, ihi = ihi < M ? ihi : 0;
   // Element offsets of the thread's operands at k = 0 and their step along k.
   const float* alo = kTransA ? A + q * lda + ilo : A + ilo * lda + q;
   const float* ahi = kTransA ? A + q * lda + ihi : A + ihi * lda + q;
   const int ak = kTransA ? lda : 1;  // stride of A along k
+  const int jw = j0 + kWarpCols * (threadIdx.x >> 7);  // the warp's first column
   const float* bp[kSub];
 #pragma unroll
   for (int s = 0; s < kSub; ++s) {
-    int j = j0 + kWarpCols * (threadIdx.x >> 7) + 8 * s + g;
+    int j = jw + 8 * s + g;
     j = j < Ncols ? j : 0;
     bp[s] = kTransB ? B + j * ldb + q : B + q * ldb + j;
   }
   const int bk = kTransB ? 1 : ldb;  // stride of B along k
+  // ldmatrix row addresses, stepped along k: A's block m = lane / 8 is rows 8·(m % 2) + [0, 8) of the warp's
+  // 16 rows, columns 4·(m / 2) + [0, 4); B's block m of x4 number t is subtile 2t + m / 2, columns
+  // 4·(m % 2) + [0, 4) (x2: lanes 0–15 count, subtile kSub − 1).
+  unsigned a_sm = 0, b_sm[kSmBn] = {};
+  if constexpr (kSmA) {
+    int i = out_row(i0, 0) - g + (lane & 7) + 8 * ((lane >> 3) & 1);
+    i = i < M ? i : 0;
+    a_sm = unsigned(__cvta_generic_to_shared(A + i * lda + 4 * (lane >> 4)));
+  }
+  if constexpr (kSmB) {
+#pragma unroll
+    for (int t = 0; t < kSmBn; ++t) {
+      const int s = t < kSmB4 ? 2 * t + (lane >> 4) : kSub - 1;
+      int j = jw + 8 * s + (lane & 7);
+      j = j < Ncols ? j : 0;
+      b_sm[t] = unsigned(__cvta_generic_to_shared(B + j * ldb + 4 * ((lane >> 3) & 1)));
+    }
+  }
   int k0 = 0;
   for (; k0 + 8 <= K; k0 += 8) {
     float av[4], bv[kSub][2];
-    av[0] = alo[0], av[1] = ahi[0], av[2] = alo[4 * ak], av[3] = ahi[4 * ak];
+    if constexpr (kSmA) {
+      ldsm_x4(av, a_sm);
+      a_sm += 32u;
+    } else {
+      av[0] = alo[0], av[1] = ahi[0], av[2] = alo[4 * ak], av[3] = ahi[4 * ak];
+      alo += 8 * ak, ahi += 8 * ak;
+    }
+    if constexpr (kSmB) {
 #pragma unroll
-    for (int s = 0; s < kSub; ++s) bv[s][0] = bp[s][0], bv[s][1] = bp[s][4 * bk];
+      for (int t = 0; t < kSmB4; ++t) {
+        float r[4];
+        ldsm_x4(r, b_sm[t]);
+        bv[2 * t][0] = r[0], bv[2 * t][1] = r[1], bv[2 * t + 1][0] = r[2], bv[2 * t + 1][1] = r[3];
+      }
+      if constexpr (kSub % 2 == 1) ldsm_x2(bv[kSub - 1], b_sm[kSmBn - 1]);
+#pragma unroll
+      for (int t = 0; t < kSmBn; ++t) b_sm[t] += 32u;
+    } else {
+#pragma unroll
+      for (int s = 0; s < kSub; ++s) bv[s][0] = bp[s][0], bv[s][1] = bp[s][4 * bk], bp[s] += 8 * bk;
+    }
     mma_step<kExact>(acc, av, bv);
-    alo += 8 * ak, ahi += 8 * ak;
-#pragma unroll
-    for (int s = 0; s < kSub; ++s) bp[s] += 8 * bk;
   }
-  if (k0 < K) {  // the last partial step: k ≥ K counts as 0
+  if (k0 < K) {  // the last partial step: k ≥ K counts as 0 (the ldmatrix operands' pointers were not stepped)
+    const int ka = kSmA ? k0 * ak : 0, kb = kSmB ? k0 * bk : 0;
     const bool v0 = k0 + q < K, v1 = k0 + q + 4 < K;
     float av[4], bv[kSub][2];
-    av[0] = v0 ? alo[0] : 0.f, av[1] = v0 ? ahi[0] : 0.f;
-    av[2] = v1 ? alo[4 * ak] : 0.f, av[3] = v1 ? ahi[4 * ak] : 0.f;
+    av[0] = v0 ? alo[ka] : 0.f, av[1] = v0 ? ahi[ka] : 0.f;
+    av[2] = v1 ? alo[ka + 4 * ak] : 0.f, av[3] = v1 ? ahi[ka + 4 * ak] : 0.f;
 #pragma unroll
-    for (int s = 0; s < kSub; ++s) bv[s][0] = v0 ? bp[s][0] : 0.f, bv[s][1] = v1 ? bp[s][4 * bk] : 0.f;
+    for (int s = 0; s < kSub; ++s)
+      bv[s][0] = v0 ? bp[s][kb] : 0.f, bv[s][1] = v1 ? bp[s][kb + 4 * bk] : 0.f;
     mma_step<kExact>(acc, av, bv);
   }
 }
@@ -386,7 +467,7 @@ Args make_layout(const SsdParams& p);
 // Dynamic shared memory of each kernel for a layout.
 size_t fwd_smem_bytes(const Args& a);
 size_t bwd_smem_bytes(const Args& a);
-size_t local_smem_bytes(const Args& a);
+size_t states_smem_bytes(const Args& a);
 // Calls f(std::true_type{}) for the 3xTF32 kernels or f(std::false_type{}) for tf32 mode's (a.tf32): the
 // kernel's kExact is decltype(arg)::value.
 template <class F>
@@ -400,10 +481,10 @@ void allow_smem(K kernel, size_t bytes) {
   MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-// ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), from every chunk's own
-// contribution Σ_j e^{cs_last − cs_j} Δ_j x_j B_jᵀ and the pass S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + local_c.
-// Backward: wsG[c] = g at the first step of chunk c ≥ 1, from Σ_i e^{cs_i − cs_0} dy_i C_iᵀ and the pass
-// G_c = e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} G_{c+1} + local_c.
+// ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), by the pass
+// S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + Σ_j e^{cs_last − cs_j} Δ_j x_j B_jᵀ over the chunks in order.
+// Backward: wsG[c] = g at the first step of chunk c ≥ 1, by G_c = e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} G_{c+1} +
+// Σ_i e^{cs_i − cs_0} dy_i C_iᵀ over the chunks in reverse.
 void chunk_entry_states(const Args& a, cudaStream_t stream);
 void chunk_adjoint_states(const Args& a, cudaStream_t stream);
 

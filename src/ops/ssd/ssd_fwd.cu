@@ -16,14 +16,14 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
-  double* scs = smem_d;                              // (T) cs_t
-  float* sdt = reinterpret_cast<float*>(scs + a.T);  // (T) Δ_t
-  float* sdec = sdt + a.T;                           // (T) e^{cs_t}
-  float* sC = sdec + a.T;                            // (T, ldN)
-  float* sX = sC + a.T * a.ldN;                      // (T, ldP)
-  float* sM = sX + a.T * a.ldP;                      // (T, ldT) (C Bᵀ ∘ Ldec) diag(Δ)
-  float* sB = sM + a.T * a.ldT;                      // (T, ldN) B, then
-  float* sS = sB;                                    // (P, ldN) S_in
+  double* scs = smem_d;                               // (T) cs_t
+  float* sdt = reinterpret_cast<float*>(scs + a.Ts);  // (T) Δ_t
+  float* sdec = sdt + a.Ts;                           // (T) e^{cs_t}
+  float* sC = sdec + a.Ts;                            // (T, ldN)
+  float* sX = sC + a.T * a.ldN;                       // (T, ldP)
+  float* sM = sX + a.T * a.ldP;                       // (T, ldT) (C Bᵀ ∘ Ldec) diag(Δ)
+  float* sB = sM + a.T * a.ldT;                       // (T, ldN) B, then
+  float* sS = sB;                                     // (P, ldN) S_in
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
   stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);

@@ -9,10 +9,11 @@ namespace {
 // Tiles of T steps (row strides tile_ld), a (P, N) state tile, `scalars` per-step float arrays and the
 // per-step cs_t in double (placed first: alignment).
 size_t tiles_bytes(int T, int N, int P, int n_rows_N, int n_rows_P, int n_TT, bool state, int scalars, int warps) {
+  const size_t Ts = size_t(scalar_stride(T));
   const size_t floats = size_t(n_rows_N) * T * tile_ld(N) + size_t(n_rows_P) * T * tile_ld(P) +
                         size_t(n_TT) * T * tile_ld(T) + (state ? size_t(P) * tile_ld(N) : 0) +
-                        size_t(scalars) * T + warps;  // + one block-sum slot per warp
-  return size_t(T) * sizeof(double) + floats * sizeof(float);
+                        size_t(scalars) * Ts + warps;  // + one block-sum slot per warp
+  return Ts * sizeof(double) + floats * sizeof(float);
 }
 // Per-step scalars: Δ, dec_in, dec_out, the row-sum partials of yoff, sout and x·v (one per column warp),
 // the column-sum partials (one per row warp).
@@ -46,6 +47,7 @@ Args make_layout(const SsdParams& p) {
   int T = std::min(p.Q, kMaxChunk);
   while (T > kMinChunk && bwd_bytes(T, p.N, p.P) > size_t(kSmemLimitBytes)) T = (T + 1) / 2;
   a.T = T;
+  a.Ts = scalar_stride(T);
   a.tf32 = p.tf32;
   a.nchunks = ceil_div(p.L, T);
   a.ldN = tile_ld(p.N), a.ldP = tile_ld(p.P), a.ldT = tile_ld(T);
@@ -59,7 +61,12 @@ size_t fwd_smem_bytes(const Args& a) {
          size_t(std::max(a.T, a.P)) * a.ldN * sizeof(float);
 }
 size_t bwd_smem_bytes(const Args& a) { return bwd_bytes(a.T, a.N, a.P); }
-size_t local_smem_bytes(const Args& a) { return tiles_bytes(a.T, a.N, a.P, 1, 1, 0, false, 2, kThreads / 32); }
+// Two buffers (this chunk and the next one's prefetch) of a (T, ≤ 64) slice of x or dy and of B or C.
+size_t states_smem_bytes(const Args& a) {
+  const int np = std::min(kTile, a.P), nn = std::min(kTile, a.N);
+  return tiles_bytes(a.T, nn, np, 0, 0, 0, false, 2, 0) +
+         2 * size_t(a.T) * (tile_ld_kn(np) + tile_ld_kn(nn)) * sizeof(float);
+}
 
 }  // namespace ssd_detail
 
