@@ -38,8 +38,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
   float* syoff = sdout + a.Ts;                        // (kColWarps, T) yoff_t, partials (RowSums)
   float* sout = syoff + kColWarps * a.Ts;             // (kColWarps, T) sout_t
   float* sdd = sout + kColWarps * a.Ts;               // (kColWarps, T) x_t·v_t
-  float* sEq = sdd + kColWarps * a.Ts;                // (kRowWarps, T) partials of Σ_{i≥t} Σ_{j<t} W[i, j]
-  float* red = sEq + kRowWarps * a.Ts;                // (kThreads / 32) block sums
+  float* sEq = sdd + kColWarps * a.Ts;                // (T) Σ_{i≥t} Σ_{j<t} W[i, j]
+  float* red = sEq + a.Ts;                            // (kThreads / 32) block sums
   float* sB = red + kThreads / 32;                    // (T, ldN) B, later diag(Δ) B
   float* sC = sB + a.T * a.ldN;                       // (T, ldN)
   float* sX = sC + a.T * a.ldN;                       // (T, ldP)
@@ -76,21 +76,37 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
   }
   __syncthreads();
 
-  {  // Σ_{i≥t} Σ_{j<t} W[i, j]: Z = W·U with U[j, t] = [j < t] gives Z[i, t] = Σ_{j<t} W[i, j]; then column
-     // sums of Z over i ≥ t (four partials per t in sEq). Then the upper triangle of DX is cleared again.
-    Acc acc;
-    zero(acc);
-    mm_fn<kExact>(acc, 0, tc, 0, tc, tc, [&](int i, int j) { return j < i ? sDX[j * a.ldT + i] : 0.f; },
-                  [&](int j, int t) { return j < t ? 1.f : 0.f; });
-    ColSums stair;
-    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int t) {
-      if (i >= t) stair.add(r, cc, acc[r][cc]);
-    });
-    stair.write(sEq, a.Ts, 0, tc);
+  {  // E_t = Σ_{i≥t} Σ_{j<t} W[i, j] = Σ_{j<t} Q[j, t] with the suffix sums Q[j, t] = Σ_{i≥t} W[i, j] (t > j).
+     // W[i, j] sits at (j, i) above the diagonal of sDX: a warp turns row j into Q[j, ·] in place (a scan
+     // from the row's end, two steps a lane), then 8 threads per t sum column t above the diagonal. Fixed
+     // order throughout. Then the upper triangle of DX is cleared again.
+    for (int j = warp; j < tc; j += kThreads / 32) {
+      float* row = sDX + j * a.ldT;
+      const int i0 = 2 * (31 - lane), i1 = i0 + 1;  // lane 0 holds the last two steps
+      const bool v0 = i0 > j && i0 < tc, v1 = i1 > j && i1 < tc;
+      const float w0 = v0 ? row[i0] : 0.f, w1 = v1 ? row[i1] : 0.f;
+      const float incl = warp_inclusive_scan(w0 + w1);
+      float excl = __shfl_up_sync(kFull, incl, 1);
+      excl = lane == 0 ? 0.f : excl;
+      const float q1 = excl + w1;
+      if (v0) row[i0] = q1 + w0;
+      if (v1) row[i1] = q1;
+    }
     __syncthreads();
-    for_out(0, tc, 0, tc, [&](int, int, int i, int j) {
-      if (j > i) sDX[i * a.ldT + j] = 0.f;
-    });
+    constexpr int kPer = 8;  // threads per column t; the loop bound is the same for the whole warp (shuffles)
+    for (int tb = 0; tb < a.T; tb += kThreads / kPer) {
+      const int t = tb + threadIdx.x / kPer, sub = threadIdx.x % kPer;
+      float v = 0.f;
+      if (t < tc)
+        for (int j = sub; j < t; j += kPer) v += sDX[j * a.ldT + t];
+      v += __shfl_xor_sync(kFull, v, 1);
+      v += __shfl_xor_sync(kFull, v, 2);
+      v += __shfl_xor_sync(kFull, v, 4);
+      if (sub == 0 && t < tc) sEq[t] = v;
+    }
+    __syncthreads();
+    for (int i = warp; i < tc; i += kThreads / 32)
+      for (int j = i + 1 + lane; j < tc; j += 32) sDX[i * a.ldT + j] = 0.f;
     __syncthreads();
   }
 
@@ -212,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
 
   float dA = 0.f, dD = 0.f;
   for (int t = threadIdx.x; t < tc; t += kThreads) {
-    const float e = c0 + partial_sum<kRowWarps>(sEq, a.Ts, t) + sdin[t] + sdout[t];
+    const float e = c0 + sEq[t] + sdin[t] + sdout[t];
     a.ddelta[row_of(a, b, t0 + t) * a.H + h] = partial_sum<kColWarps>(sdd, a.Ts, t) + A * e;  // dΔ_t = x_t·v_t + A e_t
     dA += sdt[t] * e;  // dA = Σ_t Δ_t e_t
   }

@@ -336,29 +336,6 @@ __device__ __forceinline__ void mm(Acc& acc, const float* A, int lda, const floa
     mma_step<kExact>(acc, av, bv);
   }
 }
-// The same product with operands given as functions a(i, k), b(k, j) (for masked or generated operands);
-// every element is bounds-checked, so it costs more per step.
-template <bool kExact, class FA, class FB>
-__device__ __forceinline__ void mm_fn(Acc& acc, int i0, int M, int j0, int Ncols, int K, FA a, FB b) {
-  const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
-  const int ilo = out_row(i0, 0), ihi = ilo + 8;
-  const bool rlo = ilo < M, rhi = ihi < M;
-  int jn[kSub];
-  bool cn[kSub];
-#pragma unroll
-  for (int s = 0; s < kSub; ++s) jn[s] = j0 + kWarpCols * (threadIdx.x >> 7) + 8 * s + g, cn[s] = jn[s] < Ncols;
-  for (int k0 = 0; k0 < K; k0 += 8) {
-    const int ka = k0 + q, kb = k0 + q + 4;
-    const bool va = ka < K, vb = kb < K;
-    float av[4], bv[kSub][2];
-    av[0] = rlo && va ? a(ilo, ka) : 0.f, av[1] = rhi && va ? a(ihi, ka) : 0.f;
-    av[2] = rlo && vb ? a(ilo, kb) : 0.f, av[3] = rhi && vb ? a(ihi, kb) : 0.f;
-#pragma unroll
-    for (int s = 0; s < kSub; ++s)
-      bv[s][0] = cn[s] && va ? b(ka, jn[s]) : 0.f, bv[s][1] = cn[s] && vb ? b(kb, jn[s]) : 0.f;
-    mma_step<kExact>(acc, av, bv);
-  }
-}
 __device__ __forceinline__ void zero(Acc& acc) {
 #pragma unroll
   for (int s = 0; s < kSub; ++s)
@@ -414,28 +391,7 @@ struct RowSums {
   }
 };
 
-// Per-column sums of values produced in for_out over one output tile: add(s, e, v) in the callback, then
-// write(dst) sums the 8 lanes that share a column and stores each row-warp's sum at dst[(w % 4)·ld + j]
-// (kRowWarps partials per column, added in order by partial_sum after a __syncthreads).
-struct ColSums {
-  float part[kSub][2] = {};
-  __device__ __forceinline__ void add(int s, int e, float v) { part[s][e & 1] += v; }
-  __device__ __forceinline__ void write(float* dst, int ld, int j0, int Ncols) {
-#pragma unroll
-    for (int s = 0; s < kSub; ++s)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        float v = part[s][c];
-        v += __shfl_xor_sync(kFull, v, 4);
-        v += __shfl_xor_sync(kFull, v, 8);
-        v += __shfl_xor_sync(kFull, v, 16);
-        const int j = out_col(j0, s, c);
-        if ((threadIdx.x & 31) < 4 && j < Ncols) dst[((threadIdx.x >> 5) & 3) * ld + j] = v;
-      }
-  }
-};
-
-// Σ_k src[k·ld + i] for k < kParts, in order: the per-warp partials RowSums and ColSums write.
+// Σ_k src[k·ld + i] for k < kParts, in order: the per-warp partials RowSums writes.
 template <int kParts>
 __device__ __forceinline__ float partial_sum(const float* src, int ld, int i) {
   float v = src[i];

@@ -16,10 +16,10 @@ size_t tiles_bytes(int T, int N, int P, int n_rows_N, int n_rows_P, int n_TT, bo
   return Ts * sizeof(double) + floats * sizeof(float);
 }
 // Per-step scalars: Δ, dec_in, dec_out, the row-sum partials of yoff, sout and x·v (one per column warp),
-// the column-sum partials (one per row warp).
+// Σ_{i≥t} Σ_{j<t} W[i, j].
 size_t bwd_bytes(int T, int N, int P) {
   const int col_warps = kBwdWarps / kRowWarps;
-  return tiles_bytes(T, N, P, 2, 2, 2, true, 3 + 3 * col_warps + kRowWarps, kBwdWarps);
+  return tiles_bytes(T, N, P, 2, 2, 2, true, 4 + 3 * col_warps, kBwdWarps);
 }
 
 }  // namespace
