@@ -2,11 +2,12 @@
 // against the CPU reference in double: M = 1, odd IN / OUT, K = 1 heads, F = 7 inputs, M = 16384 rows,
 // with and without bias / dx / db, pointers aligned only to 4 bytes; the residual forward out of place
 // (r ≠ y, as the model's out_proj) and in place; dw, db accumulated onto random values. Plus bitwise
-// determinism and plan reuse.
+// determinism and plan reuse, and on an H200 the offline algorithm table (linear_algos.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -234,6 +235,51 @@ TEST(LinearGpu, Deterministic) {
         EXPECT_EQ(0, std::memcmp(a[i].data(), b2[i].data(), a[i].size() * sizeof(float))) << names[i] << " (new Gemm)";
       }
     }
+}
+
+// The offline algorithm table (linear_algos.cpp) was measured on an H200: there, the listed GEMMs must run
+// the listed algorithms. If this fails after a cuBLAS update, the heuristic no longer offers them: re-run
+// ml-alpha-gemm-sweep and update the table. Also checks that those algorithms give finite results.
+TEST(LinearGpu, OfflineAlgorithmTable) {
+  int dev = 0, sms = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaSuccess, cudaGetDevice(&dev));
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (sms != 132 || major != 9 || minor != 0)
+    GTEST_SKIP() << "the table lists H200 algorithms (132 SMs, sm_90); this GPU has " << sms << " SMs, sm_" << major
+                 << minor;
+  Context ctx;
+  gpu::Gemm g(ctx, /*tf32=*/true);
+  // The 'L' out_proj (residual forward, dW) and in_proj (dx) GEMMs: M = 8·2048 tokens.
+  const LinearParams out_proj{16384, 2048, 1024}, in_proj{16384, 1024, 4384};
+  auto rng = test::make_rng(77);
+  {
+    const LinearParams& p = out_proj;
+    auto x = test::to_device(random_vec<float>(size_t(p.M) * p.IN, rng));
+    auto w = test::to_device(random_vec<float>(size_t(p.OUT) * p.IN, rng));
+    auto r = test::to_device(random_vec<float>(size_t(p.M) * p.OUT, rng));
+    auto y = test::poisoned(size_t(p.M) * p.OUT);
+    auto dw = test::to_device(random_vec<float>(size_t(p.OUT) * p.IN, rng));
+    gpu::linear_fwd_add(g, p, x.data(), w.data(), nullptr, r.data(), y.data(), nullptr);
+    gpu::linear_bwd(g, p, x.data(), w.data(), r.data(), nullptr, dw.data(), nullptr, nullptr, nullptr);
+    for (const auto& v : {from_device(y), from_device(dw)})
+      for (float f : v) ASSERT_TRUE(std::isfinite(f));
+  }
+  {
+    const LinearParams& p = in_proj;
+    auto w = test::to_device(random_vec<float>(size_t(p.OUT) * p.IN, rng));
+    auto dy = test::to_device(random_vec<float>(size_t(p.M) * p.OUT, rng));
+    auto dx = test::poisoned(size_t(p.M) * p.IN);
+    gpu::linear_bwd(g, p, nullptr, w.data(), dy.data(), dx.data(), nullptr, nullptr, nullptr, nullptr);
+    for (float f : from_device(dx)) ASSERT_TRUE(std::isfinite(f));
+  }
+  const auto plans = g.plan_descriptions();
+  ASSERT_EQ(3u, plans.size());
+  for (const std::string& d : plans) {
+    std::cout << "  " << d << "\n";
+    EXPECT_NE(std::string::npos, d.find("(offline table)")) << d;
+  }
 }
 
 }  // namespace

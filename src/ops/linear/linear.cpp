@@ -63,6 +63,7 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // d: the layout of both C and D
   cublasLtMatmulAlgo_t algo{};
   bool bias_epilogue = false;  // bias added by the CUBLASLT_EPILOGUE_BIAS epilogue (else by our kernel)
+  std::string what;            // the GEMM and the chosen algorithm, for Gemm::plan_descriptions
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -73,7 +74,8 @@ struct Plan {
         b(std::exchange(o.b, nullptr)),
         d(std::exchange(o.d, nullptr)),
         algo(o.algo),
-        bias_epilogue(o.bias_epilogue) {}
+        bias_epilogue(o.bias_epilogue),
+        what(std::move(o.what)) {}
   Plan& operator=(Plan&&) = delete;
   ~Plan() {
     if (desc) cublasLtMatmulDescDestroy(desc);
@@ -105,9 +107,10 @@ std::string describe(const GemmShape& s, bool tf32) {
 }
 
 // First heuristic result that runs in our workspace and does not reduce split-K in place, preferring one
-// with the `preferred` configuration (linear_algos.cpp) when given; false if none.
+// with the `preferred` configuration (linear_algos.cpp) when given (*from_table says whether it was
+// found); false if none.
 bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
-               uint32_t scheme_mask, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out) {
+               uint32_t scheme_mask, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out, bool* from_table) {
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(g.workspace_bytes));
   pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, scheme_mask);
@@ -133,11 +136,13 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
     if (first < 0) first = i;
     if (!preferred || linear_detail::has_config(results[i].algo, *preferred)) {
       *out = results[i].algo;
+      *from_table = preferred != nullptr;
       return true;
     }
   }
   if (first < 0) return false;
   *out = results[first].algo;
+  *from_table = false;
   return true;
 }
 
@@ -158,9 +163,15 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
   // rejects INPLACE whatever the mask.
   const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
   const AlgoConfig* preferred = linear_detail::preferred_algo(s.op, s.m, s.n, s.k, g.tf32);
+  bool from_table = false;
   auto pick = [&] {
-    return pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, preferred, &pl.algo) ||
-           pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, preferred, &pl.algo);
+    const bool ok =
+        pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, preferred, &pl.algo, &from_table) ||
+        pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, preferred, &pl.algo, &from_table);
+    if (ok)
+      pl.what = describe(s, g.tf32) + ": " + linear_detail::config_string(pl.algo) +
+                (from_table ? " (offline table)" : " (heuristic's first)");
+    return ok;
   };
   if (bias) {
     // The heuristic reads the bias pointer's value for its alignment (cublasLt.h), so set the real one.
@@ -201,6 +212,12 @@ Gemm::~Gemm() = default;
 Gemm::Gemm(Gemm&&) noexcept = default;
 Gemm& Gemm::operator=(Gemm&&) noexcept = default;
 size_t Gemm::num_plans() const { return cache ? cache->plans.size() : 0; }
+std::vector<std::string> Gemm::plan_descriptions() const {
+  std::vector<std::string> out;
+  if (cache)
+    for (const auto& [key, plan] : cache->plans) out.push_back(plan.what);
+  return out;
+}
 
 namespace {
 

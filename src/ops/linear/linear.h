@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace mlalpha {
 
@@ -58,6 +60,9 @@ struct Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   size_t num_plans() const;  // plans created so far (tests check that repeated calls reuse them)
+  // One line per plan: the GEMM, its shape and precision, and the chosen algorithm's configuration, marked
+  // "(offline table)" when it came from the per-GPU table in linear_algos.cpp.
+  std::vector<std::string> plan_descriptions() const;
 };
 
 // y (M, OUT) = x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null). y written.

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "core/cuda_check.h"
 
 namespace mlalpha::gpu::linear_detail {
@@ -69,6 +71,16 @@ bool has_config(const cublasLtMatmulAlgo_t& algo, const AlgoConfig& c) {
          config_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == c.reduction &&
          config_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) == c.swizzle &&
          config_attr<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) == c.cluster;
+}
+
+std::string config_string(const cublasLtMatmulAlgo_t& algo) {
+  return "id " + std::to_string(config_attr<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(config_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
+         std::to_string(config_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitk " +
+         std::to_string(config_attr<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " reduction " +
+         std::to_string(config_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME)) + " swizzle " +
+         std::to_string(config_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) + " cluster " +
+         std::to_string(config_attr<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
 }  // namespace mlalpha::gpu::linear_detail

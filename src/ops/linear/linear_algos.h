@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <string>
 
 namespace mlalpha::gpu::linear_detail {
 
@@ -21,5 +22,7 @@ struct AlgoConfig {
 const AlgoConfig* preferred_algo(GemmOp op, uint64_t m, uint64_t n, uint64_t k, bool tf32);
 // Whether a heuristic candidate has that configuration.
 bool has_config(const cublasLtMatmulAlgo_t& algo, const AlgoConfig& c);
+// "id 43 tile 24 stages 34 splitk 1 reduction 0 swizzle 1 cluster 5" (the fields above).
+std::string config_string(const cublasLtMatmulAlgo_t& algo);
 
 }  // namespace mlalpha::gpu::linear_detail
