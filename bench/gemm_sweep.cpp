@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cuda_check.h"

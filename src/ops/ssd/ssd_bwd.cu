@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
      // W[i, j] sits at (j, i) above the diagonal of sDX: a warp turns row j into Q[j, ·] in place (a scan
      // from the row's end, two steps a lane), then 8 threads per t sum column t above the diagonal. Fixed
      // order throughout. Then the upper triangle of DX is cleared again.
+    static_assert(kMaxChunk <= 64, "one warp scans a row of W, two steps a lane");
     for (int j = warp; j < tc; j += kThreads / 32) {
       float* row = sDX + j * a.ldT;
       const int i0 = 2 * (31 - lane), i1 = i0 + 1;  // lane 0 holds the last two steps
@@ -299,15 +300,8 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
   a.wsD = a.wsA + size_t(p.B) * p.H * a.nchunks;
 
   chunk_adjoint_states(a, stream);  // (a)
-  {                                 // (b)
-    const size_t smem = bwd_smem_bytes(a);
-    with_precision(a, [&](auto exact) {
-      const auto kernel = bwd_kernel<decltype(exact)::value>;
-      allow_smem(kernel, smem);
-      kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
-      MLALPHA_CHECK_LAUNCH();
-    });
-  }
+  launch_kernel(a, [](auto exact) { return bwd_kernel<decltype(exact)::value>; }, dim3(a.nchunks, p.H, p.B),
+                kThreads, bwd_smem_bytes(a), stream);  // (b)
   {  // (c) group sums of dB, dC; fixed grid from the shape
     const size_t total = rows * p.G * p.N;
     const int threads = 256;

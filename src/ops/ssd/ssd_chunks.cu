@@ -20,7 +20,9 @@ namespace {
 
 // kReverse = false: chunks c = 0 … nchunks−2 → states[c+1]; also states[0] = 0.
 // kReverse = true:  chunks c = nchunks−1 … 1 → wsG[c].
-// Grid (tiles of the (P, N) state, H, B).
+// Grid (tiles of the (P, N) state, H, B). Three blocks per SM: two buffers of (T, 64) slices take 73 KB of
+// shared memory at T = 64, and a chunk step is a chain of short dependent phases that needs other blocks
+// to overlap with.
 template <bool kReverse, bool kExact>
 __global__ void __launch_bounds__(kThreads, 3) states_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
@@ -97,14 +99,9 @@ template <bool kReverse>
 void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   if (kReverse && a.nchunks < 2) return;  // no chunk c ≥ 1
-  const size_t smem = states_smem_bytes(a);
   const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTile), a.H, a.B);
-  with_precision(a, [&](auto exact) {
-    const auto kernel = states_kernel<kReverse, decltype(exact)::value>;
-    allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(a);
-    MLALPHA_CHECK_LAUNCH();
-  });
+  launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value>; }, grid, kThreads,
+                states_smem_bytes(a), stream);
 }
 
 }  // namespace

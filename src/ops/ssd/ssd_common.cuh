@@ -424,17 +424,19 @@ Args make_layout(const SsdParams& p);
 size_t fwd_smem_bytes(const Args& a);
 size_t bwd_smem_bytes(const Args& a);
 size_t states_smem_bytes(const Args& a);
-// Calls f(std::true_type{}) for the 3xTF32 kernels or f(std::false_type{}) for tf32 mode's (a.tf32): the
-// kernel's kExact is decltype(arg)::value.
-template <class F>
-void with_precision(const Args& a, F f) {
-  if (a.tf32) f(std::false_type{});
-  else f(std::true_type{});
-}
-// Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default) and launches nothing.
-template <class K>
-void allow_smem(K kernel, size_t bytes) {
-  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+// Launches pick(std::true_type{}), the 3xTF32 kernel, or pick(std::false_type{}), tf32 mode's (a.tf32;
+// a kernel's kExact is decltype(arg)::value), with `smem` bytes of dynamic shared memory, above the 48 KiB
+// default where needed.
+template <class Pick>
+void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+  auto go = [&](auto exact) {
+    const auto kernel = pick(exact);
+    MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel<<<grid, threads, smem, stream>>>(a);
+    MLALPHA_CHECK_LAUNCH();
+  };
+  if (a.tf32) go(std::false_type{});
+  else go(std::true_type{});
 }
 
 // ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), by the pass

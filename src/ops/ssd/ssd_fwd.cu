@@ -69,13 +69,8 @@ void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float
   Args a = make_layout(p);
   a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.y = y, a.states = chunk_states;
   chunk_entry_states(a, stream);
-  const size_t smem = fwd_smem_bytes(a);
-  with_precision(a, [&](auto exact) {
-    const auto kernel = ssd_fwd_kernel<decltype(exact)::value>;
-    allow_smem(kernel, smem);
-    kernel<<<dim3(a.nchunks, p.H, p.B), kThreads, smem, stream>>>(a);
-    MLALPHA_CHECK_LAUNCH();
-  });
+  launch_kernel(a, [](auto exact) { return ssd_fwd_kernel<decltype(exact)::value>; }, dim3(a.nchunks, p.H, p.B),
+                kThreads, fwd_smem_bytes(a), stream);
 }
 
 }  // namespace mlalpha::gpu
