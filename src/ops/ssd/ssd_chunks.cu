@@ -20,17 +20,20 @@ namespace {
 
 // kReverse = false: chunks c = 0 … nchunks−2 → states[c+1]; also states[0] = 0.
 // kReverse = true:  chunks c = nchunks−1 … 1 → wsG[c].
-// Grid (tiles of the (P, N) state, H, B). Three blocks per SM: two buffers of (T, 64) slices take 73 KB of
-// shared memory at T = 64, and a chunk step is a chain of short dependent phases that needs other blocks
-// to overlap with.
-template <bool kReverse, bool kExact>
-__global__ void __launch_bounds__(kThreads, 3) states_kernel(Args a) {
+// Grid (tiles of the (P, N) state, H, B). A tile is 64 rows of P by kTilesN · 64 columns of N: with N > 64,
+// two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
+// one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
+// chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
+template <bool kReverse, bool kExact, int kTilesN>
+__global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
-  const int tiles_n = ceil_div(a.N, kTile);
-  const int p0 = (blockIdx.x / tiles_n) * kTile, n0 = (blockIdx.x % tiles_n) * kTile;
+  constexpr int kCols = kTilesN * kTile;
+  static_assert(kCols <= kStateCols, "states_smem_bytes sizes the slices of B and C for kStateCols");
+  const int tiles_n = ceil_div(a.N, kCols);
+  const int p0 = (blockIdx.x / tiles_n) * kTile, n0 = (blockIdx.x % tiles_n) * kCols;
   const int h = blockIdx.y, b = blockIdx.z;
-  const int np = min(kTile, a.P - p0), nn = min(kTile, a.N - n0);  // this tile's rows and columns
-  const int ldV = tile_ld_kn(min(kTile, a.P)), ldR = tile_ld_kn(min(kTile, a.N));  // both read as (k, j)
+  const int np = min(kTile, a.P - p0), nn = min(kCols, a.N - n0);  // this tile's rows and columns
+  const int ldV = tile_ld_kn(min(kTile, a.P)), ldR = tile_ld_kn(min(kCols, a.N));  // both read as (k, j)
   double* scs = smem_d;                               // (T) cs_t
   float* sdt = reinterpret_cast<float*>(scs + a.Ts);  // (T) Δ_t
   float* sw = sdt + a.Ts;                             // (T) row weights of R
@@ -40,9 +43,12 @@ __global__ void __launch_bounds__(kThreads, 3) states_kernel(Args a) {
   float* out = state_at(a, kReverse ? a.wsG : a.states, b, h, 0) + size_t(p0) * a.N + n0;  // tile of state 0
   const size_t PN = size_t(a.P) * a.N;
 
-  Acc S;  // the carried state's tile, in the mma accumulator layout
-  zero(S);
-  if (!kReverse) for_out(0, np, 0, nn, [&](int, int, int i, int j) { out[size_t(i) * a.N + j] = 0.f; });
+  Acc S[kTilesN];  // the carried state's tile, 64 columns each, in the mma accumulator layout
+#pragma unroll
+  for (int u = 0; u < kTilesN; ++u) zero(S[u]);
+  if (!kReverse)
+    for (int j0 = 0; j0 < nn; j0 += kTile)
+      for_out(0, np, j0, nn, [&](int, int, int i, int j) { out[size_t(i) * a.N + j] = 0.f; });
 
   const int steps = a.nchunks - 1;
   auto chunk_of = [&](int k) { return kReverse ? a.nchunks - 1 - k : k; };
@@ -83,14 +89,18 @@ __global__ void __launch_bounds__(kThreads, 3) states_kernel(Args a) {
     for (int t = threadIdx.x >> 5; t < tc; t += kThreads / 32)
       for (int n = threadIdx.x & 31; n < nn; n += 32) sR[t * ldR + n] *= sw[t];
     __syncthreads();
-    Acc acc;
-    zero(acc);
-    mm<kExact, true, false>(acc, sV, ldV, sR, ldR, 0, np, 0, nn, tc);
     float* dst = out + size_t(kReverse ? c : c + 1) * PN;
-    for_out(0, np, 0, nn, [&](int r, int cc, int i, int j) {
-      S[r][cc] = dec * S[r][cc] + acc[r][cc];
-      dst[size_t(i) * a.N + j] = S[r][cc];
-    });
+#pragma unroll
+    for (int u = 0; u < kTilesN; ++u) {
+      if (u * kTile >= nn) break;
+      Acc acc;
+      zero(acc);
+      mm<kExact, true, false>(acc, sV, ldV, sR, ldR, 0, np, u * kTile, nn, tc);
+      for_out(0, np, u * kTile, nn, [&](int r, int cc, int i, int j) {
+        S[u][r][cc] = dec * S[u][r][cc] + acc[r][cc];
+        dst[size_t(i) * a.N + j] = S[u][r][cc];
+      });
+    }
     __syncthreads();  // buffer k % 2, Δ and cs are free for the next step
   }
 }
@@ -99,9 +109,15 @@ template <bool kReverse>
 void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   if (kReverse && a.nchunks < 2) return;  // no chunk c ≥ 1
-  const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTile), a.H, a.B);
-  launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value>; }, grid, kThreads,
-                states_smem_bytes(a), stream);
+  if (a.N > kTile) {
+    const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kStateCols), a.H, a.B);
+    launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value, 2>; }, grid, kThreads,
+                  states_smem_bytes(a), stream);
+  } else {
+    const dim3 grid(ceil_div(a.P, kTile), a.H, a.B);
+    launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value, 1>; }, grid, kThreads,
+                  states_smem_bytes(a), stream);
+  }
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kTile = 64;                    // rows or columns of one output tile
 constexpr int kRowWarps = 4;                 // warps along an output tile's rows, 16 rows each
 constexpr int kMaxChunk = 64;                // T ≤ 64: one output tile spans the chunk
+constexpr int kStateCols = 2 * kTile;        // columns of N per block of the chunk-state walk (ssd_chunks.cu)
 constexpr int kMinChunk = 8;
 constexpr int kSmemLimitBytes = 227 * 1024;  // sm_90 opt-in maximum per block
 // Warps per block of the backward kernel (ssd_bwd.cu sets MLALPHA_SSD_WARPS to it). Its tiles take up to

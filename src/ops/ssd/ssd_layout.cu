@@ -61,9 +61,10 @@ size_t fwd_smem_bytes(const Args& a) {
          size_t(std::max(a.T, a.P)) * a.ldN * sizeof(float);
 }
 size_t bwd_smem_bytes(const Args& a) { return bwd_bytes(a.T, a.N, a.P); }
-// Two buffers (this chunk and the next one's prefetch) of a (T, ≤ 64) slice of x or dy and of B or C.
+// Two buffers (this chunk and the next one's prefetch) of a (T, ≤ 64) slice of x or dy and a
+// (T, ≤ kStateCols) slice of B or C (ssd_chunks.cu).
 size_t states_smem_bytes(const Args& a) {
-  const int np = std::min(kTile, a.P), nn = std::min(kTile, a.N);
+  const int np = std::min(kTile, a.P), nn = std::min(kStateCols, a.N);
   return tiles_bytes(a.T, nn, np, 0, 0, 0, false, 2, 0) +
          2 * size_t(a.T) * (tile_ld_kn(np) + tile_ld_kn(nn)) * sizeof(float);
 }
