@@ -144,11 +144,7 @@ TEST(Conv1dGpu, VectorAndScalarPathsAgreeBitwise) {
       auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
       return std::vector<std::vector<float>>{get(y_g), get(dx_g), get(dw_g), get(db_g)};
     };
-    const auto a = run(0), b = run(1);
-    const char* names[] = {"y", "dx", "dw", "dbias"};
-    for (size_t k = 0; k < a.size(); ++k)
-      EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)))
-          << names[k] << " differs between the float4 path and the scalar path";
+    test::expect_paths_bitwise_equal(run(0), run(1), {"y", "dx", "dw", "dbias"});
   }
 }
 

@@ -190,11 +190,7 @@ TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
       auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
       return std::vector<std::vector<float>>{get(out_g), get(rstd_g), get(dy_g), get(dz_g), get(dw_g)};
     };
-    const auto a = run(0), b = run(1);
-    const char* names[] = {"out", "rstd", "dy", "dz", "dw"};
-    for (size_t k = 0; k < a.size(); ++k)
-      EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)))
-          << names[k] << " differs between the float4 path and the scalar path";
+    test::expect_paths_bitwise_equal(run(0), run(1), {"out", "rstd", "dy", "dz", "dw"});
   }
 }
 

@@ -151,11 +151,7 @@ TEST(RmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
         auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
         return std::vector<std::vector<float>>{get(y_g), get(rstd_g), get(dx_g), get(dw_g)};
       };
-      const auto a = run(0), b = run(1);
-      const char* names[] = {"y", "rstd", "dx", "dw"};
-      for (size_t k = 0; k < a.size(); ++k)
-        EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)))
-            << names[k] << " differs between the float4 path and the scalar path";
+      test::expect_paths_bitwise_equal(run(0), run(1), {"y", "rstd", "dx", "dw"});
     }
 }
 
