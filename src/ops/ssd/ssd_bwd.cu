@@ -24,6 +24,39 @@ namespace ssd_detail {
 namespace {
 static_assert(kThreads == 32 * kBwdWarps, "MLALPHA_SSD_WARPS above must equal kBwdWarps");
 
+// Σ_{p,n} Gs[p, n] S[p, n] for S (P, N) in global memory and Gs a tile (P, ldN): this thread's share, several
+// loads in flight per thread. Element (or quad) i of S is at (p, n) = (i / w, i % w) for rows of w, stepped
+// without a division. (Used where S_in has no tile of its own: Gs's tile is overwritten by it after.)
+__device__ float gs_dot_global(const Args& a, const float* S, const float* sS) {
+  float c0 = 0.f;
+  auto walk = [&](int w, int per_thread, auto load, auto dot) {
+    const int total = a.P * w, dp = kThreads / w, dn = kThreads % w;
+    int p = threadIdx.x / w, n = threadIdx.x % w;
+    for (int i0 = threadIdx.x; i0 < total; i0 += per_thread * kThreads) {
+      decltype(load(0)) v[8];
+#pragma unroll
+      for (int u = 0; u < per_thread; ++u) v[u] = load(i0 + u * kThreads < total ? i0 + u * kThreads : -1);
+#pragma unroll
+      for (int u = 0; u < per_thread; ++u) {
+        if (i0 + u * kThreads < total) c0 += dot(p, n, v[u]);
+        p += dp, n += dn;
+        if (n >= w) n -= w, ++p;
+      }
+    }
+  };
+  if (a.N % 4 == 0 && ((reinterpret_cast<uintptr_t>(S) | reinterpret_cast<uintptr_t>(sS)) & 15) == 0) {
+    const float4* S4 = reinterpret_cast<const float4*>(S);  // quads: a quarter of the loads and index steps
+    walk(a.N / 4, 4, [&](int i) { return i >= 0 ? S4[i] : make_float4(0.f, 0.f, 0.f, 0.f); },
+         [&](int p, int n4, float4 v) {
+           const float4 g = *reinterpret_cast<const float4*>(sS + p * a.ldN + 4 * n4);
+           return g.x * v.x + g.y * v.y + g.z * v.z + g.w * v.w;
+         });
+  } else {
+    walk(a.N, 8, [&](int i) { return i >= 0 ? S[i] : 0.f; }, [&](int p, int n, float v) { return sS[p * a.ldN + n] * v; });
+  }
+  return c0;
+}
+
 template <bool kExact>
 __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
   extern __shared__ __align__(16) double smem_d[];
@@ -40,20 +73,28 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
   float* sdd = sout + kColWarps * a.Ts;               // (kColWarps, T) x_t·v_t
   float* sEq = sdd + kColWarps * a.Ts;                // (T) Σ_{i≥t} Σ_{j<t} W[i, j]
   float* red = sEq + a.Ts;                            // (kThreads / 32) block sums
-  float* sB = red + kThreads / 32;                    // (T, ldN) B, later diag(Δ) B
+  float* sB = red + kThreads / 32;                    // (T, ldN) B
   float* sC = sB + a.T * a.ldN;                       // (T, ldN)
   float* sX = sC + a.T * a.ldN;                       // (T, ldP)
   float* sDY = sX + a.T * a.ldP;                      // (T, ldP)
   float* sCB = sDY + a.T * a.ldP;                     // (T, ldT) CB
   float* sDX = sCB + a.T * a.ldT;                     // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
-  float* sS = sDX + a.T * a.ldT;                      // (P, ldN) G_{c+1}, later S_in
+  float* sS = sDX + a.T * a.ldT;                      // (P, ldN) G_{c+1}
+  float* sSin = a.sin_own ? sS + a.P * a.ldN : sS;    // (P, ldN) S_in (replaces G_{c+1} unless sin_own)
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
+  // The tiles in the order the phases read them, one copy group each (empty groups keep the count fixed):
+  // C·Bᵀ starts once B and C are in while the rest is still in flight.
   stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
   stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);
+  stage_commit();
   stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sX, a.ldP);
   stage(dy_rows(a, b, h, t0), size_t(a.H) * a.P, tc, a.P, sDY, a.ldP);
+  stage_commit();
   if (!last) stage(state_at(a, a.wsG, b, h, c + 1), a.N, a.P, a.N, sS, a.ldN);
+  stage_commit();
+  if (a.sin_own) stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sSin, a.ldN);
+  stage_commit();
   // Gs = a_next G_{c+1} enters only through dec_out_t Gs and e^{cs_last} Gs: a_next goes into those factors.
   const float a_next = last ? 0.f : expf(a.delta[row_of(a, b, t0 + tc) * a.H + h] * A);
   chunk_decay(a, A, b, h, t0, tc, sdt, scs);  // while the copies are in flight
@@ -61,17 +102,21 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     sdin[t] = float(exp(scs[t]));
     sdout[t] = a_next * float(exp(scs[tc - 1] - scs[t]));
   }
-  stage_wait();
+  stage_wait_pending<3>();  // B, C
   __syncthreads();
 
   causal_cb<kExact>(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CB
-  {  // DX, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper triangle (this thread wrote CB[i, j])
+  stage_wait_pending<2>();  // x, dy
+  __syncthreads();
+  {  // DX diag(Δ) (Δ_j folded in here: dB and dC read only that), and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into
+     // the unused upper triangle (this thread wrote CB[i, j])
     Acc acc;
     zero(acc);
     mm<kExact, false, true>(acc, sDY, a.ldP, sX, a.ldP, 0, tc, 0, tc, a.P);
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
-      if (j <= i) sDX[i * a.ldT + j] = acc[r][cc] * decay(scs, i, j);
-      if (j < i) sDX[j * a.ldT + i] = sCB[i * a.ldT + j] * acc[r][cc] * sdt[j];
+      const float w = acc[r][cc] * sdt[j];
+      if (j <= i) sDX[i * a.ldT + j] = w * decay(scs, i, j);
+      if (j < i) sDX[j * a.ldT + i] = sCB[i * a.ldT + j] * w;
     });
   }
   __syncthreads();
@@ -108,6 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     __syncthreads();
     for (int i = warp; i < tc; i += kThreads / 32)
       for (int j = i + 1 + lane; j < tc; j += 32) sDX[i * a.ldT + j] = 0.f;
+    stage_wait_pending<1>();  // G_{c+1}
     __syncthreads();
   }
 
@@ -135,67 +181,47 @@ __global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
     if (!last) {
       mm<kExact, false, false>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
       for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-        acc[r][cc] *= sdout[t];
-        so.add(cc, sdt[t] * acc[r][cc] * sB[t * a.ldN + n]);
+        acc[r][cc] *= sdt[t] * sdout[t];
+        so.add(cc, acc[r][cc] * sB[t * a.ldN + n]);
       });
     }
-    mm<kExact, true, false>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);
+    mm<kExact, true, false>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);  // Δ_t is in DX's column t
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-      a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = sdt[t] * acc[r][cc];
+      a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
     });
     so.end_tile();
   }
   so.write(sout, a.Ts, tc);
 
-  // e^{cs_last} Σ Gs·S_in, then S_in replaces Gs and B becomes diag(Δ) B.
+  // e^{cs_last} Σ Gs·S_in: from the two tiles, or, where S_in replaces Gs, with S_in read from global memory
+  // and staged once every warp is done with Gs.
   float c0 = 0.f;
-  if (!last) {  // S_in from global memory, several loads in flight per thread
-    const float* S = state_at(a, a.states, b, h, c);
-    // Element (or quad) i of S_in is at (p, n) = (i / w, i % w) for rows of w; stepped without a division.
-    auto walk = [&](int w, int per_thread, auto load, auto dot) {
-      const int total = a.P * w, dp = kThreads / w, dn = kThreads % w;
-      int p = threadIdx.x / w, n = threadIdx.x % w;
-      for (int i0 = threadIdx.x; i0 < total; i0 += per_thread * kThreads) {
-        decltype(load(0)) v[8];
-#pragma unroll
-        for (int u = 0; u < per_thread; ++u) v[u] = load(i0 + u * kThreads < total ? i0 + u * kThreads : -1);
-#pragma unroll
-        for (int u = 0; u < per_thread; ++u) {
-          if (i0 + u * kThreads < total) c0 += dot(p, n, v[u]);
-          p += dp, n += dn;
-          if (n >= w) n -= w, ++p;
-        }
-      }
-    };
-    if (a.N % 4 == 0 && ((reinterpret_cast<uintptr_t>(S) | reinterpret_cast<uintptr_t>(sS)) & 15) == 0) {
-      const float4* S4 = reinterpret_cast<const float4*>(S);  // quads: a quarter of the loads and index steps
-      walk(a.N / 4, 4, [&](int i) { return i >= 0 ? S4[i] : make_float4(0.f, 0.f, 0.f, 0.f); },
-           [&](int p, int n4, float4 v) {
-             const float4 g = *reinterpret_cast<const float4*>(sS + p * a.ldN + 4 * n4);
-             return g.x * v.x + g.y * v.y + g.z * v.z + g.w * v.w;
-           });
-    } else {
-      walk(a.N, 8, [&](int i) { return i >= 0 ? S[i] : 0.f; },
-           [&](int p, int n, float v) { return sS[p * a.ldN + n] * v; });
-    }
+  if (a.sin_own) {
+    stage_wait_pending<0>();  // S_in
+    __syncthreads();
+    if (!last)
+      for (int p = warp; p < a.P; p += kThreads / 32)
+        for (int n = lane; n < a.N; n += 32) c0 += sS[p * a.ldN + n] * sSin[p * a.ldN + n];
+  } else if (!last) {
+    c0 = gs_dot_global(a, state_at(a, a.states, b, h, c), sS);
   }
-  c0 = block_sum(c0, red) * (a_next * float(exp(scs[tc - 1])));
-  stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sS, a.ldN);
-  for (int j = warp; j < tc; j += kThreads / 32)
-    for (int n = lane; n < a.N; n += 32) sB[j * a.ldN + n] *= sdt[j];
-  stage_wait();
-  __syncthreads();
+  c0 = block_sum(c0, red) * (a_next * float(exp(scs[tc - 1])));  // synchronises
+  if (!a.sin_own) {
+    stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sSin, a.ldN);
+    stage_wait();
+    __syncthreads();
+  }
 
   RowSums yo;
   for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dC, yoff
     Acc acc;
     zero(acc);
-    mm<kExact, false, false>(acc, sDY, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
+    mm<kExact, false, false>(acc, sDY, a.ldP, sSin, a.ldN, 0, tc, n0, a.N, a.P);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       acc[r][cc] *= sdin[t];
       yo.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
     });
-    mm<kExact, false, false>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);
+    mm<kExact, false, false>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);  // DX diag(Δ) B
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       a.wsC[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
     });

@@ -54,6 +54,8 @@ struct Args {
                            // so that every tile after them starts 16-byte aligned (ldmatrix, cp.async 16)
   bool tf32;               // products in single-pass tf32 (kernels <false>) instead of 3xTF32 (<true>)
   int ldN, ldP, ldT;       // tile row strides for N, P and T columns (tile_ld)
+  bool sin_own;            // backward: S_in has a tile of its own (staged with the others at the start)
+                           // rather than replacing G_{c+1}'s after dB (when it would cost blocks per SM)
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
   float* y;       // (B, L, H, P) forward output
   float* states;  // (B, H, nchunks, P, N) state entering each chunk
@@ -137,6 +139,11 @@ __device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_all;"
 // for all groups but the newest (the prefetch still in flight).
 __device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void stage_wait_but_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+// Waits for all groups but the kPending newest (a kernel that stages its tiles in the order it reads them).
+template <int kPending>
+__device__ __forceinline__ void stage_wait_pending() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
 // Column slices of the (B, L, ld) activation for steps [t0, t0 + rows) of batch b.
 __device__ inline const float* bc_rows(const Args& a, const float* m, int b, int h, int t0) {
   return m + row_of(a, b, t0) * a.ld + size_t(h * a.G / a.H) * a.N;  // head h reads group ⌊hG/H⌋

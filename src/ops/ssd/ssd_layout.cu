@@ -8,18 +8,25 @@ namespace {
 
 // Tiles of T steps (row strides tile_ld), a (P, N) state tile, `scalars` per-step float arrays and the
 // per-step cs_t in double (placed first: alignment).
-size_t tiles_bytes(int T, int N, int P, int n_rows_N, int n_rows_P, int n_TT, bool state, int scalars, int warps) {
+size_t tiles_bytes(int T, int N, int P, int n_rows_N, int n_rows_P, int n_TT, int states, int scalars, int warps) {
   const size_t Ts = size_t(scalar_stride(T));
   const size_t floats = size_t(n_rows_N) * T * tile_ld(N) + size_t(n_rows_P) * T * tile_ld(P) +
-                        size_t(n_TT) * T * tile_ld(T) + (state ? size_t(P) * tile_ld(N) : 0) +
+                        size_t(n_TT) * T * tile_ld(T) + size_t(states) * P * tile_ld(N) +
                         size_t(scalars) * Ts + warps;  // + one block-sum slot per warp
   return Ts * sizeof(double) + floats * sizeof(float);
 }
 // Per-step scalars: Δ, dec_in, dec_out, the row-sum partials of yoff, sout and x·v (one per column warp),
-// Σ_{i≥t} Σ_{j<t} W[i, j].
-size_t bwd_bytes(int T, int N, int P) {
+// Σ_{i≥t} Σ_{j<t} W[i, j]. One (P, N) state tile, or two when S_in has its own (Args::sin_own).
+size_t bwd_bytes(int T, int N, int P, bool sin_own = false) {
   const int col_warps = kBwdWarps / kRowWarps;
-  return tiles_bytes(T, N, P, 2, 2, 2, true, 4 + 3 * col_warps, kBwdWarps);
+  return tiles_bytes(T, N, P, 2, 2, 2, sin_own ? 2 : 1, 4 + 3 * col_warps, kBwdWarps);
+}
+// Backward blocks that fit an SM's shared memory (sm_90: 228 KiB, 1 KiB of it reserved per block), at
+// most the two of the kernel's launch bounds. A constant of the target, not a query: the layout, and with
+// it the results, depend on the shape only.
+int bwd_blocks_per_sm(size_t bytes) {
+  if (bytes > size_t(kSmemLimitBytes)) return 0;
+  return std::min(2, int((228 * 1024) / (bytes + 1024)));
 }
 
 }  // namespace
@@ -51,21 +58,24 @@ Args make_layout(const SsdParams& p) {
   a.tf32 = p.tf32;
   a.nchunks = ceil_div(p.L, T);
   a.ldN = tile_ld(p.N), a.ldP = tile_ld(p.P), a.ldT = tile_ld(T);
+  // S_in's own tile lets its copy overlap the first half of the backward (and Σ G·S_in come from shared
+  // memory), unless the extra tile would cost a block per SM (the 'S' shape: two blocks fit only without it).
+  a.sin_own = bwd_blocks_per_sm(bwd_bytes(T, p.N, p.P, true)) == bwd_blocks_per_sm(bwd_bytes(T, p.N, p.P));
   return a;
 }
 
 // C, X and the (T, T) tile, and one region that holds B until C·Bᵀ is formed and S_in after (ssd_fwd.cu).
 // The forward and ssd_chunks.cu run the default 8-warp blocks, as kThreads is here; the backward kBwdWarps.
 size_t fwd_smem_bytes(const Args& a) {
-  return tiles_bytes(a.T, a.N, a.P, 1, 1, 1, false, 2, kThreads / 32) +
+  return tiles_bytes(a.T, a.N, a.P, 1, 1, 1, 0, 2, kThreads / 32) +
          size_t(std::max(a.T, a.P)) * a.ldN * sizeof(float);
 }
-size_t bwd_smem_bytes(const Args& a) { return bwd_bytes(a.T, a.N, a.P); }
+size_t bwd_smem_bytes(const Args& a) { return bwd_bytes(a.T, a.N, a.P, a.sin_own); }
 // Two buffers (this chunk and the next one's prefetch) of a (T, ≤ 64) slice of x or dy and a
 // (T, ≤ kStateCols) slice of B or C (ssd_chunks.cu).
 size_t states_smem_bytes(const Args& a) {
   const int np = std::min(kTile, a.P), nn = std::min(kStateCols, a.N);
-  return tiles_bytes(a.T, nn, np, 0, 0, 0, false, 2, 0) +
+  return tiles_bytes(a.T, nn, np, 0, 0, 0, 0, 2, 0) +
          2 * size_t(a.T) * (tile_ld_kn(np) + tile_ld_kn(nn)) * sizeof(float);
 }
 
