@@ -181,6 +181,7 @@ TEST(SsdGpu, TargetShapes) {
   const Shape shapes[] = {
       {4, 256, 8, 32, 1, 64, 64},   // DESIGN section 5 'S' layer: ld = d_inner + 2GN = 384
       {1, 200, 2, 64, 1, 128, 64},  // P = 64, N = 128 (the 'L' layer's head)
+      {2, 200, 2, 64, 1, 64, 128},  // P = N = 64 (the 'M' layer's head), chunks of 64, the last partial
       {2, 150, 2, 64, 1, 16, 128},  // N = 16, Q = 128: chunks of 64
       {1, 96, 2, 16, 2, 64, 256},   // Q = 256 > L
       {2, 96, 2, 40, 1, 96, 32},    // N = 96: a partial second column tile, P = 40
@@ -210,6 +211,7 @@ TEST(SsdGpu, Tf32Mode) {
   const Shape shapes[] = {
       {4, 256, 8, 32, 1, 64, 64},                 // 'S' layer
       {1, 300, 4, 64, 1, 128, 256},               // 'L' head: P = 64, N = 128
+      {2, 200, 2, 64, 1, 64, 128},                // 'M' head: P = N = 64
       {3, 70, 3, 7, 2, 3, 32, 1},                 // ragged, G > 1
       {1, 300, 4, 32, 2, 64, 64, 0, 0.3, 1.5},    // strong decay
       {1, 2048, 2, 64, 1, 128, 256},              // long sequence

@@ -57,9 +57,15 @@ __device__ float gs_dot_global(const Args& a, const float* S, const float* sS) {
   return c0;
 }
 
-template <bool kExact>
-__global__ void __launch_bounds__(kThreads, 2) bwd_kernel(Args a) {
+// Registers capped at 64 where two blocks fit an SM's shared memory (the 'S' shape, and the generic kernel
+// for small shapes); the 'M' and 'L' shapes' tiles fill it with one, so their unrolled products may use more.
+template <int kN, int kP>
+constexpr int kBwdMinBlocks = kN == 0 || kN * kP <= 64 * 32 ? 2 : 1;
+
+template <bool kExact, int kN, int kP>
+__global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
+  const Args a = fixed_dims<kN, kP>(args);
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
   const bool last = c + 1 == a.nchunks;
@@ -326,8 +332,10 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
   a.wsD = a.wsA + size_t(p.B) * p.H * a.nchunks;
 
   chunk_adjoint_states(a, stream);  // (a)
-  launch_kernel(a, [](auto exact) { return bwd_kernel<decltype(exact)::value>; }, dim3(a.nchunks, p.H, p.B),
-                kThreads, bwd_smem_bytes(a), stream);  // (b)
+  with_dims(a, [&](auto n, auto pp) {  // (b)
+    launch_kernel(a, [](auto exact) { return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; },
+                  dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream);
+  });
   {  // (c) group sums of dB, dC; fixed grid from the shape
     const size_t total = rows * p.G * p.N;
     const int threads = 256;

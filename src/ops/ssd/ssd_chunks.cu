@@ -24,9 +24,10 @@ namespace {
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
 // one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
 // chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
-template <bool kReverse, bool kExact, int kTilesN>
-__global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args a) {
+template <bool kReverse, bool kExact, int kTilesN, int kN, int kP>
+__global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
+  const Args a = fixed_dims<kN, kP>(args);
   constexpr int kCols = kTilesN * kTile;
   static_assert(kCols <= kStateCols, "states_smem_bytes sizes the slices of B and C for kStateCols");
   const int tiles_n = ceil_div(a.N, kCols);
@@ -109,15 +110,21 @@ template <bool kReverse>
 void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   if (kReverse && a.nchunks < 2) return;  // no chunk c ≥ 1
-  if (a.N > kTile) {
-    const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kStateCols), a.H, a.B);
-    launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value, 2>; }, grid, kThreads,
-                  states_smem_bytes(a), stream);
-  } else {
-    const dim3 grid(ceil_div(a.P, kTile), a.H, a.B);
-    launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value, 1>; }, grid, kThreads,
-                  states_smem_bytes(a), stream);
-  }
+  with_dims(a, [&](auto n, auto p) {
+    constexpr int kN = decltype(n)::value;
+    auto go = [&](auto tiles_n) {
+      constexpr int kTilesN = decltype(tiles_n)::value;
+      const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTilesN * kTile), a.H, a.B);
+      launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value, kTilesN, kN, decltype(p)::value>; }, grid,
+                    kThreads, states_smem_bytes(a), stream);
+    };
+    if constexpr (kN == 0) {
+      if (a.N > kTile) go(std::integral_constant<int, 2>{});
+      else go(std::integral_constant<int, 1>{});
+    } else {
+      go(std::integral_constant<int, (kN > kTile ? 2 : 1)>{});
+    }
+  });
 }
 
 }  // namespace

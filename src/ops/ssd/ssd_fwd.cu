@@ -11,9 +11,10 @@ namespace {
 // B and S_in share one region: B is read only by C·Bᵀ, so S_in is staged there after it, and the block
 // needs less shared memory (two blocks per SM for the 'L' layer instead of one; three for 'S'). The copy of
 // S_in overlaps the first tile's M X product.
-template <bool kExact>
-__global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args a) {
+template <bool kExact, int kN, int kP>
+__global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
+  const Args a = fixed_dims<kN, kP>(args);
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
   double* scs = smem_d;                               // (T) cs_t
@@ -69,8 +70,11 @@ void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float
   Args a = make_layout(p);
   a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.y = y, a.states = chunk_states;
   chunk_entry_states(a, stream);
-  launch_kernel(a, [](auto exact) { return ssd_fwd_kernel<decltype(exact)::value>; }, dim3(a.nchunks, p.H, p.B),
-                kThreads, fwd_smem_bytes(a), stream);
+  with_dims(a, [&](auto n, auto pp) {
+    launch_kernel(
+        a, [](auto exact) { return ssd_fwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; },
+        dim3(a.nchunks, p.H, p.B), kThreads, fwd_smem_bytes(a), stream);
+  });
 }
 
 }  // namespace mlalpha::gpu
