@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   float* sC = sB + a.T * a.ldN;                       // (T, ldN)
   float* sX = sC + a.T * a.ldN;                       // (T, ldP)
   float* sDY = sX + a.T * a.ldP;                      // (T, ldP)
-  float* sCB = sDY + a.T * a.ldP;                     // (T, ldT) CB
+  float* sCB = sDY + a.T * a.ldP;                     // (T, ldT) CBᵀ (CB[i, j] at (j, i): v reads CBᵀ)
   float* sDX = sCB + a.T * a.ldT;                     // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
   float* sS = sDX + a.T * a.ldT;                      // (P, ldN) G_{c+1}
   float* sSin = a.sin_own ? sS + a.P * a.ldN : sS;    // (P, ldN) S_in (replaces G_{c+1} unless sin_own)
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   stage_wait_pending<3>();  // B, C
   __syncthreads();
 
-  causal_cb<kExact>(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CB
+  causal_cb<kExact, true>(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CBᵀ
   stage_wait_pending<2>();  // x, dy
   __syncthreads();
   {  // DX diag(Δ) (Δ_j folded in here: dB and dC read only that), and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
       const float w = acc[r][cc] * sdt[j];
       if (j <= i) sDX[i * a.ldT + j] = w * decay(scs, i, j);
-      if (j < i) sDX[j * a.ldT + i] = sCB[i * a.ldT + j] * w;
+      if (j < i) sDX[j * a.ldT + i] = sCB[j * a.ldT + i] * w;
     });
   }
   __syncthreads();
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       mm<kExact, false, true>(acc, sB, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
       for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdout[t]; });
     }
-    mm<kExact, true, false>(acc, sCB, a.ldT, sDY, a.ldP, 0, tc, p0, a.P, tc);
+    mm<kExact, false, false>(acc, sCB, a.ldT, sDY, a.ldP, 0, tc, p0, a.P, tc);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
       a.dx[row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P + p] = sdt[t] * acc[r][cc] + Dh * sDY[t * a.ldP + p];
       xv.add(cc, sX[t * a.ldP + p] * acc[r][cc]);

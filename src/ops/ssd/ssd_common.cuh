@@ -389,15 +389,16 @@ __device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f) {
     }
 }
 // dst[i, j] = (C_i·B_j) e^{cs_i − cs_j} col(j) for j ≤ i < tc and 0 above the diagonal: the chunk's causal
-// decayed C·Bᵀ from the C and B tiles (T, ldN) into dst (T, ldT). Each thread writes the outputs it owns.
-template <bool kExact, class F>
+// decayed C·Bᵀ from the C and B tiles (T, ldN) into dst (T, ldT), row-major, or transposed (element (i, j)
+// at dst[j·ldT + i]) when kTransOut. Each thread writes the outputs it owns.
+template <bool kExact, bool kTransOut = false, class F>
 __device__ __forceinline__ void causal_cb(const Args& a, const float* sC, const float* sB, const double* scs, int tc,
                                           float* dst, F col) {
   Acc acc;
   zero(acc);
   mm<kExact, false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
   for_out(0, tc, 0, tc, [&](int r, int c, int i, int j) {
-    dst[i * a.ldT + j] = j <= i ? acc[r][c] * decay(scs, i, j) * col(j) : 0.f;
+    dst[kTransOut ? j * a.ldT + i : i * a.ldT + j] = j <= i ? acc[r][c] * decay(scs, i, j) * col(j) : 0.f;
   });
 }
 // Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
