@@ -59,6 +59,9 @@ __device__ float gs_dot_global(const Args& a, const float* S, const float* sS) {
 
 // Registers capped at 64 where two blocks fit an SM's shared memory (the 'S' shape, and the generic kernel
 // for small shapes); the 'M' and 'L' shapes' tiles fill it with one, so their unrolled products may use more.
+// The fixed shapes whose backward computes dB and dC concurrently: chunks of 64 with P = 64 and N = 64 or 128
+// (their S_in gets a tile of its own, Args::sin_own; ssd_bwd checks).
+constexpr bool bwd_concurrent(int n, int p) { return p == 64 && (n == 64 || n == 128); }
 template <int kN, int kP>
 constexpr int kBwdMinBlocks = kN == 0 || kN * kP <= 64 * 32 ? 2 : 1;
 
@@ -66,6 +69,9 @@ template <bool kExact, int kN, int kP>
 __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
+  // dB and dC computed concurrently (below) for the 'M' and 'L' shapes, where S_in has a tile of its own.
+  constexpr bool kConcurrent = bwd_concurrent(kN, kP);
+  constexpr int kSumSlots = kConcurrent ? 2 : kColWarps;  // row-sum partials of sout and yoff per step
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
   const bool last = c + 1 == a.nchunks;
@@ -180,27 +186,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   }
   xv.write(sdd, a.Ts, tc);
 
-  RowSums so;
-  for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dB, sout
-    Acc acc;
-    zero(acc);
-    if (!last) {
-      mm<kExact, false, false>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P);
-      for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-        acc[r][cc] *= sdt[t] * sdout[t];
-        so.add(cc, acc[r][cc] * sB[t * a.ldN + n]);
-      });
-    }
-    mm<kExact, true, false>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);  // Δ_t is in DX's column t
-    for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-      a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
-    });
-    so.end_tile();
-  }
-  so.write(sout, a.Ts, tc);
-
-  // e^{cs_last} Σ Gs·S_in: from the two tiles, or, where S_in replaces Gs, with S_in read from global memory
-  // and staged once every warp is done with Gs.
+  // e^{cs_last} Σ Gs·S_in: from the two tiles, or, where S_in replaces Gs, with S_in read from global memory.
   float c0 = 0.f;
   if (a.sin_own) {
     stage_wait_pending<0>();  // S_in
@@ -212,28 +198,70 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
     c0 = gs_dot_global(a, state_at(a, a.states, b, h, c), sS);
   }
   c0 = block_sum(c0, red) * (a_next * float(exp(scs[tc - 1])));  // synchronises
-  if (!a.sin_own) {
-    stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sSin, a.ldN);
-    stage_wait();
-    __syncthreads();
-  }
 
-  RowSums yo;
-  for (int n0 = 0; n0 < a.N; n0 += kTile) {  // dC, yoff
-    Acc acc;
+  // One 64-column tile of dB (and the row sums of sout) or of dC (and of yoff) by the warps of WarpTile wt.
+  auto db_tile = [&](auto wt, int n0, RowSums& rs) {
+    constexpr int kW = decltype(wt)::kWidth;
+    typename decltype(wt)::Acc acc;
     zero(acc);
-    mm<kExact, false, false>(acc, sDY, a.ldP, sSin, a.ldN, 0, tc, n0, a.N, a.P);
-    for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+    if (!last) {
+      mm<kExact, false, false, kW>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P, wt);
+      for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+        acc[r][cc] *= sdt[t] * sdout[t];
+        rs.add(cc, acc[r][cc] * sB[t * a.ldN + n]);
+      }, wt);
+    }
+    mm<kExact, true, false, kW>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc, wt);  // Δ_t is in DX's column t
+    for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+      a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
+    }, wt);
+    rs.end_tile();
+  };
+  auto dc_tile = [&](auto wt, int n0, RowSums& rs) {
+    constexpr int kW = decltype(wt)::kWidth;
+    typename decltype(wt)::Acc acc;
+    zero(acc);
+    mm<kExact, false, false, kW>(acc, sDY, a.ldP, sSin, a.ldN, 0, tc, n0, a.N, a.P, wt);
+    for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       acc[r][cc] *= sdin[t];
-      yo.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
-    });
-    mm<kExact, false, false>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);  // DX diag(Δ) B
-    for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+      rs.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
+    }, wt);
+    mm<kExact, false, false, kW>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc, wt);  // DX diag(Δ) B
+    for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       a.wsC[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
-    });
-    yo.end_tile();
+    }, wt);
+    rs.end_tile();
+  };
+  if constexpr (kConcurrent) {
+    // The 2·N/64 tiles of dB and dC at once, each by a group of kGroupWarps warps: a warp's tile is 16 × kW
+    // instead of 16 × 16, so each A fragment it loads feeds kW / 8 mma rather than 2 (these products were
+    // bound by shared-memory loads). Row-sum partials: slot = the warp's column block among the product's.
+    constexpr int kTilesN = kN / kTile, kGroupWarps = (kThreads / 32) / (2 * kTilesN);
+    constexpr int kW = kTile * 4 / kGroupWarps;
+    const int grp = warp / kGroupWarps, gw = warp % kGroupWarps;
+    const WarpTile<kW> wt(gw & 3, gw >> 2);
+    const int n0 = (grp % kTilesN) * kTile, slot = (grp % kTilesN) * (kGroupWarps / 4) + (gw >> 2);
+    RowSums rs;
+    if (grp < kTilesN) {
+      db_tile(wt, n0, rs);
+      rs.write(sout, a.Ts, tc, wt, slot);
+    } else {
+      dc_tile(wt, n0, rs);
+      rs.write(syoff, a.Ts, tc, wt, slot);
+    }
+  } else {
+    RowSums so, yo;
+    for (int n0 = 0; n0 < a.N; n0 += kTile) db_tile(WarpTile<>(), n0, so);
+    so.write(sout, a.Ts, tc);
+    if (!a.sin_own) {  // S_in replaces Gs once every warp is done with it
+      __syncthreads();
+      stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sSin, a.ldN);
+      stage_wait();
+      __syncthreads();
+    }
+    for (int n0 = 0; n0 < a.N; n0 += kTile) dc_tile(WarpTile<>(), n0, yo);
+    yo.write(syoff, a.Ts, tc);
   }
-  yo.write(syoff, a.Ts, tc);
   __syncthreads();  // the row and column sums of every warp are in place
 
   {  // Σ_{i≥t} yoff_i into sdin, Σ_{j<t} sout_j into sdout (both free now): warp 0 scans yoff from the end,
@@ -243,8 +271,8 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       float* dst = warp == 0 ? sdin : sdout;
       const int ta = warp == 0 ? tc - 1 - 2 * lane : 2 * lane, tb = warp == 0 ? ta - 1 : ta + 1;
       const bool va = ta >= 0 && ta < tc, vb = tb >= 0 && tb < tc;
-      const float v0 = va ? partial_sum<kColWarps>(src, a.Ts, ta) : 0.f;
-      const float v1 = vb ? partial_sum<kColWarps>(src, a.Ts, tb) : 0.f;
+      const float v0 = va ? partial_sum<kSumSlots>(src, a.Ts, ta) : 0.f;
+      const float v1 = vb ? partial_sum<kSumSlots>(src, a.Ts, tb) : 0.f;
       const float incl = warp_inclusive_scan(v0 + v1);
       float excl = __shfl_up_sync(kFull, incl, 1);
       excl = lane == 0 ? 0.f : excl;
@@ -333,6 +361,8 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
 
   chunk_adjoint_states(a, stream);  // (a)
   with_dims(a, [&](auto n, auto pp) {  // (b)
+    require(!bwd_concurrent(decltype(n)::value, decltype(pp)::value) || a.sin_own,
+            "ssd_bwd: the concurrent dB/dC path needs S_in's own tile");
     launch_kernel(a, [](auto exact) { return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; },
                   dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream);
   });

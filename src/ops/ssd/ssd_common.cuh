@@ -213,19 +213,25 @@ __device__ inline void chunk_decay(const Args& a, float A, int b, int h, int t0,
 __device__ __forceinline__ float decay(const double* scs, int i, int j) { return expf(float(scs[i] - scs[j])); }
 
 // ----- the block product -----
-// One 64×64 output tile per call, on the tensor cores: warp w owns rows i0 + 16·(w % 4) + [0, 16) and columns
-// j0 + W·(w / 4) + [0, W), W = kWarpCols, kSub = W / 8 m16n8k8 tiles. Lane (g = lane / 4, q = lane % 4) holds
-// acc[s][e] for subtile s at row i0 + 16·(w % 4) + g + 8·(e / 2), column j0 + W·(w / 4) + 8s + 2q + (e % 2)
-// (the mma accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
+// One 64×64 output tile per call, on the tensor cores. A warp owns rows i0 + 16·wr + [0, 16) and columns
+// j0 + W·wc + [0, W) of it, W / 8 m16n8k8 subtiles (WarpTile<W>); by default the block's warps split the
+// tile, warp w at wr = w % 4, wc = w / 4 with W = kWarpCols. Lane (g = lane / 4, q = lane % 4) holds
+// acc[s][e] for subtile s at row i0 + 16·wr + g + 8·(e / 2), column j0 + W·wc + 8s + 2q + (e % 2) (the mma
+// accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
 // lo·hi + hi·lo + hi·hi ("3xTF32"): the dropped terms are ~2^-21 relative, so results match an fp32
 // product to a few ulps (the tests' tolerances are those of the fp32 kernels). Fixed order throughout:
 // bit-reproducible.
-__device__ __forceinline__ int out_row(int i0, int e) {
-  return i0 + 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1);
-}
-__device__ __forceinline__ int out_col(int j0, int s, int e) {
-  return j0 + kWarpCols * (threadIdx.x >> 7) + 8 * s + 2 * (threadIdx.x & 3) + (e & 1);
-}
+template <int kW = kWarpCols>
+struct WarpTile {
+  static constexpr int kWidth = kW, kS = kW / 8;  // columns, subtiles
+  using Acc = float[kS][4];
+  int wr, wc;
+  __device__ WarpTile() : wr((threadIdx.x >> 5) & 3), wc(threadIdx.x >> 7) {}
+  __device__ WarpTile(int r, int c) : wr(r), wc(c) {}
+  __device__ int row(int i0, int e) const { return i0 + 16 * wr + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
+  __device__ int col(int j0, int s, int e) const { return j0 + kW * wc + 8 * s + 2 * (threadIdx.x & 3) + (e & 1); }
+};
+__device__ __forceinline__ int out_row(int i0, int e) { return WarpTile<>().row(i0, e); }
 // x = hi + lo: hi is x rounded to tf32 on its 13 dropped mantissa bits by an integer add and mask (round half
 // away from zero; Inf stays Inf, a finite value that rounds past the largest one becomes Inf as with
 // cvt.rna), lo = x − hi exactly (|lo| ≤ 2^-11 |x|). The tensor core reads lo truncated to tf32: an error
@@ -246,8 +252,8 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 // One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the kSub B fragments, split, then
 // lo·hi + hi·lo + hi·hi into each subtile (kExact), or only hi·hi: the single-pass product of tf32 mode,
 // ~2^-11 relative per operand as in cuBLAS's tf32 GEMMs.
-template <bool kExact>
-__device__ __forceinline__ void mma_step(Acc& acc, const float (&av)[4], const float (&bv)[kSub][2]) {
+template <bool kExact, int kS>
+__device__ __forceinline__ void mma_step(float (&acc)[kS][4], const float (&av)[4], const float (&bv)[kS][2]) {
   uint32_t ah[4], al[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -255,7 +261,7 @@ __device__ __forceinline__ void mma_step(Acc& acc, const float (&av)[4], const f
     else ah[e] = round_tf32(av[e]);
   }
 #pragma unroll
-  for (int s = 0; s < kSub; ++s) {
+  for (int s = 0; s < kS; ++s) {
     uint32_t bh[2], bl[2];
     if constexpr (kExact) {
       split_tf32(bv[s][0], bh[0], bl[0]);
@@ -293,20 +299,21 @@ __device__ __forceinline__ void ldsm_x2(float (&r)[2], unsigned addr) {
 // so only the last partial k-step needs a bounds check. An operand whose k runs along its rows (A plain,
 // B transposed) is loaded with ldmatrix: every tile starts 16-byte aligned and its row stride is a
 // multiple of 4 floats (Args::Ts, tile_ld), as ldmatrix requires; the others one float a load.
-template <bool kExact, bool kTransA, bool kTransB>
-__device__ __forceinline__ void mm(Acc& acc, const float* A, int lda, const float* B, int ldb, int i0,
-                                   int M, int j0, int Ncols, int K) {
+template <bool kExact, bool kTransA, bool kTransB, int kW = kWarpCols>
+__device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float* A, int lda, const float* B, int ldb,
+                                   int i0, int M, int j0, int Ncols, int K, WarpTile<kW> w = WarpTile<kW>()) {
+  constexpr int kSub = WarpTile<kW>::kS;
   constexpr bool kSmA = !kTransA, kSmB = kTransB;  // loaded with ldmatrix
   static_assert(kSub == 1 || kSub % 2 == 0, "B fragments go in pairs (x4) or alone (x2)");
   constexpr int kSmB4 = kSub / 2, kSmBn = (kSub + 1) / 2;  // x4 loads, all ldmatrix loads of B per k-step
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  int ilo = out_row(i0, 0), ihi = ilo + 8;
+  int ilo = w.row(i0, 0), ihi = ilo + 8;
   ilo = ilo < M ? ilo : 0, ihi = ihi < M ? ihi : 0;
   // Element offsets of the thread's operands at k = 0 and their step along k.
   const float* alo = kTransA ? A + q * lda + ilo : A + ilo * lda + q;
   const float* ahi = kTransA ? A + q * lda + ihi : A + ihi * lda + q;
   const int ak = kTransA ? lda : 1;  // stride of A along k
-  const int jw = j0 + kWarpCols * (threadIdx.x >> 7);  // the warp's first column
+  const int jw = w.col(j0, 0, 0) - 2 * q;  // the warp's first column
   const float* bp[kSub];
 #pragma unroll
   for (int s = 0; s < kSub; ++s) {
@@ -320,7 +327,7 @@ __device__ __forceinline__ void mm(Acc& acc, const float* A, int lda, const floa
   // 4·(m % 2) + [0, 4) (x2: lanes 0–15 count, subtile kSub − 1).
   unsigned a_sm = 0, b_sm[kSmBn] = {};
   if constexpr (kSmA) {
-    int i = out_row(i0, 0) - g + (lane & 7) + 8 * ((lane >> 3) & 1);
+    int i = w.row(i0, 0) - g + (lane & 7) + 8 * ((lane >> 3) & 1);
     i = i < M ? i : 0;
     a_sm = unsigned(__cvta_generic_to_shared(A + i * lda + 4 * (lane >> 4)));
   }
@@ -371,20 +378,21 @@ __device__ __forceinline__ void mm(Acc& acc, const float* A, int lda, const floa
     mma_step<kExact>(acc, av, bv);
   }
 }
-__device__ __forceinline__ void zero(Acc& acc) {
+template <int kS>
+__device__ __forceinline__ void zero(float (&acc)[kS][4]) {
 #pragma unroll
-  for (int s = 0; s < kSub; ++s)
+  for (int s = 0; s < kS; ++s)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[s][e] = 0.f;
 }
 // Calls f(s, e, i, j) for the thread's outputs with i < M and j < Ncols.
-template <class F>
-__device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f) {
+template <int kW = kWarpCols, class F>
+__device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f, WarpTile<kW> w = WarpTile<kW>()) {
 #pragma unroll
-  for (int s = 0; s < kSub; ++s)
+  for (int s = 0; s < WarpTile<kW>::kS; ++s)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int i = out_row(i0, e), j = out_col(j0, s, e);
+      const int i = w.row(i0, e), j = w.col(j0, s, e);
       if (i < M && j < Ncols) f(s, e, i, j);
     }
 }
@@ -417,12 +425,15 @@ struct RowSums {
       part[h] = 0.f;
     }
   }
-  __device__ __forceinline__ void write(float* dst, int ld, int M) {
+  __device__ __forceinline__ void write(float* dst, int ld, int M) { write(dst, ld, M, WarpTile<>(), threadIdx.x >> 7); }
+  // The sums of a warp at rows WarpTile::row into partial slot `slot`.
+  template <int kW>
+  __device__ __forceinline__ void write(float* dst, int ld, int M, WarpTile<kW> w, int slot) {
     if ((threadIdx.x & 3) == 0)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int i = out_row(0, 2 * h);
-        if (i < M) dst[(threadIdx.x >> 7) * ld + i] = total[h];
+        const int i = w.row(0, 2 * h);
+        if (i < M) dst[slot * ld + i] = total[h];
       }
   }
 };
