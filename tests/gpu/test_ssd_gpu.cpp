@@ -182,6 +182,9 @@ TEST(SsdGpu, TargetShapes) {
       {4, 256, 8, 32, 1, 64, 64},   // DESIGN section 5 'S' layer: ld = d_inner + 2GN = 384
       {1, 200, 2, 64, 1, 128, 64},  // P = 64, N = 128 (the 'L' layer's head)
       {2, 200, 2, 64, 1, 64, 128},  // P = N = 64 (the 'M' layer's head), chunks of 64, the last partial
+      {1, 130, 8, 64, 2, 64, 64},   // 'M' head, 4 heads per group: clusters of heads; a last chunk of 2
+      {1, 100, 8, 64, 1, 128, 64},  // 'L' head, 8 heads in one group: pairs of heads add dB, dC
+      {1, 100, 3, 64, 1, 128, 64},  // 'L' head, 3 heads: no pairs, a partial per head
       {2, 150, 2, 64, 1, 16, 128},  // N = 16, Q = 128: chunks of 64
       {1, 96, 2, 16, 2, 64, 256},   // Q = 256 > L
       {2, 96, 2, 40, 1, 96, 32},    // N = 96: a partial second column tile, P = 40

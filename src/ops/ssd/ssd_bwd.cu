@@ -13,10 +13,13 @@
 // products, with no recurrence and no difference of large terms:
 //     e_t = Σ_{i≥t} Σ_{j<t} W[i, j] + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j + e^{cs_last} Σ Gs·S_in,
 //     W[i, j] = CB[i, j] (dy_i·x_j) Δ_j,  yoff_i = dec_in_i (dy_iᵀ S_in)·C_i,  sout_j = Δ_j dec_out_j (x_jᵀ Gs)·B_j.
-// Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B); (c) group_sum_kernel: dB, dC
-// summed over the heads of each group in head order; (d) param_reduce_kernel: dA_log, dD += Σ over
-// (b, chunk) of the per-block partials, in order.
+// Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B), on the 'L' head shape in
+// clusters of two heads that add their dB, dC first (cluster_sum); (c) group_sum_kernel: dB, dC summed
+// over the per-head (or per-pair) partials of each group in order; (d) param_reduce_kernel: dA_log, dD +=
+// Σ over (b, chunk) of the per-block partials, in order.
 #define MLALPHA_SSD_WARPS 16  // = kBwdWarps (ssd_common.cuh says why)
+#include <cooperative_groups.h>
+
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu {
@@ -55,6 +58,32 @@ __device__ float gs_dot_global(const Args& a, const float* S, const float* sS) {
     walk(a.N, 8, [&](int i) { return i >= 0 ? S[i] : 0.f; }, [&](int p, int n, float v) { return sS[p * a.ldN + n] * v; });
   }
   return c0;
+}
+
+// The a.cluster_heads consecutive heads of a thread-block cluster (one group's, same chunk and batch) add
+// their dB and dC tiles (sdB, sdC: (T, ldN) in each block's shared memory) through distributed shared
+// memory: rank r sums steps [r·⌈tc/K⌉, (r+1)·⌈tc/K⌉) over the ranks in rank order and writes the cluster's
+// partial, head index h / K of wsB, wsC (B, L, H / K, N). So the per-head partials never reach global
+// memory, and the group sum reads K times fewer. Quads: N % 4 == 0 (checked on the host).
+__device__ void cluster_sum(const Args& a, int b, int h, int t0, int tc, const float* sdB, const float* sdC) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  cl.sync();  // every block's tiles are in place
+  const int K = a.cluster_heads, r = int(cl.block_rank()), n4 = a.N / 4;
+  const int per = ceil_div(tc, K), r0 = min(tc, r * per), rows = min(tc, r0 + per) - r0;
+  const int HK = a.H / K;
+  for (int i = threadIdx.x; i < 2 * rows * n4; i += kThreads) {
+    const int which = i / (rows * n4), k = i % (rows * n4), t = r0 + k / n4, q = k % n4;
+    const float* tile = (which ? sdC : sdB) + t * a.ldN + 4 * q;
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int rank = 0; rank < K; ++rank) {
+      const float4 v = *reinterpret_cast<const float4*>(cl.map_shared_rank(tile, rank));
+      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    }
+    float* ws = which ? a.wsC : a.wsB;
+    *reinterpret_cast<float4*>(ws + (row_of(a, b, t0 + t) * HK + h / K) * a.N + 4 * q) = s;
+  }
+  cl.sync();  // no block leaves while the others read its tiles
 }
 
 // Registers capped at 64 where two blocks fit an SM's shared memory (the 'S' shape, and the generic kernel
@@ -199,10 +228,10 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   }
   c0 = block_sum(c0, red) * (a_next * float(exp(scs[tc - 1])));  // synchronises
 
-  // One 64-column tile of dB (and the row sums of sout) or of dC (and of yoff) by the warps of WarpTile wt.
-  auto db_tile = [&](auto wt, int n0, RowSums& rs) {
+  // One 64-column tile of dB (and the row sums of sout) or of dC (and of yoff) into the accumulators of the
+  // warps of WarpTile wt; store() writes it as this head's partial.
+  auto db_tile = [&](auto wt, int n0, RowSums& rs, auto& acc) {
     constexpr int kW = decltype(wt)::kWidth;
-    typename decltype(wt)::Acc acc;
     zero(acc);
     if (!last) {
       mm<kExact, false, false, kW>(acc, sX, a.ldP, sS, a.ldN, 0, tc, n0, a.N, a.P, wt);
@@ -212,14 +241,10 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       }, wt);
     }
     mm<kExact, true, false, kW>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc, wt);  // Δ_t is in DX's column t
-    for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-      a.wsB[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
-    }, wt);
     rs.end_tile();
   };
-  auto dc_tile = [&](auto wt, int n0, RowSums& rs) {
+  auto dc_tile = [&](auto wt, int n0, RowSums& rs, auto& acc) {
     constexpr int kW = decltype(wt)::kWidth;
-    typename decltype(wt)::Acc acc;
     zero(acc);
     mm<kExact, false, false, kW>(acc, sDY, a.ldP, sSin, a.ldN, 0, tc, n0, a.N, a.P, wt);
     for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
@@ -227,10 +252,12 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       rs.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
     }, wt);
     mm<kExact, false, false, kW>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc, wt);  // DX diag(Δ) B
-    for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-      a.wsC[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
-    }, wt);
     rs.end_tile();
+  };
+  auto store = [&](auto wt, int n0, const auto& acc, float* ws) {  // ws (B, L, H, N)
+    for_out<decltype(wt)::kWidth>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
+      ws[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
+    }, wt);
   };
   if constexpr (kConcurrent) {
     // The 2·N/64 tiles of dB and dC at once, each by a group of kGroupWarps warps: a warp's tile is 16 × kW
@@ -242,16 +269,29 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
     const WarpTile<kW> wt(gw & 3, gw >> 2);
     const int n0 = (grp % kTilesN) * kTile, slot = (grp % kTilesN) * (kGroupWarps / 4) + (gw >> 2);
     RowSums rs;
+    typename WarpTile<kW>::Acc acc;
     if (grp < kTilesN) {
-      db_tile(wt, n0, rs);
+      db_tile(wt, n0, rs, acc);
       rs.write(sout, a.Ts, tc, wt, slot);
     } else {
-      dc_tile(wt, n0, rs);
+      dc_tile(wt, n0, rs, acc);
       rs.write(syoff, a.Ts, tc, wt, slot);
+    }
+    if (a.cluster_heads == 1) {
+      store(wt, n0, acc, grp < kTilesN ? a.wsB : a.wsC);
+    } else {  // the heads of the cluster add their tiles (cluster_sum); B and C become this block's dB, dC
+      __syncthreads();  // every product is done with B and C
+      float* tile = grp < kTilesN ? sB : sC;
+      for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) { tile[t * a.ldN + n] = acc[r][cc]; }, wt);
+      cluster_sum(a, b, h, t0, tc, sB, sC);
     }
   } else {
     RowSums so, yo;
-    for (int n0 = 0; n0 < a.N; n0 += kTile) db_tile(WarpTile<>(), n0, so);
+    for (int n0 = 0; n0 < a.N; n0 += kTile) {
+      typename WarpTile<>::Acc acc;
+      db_tile(WarpTile<>(), n0, so, acc);
+      store(WarpTile<>(), n0, acc, a.wsB);
+    }
     so.write(sout, a.Ts, tc);
     if (!a.sin_own) {  // S_in replaces Gs once every warp is done with it
       __syncthreads();
@@ -259,7 +299,11 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       stage_wait();
       __syncthreads();
     }
-    for (int n0 = 0; n0 < a.N; n0 += kTile) dc_tile(WarpTile<>(), n0, yo);
+    for (int n0 = 0; n0 < a.N; n0 += kTile) {
+      typename WarpTile<>::Acc acc;
+      dc_tile(WarpTile<>(), n0, yo, acc);
+      store(WarpTile<>(), n0, acc, a.wsC);
+    }
     yo.write(syoff, a.Ts, tc);
   }
   __syncthreads();  // the row and column sums of every warp are in place
@@ -361,16 +405,23 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
 
   chunk_adjoint_states(a, stream);  // (a)
   with_dims(a, [&](auto n, auto pp) {  // (b)
-    require(!bwd_concurrent(decltype(n)::value, decltype(pp)::value) || a.sin_own,
-            "ssd_bwd: the concurrent dB/dC path needs S_in's own tile");
+    constexpr bool kConcurrent = bwd_concurrent(decltype(n)::value, decltype(pp)::value);
+    require(!kConcurrent || a.sin_own, "ssd_bwd: the concurrent dB/dC path needs S_in's own tile");
+    // Pairs of heads add their dB, dC in shared memory (cluster_sum) on the 'L' head shape (N = 128), when a
+    // group's heads pair up. H200, per layer (backward + group sum): L 1777 -> 1724 us with pairs, 1861 with
+    // clusters of 4; M 373 -> 387 with pairs (its blocks are short, the cluster barriers cost more than
+    // the group sum saves), so M and the rest keep one partial per head.
+    constexpr int kPairs = kConcurrent && decltype(n)::value == 128 ? 2 : 1;
+    if (kPairs > 1 && p.H % p.G == 0 && (p.H / p.G) % kPairs == 0 && p.N % 4 == 0) a.cluster_heads = kPairs;
     launch_kernel(a, [](auto exact) { return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; },
-                  dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream);
+                  dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream, dim3(1, a.cluster_heads, 1));
   });
   {  // (c) group sums of dB, dC; fixed grid from the shape
     const size_t total = rows * p.G * p.N;
     const int threads = 256;
     const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
-    group_sum_kernel<<<blocks, threads, 0, stream>>>(int(rows), p.H, p.G, p.N, p.ld, a.wsB, a.wsC, dB, dC);
+    group_sum_kernel<<<blocks, threads, 0, stream>>>(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB,
+                                                     a.wsC, dB, dC);
     MLALPHA_CHECK_LAUNCH();
   }
   {  // (d) parameter gradients

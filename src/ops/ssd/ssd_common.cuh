@@ -56,14 +56,16 @@ struct Args {
   int ldN, ldP, ldT;       // tile row strides for N, P and T columns (tile_ld)
   bool sin_own;            // backward: S_in has a tile of its own (staged with the others at the start)
                            // rather than replacing G_{c+1}'s after dB (when it would cost blocks per SM)
+  int cluster_heads;       // backward: heads per thread-block cluster that add their dB, dC in shared
+                           // memory (ssd_bwd.cu cluster_sum); 1: every head writes its own partial
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
   float* y;       // (B, L, H, P) forward output
   float* states;  // (B, H, nchunks, P, N) state entering each chunk
   float* dx;      // (B, L, ld)→(H, P)
   float* ddelta;  // (B, L, H)
   float* wsG;     // (B, H, nchunks, P, N) adjoint state g at each chunk start (chunks ≥ 1)
-  float* wsB;     // (B, L, H, N) per-head dB
-  float* wsC;     // (B, L, H, N) per-head dC
+  float* wsB;     // (B, L, H / cluster_heads, N) per-head (per-cluster) dB
+  float* wsC;     // (B, L, H / cluster_heads, N) per-head (per-cluster) dC
   float* wsA;     // (B, H, nchunks) per-(b, h, chunk) dA_log partial
   float* wsD;     // (B, H, nchunks) per-(b, h, chunk) dD partial
 };
@@ -473,13 +475,24 @@ size_t bwd_smem_bytes(const Args& a);
 size_t states_smem_bytes(const Args& a);
 // Launches pick(std::true_type{}), the 3xTF32 kernel, or pick(std::false_type{}), tf32 mode's (a.tf32;
 // a kernel's kExact is decltype(arg)::value), with `smem` bytes of dynamic shared memory, above the 48 KiB
-// default where needed.
+// default where needed, in thread-block clusters of `cluster` blocks where that is not (1, 1, 1).
 template <class Pick>
-void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                   dim3 cluster = dim3(1, 1, 1)) {
   auto go = [&](auto exact) {
     const auto kernel = pick(exact);
     MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel<<<grid, threads, smem, stream>>>(a);
+    if (cluster.x * cluster.y * cluster.z == 1) {
+      kernel<<<grid, threads, smem, stream>>>(a);
+    } else {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = grid, cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = cluster.x, attr.val.clusterDim.y = cluster.y, attr.val.clusterDim.z = cluster.z;
+      cfg.attrs = &attr, cfg.numAttrs = 1;
+      MLALPHA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    }
     MLALPHA_CHECK_LAUNCH();
   };
   if (a.tf32) go(std::false_type{});

@@ -61,6 +61,7 @@ Args make_layout(const SsdParams& p) {
   // S_in's own tile lets its copy overlap the first half of the backward (and Σ G·S_in come from shared
   // memory), unless the extra tile would cost a block per SM (the 'S' shape: two blocks fit only without it).
   a.sin_own = bwd_blocks_per_sm(bwd_bytes(T, p.N, p.P, true)) == bwd_blocks_per_sm(bwd_bytes(T, p.N, p.P));
+  a.cluster_heads = 1;
   return a;
 }
 
