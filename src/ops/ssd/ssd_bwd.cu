@@ -86,11 +86,11 @@ __device__ void cluster_sum(const Args& a, int b, int h, int t0, int tc, const f
   cl.sync();  // no block leaves while the others read its tiles
 }
 
-// Registers capped at 64 where two blocks fit an SM's shared memory (the 'S' shape, and the generic kernel
-// for small shapes); the 'M' and 'L' shapes' tiles fill it with one, so their unrolled products may use more.
 // The fixed shapes whose backward computes dB and dC concurrently: chunks of 64 with P = 64 and N = 64 or 128
 // (their S_in gets a tile of its own, Args::sin_own; ssd_bwd checks).
 constexpr bool bwd_concurrent(int n, int p) { return p == 64 && (n == 64 || n == 128); }
+// Registers capped at 64 where two blocks fit an SM's shared memory (the 'S' shape, and the generic kernel
+// for small shapes); the 'M' and 'L' shapes' tiles fill it with one, so their unrolled products may use more.
 template <int kN, int kP>
 constexpr int kBwdMinBlocks = kN == 0 || kN * kP <= 64 * 32 ? 2 : 1;
 
