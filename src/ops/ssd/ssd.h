@@ -52,7 +52,8 @@ int ssd_chunk_len(const SsdParams& p);
 // Floats of chunk_states: the state entering each chunk of T = ssd_chunk_len(p) steps, (B, H, ceil(L/T), P, N).
 size_t ssd_chunk_states_floats(const SsdParams& p);
 // Floats of the backward's scratch: the adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB
-// and dC partials (B, L, H, N) each, per-(b, h, chunk) partials of dA_log and dD.
+// and dC partials (B, L, H, N) each (per pair of heads on the 'L' head shape, which uses half), per-(b, h,
+// chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
 
 // x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
