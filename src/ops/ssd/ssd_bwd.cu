@@ -55,7 +55,8 @@ __device__ float gs_dot_global(const Args& a, const float* S, const float* sS) {
            return g.x * v.x + g.y * v.y + g.z * v.z + g.w * v.w;
          });
   } else {
-    walk(a.N, 8, [&](int i) { return i >= 0 ? S[i] : 0.f; }, [&](int p, int n, float v) { return sS[p * a.ldN + n] * v; });
+    walk(a.N, 8, [&](int i) { return i >= 0 ? S[i] : 0.f; },
+         [&](int p, int n, float v) { return sS[p * a.ldN + n] * v; });
   }
   return c0;
 }
@@ -413,8 +414,9 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
     // the group sum saves), so M and the rest keep one partial per head.
     constexpr int kPairs = kConcurrent && decltype(n)::value == 128 ? 2 : 1;
     if (kPairs > 1 && p.H % p.G == 0 && (p.H / p.G) % kPairs == 0 && p.N % 4 == 0) a.cluster_heads = kPairs;
-    launch_kernel(a, [](auto exact) { return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; },
-                  dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream, dim3(1, a.cluster_heads, 1));
+    auto pick = [](auto exact) { return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; };
+    launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream,
+                  dim3(1, a.cluster_heads, 1));
   });
   {  // (c) group sums of dB, dC; fixed grid from the shape
     const size_t total = rows * p.G * p.N;

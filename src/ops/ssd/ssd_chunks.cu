@@ -22,8 +22,8 @@ namespace {
 // kReverse = true:  chunks c = nchunks−1 … 1 → wsG[c].
 // Grid (tiles of the (P, N) state, H, B). A tile is 64 rows of P by kTilesN · 64 columns of N: with N > 64,
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
-// one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each chunk step is a chain of short
-// dependent phases, which the other blocks on the SM overlap.
+// one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
+// chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
 template <bool kReverse, bool kExact, int kTilesN, int kN, int kP>
 __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
     __syncthreads();
     float* dst = out + size_t(kReverse ? c : c + 1) * PN;
     // S ← dec·S + Vᵀ R: the decayed state is the product's starting accumulator (no second accumulator
-    // and pass to add them). (One 64 × 128 product per warp tile of 16 × 64 instead of two 64 × 64 ones:
-    // 'M' and 'S' unchanged, the 'L' reverse walk 6% slower.)
+    // and pass to add them). (Tried for N > 64: one 64 × 128 product with 16 × 64 warp tiles instead of two
+    // 64 × 64 ones; the 'L' reverse walk was 6% slower.)
 #pragma unroll
     for (int u = 0; u < kTilesN; ++u) {
       if (u * kTile >= nn) break;
@@ -117,8 +117,10 @@ void launch(const Args& a, cudaStream_t stream) {
     auto go = [&](auto tiles_n) {
       constexpr int kTilesN = decltype(tiles_n)::value;
       const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTilesN * kTile), a.H, a.B);
-      launch_kernel(a, [](auto exact) { return states_kernel<kReverse, decltype(exact)::value, kTilesN, kN, decltype(p)::value>; }, grid,
-                    kThreads, states_smem_bytes(a), stream);
+      auto pick = [](auto exact) {
+        return states_kernel<kReverse, decltype(exact)::value, kTilesN, kN, decltype(p)::value>;
+      };
+      launch_kernel(a, pick, grid, kThreads, states_smem_bytes(a), stream);
     };
     if constexpr (kN == 0) {
       if (a.N > kTile) go(std::integral_constant<int, 2>{});

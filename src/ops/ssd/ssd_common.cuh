@@ -84,14 +84,14 @@ __host__ __device__ constexpr int scalar_stride(int T) { return (T + 3) / 4 * 4;
 template <int kN, int kP>
 __host__ __device__ __forceinline__ Args fixed_dims(Args a) {
   if constexpr (kN > 0) {
-    a.T = 64, a.Ts = scalar_stride(64), a.N = kN, a.P = kP;
-    a.ldN = tile_ld(kN), a.ldP = tile_ld(kP), a.ldT = tile_ld(64);
+    a.T = kMaxChunk, a.Ts = scalar_stride(kMaxChunk), a.N = kN, a.P = kP;
+    a.ldN = tile_ld(kN), a.ldP = tile_ld(kP), a.ldT = tile_ld(kMaxChunk);
   }
   return a;
 }
 template <class F>
 void with_dims(const Args& a, F f) {
-  auto is = [&](int n, int p) { return a.T == 64 && a.N == n && a.P == p; };
+  auto is = [&](int n, int p) { return a.T == kMaxChunk && a.N == n && a.P == p; };
   using I128 = std::integral_constant<int, 128>;
   using I64 = std::integral_constant<int, 64>;
   using I32 = std::integral_constant<int, 32>;
@@ -233,7 +233,6 @@ struct WarpTile {
   __device__ int row(int i0, int e) const { return i0 + 16 * wr + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
   __device__ int col(int j0, int s, int e) const { return j0 + kW * wc + 8 * s + 2 * (threadIdx.x & 3) + (e & 1); }
 };
-__device__ __forceinline__ int out_row(int i0, int e) { return WarpTile<>().row(i0, e); }
 // x = hi + lo: hi is x rounded to tf32 on its 13 dropped mantissa bits by an integer add and mask (round half
 // away from zero; Inf stays Inf, a finite value that rounds past the largest one becomes Inf as with
 // cvt.rna), lo = x − hi exactly (|lo| ≤ 2^-11 |x|). The tensor core reads lo truncated to tf32: an error
@@ -427,7 +426,9 @@ struct RowSums {
       part[h] = 0.f;
     }
   }
-  __device__ __forceinline__ void write(float* dst, int ld, int M) { write(dst, ld, M, WarpTile<>(), threadIdx.x >> 7); }
+  __device__ __forceinline__ void write(float* dst, int ld, int M) {
+    write(dst, ld, M, WarpTile<>(), threadIdx.x >> 7);
+  }
   // The sums of a warp at rows WarpTile::row into partial slot `slot`.
   template <int kW>
   __device__ __forceinline__ void write(float* dst, int ld, int M, WarpTile<kW> w, int slot) {
