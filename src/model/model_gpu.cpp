@@ -36,7 +36,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool t
     a.y = alloc(M * s.di);
     a.gout = alloc(M * s.di);
     a.grstd = alloc(M * c.G);
-    a.states = alloc(gpu::ssd_chunk_states_floats(s.ssd));
+    a.states = alloc(gpu::ssd_saved_floats(s.ssd));  // the chunk states and each chunk's C·Bᵀ
   }
   h_ = alloc(M * s.D);
   hfn_ = alloc(M * s.D);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -65,7 +66,7 @@ Outputs run_gpu(const Inputs& in) {
   const size_t rows = size_t(p.B) * p.L;
   auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
        dy = to_device(in.dy);
-  auto y = poisoned(rows * p.H * p.P), states = poisoned(gpu::ssd_chunk_states_floats(p));
+  auto y = poisoned(rows * p.H * p.P), states = poisoned(gpu::ssd_saved_floats(p));
   gpu::ssd_fwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(), y.data(),
                states.data(), nullptr);
   Outputs o;
@@ -76,6 +77,7 @@ Outputs run_gpu(const Inputs& in) {
                states.data(), dy.data(), dxbc.data(), ddelta.data(), dA_log.data(), dxbc.data() + in.bo,
                dxbc.data() + in.co, dD.data(), ws.data(), nullptr);
   o.states = from_device(states);
+  o.states.resize(gpu::ssd_chunk_states_floats(p));  // the saved buffer starts with them
   o.dxbc = from_device(dxbc);
   o.ddelta = from_device(ddelta);
   o.dA_log = from_device(dA_log);
@@ -144,8 +146,10 @@ void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
                        dD.data());
 
   const double tol = tf32 ? tol::kGpuSsdTf32RelL2 : tol::kGpuSsdRelL2;
+  // MLALPHA_TEST_VERBOSE=1 prints every measured error (the 3xTF32 tolerance's evidence too).
+  const bool verbose = tf32 || std::getenv("MLALPHA_TEST_VERBOSE") != nullptr;
   auto check = [&](const ::testing::AssertionResult& r) {
-    if (tf32) std::printf("  tf32 %s\n", r.message());
+    if (verbose) std::printf("  %s%s\n", tf32 ? "tf32 " : "", r.message());
     EXPECT_TRUE(r);
   };
   check(rel_l2_close(got.y, y, tol, "y"));
@@ -156,9 +160,10 @@ void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
                      "dC"));
   check(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
   // += semantics (totals) and the gradient itself (increments over the random starting values)
-  check(rel_l2_close(got.dA_log, dA_log, tol, "dA_log (accumulated)"));
+  const double tol_dA = tf32 ? tol::kGpuSsdTf32RelL2 : tol::kGpuSsdDALogRelL2;
+  check(rel_l2_close(got.dA_log, dA_log, tol_dA, "dA_log (accumulated)"));
   check(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
-  check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol, "dA_log increment"));
+  check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol_dA, "dA_log increment"));
   check(rel_l2_close(minus(got.dD, in.dD0), minus(dD, in.dD0), tol, "dD increment"));
 }
 

@@ -49,24 +49,28 @@ namespace gpu {
 // The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory. A function of
 // the shape only.
 int ssd_chunk_len(const SsdParams& p);
-// Floats of chunk_states: the state entering each chunk of T = ssd_chunk_len(p) steps, (B, H, ceil(L/T), P, N).
+// Floats of the chunk states: the state entering each chunk of T = ssd_chunk_len(p) steps, (B, H,
+// ceil(L/T), P, N). They are the first floats of the forward's saved buffer.
 size_t ssd_chunk_states_floats(const SsdParams& p);
-// Floats of the backward's scratch: the adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB
-// and dC partials (B, L, H, N) each (per pair of heads on the 'L' head shape, which uses half), per-(b, h,
-// chunk) partials of dA_log and dD.
+// Floats of the forward's saved buffer, which ssd_bwd reads: the chunk states, then (16-byte aligned) each
+// chunk's causal C·Bᵀ per group, (B, ceil(L/T), G, T, T).
+size_t ssd_saved_floats(const SsdParams& p);
+// Floats of the backward's scratch: per-head DX diag(Δ) tiles of every chunk (B, ceil(L/T), H, T, T), the
+// adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB and dC partials (B, L, H, N) each (per
+// pair of heads on the 'L' head shape, which uses half), per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
 
 // x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
-// written; chunk_states (B, H, ceil(L/T), P, N) written (the state entering each chunk; required: the chunks
-// run in parallel from it, and ssd_bwd reads it).
+// written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first, then each chunk's
+// C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).
 void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, float* y, float* chunk_states, cudaStream_t stream);
+             const float* Cm, const float* Dskip, float* y, float* saved, cudaStream_t stream);
 
-// The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's chunk_states.
+// The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer.
 // dy (B, L, H, P); dx (B, L, ld)→(H, P), dB, dC (B, L, ld)→(G, N): the used columns written;
 // ddelta (B, L, H) written; dA_log (H) +=; dD (H) +=; workspace: ssd_bwd_workspace_floats(p) floats.
 void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, const float* chunk_states, const float* dy, float* dx,
+             const float* Cm, const float* Dskip, const float* saved, const float* dy, float* dx,
              float* ddelta, float* dA_log, float* dB, float* dC, float* dD, float* workspace, cudaStream_t stream);
 }  // namespace gpu
 

@@ -7,16 +7,18 @@
 //     g_t = Σ_{i≥t} e^{cs_i − cs_t} dy_i C_iᵀ + dec_out_t Gs,
 // which gives, as products of shared-memory tiles:
 //     v_t   = (CBᵀ dy)_t + dec_out_t (Gs B_t)                    dx_t = Δ_t v_t + D dy_t
-//     dB_t  = Δ_t [(DXᵀ C)_t + dec_out_t (x_tᵀ Gs)]              (per head; summed over the group later)
-//     dC_t  = (DX diag(Δ) B)_t + dec_in_t (dy_tᵀ S_in)            (per head)
+//     dB_t  = Δ_t [(DXᵀ C)_t + dec_out_t (x_tᵀ Gs)]              (summed over the group's heads)
+//     dC_t  = (DX diag(Δ) B)_t + dec_in_t (dy_tᵀ S_in)            (summed over the group's heads)
 // and the decay term e_t = a_t Σ g_t·s_{t−1} (dΔ_t = x_t·v_t + A e_t, dA = Σ_t Δ_t e_t) as a plain sum of
 // products, with no recurrence and no difference of large terms:
 //     e_t = Σ_{i≥t} Σ_{j<t} W[i, j] + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j + e^{cs_last} Σ Gs·S_in,
 //     W[i, j] = CB[i, j] (dy_i·x_j) Δ_j,  yoff_i = dec_in_i (dy_iᵀ S_in)·C_i,  sout_j = Δ_j dec_out_j (x_jᵀ Gs)·B_j.
+// The DX terms of dB and dC are linear in DX with the group's B and C, so they are taken once per group from
+// Σ_h DX_h diag(Δ_h) (ssd_group.cu); a head's block computes the other terms and writes its DX diag(Δ).
 // Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B), on the 'L' head shape in
-// clusters of two heads that add their dB, dC first (cluster_sum); (c) group_sum_kernel: dB, dC summed
-// over the per-head (or per-pair) partials of each group in order; (d) param_reduce_kernel: dA_log, dD +=
-// Σ over (b, chunk) of the per-block partials, in order.
+// clusters of two heads that add their dB, dC terms first (pairs); (c) group_sum_kernel: dB, dC ←
+// the per-head (or per-pair) partials of each group summed in order; (d) group_dx_products: dB, dC += the
+// DX terms; (e) param_reduce_kernel: dA_log, dD += Σ over (b, chunk) of the per-block partials, in order.
 #define MLALPHA_SSD_WARPS 16  // = kBwdWarps (ssd_common.cuh says why)
 #include <cooperative_groups.h>
 
@@ -61,32 +63,6 @@ __device__ float gs_dot_global(const Args& a, const float* S, const float* sS) {
   return c0;
 }
 
-// The a.cluster_heads consecutive heads of a thread-block cluster (one group's, same chunk and batch) add
-// their dB and dC tiles (sdB, sdC: (T, ldN) in each block's shared memory) through distributed shared
-// memory: rank r sums steps [r·⌈tc/K⌉, (r+1)·⌈tc/K⌉) over the ranks in rank order and writes the cluster's
-// partial, head index h / K of wsB, wsC (B, L, H / K, N). So the per-head partials never reach global
-// memory, and the group sum reads K times fewer. Quads: N % 4 == 0 (checked on the host).
-__device__ void cluster_sum(const Args& a, int b, int h, int t0, int tc, const float* sdB, const float* sdC) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cl = cg::this_cluster();
-  cl.sync();  // every block's tiles are in place
-  const int K = a.cluster_heads, r = int(cl.block_rank()), n4 = a.N / 4;
-  const int per = ceil_div(tc, K), r0 = min(tc, r * per), rows = min(tc, r0 + per) - r0;
-  const int HK = a.H / K;
-  for (int i = threadIdx.x; i < 2 * rows * n4; i += kThreads) {
-    const int which = i / (rows * n4), k = i % (rows * n4), t = r0 + k / n4, q = k % n4;
-    const float* tile = (which ? sdC : sdB) + t * a.ldN + 4 * q;
-    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int rank = 0; rank < K; ++rank) {
-      const float4 v = *reinterpret_cast<const float4*>(cl.map_shared_rank(tile, rank));
-      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-    }
-    float* ws = which ? a.wsC : a.wsB;
-    *reinterpret_cast<float4*>(ws + (row_of(a, b, t0 + t) * HK + h / K) * a.N + 4 * q) = s;
-  }
-  cl.sync();  // no block leaves while the others read its tiles
-}
-
 // The fixed shapes whose backward computes dB and dC concurrently: chunks of 64 with P = 64 and N = 64 or 128
 // (their S_in gets a tile of its own, Args::sin_own; ssd_bwd checks).
 constexpr bool bwd_concurrent(int n, int p) { return p == 64 && (n == 64 || n == 128); }
@@ -95,7 +71,7 @@ constexpr bool bwd_concurrent(int n, int p) { return p == 64 && (n == 64 || n ==
 template <int kN, int kP>
 constexpr int kBwdMinBlocks = kN == 0 || kN * kP <= 64 * 32 ? 2 : 1;
 
-template <bool kExact, int kN, int kP>
+template <bool kExact, int kN, int kP, bool kFull>
 __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -103,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   constexpr bool kConcurrent = bwd_concurrent(kN, kP);
   constexpr int kSumSlots = kConcurrent ? 2 : kColWarps;  // row-sum partials of sout and yoff per step
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
+  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
   const bool last = c + 1 == a.nchunks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   double* scs = smem_d;                               // (T) cs_t
@@ -123,50 +99,58 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   float* sDX = sCB + a.T * a.ldT;                     // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
   float* sS = sDX + a.T * a.ldT;                      // (P, ldN) G_{c+1}
   float* sSin = a.sin_own ? sS + a.P * a.ldN : sS;    // (P, ldN) S_in (replaces G_{c+1} unless sin_own)
+  // The global loads the first phases wait on, issued before the copies: Δ of the chunk (warp 0) and of the
+  // step after it, A.
+  const LaneDeltas deltas = threadIdx.x < 32 ? load_deltas(a, b, h, t0, tc) : LaneDeltas{};
+  const float delta_next = last ? 0.f : a.delta[row_of(a, b, t0 + tc) * a.H + h];
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
 
   // The tiles in the order the phases read them, one copy group each (empty groups keep the count fixed):
-  // C·Bᵀ starts once B and C are in while the rest is still in flight.
-  stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
-  stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);
-  stage_commit();
+  // the group's C·Bᵀ (ssd_group.cu; staged where DX goes later), x and dy first, for CBᵀ and DX.
+  stage(cb_at(a, b, c, h * a.G / a.H), a.T, tc, tc, sDX, a.ldT);
   stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sX, a.ldP);
   stage(dy_rows(a, b, h, t0), size_t(a.H) * a.P, tc, a.P, sDY, a.ldP);
+  stage_commit();
+  stage(bc_rows(a, a.Bm, b, h, t0), a.ld, tc, a.N, sB, a.ldN);
+  stage(bc_rows(a, a.Cm, b, h, t0), a.ld, tc, a.N, sC, a.ldN);
   stage_commit();
   if (!last) stage(state_at(a, a.wsG, b, h, c + 1), a.N, a.P, a.N, sS, a.ldN);
   stage_commit();
   if (a.sin_own) stage(state_at(a, a.states, b, h, c), a.N, a.P, a.N, sSin, a.ldN);
   stage_commit();
   // Gs = a_next G_{c+1} enters only through dec_out_t Gs and e^{cs_last} Gs: a_next goes into those factors.
-  const float a_next = last ? 0.f : expf(a.delta[row_of(a, b, t0 + tc) * a.H + h] * A);
-  chunk_decay(a, A, b, h, t0, tc, sdt, scs);  // while the copies are in flight
+  const float a_next = last ? 0.f : expf(delta_next * A);
+  chunk_decay_of(deltas, A, tc, sdt, scs);  // while the copies are in flight
   for (int t = threadIdx.x; t < tc; t += kThreads) {
     sdin[t] = float(exp(scs[t]));
     sdout[t] = a_next * float(exp(scs[tc - 1] - scs[t]));
   }
-  stage_wait_pending<3>();  // B, C
+  stage_wait_pending<3>();  // C·Bᵀ, x, dy
   __syncthreads();
 
-  causal_cb<kExact, true>(a, sC, sB, scs, tc, sCB, [](int) { return 1.f; });  // CBᵀ
-  stage_wait_pending<2>();  // x, dy
-  __syncthreads();
-  {  // DX diag(Δ) (Δ_j folded in here: dB and dC read only that), and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into
-     // the unused upper triangle (this thread wrote CB[i, j])
-    Acc acc;
+  {  // CB[i, j] = (C_i·B_j) e^{cs_i − cs_j} into sCB transposed (v reads CBᵀ), DX diag(Δ) (Δ_j folded in
+     // here: group_dx_products reads only that), and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper
+     // triangle. Each thread takes the decays and CB of the (i, j) it owns in the DX product once, for both.
+    Acc acc, ldec, cb;
     zero(acc);
     mm<kExact, false, true>(acc, sDY, a.ldP, sX, a.ldP, 0, tc, 0, tc, a.P);
     for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
+      ldec[r][cc] = j <= i ? decay(scs, i, j) : 0.f;
+      cb[r][cc] = j <= i ? sDX[i * a.ldT + j] * ldec[r][cc] : 0.f;  // sDX holds the group's C·Bᵀ
+      sCB[j * a.ldT + i] = cb[r][cc];
+    });
+    __syncthreads();  // C·Bᵀ read
+    for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
       const float w = acc[r][cc] * sdt[j];
-      if (j <= i) sDX[i * a.ldT + j] = w * decay(scs, i, j);
-      if (j < i) sDX[j * a.ldT + i] = sCB[j * a.ldT + i] * w;
+      if (j <= i) sDX[i * a.ldT + j] = w * ldec[r][cc];
+      if (j < i) sDX[j * a.ldT + i] = cb[r][cc] * w;
     });
   }
   __syncthreads();
-
   {  // E_t = Σ_{i≥t} Σ_{j<t} W[i, j] = Σ_{j<t} Q[j, t] with the suffix sums Q[j, t] = Σ_{i≥t} W[i, j] (t > j).
      // W[i, j] sits at (j, i) above the diagonal of sDX: a warp turns row j into Q[j, ·] in place (a scan
      // from the row's end, two steps a lane), then 8 threads per t sum column t above the diagonal. Fixed
-     // order throughout. Then the upper triangle of DX is cleared again.
+     // order throughout.
     static_assert(kMaxChunk <= 64, "one warp scans a row of W, two steps a lane");
     for (int j = warp; j < tc; j += kThreads / 32) {
       float* row = sDX + j * a.ldT;
@@ -192,10 +176,26 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       v += __shfl_xor_sync(kFull, v, 4);
       if (sub == 0 && t < tc) sEq[t] = v;
     }
-    __syncthreads();
-    for (int i = warp; i < tc; i += kThreads / 32)
-      for (int j = i + 1 + lane; j < tc; j += 32) sDX[i * a.ldT + j] = 0.f;
-    stage_wait_pending<1>();  // G_{c+1}
+    {  // This head's DX diag(Δ) to the scratch for group_dx_products (the upper triangle, Q here, as 0); the
+       // stores drain while v is computed.
+      float* gdx = dx_at(a, b, c, h);  // (T, T)
+      if (tc % 4 == 0 && a.T % 4 == 0) {
+        const int q4 = tc / 4;
+        for (int k = threadIdx.x; k < tc * q4; k += kThreads) {
+          const int i = k / q4, j = 4 * (k % q4);
+          float4 v = *reinterpret_cast<const float4*>(sDX + i * a.ldT + j);
+          if (j > i) v.x = 0.f;
+          if (j + 1 > i) v.y = 0.f;
+          if (j + 2 > i) v.z = 0.f;
+          if (j + 3 > i) v.w = 0.f;
+          *reinterpret_cast<float4*>(gdx + i * a.T + j) = v;
+        }
+      } else {
+        for (int i = warp; i < tc; i += kThreads / 32)
+          for (int j = lane; j < tc; j += 32) gdx[i * a.T + j] = j > i ? 0.f : sDX[i * a.ldT + j];
+      }
+    }
+    stage_wait_pending<1>();  // B, C, G_{c+1}
     __syncthreads();
   }
 
@@ -208,22 +208,37 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= sdout[t]; });
     }
     mm<kExact, false, false>(acc, sCB, a.ldT, sDY, a.ldP, 0, tc, p0, a.P, tc);
-    for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
-      a.dx[row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P + p] = sdt[t] * acc[r][cc] + Dh * sDY[t * a.ldP + p];
-      xv.add(cc, sX[t * a.ldP + p] * acc[r][cc]);
+    for_pairs(0, tc, p0, a.P, [&](int r, int hh, int t, int p, bool two) {
+      const float2 dy2 = *reinterpret_cast<const float2*>(sDY + t * a.ldP + p);  // p even, ldP % 4 == 0
+      const float2 x2 = *reinterpret_cast<const float2*>(sX + t * a.ldP + p);
+      const float v0 = acc[r][2 * hh], v1 = two ? acc[r][2 * hh + 1] : 0.f;
+      store_pair(a.dx + row_of(a, b, t0 + t) * a.ld + size_t(h) * a.P + p, sdt[t] * v0 + Dh * dy2.x,
+                 sdt[t] * v1 + Dh * dy2.y, two);
+      xv.add(2 * hh, two ? x2.x * v0 + x2.y * v1 : x2.x * v0);  // x2.y is padding when !two
     });
     xv.end_tile();
   }
   xv.write(sdd, a.Ts, tc);
+  // Pairs of heads (a.cluster_heads == 2): this block is past the last reader of its C·Bᵀ and DX tiles, so
+  // its partner may write into them (below); the partner waits for this arrival before it does.
+  if (kConcurrent && kN == 128 && a.cluster_heads > 1) __cluster_barrier_arrive();
 
   // e^{cs_last} Σ Gs·S_in: from the two tiles, or, where S_in replaces Gs, with S_in read from global memory.
   float c0 = 0.f;
   if (a.sin_own) {
     stage_wait_pending<0>();  // S_in
     __syncthreads();
-    if (!last)
+    if (!last && a.N % 4 == 0) {  // quads (the tiles' rows start 16-byte aligned)
+      for (int p = warp; p < a.P; p += kThreads / 32)
+        for (int n = 4 * lane; n < a.N; n += 128) {
+          const float4 g = *reinterpret_cast<const float4*>(sS + p * a.ldN + n);
+          const float4 v = *reinterpret_cast<const float4*>(sSin + p * a.ldN + n);
+          c0 += g.x * v.x + g.y * v.y + g.z * v.z + g.w * v.w;
+        }
+    } else if (!last) {
       for (int p = warp; p < a.P; p += kThreads / 32)
         for (int n = lane; n < a.N; n += 32) c0 += sS[p * a.ldN + n] * sSin[p * a.ldN + n];
+    }
   } else if (!last) {
     c0 = gs_dot_global(a, state_at(a, a.states, b, h, c), sS);
   }
@@ -241,7 +256,6 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
         rs.add(cc, acc[r][cc] * sB[t * a.ldN + n]);
       }, wt);
     }
-    mm<kExact, true, false, kW>(acc, sDX, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc, wt);  // Δ_t is in DX's column t
     rs.end_tile();
   };
   auto dc_tile = [&](auto wt, int n0, RowSums& rs, auto& acc) {
@@ -252,12 +266,11 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       acc[r][cc] *= sdin[t];
       rs.add(cc, acc[r][cc] * sC[t * a.ldN + n]);
     }, wt);
-    mm<kExact, false, false, kW>(acc, sDX, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc, wt);  // DX diag(Δ) B
     rs.end_tile();
   };
   auto store = [&](auto wt, int n0, const auto& acc, float* ws) {  // ws (B, L, H, N)
-    for_out<decltype(wt)::kWidth>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-      ws[(row_of(a, b, t0 + t) * a.H + h) * a.N + n] = acc[r][cc];
+    for_pairs<decltype(wt)::kWidth>(0, tc, n0, a.N, [&](int r, int hh, int t, int n, bool two) {
+      store_pair(ws + (row_of(a, b, t0 + t) * a.H + h) * a.N + n, acc[r][2 * hh], acc[r][2 * hh + 1], two);
     }, wt);
   };
   if constexpr (kConcurrent) {
@@ -278,13 +291,39 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       dc_tile(wt, n0, rs, acc);
       rs.write(syoff, a.Ts, tc, wt, slot);
     }
-    if (a.cluster_heads == 1) {
+    if (kN != 128 || a.cluster_heads == 1) {
       store(wt, n0, acc, grp < kTilesN ? a.wsB : a.wsC);
-    } else {  // the heads of the cluster add their tiles (cluster_sum); B and C become this block's dB, dC
-      __syncthreads();  // every product is done with B and C
-      float* tile = grp < kTilesN ? sB : sC;
-      for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) { tile[t * a.ldN + n] = acc[r][cc]; }, wt);
-      cluster_sum(a, b, h, t0, tc, sB, sC);
+    } else if constexpr (kN == 128) {
+      // Pairs of heads (ranks 0, 1 of a cluster: heads 2k, 2k + 1 of one group, same chunk) write one partial
+      // of dB and dC per pair: rank 0 sends its dC tiles to rank 1 and receives rank 1's dB tiles, through
+      // distributed shared memory into the receiver's dead C·Bᵀ and DX tiles; each then adds and stores
+      // half. Stores to the partner, not loads from it: nothing waits on the remote memory's latency.
+      namespace cg = cooperative_groups;
+      static_assert(kMaxChunk * (kN + 8) <= 2 * kMaxChunk * tile_ld(kMaxChunk),
+                    "the partner's tile fits the C·Bᵀ and DX tiles");
+      constexpr int kRecvLd = kN + 8;  // ≡ 8 (mod 32): a warp's 8-byte stores of 8 rows hit 2 rows a bank
+      cg::cluster_group cl = cg::this_cluster();
+      const int rank = int(cl.block_rank());
+      const bool is_db = grp < kTilesN, send = (rank == 0) != is_db;
+      float* recv = sCB;  // (T, kRecvLd)
+      __cluster_barrier_wait();  // the partner has arrived past its last use of these tiles
+      if (send) {
+        float* remote = cl.map_shared_rank(recv, rank ^ 1);
+        for_pairs<kW>(0, tc, n0, a.N, [&](int r, int hh, int t, int n, bool) {
+          *reinterpret_cast<float2*>(remote + t * kRecvLd + n) = make_float2(acc[r][2 * hh], acc[r][2 * hh + 1]);
+        }, wt);
+      }
+      cl.sync();  // the tiles are in (release / acquire); no block reads the other's memory after this
+      if (!send) {
+        float* ws = is_db ? a.wsB : a.wsC;  // (B, L, H / 2, N)
+        const int HK = a.H / 2;
+        for_pairs<kW>(0, tc, n0, a.N, [&](int r, int hh, int t, int n, bool two) {
+          const float2 o = *reinterpret_cast<const float2*>(recv + t * kRecvLd + n);
+          // the sum of the pair's two values (fp32 addition is commutative: the same bits on either rank)
+          store_pair(ws + (row_of(a, b, t0 + t) * HK + h / 2) * a.N + n, acc[r][2 * hh] + o.x,
+                     acc[r][2 * hh + 1] + o.y, two);
+        }, wt);
+      }
     }
   } else {
     RowSums so, yo;
@@ -388,33 +427,34 @@ __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, in
 }  // namespace ssd_detail
 
 void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, const float* chunk_states, const float* dy, float* dx,
+             const float* Cm, const float* Dskip, const float* saved, const float* dy, float* dx,
              float* ddelta, float* dA_log, float* dB, float* dC, float* dD, float* workspace, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0 || p.L == 0) return;  // nothing is written, the accumulators get += 0
   Args a = make_layout(p);
   a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.dy = dy;
-  a.states = const_cast<float*>(chunk_states);  // read only in the backward
-  a.dx = dx, a.ddelta = ddelta;
+  a.states = const_cast<float*>(saved);  // read only in the backward
+  a.cb = a.states + saved_cb_offset(a);
+  a.dx = dx, a.ddelta = ddelta, a.dB = dB, a.dC = dC;
   const size_t rows = size_t(p.B) * p.L;
-  a.wsG = workspace;
-  a.wsB = a.wsG + ssd_chunk_states_floats(p);
-  a.wsC = a.wsB + rows * p.H * p.N;
-  a.wsA = a.wsC + rows * p.H * p.N;
-  a.wsD = a.wsA + size_t(p.B) * p.H * a.nchunks;
+  const BwdWorkspace w = bwd_workspace(a);
+  a.wsDX = workspace + w.dx, a.wsG = workspace + w.g, a.wsB = workspace + w.b, a.wsC = workspace + w.c;
+  a.wsA = workspace + w.a, a.wsD = workspace + w.d;
 
   chunk_adjoint_states(a, stream);  // (a)
-  with_dims(a, [&](auto n, auto pp) {  // (b)
+  with_dims(a, [&](auto n, auto pp, auto full) {  // (b)
     constexpr bool kConcurrent = bwd_concurrent(decltype(n)::value, decltype(pp)::value);
     require(!kConcurrent || a.sin_own, "ssd_bwd: the concurrent dB/dC path needs S_in's own tile");
-    // Pairs of heads add their dB, dC in shared memory (cluster_sum) on the 'L' head shape (N = 128), when a
+    // Pairs of heads add their dB, dC in shared memory (a cluster of two) on the 'L' head shape (N = 128), when a
     // group's heads pair up. H200, per layer (backward + group sum): L 1777 -> 1724 us with pairs, 1861 with
     // clusters of 4; M 373 -> 387 with pairs (its blocks are short, the cluster barriers cost more than
     // the group sum saves), so M and the rest keep one partial per head.
     constexpr int kPairs = kConcurrent && decltype(n)::value == 128 ? 2 : 1;
     if (kPairs > 1 && p.H % p.G == 0 && (p.H / p.G) % kPairs == 0 && p.N % 4 == 0) a.cluster_heads = kPairs;
-    auto pick = [](auto exact) { return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value>; };
+    auto pick = [](auto exact) {
+      return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
+    };
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream,
                   dim3(1, a.cluster_heads, 1));
   });
@@ -426,7 +466,8 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
                                                      a.wsC, dB, dC);
     MLALPHA_CHECK_LAUNCH();
   }
-  {  // (d) parameter gradients
+  group_dx_products(a, stream);  // (d)
+  {  // (e) parameter gradients
     param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, dA_log, dD);
     MLALPHA_CHECK_LAUNCH();
   }

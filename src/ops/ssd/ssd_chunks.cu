@@ -24,7 +24,7 @@ namespace {
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
 // one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
 // chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
-template <bool kReverse, bool kExact, int kTilesN, int kN, int kP>
+template <bool kReverse, bool kExact, int kTilesN, int kN, int kP, bool kFull>
 __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   const int ldV = tile_ld_kn(min(kTile, a.P)), ldR = tile_ld_kn(min(kCols, a.N));  // both read as (k, j)
   double* scs = smem_d;                               // (T) cs_t
   float* sdt = reinterpret_cast<float*>(scs + a.Ts);  // (T) Δ_t
-  float* sw = sdt + a.Ts;                             // (T) row weights of R
+  float* sw = sdt + a.Ts;                             // (T) step weights w_t of the product (KScale)
   float* buf = sw + a.Ts;                             // 2 × [(T, ldR) R = B or C slice, (T, ldV) V = x or dy slice]
   const int buf_floats = a.T * (ldR + ldV);
   const float A = -expf(a.A_log[h]);
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   auto chunk_of = [&](int k) { return kReverse ? a.nchunks - 1 - k : k; };
   LaneDeltas next;  // warp 0: the Δ of the chunk prefetched last
   auto prefetch = [&](int k) {  // chunk k's slices into buffer k % 2, as one copy group; its Δ into `next`
-    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
+    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
     if (threadIdx.x < 32) next = load_deltas(a, b, h, t0, tc);
     float* sR = buf + (k & 1) * buf_floats;
     float* sV = sR + a.T * ldR;
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   if (steps > 0) prefetch(0);
   float dt_next = 0.f;  // reverse: Δ at the first step of chunk c + 1 (the chunk before in the walk)
   for (int k = 0; k < steps; ++k) {
-    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_end(a, c) - t0;
+    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
     const LaneDeltas cur = next;
     if (k + 1 < steps) prefetch(k + 1);  // buffer (k + 1) % 2 was freed by the barrier ending step k − 1
     else stage_commit();                 // an empty group, so that "all but the newest" means chunk k
@@ -85,15 +85,14 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
     if (kReverse) dt_next = sdt[0];
     stage_wait_but_one();
     __syncthreads();
-    float* sR = buf + (k & 1) * buf_floats;
+    const float* sR = buf + (k & 1) * buf_floats;
     const float* sV = sR + a.T * ldR;
-    for (int t = threadIdx.x >> 5; t < tc; t += kThreads / 32)
-      for (int n = threadIdx.x & 31; n < nn; n += 32) sR[t * ldR + n] *= sw[t];
-    __syncthreads();
     float* dst = out + size_t(kReverse ? c : c + 1) * PN;
-    // S ← dec·S + Vᵀ R: the decayed state is the product's starting accumulator (no second accumulator
-    // and pass to add them). (Tried for N > 64: one 64 × 128 product with 16 × 64 warp tiles instead of two
-    // 64 × 64 ones; the 'L' reverse walk was 6% slower.)
+    // S ← dec·S + Vᵀ diag(w) R: the decayed state is the product's starting accumulator (no second
+    // accumulator and pass to add them), and the row weights scale V's fragments as they are loaded (a
+    // scaling pass over R in shared memory, with its barrier, was 18% of the 'L' walk's stall samples).
+    // (Tried for N > 64: one 64 × 128 product with 16 × 64 warp tiles instead of two 64 × 64 ones; the 'L'
+    // reverse walk was 6% slower.)
 #pragma unroll
     for (int u = 0; u < kTilesN; ++u) {
       if (u * kTile >= nn) break;
@@ -101,8 +100,10 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
       for (int s = 0; s < kSub; ++s)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[u][s][e] *= dec;
-      mm<kExact, true, false>(S[u], sV, ldV, sR, ldR, 0, np, u * kTile, nn, tc);
-      for_out(0, np, u * kTile, nn, [&](int r, int cc, int i, int j) { dst[size_t(i) * a.N + j] = S[u][r][cc]; });
+      mm<kExact, true, false>(S[u], sV, ldV, sR, ldR, 0, np, u * kTile, nn, tc, WarpTile<>(), KScale{sw});
+      for_pairs(0, np, u * kTile, nn, [&](int r, int hh, int i, int j, bool two) {
+        store_pair(dst + size_t(i) * a.N + j, S[u][r][2 * hh], S[u][r][2 * hh + 1], two);
+      });
     }
     __syncthreads();  // buffer k % 2, Δ and cs are free for the next step
   }
@@ -112,13 +113,13 @@ template <bool kReverse>
 void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   if (kReverse && a.nchunks < 2) return;  // no chunk c ≥ 1
-  with_dims(a, [&](auto n, auto p) {
+  with_dims(a, [&](auto n, auto p, auto full) {
     constexpr int kN = decltype(n)::value;
     auto go = [&](auto tiles_n) {
       constexpr int kTilesN = decltype(tiles_n)::value;
       const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTilesN * kTile), a.H, a.B);
       auto pick = [](auto exact) {
-        return states_kernel<kReverse, decltype(exact)::value, kTilesN, kN, decltype(p)::value>;
+        return states_kernel<kReverse, decltype(exact)::value, kTilesN, kN, decltype(p)::value, decltype(full)::value>;
       };
       launch_kernel(a, pick, grid, kThreads, states_smem_bytes(a), stream);
     };

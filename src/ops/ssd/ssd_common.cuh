@@ -1,5 +1,5 @@
 #pragma once
-// What the SSD kernels share (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu): the argument block, the chunk's
+// What the SSD kernels share (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu, ssd_group.cu): the argument block, the chunk's
 // cumulative decay, shared-memory tiles and the block-level matrix product they are built from.
 //
 // Matmul (state-space-dual) form. Within a chunk of T steps starting from state S_in, with the inclusive
@@ -57,17 +57,21 @@ struct Args {
   bool sin_own;            // backward: S_in has a tile of its own (staged with the others at the start)
                            // rather than replacing G_{c+1}'s after dB (when it would cost blocks per SM)
   int cluster_heads;       // backward: heads per thread-block cluster that add their dB, dC in shared
-                           // memory (ssd_bwd.cu cluster_sum); 1: every head writes its own partial
+                           // memory (ssd_bwd.cu, pairs: 2); 1: every head writes its own partial
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
   float* y;       // (B, L, H, P) forward output
   float* states;  // (B, H, nchunks, P, N) state entering each chunk
+  float* cb;      // (B, nchunks, G, T, T) each chunk's C_i·B_j for j ≤ i (0 above), row stride T: computed
+                  // once per group (ssd_group.cu), shared by the group's heads in the forward and backward
   float* dx;      // (B, L, ld)→(H, P)
   float* ddelta;  // (B, L, H)
+  float *dB, *dC;  // (B, L, ld)→(G, N)
   float* wsG;     // (B, H, nchunks, P, N) adjoint state g at each chunk start (chunks ≥ 1)
   float* wsB;     // (B, L, H / cluster_heads, N) per-head (per-cluster) dB
   float* wsC;     // (B, L, H / cluster_heads, N) per-head (per-cluster) dC
   float* wsA;     // (B, H, nchunks) per-(b, h, chunk) dA_log partial
   float* wsD;     // (B, H, nchunks) per-(b, h, chunk) dD partial
+  float* wsDX;    // (B, nchunks, H, T, T) per-head DX diag(Δ) of each chunk, row stride T (ssd_bwd.cu)
 };
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -89,6 +93,10 @@ __host__ __device__ __forceinline__ Args fixed_dims(Args a) {
   }
   return a;
 }
+// The fixed-shape instances also come with kFull = true when every chunk has kMaxChunk steps (L a multiple of
+// 64, as in the benchmark configurations): the chunk length is then a constant too (chunk_steps), which
+// removes the bounds checks of the products and their last partial k-step and lets the compiler unroll the
+// loops over a chunk's steps.
 template <class F>
 void with_dims(const Args& a, F f) {
   auto is = [&](int n, int p) { return a.T == kMaxChunk && a.N == n && a.P == p; };
@@ -96,10 +104,20 @@ void with_dims(const Args& a, F f) {
   using I64 = std::integral_constant<int, 64>;
   using I32 = std::integral_constant<int, 32>;
   using I0 = std::integral_constant<int, 0>;
-  if (is(128, 64)) f(I128{}, I64{});
-  else if (is(64, 64)) f(I64{}, I64{});
-  else if (is(64, 32)) f(I64{}, I32{});
-  else f(I0{}, I0{});
+  auto go = [&](auto n, auto p) {
+    if (a.L % kMaxChunk == 0) f(n, p, std::true_type{});
+    else f(n, p, std::false_type{});
+  };
+  if (is(128, 64)) go(I128{}, I64{});
+  else if (is(64, 64)) go(I64{}, I64{});
+  else if (is(64, 32)) go(I64{}, I32{});
+  else f(I0{}, I0{}, std::false_type{});
+}
+// Steps of chunk c (starting at step t0): a constant in the kFull instances.
+template <bool kFull>
+__device__ __forceinline__ int chunk_steps(const Args& a, int c, int t0) {
+  if constexpr (kFull) return kMaxChunk;
+  else return min(a.L, (c + 1) * a.T) - t0;
 }
 // Row stride ≡ 8 (mod 32) for tiles that are only read as 4 rows × 8 columns (operand element (k, j) at
 // row k, column j, as in ssd_chunks.cu): those reads then fall in 32 different banks.
@@ -107,6 +125,15 @@ __host__ __device__ inline int tile_ld_kn(int cols) { return cols + ((8 - cols) 
 __device__ __forceinline__ size_t row_of(const Args& a, int b, int t) { return size_t(b) * a.L + t; }
 __device__ __forceinline__ int chunk_begin(const Args& a, int c) { return c * a.T; }
 __device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L, (c + 1) * a.T); }
+// (T, T) tiles, row stride T: chunk c's C·Bᵀ of group g, and its DX diag(Δ) of head h.
+__device__ __forceinline__ float* cb_at(const Args& a, int b, int c, int g) {
+  return a.cb + ((size_t(b) * a.nchunks + c) * a.G + g) * size_t(a.T) * a.T;
+}
+__device__ __forceinline__ float* dx_at(const Args& a, int b, int c, int h) {
+  return a.wsDX + ((size_t(b) * a.nchunks + c) * a.H + h) * size_t(a.T) * a.T;
+}
+// The heads of group g: [⌈gH/G⌉, ⌈(g+1)H/G⌉) (head h reads group ⌊hG/H⌋).
+__host__ __device__ inline int group_head_lo(int g, int H, int G) { return (g * H + G - 1) / G; }
 // (P, N) block of a per-(b, h, chunk) state array.
 __device__ __forceinline__ float* state_at(const Args& a, float* base, int b, int h, int c) {
   return base + ((size_t(b) * a.H + h) * a.nchunks + c) * size_t(a.P) * a.N;
@@ -174,8 +201,11 @@ __device__ __forceinline__ void stage_wait_pending() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 // Column slices of the (B, L, ld) activation for steps [t0, t0 + rows) of batch b.
+__device__ inline const float* group_rows(const Args& a, const float* m, int b, int g, int t0) {
+  return m + row_of(a, b, t0) * a.ld + size_t(g) * a.N;
+}
 __device__ inline const float* bc_rows(const Args& a, const float* m, int b, int h, int t0) {
-  return m + row_of(a, b, t0) * a.ld + size_t(h * a.G / a.H) * a.N;  // head h reads group ⌊hG/H⌋
+  return group_rows(a, m, b, h * a.G / a.H, t0);  // head h reads group ⌊hG/H⌋
 }
 __device__ inline const float* x_rows(const Args& a, int b, int h, int t0) {
   return a.x + row_of(a, b, t0) * a.ld + size_t(h) * a.P;
@@ -228,7 +258,8 @@ struct WarpTile {
   static constexpr int kWidth = kW, kS = kW / 8;  // columns, subtiles
   using Acc = float[kS][4];
   int wr, wc;
-  __device__ WarpTile() : wr((threadIdx.x >> 5) & 3), wc(threadIdx.x >> 7) {}
+  // (wc masked although threadIdx.x < kThreads: the compiler then knows every column is inside the tile)
+  __device__ WarpTile() : wr((threadIdx.x >> 5) & 3), wc((threadIdx.x >> 7) & (kColWarps - 1)) {}
   __device__ WarpTile(int r, int c) : wr(r), wc(c) {}
   __device__ int row(int i0, int e) const { return i0 + 16 * wr + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
   __device__ int col(int j0, int s, int e) const { return j0 + kW * wc + 8 * s + 2 * (threadIdx.x & 3) + (e & 1); }
@@ -300,9 +331,21 @@ __device__ __forceinline__ void ldsm_x2(float (&r)[2], unsigned addr) {
 // so only the last partial k-step needs a bounds check. An operand whose k runs along its rows (A plain,
 // B transposed) is loaded with ldmatrix: every tile starts 16-byte aligned and its row stride is a
 // multiple of 4 floats (Args::Ts, tile_ld), as ldmatrix requires; the others one float a load.
-template <bool kExact, bool kTransA, bool kTransB, int kW = kWarpCols>
+// With a KScale ks (KScale::kOn), A's column k is scaled by ks(k) as it is loaded: A diag(ks) B without a
+// pass over a tile in shared memory and the barrier after it.
+struct NoKScale {
+  static constexpr bool kOn = false;
+  __device__ float operator()(int) const { return 1.f; }
+};
+struct KScale {
+  static constexpr bool kOn = true;
+  const float* s;  // (K)
+  __device__ float operator()(int k) const { return s[k]; }
+};
+template <bool kExact, bool kTransA, bool kTransB, int kW = kWarpCols, class KS = NoKScale>
 __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float* A, int lda, const float* B, int ldb,
-                                   int i0, int M, int j0, int Ncols, int K, WarpTile<kW> w = WarpTile<kW>()) {
+                                   int i0, int M, int j0, int Ncols, int K, WarpTile<kW> w = WarpTile<kW>(),
+                                   KS ks = KS()) {
   constexpr int kSub = WarpTile<kW>::kS;
   constexpr bool kSmA = !kTransA, kSmB = kTransB;  // loaded with ldmatrix
   static_assert(kSub == 1 || kSub % 2 == 0, "B fragments go in pairs (x4) or alone (x2)");
@@ -365,6 +408,10 @@ __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float*
 #pragma unroll
       for (int s = 0; s < kSub; ++s) bv[s][0] = bp[s][0], bv[s][1] = bp[s][4 * bk], bp[s] += 8 * bk;
     }
+    if constexpr (KS::kOn) {  // elements 0, 1 of the A fragment are at k0 + q, elements 2, 3 at k0 + q + 4
+      const float s0 = ks(k0 + q), s1 = ks(k0 + q + 4);
+      av[0] *= s0, av[1] *= s0, av[2] *= s1, av[3] *= s1;
+    }
     mma_step<kExact>(acc, av, bv);
   }
   if (k0 < K) {  // the last partial step: k ≥ K counts as 0 (the ldmatrix operands' pointers were not stepped)
@@ -376,6 +423,10 @@ __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float*
 #pragma unroll
     for (int s = 0; s < kSub; ++s)
       bv[s][0] = v0 ? bp[s][kb] : 0.f, bv[s][1] = v1 ? bp[s][kb + 4 * bk] : 0.f;
+    if constexpr (KS::kOn) {
+      const float s0 = v0 ? ks(k0 + q) : 0.f, s1 = v1 ? ks(k0 + q + 4) : 0.f;
+      av[0] *= s0, av[1] *= s0, av[2] *= s1, av[3] *= s1;
+    }
     mma_step<kExact>(acc, av, bv);
   }
 }
@@ -397,18 +448,37 @@ __device__ __forceinline__ void for_out(int i0, int M, int j0, int Ncols, F f, W
       if (i < M && j < Ncols) f(s, e, i, j);
     }
 }
-// dst[i, j] = (C_i·B_j) e^{cs_i − cs_j} col(j) for j ≤ i < tc and 0 above the diagonal: the chunk's causal
-// decayed C·Bᵀ from the C and B tiles (T, ldN) into dst (T, ldT), row-major, or transposed (element (i, j)
-// at dst[j·ldT + i]) when kTransOut. Each thread writes the outputs it owns.
-template <bool kExact, bool kTransOut = false, class F>
-__device__ __forceinline__ void causal_cb(const Args& a, const float* sC, const float* sB, const double* scs, int tc,
-                                          float* dst, F col) {
-  Acc acc;
-  zero(acc);
-  mm<kExact, false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
-  for_out(0, tc, 0, tc, [&](int r, int c, int i, int j) {
-    dst[kTransOut ? j * a.ldT + i : i * a.ldT + j] = j <= i ? acc[r][c] * decay(scs, i, j) * col(j) : 0.f;
-  });
+// Calls f(s, h, i, j, two) for the pairs of adjacent outputs (acc[s][2h], acc[s][2h + 1]) at row i, columns
+// j and j + 1 with i < M and j < Ncols; two: j + 1 < Ncols as well. One 8-byte store per pair instead of two
+// 4-byte ones (store_pair).
+template <int kW = kWarpCols, class F>
+__device__ __forceinline__ void for_pairs(int i0, int M, int j0, int Ncols, F f, WarpTile<kW> w = WarpTile<kW>()) {
+#pragma unroll
+  for (int s = 0; s < WarpTile<kW>::kS; ++s)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = w.row(i0, 2 * h), j = w.col(j0, s, 0);
+      if (i < M && j < Ncols) f(s, h, i, j, j + 1 < Ncols);
+    }
+}
+// dst[0] = v0 and, if two, dst[1] = v1: as one 8-byte store where dst is 8-byte aligned.
+__device__ __forceinline__ void store_pair(float* dst, float v0, float v1, bool two) {
+  if (two && (reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
+    *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+  } else {
+    dst[0] = v0;
+    if (two) dst[1] = v1;
+  }
+}
+// dst[i, j] = (C_i·B_j) e^{cs_i − cs_j} col(j) for j ≤ i < tc and 0 above the diagonal, from the chunk's
+// C·Bᵀ tile cb (T, ldT) as ssd_group.cu computes it, into dst (T, ldT), row-major (dst may be cb: each
+// element is read and written by the same thread), or transposed (element (i, j) at dst[j·ldT + i]) when
+// kTransOut. The multiplication order is that of the former in-kernel product's epilogue.
+template <bool kTransOut = false, class F>
+__device__ __forceinline__ void decay_cb(const Args& a, const float* cb, const double* scs, int tc, float* dst, F col) {
+  for (int i = threadIdx.x >> 5; i < tc; i += kThreads / 32)
+    for (int j = threadIdx.x & 31; j < tc; j += 32)
+      dst[kTransOut ? j * a.ldT + i : i * a.ldT + j] = j <= i ? cb[i * a.ldT + j] * decay(scs, i, j) * col(j) : 0.f;
 }
 // Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
 // end_tile() after each tile (sums the 4 lanes of a quad), then write(dst) stores each warp column's sum at
@@ -474,6 +544,13 @@ Args make_layout(const SsdParams& p);
 size_t fwd_smem_bytes(const Args& a);
 size_t bwd_smem_bytes(const Args& a);
 size_t states_smem_bytes(const Args& a);
+// Offset (floats) of the per-chunk C·Bᵀ tiles (Args::cb) in the forward's saved buffer, after the states.
+size_t saved_cb_offset(const Args& a);
+// Offsets (floats) of the backward's scratch regions (Args::wsDX, wsG, wsB, wsC, wsA, wsD), 16-byte aligned.
+struct BwdWorkspace {
+  size_t dx, g, b, c, a, d, total;
+};
+BwdWorkspace bwd_workspace(const Args& a);
 // Launches pick(std::true_type{}), the 3xTF32 kernel, or pick(std::false_type{}), tf32 mode's (a.tf32;
 // a kernel's kExact is decltype(arg)::value), with `smem` bytes of dynamic shared memory, above the 48 KiB
 // default where needed, in thread-block clusters of `cluster` blocks where that is not (1, 1, 1).
@@ -506,5 +583,9 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
 // Σ_i e^{cs_i − cs_0} dy_i C_iᵀ over the chunks in reverse.
 void chunk_entry_states(const Args& a, cudaStream_t stream);
 void chunk_adjoint_states(const Args& a, cudaStream_t stream);
+// ssd_group.cu: the products a group's heads share. chunk_cb: a.cb ← each chunk's C·Bᵀ. group_dx_products:
+// a.dB += (Σ_h DX_h diag(Δ_h))ᵀ C and a.dC += (Σ_h DX_h diag(Δ_h)) B per group, from a.wsDX.
+void chunk_cb(const Args& a, cudaStream_t stream);
+void group_dx_products(const Args& a, cudaStream_t stream);
 
 }  // namespace mlalpha::gpu::ssd_detail

@@ -65,12 +65,9 @@ Args make_layout(const SsdParams& p) {
   return a;
 }
 
-// C, X and the (T, T) tile, and one region that holds B until C·Bᵀ is formed and S_in after (ssd_fwd.cu).
-// The forward and ssd_chunks.cu run the default 8-warp blocks, as kThreads is here; the backward kBwdWarps.
-size_t fwd_smem_bytes(const Args& a) {
-  return tiles_bytes(a.T, a.N, a.P, 1, 1, 1, 0, 2, kThreads / 32) +
-         size_t(std::max(a.T, a.P)) * a.ldN * sizeof(float);
-}
+// C, X, the (T, T) tile and S_in (ssd_fwd.cu). The forward and ssd_chunks.cu run the default 8-warp
+// blocks, as kThreads is here; the backward kBwdWarps.
+size_t fwd_smem_bytes(const Args& a) { return tiles_bytes(a.T, a.N, a.P, 1, 1, 1, 1, 2, kThreads / 32); }
 size_t bwd_smem_bytes(const Args& a) { return bwd_bytes(a.T, a.N, a.P, a.sin_own); }
 // Two buffers (this chunk and the next one's prefetch) of a (T, ≤ 64) slice of x or dy and a
 // (T, ≤ kStateCols) slice of B or C (ssd_chunks.cu).
@@ -78,6 +75,30 @@ size_t states_smem_bytes(const Args& a) {
   const int np = std::min(kTile, a.P), nn = std::min(kStateCols, a.N);
   return tiles_bytes(a.T, nn, np, 0, 0, 0, 0, 2, 0) +
          2 * size_t(a.T) * (tile_ld_kn(np) + tile_ld_kn(nn)) * sizeof(float);
+}
+
+namespace {
+size_t round4(size_t n) { return (n + 3) / 4 * 4; }  // regions start 16-byte aligned (quad loads)
+}  // namespace
+
+size_t saved_cb_offset(const Args& a) {
+  return round4(size_t(a.B) * a.H * a.nchunks * a.P * a.N);
+}
+
+// The backward's scratch (ssd_bwd.cu): per-head DX diag(Δ) tiles (B, nchunks, H, T, T), G (B, H, nchunks,
+// P, N), per-head (per-pair) dB, dC partials (B, L, H, N) each, the per-(b, h, chunk) partials of dA_log
+// and dD.
+BwdWorkspace bwd_workspace(const Args& a) {
+  const size_t rows = size_t(a.B) * a.L, blocks = size_t(a.B) * a.H * a.nchunks;
+  BwdWorkspace w{};
+  w.dx = 0;
+  w.g = w.dx + round4(blocks * a.T * a.T);
+  w.b = w.g + round4(blocks * a.P * a.N);
+  w.c = w.b + round4(rows * a.H * a.N);
+  w.a = w.c + round4(rows * a.H * a.N);
+  w.d = w.a + round4(blocks);
+  w.total = w.d + blocks;
+  return w;
 }
 
 }  // namespace ssd_detail
@@ -92,12 +113,14 @@ size_t ssd_chunk_states_floats(const SsdParams& p) {
   return size_t(p.B) * p.H * nchunks * p.P * p.N;
 }
 
-// Workspace layout (ssd_bwd.cu): G (B, H, nchunks, P, N), per-head dB, dC (B, L, H, N) each, then the
-// per-(b, h, chunk) partials of dA_log and dD.
+size_t ssd_saved_floats(const SsdParams& p) {
+  const ssd_detail::Args a = ssd_detail::make_layout(p);
+  return ssd_detail::saved_cb_offset(a) + size_t(p.B) * a.nchunks * p.G * a.T * a.T;
+}
+
 size_t ssd_bwd_workspace_floats(const SsdParams& p) {
-  const size_t rows = size_t(p.B) * p.L;
-  const size_t nchunks = size_t(ssd_detail::ceil_div(p.L, ssd_chunk_len(p)));
-  return ssd_chunk_states_floats(p) + 2 * rows * p.H * p.N + 2 * size_t(p.B) * p.H * nchunks;
+  ssd_detail::validate(p);
+  return ssd_detail::bwd_workspace(ssd_detail::make_layout(p)).total;
 }
 
 }  // namespace mlalpha::gpu
