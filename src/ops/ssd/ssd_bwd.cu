@@ -379,8 +379,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   }
   for (int t = warp; t < tc; t += kThreads / 32)
     for (int p = lane; p < a.P; p += 32) dD += sDY[t * a.ldP + p] * sX[t * a.ldP + p];
-  dA = block_sum(dA, red);
-  dD = block_sum(dD, red);
+  block_sum2_first(dA, dD, syoff);  // syoff, sout (8·Ts ≥ 32 floats) were last read by the scans above
   if (threadIdx.x == 0) {
     const size_t slot = (size_t(b) * a.H + h) * a.nchunks + c;
     a.wsA[slot] = dA * A;  // ∂A/∂A_log = A
@@ -410,7 +409,7 @@ __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, const fl
 // thread a fixed strided subset in order, then a fixed-order block sum.
 __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, int nchunks, const float* wsA,
                                                                 const float* wsD, float* dA_log, float* dD) {
-  __shared__ float red[kThreads / 32];
+  __shared__ float red[2 * kThreads / 32];
   const int h = blockIdx.x;
   float sa = 0.f, sd = 0.f;
   for (int k = threadIdx.x; k < B * nchunks; k += kThreads) {
@@ -418,8 +417,7 @@ __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, in
     sa += wsA[(size_t(b) * H + h) * nchunks + c];
     sd += wsD[(size_t(b) * H + h) * nchunks + c];
   }
-  sa = block_sum(sa, red);
-  sd = block_sum(sd, red);
+  block_sum2_first(sa, sd, red);
   if (threadIdx.x == 0) dA_log[h] += sa, dD[h] += sd;
 }
 

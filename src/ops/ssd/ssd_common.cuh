@@ -534,6 +534,20 @@ __device__ inline T block_sum(T v, T* red) {
   return s;
 }
 
+// Two fixed-order block sums whose results only thread 0 needs (the same order and bits as block_sum): one
+// barrier instead of six. `red2` holds 2·kThreads/32 values that no thread touches around the call.
+__device__ inline void block_sum2_first(float& u, float& v, float* red2) {
+  u = warp_sum(u);
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) red2[threadIdx.x >> 5] = u, red2[kThreads / 32 + (threadIdx.x >> 5)] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float su = 0.f, sv = 0.f;
+    for (int w = 0; w < kThreads / 32; ++w) su += red2[w], sv += red2[kThreads / 32 + w];
+    u = su, v = sv;
+  }
+}
+
 }  // inline namespace warps<N>
 
 // ----- host side -----
