@@ -10,7 +10,10 @@
 // which needs tens of KB of loads in flight per SM. A thread loads 16 bytes per row (float4) and issues the
 // loads of a group of kFwdGroup / kBwdGroup rows together before computing them, so it keeps 128 bytes in
 // flight (the one-channel-per-thread version had 4 to 64, too few to cover DRAM latency), and a quad shares
-// one address computation, predicate and loop step among 4 channels.
+// one address computation, predicate and loop step among 4 channels. The backward issues the next group's
+// loads before it computes the current one, so they stay in flight through its longer arithmetic (H200,
+// 'L' layer: 175 -> 140 us, from 56% of the DRAM bandwidth); the same pipeline in the forward gained 4% on
+// 'L', lost 15% on 'M' (one block per SM fewer), and was dropped.
 //
 // float4 loads and stores need C % 4 == 0, ld_x % 4 == 0 and 16-byte aligned x, y, dy, dx (decided on the
 // host); otherwise the same kernels run with scalar accesses and the same channel → thread map and the same
@@ -47,9 +50,10 @@ static_assert(kTT % kFwdGroup == 0 && kTT % kBwdGroup == 0, "a full tile is whol
 // a block): as many as fit without spilling (checked with -Xptxas -v). Unbounded, ptxas spends registers on
 // scheduling freedom (fwd W = 4: 118 registers → 4 blocks) that occupancy pays for; capped further it spills.
 // fwd: W <= 4 at <= 96 registers (5 blocks), W <= 7 at <= 128 (4 blocks), W = 8 at <= 168 (3 blocks).
-// bwd: W <= 3 at <= 128 (4 blocks), W = 4, 5 at <= 168 (3 blocks: W = 4 needs 136), wider <= 255 (2 blocks).
+// bwd (with its loads pipelined a group ahead): W = 1 at <= 128 (4 blocks), W = 2 .. 4 at <= 168 (3 blocks:
+// W = 4 needs 166), wider <= 255 (2 blocks).
 constexpr int fwd_min_blocks(int W) { return W <= 4 ? 5 : W <= 7 ? 4 : 3; }
-constexpr int bwd_min_blocks(int W) { return W <= 3 ? 4 : W <= 5 ? 3 : 2; }
+constexpr int bwd_min_blocks(int W) { return W <= 1 ? 4 : W <= 4 ? 3 : 2; }
 
 // v[j] = p[j] for j < nc when ok, else 0. kVec: nc == 4 and p 16-byte aligned (checked on the host).
 template <bool kVec>
@@ -184,14 +188,25 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
       const int back = W - 1 - i;
       load_quad<kVec>(t0 >= back ? xq - back * ldx : xq, nc, t0 >= back, xs[i]);
     }
-    for (int g = 0; g < ns; g += G) {
-      float dyv[G][4];
+    // Software pipeline: the next group's rows are loaded while this group is computed, so a thread keeps
+    // its loads in flight through the arithmetic (G rows of x and of dy, 16 bytes each).
+    float nx[G][4], ndy[G][4];
+    auto load_group = [&](int g) {
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const bool ok = g + u < ne;
-        load_quad<kVec>(xq + size_t(g + u) * ldx, nc, ok, xs[W - 1 + u]);
-        load_quad<kVec>(dyq + size_t(g + u) * p.C, nc, ok, dyv[u]);
+        load_quad<kVec>(xq + size_t(g + u) * ldx, nc, ok, nx[u]);
+        load_quad<kVec>(dyq + size_t(g + u) * p.C, nc, ok, ndy[u]);
       }
+    };
+    load_group(0);
+    for (int g = 0; g < ns; g += G) {
+      float dyv[G][4];
+#pragma unroll
+      for (int u = 0; u < G; ++u)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xs[W - 1 + u][j] = nx[u][j], dyv[u][j] = ndy[u][j];
+      if (g + G < ns) load_group(g + G);
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const int i = g + u;  // step t = t0 + i
