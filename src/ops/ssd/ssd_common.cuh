@@ -470,16 +470,6 @@ __device__ __forceinline__ void store_pair(float* dst, float v0, float v1, bool 
     if (two) dst[1] = v1;
   }
 }
-// dst[i, j] = (C_i·B_j) e^{cs_i − cs_j} col(j) for j ≤ i < tc and 0 above the diagonal, from the chunk's
-// C·Bᵀ tile cb (T, ldT) as ssd_group.cu computes it, into dst (T, ldT), row-major (dst may be cb: each
-// element is read and written by the same thread), or transposed (element (i, j) at dst[j·ldT + i]) when
-// kTransOut. The multiplication order is that of the former in-kernel product's epilogue.
-template <bool kTransOut = false, class F>
-__device__ __forceinline__ void decay_cb(const Args& a, const float* cb, const double* scs, int tc, float* dst, F col) {
-  for (int i = threadIdx.x >> 5; i < tc; i += kThreads / 32)
-    for (int j = threadIdx.x & 31; j < tc; j += 32)
-      dst[kTransOut ? j * a.ldT + i : i * a.ldT + j] = j <= i ? cb[i * a.ldT + j] * decay(scs, i, j) * col(j) : 0.f;
-}
 // Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
 // end_tile() after each tile (sums the 4 lanes of a quad), then write(dst) stores each warp column's sum at
 // dst[(w / 4)·ld + i] (kColWarps partials per row, added in order by partial_sum after a __syncthreads).

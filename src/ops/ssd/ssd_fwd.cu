@@ -36,8 +36,11 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
   for (int t = threadIdx.x; t < tc; t += kThreads) sdec[t] = float(exp(scs[t]));
   stage_wait_pending<1>();  // C·Bᵀ, x
   __syncthreads();
-  // M[i, j] = (C_i·B_j) e^{cs_i − cs_j} Δ_j
-  decay_cb(a, sM, scs, tc, sM, [&](int j) { return sdt[j]; });
+  // M[i, j] = (C_i·B_j) e^{cs_i − cs_j} Δ_j for j ≤ i, 0 above, in place (each element read and written by
+  // the same thread)
+  for (int i = threadIdx.x >> 5; i < tc; i += kThreads / 32)
+    for (int j = threadIdx.x & 31; j < tc; j += 32)
+      sM[i * a.ldT + j] = j <= i ? sM[i * a.ldT + j] * decay(scs, i, j) * sdt[j] : 0.f;
   __syncthreads();
 
   for (int p0 = 0; p0 < a.P; p0 += kTile) {

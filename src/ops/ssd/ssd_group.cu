@@ -1,7 +1,7 @@
 // The chunk products that the heads of a group share (ssd_common.cuh), computed once per (b, chunk, group)
 // instead of once per head. With the model's default of one group, all H heads read the same B and C:
 // - chunk_cb: C·Bᵀ of each chunk (the causal part, C_i·B_j for j ≤ i). The forward and the backward only
-//   scale it by each head's decays (decay_cb), where each head's block used to form it itself: two of the
+//   scale it by each head's decays, where each head's block used to form it itself: two of the
 //   forward's five and of the backward's fourteen 64×64×64 products per block.
 // - group_dx_products: the backward's dB_t ∋ Δ_t Σ_i DX[i, t] C_i and dC_i ∋ Σ_j DX[i, j] Δ_j B_j (ssd_bwd.cu)
 //   are linear in DX, and B and C are the group's, so Σ_h of them is one product of the summed
