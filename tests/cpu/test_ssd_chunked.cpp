@@ -39,11 +39,23 @@ TEST(SsdGpuShapes, ChunkLength) {
   EXPECT_EQ(gpu::ssd_chunk_len({1, 140, 2, 128, 1, 128, 64, 512}), 32);   // shared memory
 }
 
+// The forward's saved buffer: the chunk states, then each chunk's C·Bᵀ per group (T × T), 16-byte aligned.
+TEST(SsdGpuShapes, SavedBufferSize) {
+  const SsdParams l{8, 2048, 32, 64, 1, 128, 256, 2304};  // L: 32 chunks of 64
+  EXPECT_EQ(gpu::ssd_chunk_states_floats(l), size_t(8) * 32 * 32 * 64 * 128);
+  EXPECT_EQ(gpu::ssd_saved_floats(l), gpu::ssd_chunk_states_floats(l) + size_t(8) * 32 * 1 * 64 * 64);
+  const SsdParams odd{3, 70, 3, 7, 2, 3, 32, 40};  // 3·3·3·7·3 = 567 state floats, padded to 568
+  EXPECT_EQ(gpu::ssd_chunk_states_floats(odd), size_t(567));
+  EXPECT_EQ(gpu::ssd_saved_floats(odd), size_t(568) + size_t(3) * 3 * 2 * 32 * 32);
+}
+
 TEST(SsdGpuShapes, RejectsUnsupportedShapes) {
   SsdParams p{1, 8, 1, 256, 1, 256, 4, 256 + 512};  // the (P, N) state alone exceeds shared memory
   EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
   p = SsdParams{1, 8, 1, 4, 1, 8, 4, 2};  // ld < H·P
   EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_saved_floats(p), Error);
+  EXPECT_THROW(gpu::ssd_bwd_workspace_floats(p), Error);
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   float* sX = sC + a.T * a.ldN;                       // (T, ldP)
   float* sDY = sX + a.T * a.ldP;                      // (T, ldP)
   float* sCB = sDY + a.T * a.ldP;                     // (T, ldT) CBᵀ (CB[i, j] at (j, i): v reads CBᵀ)
-  float* sDX = sCB + a.T * a.ldT;                     // (T, ldT) DX (W[i, j] at (j, i) above the diagonal at first)
+  float* sDX = sCB + a.T * a.ldT;                     // (T, ldT) the group's C·Bᵀ as staged, then DX (W[i, j], then
+                                                      // its suffix sums, at (j, i) above the diagonal)
   float* sS = sDX + a.T * a.ldT;                      // (P, ldN) G_{c+1}
   float* sSin = a.sin_own ? sS + a.P * a.ldN : sS;    // (P, ldN) S_in (replaces G_{c+1} unless sin_own)
   // The global loads the first phases wait on, issued before the copies: Δ of the chunk (warp 0) and of the

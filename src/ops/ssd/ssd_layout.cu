@@ -114,6 +114,7 @@ size_t ssd_chunk_states_floats(const SsdParams& p) {
 }
 
 size_t ssd_saved_floats(const SsdParams& p) {
+  ssd_detail::validate(p);
   const ssd_detail::Args a = ssd_detail::make_layout(p);
   return ssd_detail::saved_cb_offset(a) + size_t(p.B) * a.nchunks * p.G * a.T * a.T;
 }
