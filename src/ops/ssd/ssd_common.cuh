@@ -1,6 +1,6 @@
 #pragma once
-// What the SSD kernels share (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu, ssd_group.cu): the argument block, the chunk's
-// cumulative decay, shared-memory tiles and the block-level matrix product they are built from.
+// What the SSD kernels share (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu, ssd_group.cu): the argument block, the
+// chunk's cumulative decay, shared-memory tiles and the block-level matrix product they are built from.
 //
 // Matmul (state-space-dual) form. Within a chunk of T steps starting from state S_in, with the inclusive
 // cumulative log-decay cs_t = A Σ_{k≤t} Δ_k (cs_{−1} = 0):
@@ -113,7 +113,8 @@ void with_dims(const Args& a, F f) {
   else if (is(64, 32)) go(I64{}, I32{});
   else f(I0{}, I0{}, std::false_type{});
 }
-// Steps of chunk c (starting at step t0): a constant in the kFull instances.
+// Steps of chunk c (starting at step t0 = c·T; the last chunk may be shorter): a constant in the kFull
+// instances.
 template <bool kFull>
 __device__ __forceinline__ int chunk_steps(const Args& a, int c, int t0) {
   if constexpr (kFull) return kMaxChunk;
@@ -124,7 +125,6 @@ __device__ __forceinline__ int chunk_steps(const Args& a, int c, int t0) {
 __host__ __device__ inline int tile_ld_kn(int cols) { return cols + ((8 - cols) % 32 + 32) % 32; }
 __device__ __forceinline__ size_t row_of(const Args& a, int b, int t) { return size_t(b) * a.L + t; }
 __device__ __forceinline__ int chunk_begin(const Args& a, int c) { return c * a.T; }
-__device__ __forceinline__ int chunk_end(const Args& a, int c) { return min(a.L, (c + 1) * a.T); }
 // (T, T) tiles, row stride T: chunk c's C·Bᵀ of group g, and its DX diag(Δ) of head h.
 __device__ __forceinline__ float* cb_at(const Args& a, int b, int c, int g) {
   return a.cb + ((size_t(b) * a.nchunks + c) * a.G + g) * size_t(a.T) * a.T;
