@@ -1,6 +1,8 @@
-// gpu::linear_fwd / linear_fwd_add / linear_bwd (cuBLASLt GEMMs in fp32 and tf32, our bias kernels)
-// against the CPU reference in double: M = 1, odd IN / OUT, K = 1 heads, F = 7 inputs, M = 16384 rows,
-// with and without bias / dx / db, pointers aligned only to 4 bytes; the residual forward out of place
+// gpu::linear_fwd / linear_fwd_add / linear_bwd (in fp32 our 3xTF32 kernel where sizes and pointers are
+// multiples of 4 floats / 16 bytes, else cuBLASLt's fp32 GEMM; in tf32 cuBLASLt; our bias kernels) against
+// the CPU reference in double: M = 1, odd IN / OUT, K = 1 heads, F = 7 inputs, M = 16384 rows, partial
+// tiles in every dimension, K split or not, with and without bias / dx / db, pointers aligned only to 4
+// bytes; the residual forward out of place
 // (r ≠ y, as the model's out_proj) and in place; dw, db accumulated onto random values. Plus bitwise
 // determinism and plan reuse, and on an H200 the offline algorithm table (linear_algos.cpp).
 #include <gtest/gtest.h>
@@ -161,6 +163,12 @@ const Case kCases[] = {
     {4096, 128, 576, false},      // in_proj-like
     {16384, 128, 64},             // M = 8·2048 (split-K candidate for dw)
     {16384, 64, 1, true, true, 1},
+    // multiples of 4 (the 3xTF32 kernel in fp32): partial tiles in M, N and K, 16-byte-aligned offsets,
+    // dW with and without a split of K (K = rows >= 1024), with a partial last slice
+    {4096, 128, 648},             // 'S' in_proj-like: N = 648 = 5·128 + 8
+    {1000, 36, 100, true, true, 4},
+    {2052, 260, 196, false, true, 8},
+    {8192, 64, 136, true, false},
 };
 
 TEST(LinearGpu, MatchesReferenceFp32) {
@@ -175,6 +183,44 @@ TEST(LinearGpu, MatchesReferenceTf32) {
   gpu::Gemm g(ctx, /*tf32=*/true);
   uint64_t salt = 100;
   for (const Case& c : kCases) check_case(g, c, salt++);
+}
+
+// In fp32 the GEMMs whose sizes, strides and pointers are multiples of 4 floats / 16 bytes run on the 3xTF32
+// kernel (gemm_3xtf32.cu), the others on cuBLASLt; in tf32 all on cuBLASLt. The plan descriptions say which.
+TEST(LinearGpu, EngineChoice) {
+  Context ctx;
+  auto rng = test::make_rng(5);
+  auto run = [&](gpu::Gemm& g, const LinearParams& p, int off) {
+    auto x = upload_at(random_vec<float>(size_t(p.M) * p.IN, rng), off);
+    auto w = upload_at(random_vec<float>(size_t(p.OUT) * p.IN, rng), off);
+    auto dy = upload_at(random_vec<float>(size_t(p.M) * p.OUT, rng), off);
+    auto y = poisoned_at(size_t(p.M) * p.OUT, off), dx = poisoned_at(size_t(p.M) * p.IN, off);
+    auto dw = upload_at(random_vec<float>(size_t(p.OUT) * p.IN, rng), off);
+    gpu::linear_fwd(g, p, x.ptr(), w.ptr(), nullptr, y.ptr(), nullptr);
+    gpu::linear_bwd(g, p, x.ptr(), w.ptr(), dy.ptr(), dx.ptr(), dw.ptr(), nullptr, nullptr, nullptr);
+  };
+  auto count = [](const gpu::Gemm& g, const char* what) {
+    int n = 0;
+    for (const std::string& d : g.plan_descriptions()) n += d.find(what) != std::string::npos;
+    return n;
+  };
+  {
+    gpu::Gemm g(ctx, /*tf32=*/false);
+    run(g, {2048, 128, 648}, 0);  // three plans, all on the kernel; dW (K = 2048) split
+    EXPECT_EQ(3, count(g, "3xTF32 kernel"));
+    EXPECT_EQ(1, count(g, "K split"));
+    run(g, {2048, 128, 1}, 0);  // OUT = 1: cuBLASLt
+    run(g, {2048, 128, 648}, 1);  // 4-byte-aligned pointers: cuBLASLt
+    EXPECT_EQ(3, count(g, "3xTF32 kernel"));
+    EXPECT_EQ(9u, g.num_plans());
+    for (const std::string& d : g.plan_descriptions()) std::cout << "  " << d << "\n";
+  }
+  {
+    gpu::Gemm g(ctx, /*tf32=*/true);
+    run(g, {2048, 128, 648}, 0);
+    EXPECT_EQ(0, count(g, "3xTF32"));
+    EXPECT_EQ(3u, g.num_plans());
+  }
 }
 
 // M = 0 is a no-op; a shape cuBLASLt cannot take is rejected with a message, not a crash.

@@ -15,6 +15,12 @@
 // cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
 // never INPLACE (accumulation into the output buffer under counters).
 //
+// fp32 mode runs every GEMM whose sizes, strides and pointers are multiples of 4 floats / 16 bytes on our
+// own 3xTF32 tensor-core kernel (gemm_3xtf32.cu: fp32 accuracy, 2-3x cuBLASLt's CUDA-core SGEMM on the
+// model's shapes); the others (the K = 1 head, odd feature counts) on cuBLASLt's fp32 GEMM. tf32 mode runs
+// them all on cuBLASLt. The row-major product that a column-major GemmShape describes, Dᵀ = op(B)ᵀ·op(A)ᵀ,
+// maps onto the kernel's C = A'·B' with A' = op(B)ᵀ and B' = op(A)ᵀ (gemm3_params).
+//
 // Residual form (linear_fwd_add): cuBLASLt computes D = alpha·op(A)·op(B) + beta·C and allows C ≠ D
 // (out of place: same type, rows, columns and order; here also the same layout descriptor). The model
 // uses it to write h_{l+1} = h_l + out_proj(...) into a new buffer while h_l stays where the backward
@@ -30,6 +36,7 @@
 
 #include "core/context.h"
 #include "core/cuda_check.h"
+#include "ops/linear/gemm_3xtf32.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_algos.h"
 
@@ -63,6 +70,8 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // d: the layout of both C and D
   cublasLtMatmulAlgo_t algo{};
   bool bias_epilogue = false;  // bias added by the CUBLASLT_EPILOGUE_BIAS epilogue (else by our kernel)
+  bool own = false;            // runs on the 3xTF32 kernel (own_config), no cuBLASLt descriptors
+  Gemm3Config own_config;
   std::string what;            // the GEMM and the chosen algorithm, for Gemm::plan_descriptions
 
   Plan() = default;
@@ -75,6 +84,8 @@ struct Plan {
         d(std::exchange(o.d, nullptr)),
         algo(o.algo),
         bias_epilogue(o.bias_epilogue),
+        own(o.own),
+        own_config(o.own_config),
         what(std::move(o.what)) {}
   Plan& operator=(Plan&&) = delete;
   ~Plan() {
@@ -195,6 +206,21 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
   return pl;
 }
 
+// The row-major C (n, m) = Dᵀ = op(B)ᵀ · op(A)ᵀ of a column-major GemmShape as the 3xTF32 kernel's operands:
+// A' (n, k) = op(B)ᵀ is B read K-major when B is not transposed (B(k, i) at i·ldb + k), M-major when it is;
+// B' (k, m) = op(A)ᵀ is A read K-major when A is transposed, N-major when not. C = D with row stride m.
+Gemm3Params gemm3_params(const GemmShape& s, const float* A, const float* B, const float* C, float* D,
+                         const float* bias, float beta) {
+  Gemm3Params q;
+  q.M = int(s.n), q.N = int(s.m), q.K = int(s.k);
+  q.A = B, q.a_kmajor = s.tb == CUBLAS_OP_N, q.lda = int64_t(s.b_rows);
+  q.B = A, q.b_kmajor = s.ta == CUBLAS_OP_T, q.ldb = int64_t(s.a_rows);
+  q.C = D, q.ldc = int64_t(s.m);
+  q.bias = bias;
+  q.R = beta != 0.f ? C : nullptr;  // beta is 0 or 1 (the launchers above): R = C is added once
+  return q;
+}
+
 }  // namespace
 
 struct GemmPlanCache {
@@ -232,9 +258,24 @@ void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float
                        int64_t(g.tf32), int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
                        bias ? int64_t(alignment_of(bias)) : 0};
   auto it = g.cache->plans.find(key);
-  if (it == g.cache->plans.end())
-    it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_c, al_d, bias)).first;
+  const Gemm3Params own = gemm3_params(s, A, B, C, D, bias, beta);
+  const bool fits_int = s.m < (1u << 30) && s.n < (1u << 30) && s.k < (1u << 30);
+  if (it == g.cache->plans.end()) {
+    if (!g.tf32 && fits_int && gemm3_supported(own)) {
+      Plan pl;
+      pl.own = true;
+      pl.own_config = gemm3_config(own, g.workspace_bytes / sizeof(float));
+      pl.what = describe(s, g.tf32) + ": " + pl.own_config.describe();
+      it = g.cache->plans.emplace(key, std::move(pl)).first;
+    } else {
+      it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_c, al_d, bias)).first;
+    }
+  }
   Plan& pl = it->second;
+  if (pl.own) {
+    gemm3_run(own, pl.own_config, static_cast<float*>(g.workspace), stream);
+    return;
+  }
   if (pl.bias_epilogue)  // same alignment class as at planning time (it is part of the key)
     MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.f;

@@ -26,7 +26,8 @@ struct Entry {
 };
 
 // H200 (132 SMs, sm_90), cuBLASLt 13.0, measured 2026-12-01 (docs/runs/2026-12-01-h200-4.txt): µs of the
-// heuristic's first choice → this one.
+// heuristic's first choice → this one. (The fp32 entries for 'S' and 'M' went when those GEMMs moved to the
+// 3xTF32 kernel, gemm_3xtf32.cu.)
 constexpr Entry kTable[] = {
     // L in_proj dx: 431.6 → 350.2 µs
     {132, 9, 0, GemmOp::kDx, 1024, 16384, 4384, true, {43, 24, 34, 1, 0, 1, 5}},
@@ -34,10 +35,6 @@ constexpr Entry kTable[] = {
     {132, 9, 0, GemmOp::kFwdAdd, 1024, 16384, 2048, true, {43, 20, 34, -1, 2, 1, 3}},
     // L out_proj dW: 339.5 → 289.0 µs (split-K reduced out of place in the workspace)
     {132, 9, 0, GemmOp::kDw, 2048, 1024, 16384, true, {43, 24, 34, -1, 2, 1, 5}},
-    // M in_proj forward (fp32): 277.1 → 248.8 µs
-    {132, 9, 0, GemmOp::kFwd, 1160, 16384, 256, false, {55, 20, 31, 1, 0, 0, 0}},
-    // S in_proj forward (fp32): 101.6 → 89.6 µs
-    {132, 9, 0, GemmOp::kFwd, 648, 16384, 128, false, {55, 20, 31, 1, 0, 0, 0}},
 };
 
 template <typename T>

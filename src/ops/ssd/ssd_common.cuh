@@ -27,6 +27,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/common/tf32_mma.cuh"
 #include "ops/common/warp_sum.cuh"
 #include "ops/ssd/ssd.h"
 
@@ -264,23 +265,6 @@ struct WarpTile {
   __device__ int row(int i0, int e) const { return i0 + 16 * wr + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
   __device__ int col(int j0, int s, int e) const { return j0 + kW * wc + 8 * s + 2 * (threadIdx.x & 3) + (e & 1); }
 };
-// x = hi + lo: hi is x rounded to tf32 on its 13 dropped mantissa bits by an integer add and mask (round half
-// away from zero; Inf stays Inf, a finite value that rounds past the largest one becomes Inf as with
-// cvt.rna), lo = x − hi exactly (|lo| ≤ 2^-11 |x|). The tensor core reads lo truncated to tf32: an error
-// ≤ 2^-21 |x| whose sign follows lo's, which is as often negative as positive, so it does not add up
-// coherently (a truncated hi would leave lo with x's sign every time). Three plain instructions, where
-// cvt.rna.tf32.f32 is emulated with many more on sm_90.
-__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = round_tf32(x);
-  lo = __float_as_uint(x - __uint_as_float(hi));
-}
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 // One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the kSub B fragments, split, then
 // lo·hi + hi·lo + hi·hi into each subtile (kExact), or only hi·hi: the single-pass product of tf32 mode,
 // ~2^-11 relative per operand as in cuBLAS's tf32 GEMMs.

@@ -1,0 +1,296 @@
+// The 3xTF32 GEMM (gemm_3xtf32.h). A block computes a BM × BN tile of C with 8 warps in a 2 × 4 grid,
+// each warp a (BM/2) × (BN/4) piece as m16n8k8 subtiles. K advances 32 at a time through a 3-stage
+// cp.async pipeline: while the tensor cores work on one k-tile, the next two are in flight.
+//
+// Shared-memory tiles keep the operand's own layout (no transpose on the way in), with row strides chosen
+// so that a fragment's 32 loads hit 32 different banks: a K-major tile (rows of 32 k) has stride 36 ≡ 4
+// (mod 32), and lane (g, q) = (lane / 4, lane % 4) reads row g, column q: bank 4g + q; an M- or N-major tile
+// (rows of BM or BN) has stride BM + 8 ≡ 8, and lane (g, q) reads row q, column g: bank 8q + g.
+//
+// Split of K (the weight gradients: C is OUT × IN, K = B·L tokens, too few tiles to fill the GPU): slice z
+// of K writes its partial C into the workspace and reduce_kernel adds the slices in order 0, 1, …, then
+// the bias and R, so the sum's order is fixed by the configuration alone.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/common/tf32_mma.cuh"
+#include "ops/linear/gemm_3xtf32.h"
+
+namespace mlalpha::gpu {
+
+namespace {
+
+constexpr int kTileK = 32;       // k per pipeline stage
+constexpr int kStages = 3;
+constexpr int kThreads = 256;  // 8 warps: 2 (rows) × 4 (columns)
+
+// Row stride (floats) and size of a stage's tile of an operand: K-major rows of kTileK, else rows of `outer`.
+constexpr int tile_ld(bool kmajor, int outer) { return kmajor ? kTileK + 4 : outer + 8; }
+constexpr int tile_floats(bool kmajor, int outer) { return kmajor ? outer * (kTileK + 4) : kTileK * (outer + 8); }
+template <int BM, int BN, bool kAKMajor, bool kBKMajor>
+constexpr size_t smem_bytes() {
+  return size_t(kStages) * (tile_floats(kAKMajor, BM) + tile_floats(kBKMajor, BN)) * sizeof(float);
+}
+
+// 16 bytes from global to shared memory, or 16 zero bytes when !ok (src-size 0: nothing is read).
+__device__ __forceinline__ void cp_async16_or_zero(float* dst, const float* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(unsigned(__cvta_generic_to_shared(dst))),
+               "l"(src), "r"(ok ? 16 : 0));
+}
+
+// One operand's k-tile [k0, k0 + kTileK) × [o0, o0 + OUTER) into shared memory (zero outside [k0, k_end) × [0,
+// n_outer)). K-major: src[o·ld + k]; else src[k·ld + o]. Consecutive threads take consecutive 16-byte
+// pieces of a row: coalesced.
+template <bool kKMajor, int OUTER>
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t ld, int o0, int n_outer, int k0,
+                                          int k_end) {
+  constexpr int kLd = tile_ld(kKMajor, OUTER);
+  constexpr int kPerRow = (kKMajor ? kTileK : OUTER) / 4, kChunks = OUTER * kTileK / 4;
+  static_assert(kChunks % kThreads == 0, "whole rounds of copies");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int c = i * kThreads + threadIdx.x;
+    const int r = c / kPerRow, c4 = (c % kPerRow) * 4;
+    const int o = kKMajor ? o0 + r : o0 + c4, k = kKMajor ? k0 + c4 : k0 + r;
+    const bool ok = o < n_outer && k < k_end;
+    const float* s = ok ? (kKMajor ? src + o * ld + k : src + k * ld + o) : src;
+    cp_async16_or_zero(dst + r * kLd + c4, s, ok);
+  }
+}
+
+// C tile (BM, BN) at (blockIdx.y·BM, blockIdx.x·BN) over K slice blockIdx.z. With one slice it writes
+// C = acc + bias + R; with several, the slice's acc into partial (splits, M, N).
+template <int BM, int BN, bool kAKMajor, bool kBKMajor>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemm3_kernel(const Gemm3Params p, int k_per_split, float* __restrict__ partial) {
+  constexpr int kWM = BM / 2, kWN = BN / 4, kMT = kWM / 16, kNT = kWN / 8;
+  constexpr int kSA = tile_ld(kAKMajor, BM), kSB = tile_ld(kBKMajor, BN);
+  constexpr int kAFloats = tile_floats(kAKMajor, BM), kStage = kAFloats + tile_floats(kBKMajor, BN);
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int k_begin = blockIdx.z * k_per_split, k_end = min(p.K, k_begin + k_per_split);
+  const int nk = (k_end - k_begin + kTileK - 1) / kTileK;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const int wm = (warp >> 2) * kWM, wn = (warp & 3) * kWN;
+
+  auto load_stage = [&](int kt) {
+    float* sa = smem + (kt % kStages) * kStage;
+    const int k0 = k_begin + kt * kTileK;
+    load_tile<kAKMajor, BM>(sa, p.A, p.lda, m0, p.M, k0, k_end);
+    load_tile<kBKMajor, BN>(sa + kAFloats, p.B, p.ldb, n0, p.N, k0, k_end);
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) load_stage(s);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+
+  float acc[kMT][kNT][4] = {};
+  for (int kt = 0; kt < nk; ++kt) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
+    __syncthreads();  // k-tile kt is in; every warp is done with kt − 1, whose stage the prefetch reuses
+    if (kt + kStages - 1 < nk) load_stage(kt + kStages - 1);
+    asm volatile("cp.async.commit_group;" ::: "memory");  // (possibly empty: keeps the group count)
+
+    const float* sa = smem + (kt % kStages) * kStage;
+    const float* sb = sa + kAFloats;
+#pragma unroll
+    for (int kk = 0; kk < kTileK; kk += 8) {
+      // B fragments (rows q, q + 4 of k; column g of each n8 subtile), split once, used kMT times; then A
+      // one m16 subtile at a time (fewer live registers than the other way round: kNT·4 < kMT·8)
+      uint32_t bh[kNT][2], bl[kNT][2];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int c = wn + 8 * nt + g;
+        float v0, v1;
+        if constexpr (kBKMajor) {
+          const float* b = sb + c * kSB + kk + q;
+          v0 = b[0], v1 = b[4];
+        } else {
+          const float* b = sb + (kk + q) * kSB + c;
+          v0 = b[0], v1 = b[4 * kSB];
+        }
+        split_tf32(v0, bh[nt][0], bl[nt][0]);
+        split_tf32(v1, bh[nt][1], bl[nt][1]);
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        // A fragment: rows g, g + 8; columns q, q + 4 of the m16 × k8 subtile
+        const int r = wm + 16 * mt + g;
+        float v[4];
+        if constexpr (kAKMajor) {
+          const float* a = sa + r * kSA + kk + q;
+          v[0] = a[0], v[1] = a[8 * kSA], v[2] = a[4], v[3] = a[8 * kSA + 4];
+        } else {
+          const float* a = sa + (kk + q) * kSA + r;
+          v[0] = a[0], v[1] = a[8], v[2] = a[4 * kSA], v[3] = a[4 * kSA + 8];
+        }
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_tf32(v[e], ah[e], al[e]);
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {  // small terms first, then hi·hi (as in the SSD's products)
+          mma_tf32(acc[mt][nt], al, bh[nt]);
+          mma_tf32(acc[mt][nt], ah, bl[nt]);
+          mma_tf32(acc[mt][nt], ah, bh[nt]);
+        }
+      }
+    }
+  }
+
+  // Accumulator (mt, nt, e): row wm + 16·mt + g + 8·(e / 2), column wn + 8·nt + 2q + (e % 2). N is a
+  // multiple of 4, so a pair of columns is inside C or outside it whole.
+  const bool split = gridDim.z > 1;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + wm + 16 * mt + g + 8 * h, col = n0 + wn + 8 * nt + 2 * q;
+        if (row >= p.M || col >= p.N) continue;
+        float2 v = make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+        if (split) {
+          *reinterpret_cast<float2*>(partial + (size_t(blockIdx.z) * p.M + row) * p.N + col) = v;
+          continue;
+        }
+        if (p.bias) v.x += p.bias[col], v.y += p.bias[col + 1];
+        if (p.R) {
+          const float2 r = *reinterpret_cast<const float2*>(p.R + row * p.ldc + col);
+          v.x += r.x, v.y += r.y;
+        }
+        *reinterpret_cast<float2*>(p.C + row * p.ldc + col) = v;
+      }
+}
+
+// C = Σ_z partial[z] (z ascending) + bias + R, four columns per thread (N is a multiple of 4). The slices'
+// loads are independent of the running sum, so unrolling issues several at once; the adds stay in order.
+__global__ void reduce_kernel(const Gemm3Params p, int splits, const float* __restrict__ partial) {
+  const int n4 = p.N / 4;
+  const size_t total = size_t(p.M) * n4, slice = size_t(p.M) * p.N;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    const int row = int(i / n4), col = int(i % n4) * 4;
+    const float* src = partial + size_t(row) * p.N + col;
+    float4 s = *reinterpret_cast<const float4*>(src);
+#pragma unroll 8
+    for (int z = 1; z < splits; ++z) {
+      const float4 t = __ldcs(reinterpret_cast<const float4*>(src + z * slice));  // read once: streaming
+      s.x += t.x, s.y += t.y, s.z += t.z, s.w += t.w;
+    }
+    if (p.bias) s.x += p.bias[col], s.y += p.bias[col + 1], s.z += p.bias[col + 2], s.w += p.bias[col + 3];
+    if (p.R) {
+      const float4 r = *reinterpret_cast<const float4*>(p.R + row * p.ldc + col);
+      s.x += r.x, s.y += r.y, s.z += r.z, s.w += r.w;
+    }
+    *reinterpret_cast<float4*>(p.C + row * p.ldc + col) = s;
+  }
+}
+
+using KernelFn = void (*)(Gemm3Params, int, float*);
+
+template <int BM, int BN>
+KernelFn kernel_for(const Gemm3Params& p, size_t* smem) {
+  auto pick = [&](auto kernel, size_t bytes) {
+    *smem = bytes;
+    return static_cast<KernelFn>(kernel);
+  };
+  if (p.a_kmajor && p.b_kmajor) return pick(gemm3_kernel<BM, BN, true, true>, smem_bytes<BM, BN, true, true>());
+  if (p.a_kmajor) return pick(gemm3_kernel<BM, BN, true, false>, smem_bytes<BM, BN, true, false>());
+  if (p.b_kmajor) return pick(gemm3_kernel<BM, BN, false, true>, smem_bytes<BM, BN, false, true>());
+  return pick(gemm3_kernel<BM, BN, false, false>, smem_bytes<BM, BN, false, false>());
+}
+
+KernelFn kernel_for(const Gemm3Params& p, int tile_m, int tile_n, size_t* smem) {
+  if (tile_m == 128 && tile_n == 128) return kernel_for<128, 128>(p, smem);
+  if (tile_m == 64 && tile_n == 128) return kernel_for<64, 128>(p, smem);
+  throw Error("gemm3: no kernel for a " + std::to_string(tile_m) + "x" + std::to_string(tile_n) + " tile");
+}
+
+// The kernel's shared-memory limit raised to what it uses; returns its blocks per SM.
+int prepare(KernelFn kernel, size_t smem) {
+  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int blocks = 0;
+  MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+  require(blocks >= 1, "gemm3: the kernel does not fit on an SM (" + std::to_string(smem) + " bytes of tiles)");
+  return blocks;
+}
+
+int cdiv(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+
+}  // namespace
+
+size_t Gemm3Config::workspace_floats(const Gemm3Params& p) const {
+  return splits > 1 ? size_t(splits) * size_t(p.M) * size_t(p.N) : 0;
+}
+
+std::string Gemm3Config::describe() const {
+  return "3xTF32 kernel, tile " + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+         (splits > 1 ? ", K split " + std::to_string(splits) + " x " + std::to_string(k_per_split) : "");
+}
+
+bool gemm3_supported(const Gemm3Params& p) {
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return p.M > 0 && p.N > 0 && p.K > 0 && (p.M | p.N | p.K) % 4 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0 &&
+         p.ldc % 4 == 0 && p.A && p.B && p.C && aligned(p.A) && aligned(p.B) && aligned(p.C) && aligned(p.R) &&
+         p.lda >= (p.a_kmajor ? p.K : p.M) && p.ldb >= (p.b_kmajor ? p.K : p.N) && p.ldc >= p.N;
+}
+
+// Per candidate tile: as many K slices as fill the GPU's block slots once (only when the tiles alone leave
+// most SMs idle and K is long), then the cost of the waves it runs in, each as long as one block's share
+// of work (tile area × k per slice, plus a fixed 64 for the prologue and epilogue). The cheapest wins; on a
+// tie the larger tile (fewer loads per product).
+Gemm3Config gemm3_config(const Gemm3Params& p, size_t workspace_floats) {
+  require(gemm3_supported(p), "gemm3: operands not supported (sizes, strides and pointers must be multiples of 4 "
+                              "floats / 16 bytes)");
+  int dev = 0, sms = 0;
+  MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
+  MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  Gemm3Config best;
+  double best_cost = 0;
+  for (const auto& [bm, bn] : {std::pair{128, 128}, std::pair{64, 128}}) {
+    size_t smem = 0;
+    const int slots = sms * prepare(kernel_for(p, bm, bn, &smem), smem);
+    const int tiles = cdiv(p.M, bm) * cdiv(p.N, bn);
+    int splits = 1;
+    if (tiles * 2 <= sms && p.K >= 1024) {
+      splits = std::max(1, std::min(slots / tiles, p.K / 256));
+      const size_t fit = workspace_floats / (size_t(p.M) * size_t(p.N));
+      splits = int(std::min<size_t>(size_t(splits), fit));
+      if (splits < 2) splits = 1;
+    }
+    Gemm3Config c;
+    c.tile_m = bm, c.tile_n = bn;
+    c.k_per_split = cdiv(cdiv(p.K, splits), kTileK) * kTileK;
+    c.splits = cdiv(p.K, c.k_per_split);
+    const double cost = double(cdiv(int64_t(tiles) * c.splits, slots)) * bm * bn * (c.k_per_split + 64);
+    if (best.tile_m == 0 || cost < best_cost) best = c, best_cost = cost;
+  }
+  return best;
+}
+
+void gemm3_run(const Gemm3Params& p, const Gemm3Config& c, float* workspace, cudaStream_t stream) {
+  require(gemm3_supported(p), "gemm3: operands not supported");
+  require(c.splits == 1 || workspace != nullptr, "gemm3: a K split needs a workspace");
+  size_t smem = 0;
+  const KernelFn kernel = kernel_for(p, c.tile_m, c.tile_n, &smem);
+  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid(cdiv(p.N, c.tile_n), cdiv(p.M, c.tile_m), c.splits);
+  require(grid.y <= 65535 && grid.z <= 65535, "gemm3: too many rows (" + std::to_string(p.M) + ")");
+  kernel<<<grid, kThreads, smem, stream>>>(p, c.k_per_split, workspace);
+  MLALPHA_CHECK_LAUNCH();
+  if (c.splits > 1) {
+    // One float4 a thread, 64-thread blocks: the weight gradients have few elements (S: 83K), so small
+    // blocks spread them over every SM.
+    const size_t work = size_t(p.M) * (p.N / 4);
+    const int blocks = int(std::min<size_t>((work + 63) / 64, 65535));
+    reduce_kernel<<<blocks, 64, 0, stream>>>(p, c.splits, workspace);
+    MLALPHA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace mlalpha::gpu

@@ -1,0 +1,53 @@
+#pragma once
+// An fp32-accurate GEMM on the tf32 tensor cores, for the linear layers in fp32 mode (gemm_3xtf32.cu):
+//   C (M, N) = A (M, K) · B (K, N) [+ bias (N), broadcast over rows] [+ R (M, N)]
+// Each fp32 operand is split into tf32 hi + lo and every product is taken as lo·hi + hi·lo + hi·hi
+// ("3xTF32", the SSD kernels' products too): the dropped lo·lo term is ~2^-22 relative, so the result is
+// that of an fp32 GEMM to a few ulps, at the tensor cores' rate (three tf32 mma per product are still
+// cheaper than one fp32 FMA per element on the CUDA cores: H200 dense tf32 ~495 TFLOP/s against fp32 ~67).
+// Fixed summation order and a split of K that depends on the shape and the SM count only: bit-reproducible.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mlalpha::gpu {
+
+struct Gemm3Params {
+  int M = 0, N = 0, K = 0;
+  const float* A = nullptr;  // (M, K): a_kmajor ? A[m·lda + k] : A[k·lda + m]
+  bool a_kmajor = true;
+  int64_t lda = 0;
+  const float* B = nullptr;  // (K, N): b_kmajor ? B[n·ldb + k] : B[k·ldb + n]
+  bool b_kmajor = true;
+  int64_t ldb = 0;
+  float* C = nullptr;  // (M, N), row stride ldc; written
+  int64_t ldc = 0;
+  const float* bias = nullptr;  // (N), or null
+  const float* R = nullptr;     // (M, N), row stride ldc, added; null, C itself (C += A·B) or disjoint from C
+};
+
+// How a shape runs: the block tile, and K split into `splits` slices of k_per_split (a multiple of the
+// k-tile) whose partial products land in the workspace and are summed in slice order by a second kernel.
+// Chosen by gemm3_config from the shape and the SM count only.
+struct Gemm3Config {
+  int tile_m = 0, tile_n = 0;
+  int splits = 1;
+  int k_per_split = 0;
+  size_t workspace_floats(const Gemm3Params& p) const;  // 0 without a split
+  std::string describe() const;                        // "3xTF32 kernel, tile 128x128, K split 13 x 1280"
+};
+
+// Whether the kernel takes these operands. It moves four floats at a time, so M, N, K and the three row
+// strides must be multiples of 4 and A, B, C, R 16-byte aligned; otherwise the caller uses another GEMM.
+bool gemm3_supported(const Gemm3Params& p);
+
+// The configuration for this shape on the current device, its K split limited to workspace_floats of
+// partial products. Call it before any CUDA-graph capture (it sets the kernels' shared-memory limits).
+Gemm3Config gemm3_config(const Gemm3Params& p, size_t workspace_floats);
+
+// Runs the GEMM on `stream`; workspace: c.workspace_floats(p) floats (device; may be null without a split).
+void gemm3_run(const Gemm3Params& p, const Gemm3Config& c, float* workspace, cudaStream_t stream);
+
+}  // namespace mlalpha::gpu
