@@ -20,7 +20,14 @@ DeviceBuffer<float> GpuModel::alloc(size_t n) {
 }
 
 GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool tf32)
-    : ctx_(ctx), lay_(layout), B_(B), L_(L), M_(B * L), gemm_(ctx, tf32) {
+    : ctx_(ctx),
+      lay_(layout),
+      B_(B),
+      L_(L),
+      M_(B * L),
+      gemm_(ctx, tf32),
+      side_ws_(Context::kWorkspaceBytes),
+      gemm_side_(ctx.blas(), side_ws_.data(), side_ws_.bytes(), tf32) {
   require(B >= 1 && L >= 1, "GpuModel: B and L must be >= 1, got B=" + std::to_string(B) + " L=" + std::to_string(L));
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s(c, B, L);
@@ -115,11 +122,19 @@ void GpuModel::backward(const float* P, float* Gr, float* dx) {
                   Gr + lay_.head_b, ws, st);
   gpu::rmsnorm_bwd(s.norm, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn_.data(), dh_.data(), Gr + lay_.norm_f,
                    false, ws, st);
+  // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
+  // alongside the main stream's chain (nothing on it reads dW). The main stream waits only where it is
+  // about to overwrite what they read: dh_ (out_proj's dy, rewritten by the layer's last RMSNorm backward;
+  // slot 0) and dzx_ (in_proj's dy, rewritten by the next layer's gated-norm backward; slot 1).
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
-    gpu::linear_bwd(gemm_, s.out_proj, a.gout.data(), P + o.out_proj_w, dh_.data(), dg_.data(), Gr + o.out_proj_w,
-                    nullptr, ws, st);
+    gpu::linear_bwd(gemm_, s.out_proj, nullptr, P + o.out_proj_w, dh_.data(), dg_.data(), nullptr, nullptr, ws, st);
+    side_.fork(st);
+    gpu::linear_bwd(gemm_side_, s.out_proj, a.gout.data(), nullptr, dh_.data(), nullptr, Gr + o.out_proj_w,
+                    nullptr, nullptr, side_.get());
+    side_.done(0);
+    if (l < c.NL - 1) side_.join(st, 1);
     gpu::gated_rmsnorm_bwd(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.grstd.data(), dg_.data(), dy_.data(),
                            dzx_.data(), Gr + o.gnorm_w, ws, st);
     const float* xs = a.xbc.data();
@@ -130,11 +145,16 @@ void GpuModel::backward(const float* P, float* Gr, float* dx) {
                          Gr + o.dt_bias, ws, st);
     gpu::conv1d_silu_bwd(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, dxs, dzx_.data() + s.di,
                          Gr + o.conv_w, Gr + o.conv_b, ws, st);
-    gpu::linear_bwd(gemm_, s.in_proj, a.hn.data(), P + o.in_proj_w, dzx_.data(), dhn_.data(), Gr + o.in_proj_w,
-                    nullptr, ws, st);
+    gpu::linear_bwd(gemm_, s.in_proj, nullptr, P + o.in_proj_w, dzx_.data(), dhn_.data(), nullptr, nullptr, ws, st);
+    side_.fork(st);
+    gpu::linear_bwd(gemm_side_, s.in_proj, a.hn.data(), nullptr, dzx_.data(), nullptr, Gr + o.in_proj_w, nullptr,
+                    nullptr, side_.get());
+    side_.done(1);
+    side_.join(st, 0);
     gpu::rmsnorm_bwd(s.norm, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn_.data(), dh_.data(), Gr + o.norm_w, true,
                      ws, st);
   }
+  side_.join(st, 1);  // every weight gradient is in before the optimizer reads them
   gpu::linear_bwd(gemm_, s.input, x_, P + lay_.in_w, dh_.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b, ws, st);
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/context.h"
 #include "core/device_buffer.h"
+#include "core/side_stream.h"
 #include "model/layout.h"
 #include "ops/linear/linear.h"
 #include "ops/loss/loss.h"
@@ -50,6 +51,11 @@ class GpuModel {
   int B_, L_, M_;
   size_t bytes_ = 0;
   gpu::Gemm gemm_;
+  // The layers' weight-gradient GEMMs run on a side stream, overlapping the backward's other work (see
+  // backward()), with their own GEMM engine and workspace so that they share no scratch with the main stream.
+  SideStream side_;
+  DeviceBuffer<unsigned char> side_ws_;
+  gpu::Gemm gemm_side_;
   const float* x_ = nullptr;
   std::vector<LayerActs> acts_;
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
