@@ -2,6 +2,8 @@
 // (DESIGN section 5 configurations S, M, L), and the weight-gradient GEMMs split along k as a strided
 // batch. A developer's tool for choosing algorithms offline (docs/benchmarks.md); the engine never times
 // algorithms at run time, so its results never depend on timing.
+// `ml-alpha-gemm-sweep --compare`: for every GEMM of S, M and L in fp32 instead, cuBLASLt's first choice
+// (CUDA-core SGEMM) against our 3xTF32 kernel (src/ops/linear/gemm_3xtf32.cu), which the engine runs them on.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "ops/linear/gemm_3xtf32.h"
 
 namespace {
 
@@ -119,10 +122,87 @@ void sweep(cublasLtHandle_t lt, const Shape& s, int splits, bool emulated, float
   cublasLtMatmulDescDestroy(desc);
 }
 
+// The 3xTF32 kernel's operands for the shape, mapped as linear.cpp maps them (the row-major
+// Dᵀ = op(B)ᵀ·op(A)ᵀ).
+mlalpha::gpu::Gemm3Params own_params(const Shape& s, const float* A, const float* B, float* D) {
+  mlalpha::gpu::Gemm3Params q;
+  q.M = int(s.n), q.N = int(s.m), q.K = int(s.k);
+  q.A = B, q.a_kmajor = s.tb == CUBLAS_OP_N, q.lda = int64_t(s.tb == CUBLAS_OP_N ? s.k : s.n);
+  q.B = A, q.b_kmajor = s.ta == CUBLAS_OP_T, q.ldb = int64_t(s.ta == CUBLAS_OP_N ? s.m : s.k);
+  q.C = D, q.ldc = int64_t(s.m);
+  q.R = s.beta != 0.f ? D : nullptr;
+  return q;
+}
+
+// Median of 10 timed runs (after 3 untimed) of the 3xTF32 kernel in configuration c.
+float time_own_ms(const mlalpha::gpu::Gemm3Params& q, const mlalpha::gpu::Gemm3Config& c, void* ws) {
+  cudaEvent_t e0, e1;
+  MLALPHA_CUDA_CHECK(cudaEventCreate(&e0));
+  MLALPHA_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> times;
+  for (int r = 0; r < 13; ++r) {
+    MLALPHA_CUDA_CHECK(cudaEventRecord(e0));
+    mlalpha::gpu::gemm3_run(q, c, static_cast<float*>(ws), nullptr);
+    MLALPHA_CUDA_CHECK(cudaEventRecord(e1));
+    MLALPHA_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.f;
+    MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 3) times.push_back(ms);
+  }
+  MLALPHA_CUDA_CHECK(cudaEventDestroy(e0));
+  MLALPHA_CUDA_CHECK(cudaEventDestroy(e1));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// One line per shape: cuBLASLt's first choice in fp32 against the 3xTF32 kernel.
+void compare(cublasLtHandle_t lt, const Shape& s, float* A, float* B, float* D, void* ws, size_t ws_bytes) {
+  cublasLtMatmulDesc_t desc;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t ta = s.ta, tb = s.tb;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  const uint64_t ar = s.ta == CUBLAS_OP_N ? s.m : s.k, ac = s.ta == CUBLAS_OP_N ? s.k : s.m;
+  const uint64_t br = s.tb == CUBLAS_OP_N ? s.k : s.n, bc = s.tb == CUBLAS_OP_N ? s.n : s.k;
+  cublasLtMatrixLayout_t la, lb, ld;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ar, ac, int64_t(ar)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, br, bc, int64_t(br)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
+  cublasLtMatmulPreference_t pref;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t wsb = ws_bytes;
+  MLALPHA_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int n = 0;
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &res, &n));
+  const double gflop = 2.0 * double(s.m) * double(s.n) * double(s.k) * 1e-9;
+  const float blas = n > 0 ? time_ms(lt, desc, la, lb, ld, res.algo, A, B, s.beta, D, ws, ws_bytes) : 0.f;
+  const mlalpha::gpu::Gemm3Params q = own_params(s, A, B, D);
+  const mlalpha::gpu::Gemm3Config chosen = mlalpha::gpu::gemm3_config(q, ws_bytes / sizeof(float));
+  std::printf("| %-16s | %5llu | %5llu | %5llu | %8.1f | %6.1f |", s.name, (unsigned long long)s.m,
+              (unsigned long long)s.n, (unsigned long long)s.k, blas * 1e3, gflop / blas);
+  float own = 0.f;
+  for (const auto& c : mlalpha::gpu::gemm3_candidates(q, ws_bytes / sizeof(float))) {
+    const float ms = time_own_ms(q, c, ws);
+    const bool is_chosen = c.tile_m == chosen.tile_m && c.tile_n == chosen.tile_n;
+    if (is_chosen) own = ms;
+    std::printf(" %s%.1f%s |", is_chosen ? "**" : "", ms * 1e3, is_chosen ? "**" : "");
+  }
+  std::printf(" %6.1f | %5.2fx | %s |\n", gflop / own, blas / own, chosen.describe().c_str());
+  std::fflush(stdout);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(desc);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    const bool cmp = argc > 1 && std::string(argv[1]) == "--compare";
     const auto N = CUBLAS_OP_N, T = CUBLAS_OP_T;
     // Column-major views as in src/ops/linear/linear.cpp (fwd: T,N m=OUT n=M k=IN; dx: N,N m=IN n=M k=OUT;
     // dW: N,T m=IN n=OUT k=M), M = B·L = 16384 tokens in all three configurations.
@@ -149,7 +229,25 @@ int main() {
     MLALPHA_CUDA_CHECK(cudaMemset(A, 0x3c, big * sizeof(float)));
     MLALPHA_CUDA_CHECK(cudaMemset(B, 0x3b, big * sizeof(float)));
     MLALPHA_CUDA_CHECK(cudaMemset(D, 0, big * sizeof(float)));
-    for (const Shape& s : shapes) {
+    if (cmp) {
+      // Every fp32 GEMM of the three configurations (L's too: its fp32 row of the benchmark table).
+      const std::vector<Shape> fp32 = {
+          {"S in_proj fwd", false, T, N, 648, 16384, 128, 0.f},    {"S in_proj dx", false, N, N, 128, 16384, 648, 0.f},
+          {"S in_proj dW", false, N, T, 128, 648, 16384, 1.f},     {"S out_proj fwd+r", false, T, N, 128, 16384, 256, 1.f},
+          {"S out_proj dx", false, N, N, 256, 16384, 128, 0.f},    {"S out_proj dW", false, N, T, 256, 128, 16384, 1.f},
+          {"M in_proj fwd", false, T, N, 1160, 16384, 256, 0.f},   {"M in_proj dx", false, N, N, 256, 16384, 1160, 0.f},
+          {"M in_proj dW", false, N, T, 256, 1160, 16384, 1.f},    {"M out_proj fwd+r", false, T, N, 256, 16384, 512, 1.f},
+          {"M out_proj dx", false, N, N, 512, 16384, 256, 0.f},    {"M out_proj dW", false, N, T, 512, 256, 16384, 1.f},
+          {"L in_proj fwd", false, T, N, 4384, 16384, 1024, 0.f},  {"L in_proj dx", false, N, N, 1024, 16384, 4384, 0.f},
+          {"L in_proj dW", false, N, T, 1024, 4384, 16384, 1.f},   {"L out_proj fwd+r", false, T, N, 1024, 16384, 2048, 1.f},
+          {"L out_proj dx", false, N, N, 2048, 16384, 1024, 0.f},  {"L out_proj dW", false, N, T, 2048, 1024, 16384, 1.f},
+      };
+      std::printf("| GEMM | m | n | k | cuBLASLt fp32 µs | TFLOP/s | 3xTF32 128x128 µs | 64x128 µs | "
+                  "TFLOP/s (chosen, bold) | speed-up | configuration |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|\n");
+      for (const Shape& s : fp32) compare(lt, s, A, B, D, ws, ws_bytes);
+    }
+    for (const Shape& s : cmp ? std::vector<Shape>{} : shapes) {
       const bool dw = s.ta == N && s.tb == T;
       for (int splits : {1, 2, 3, 4}) {
         if (splits > 1 && (!dw || s.k % splits != 0)) continue;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -66,7 +67,7 @@ __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t 
 template <int BM, int BN, bool kAKMajor, bool kBKMajor>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm3_kernel(const Gemm3Params p, int k_per_split, float* __restrict__ partial) {
-  constexpr int kWM = BM / 2, kWN = BN / 4, kMT = kWM / 16, kNT = kWN / 8;
+  constexpr int kWM = BM / 2, kWN = BN / 4, kMT = kWM / 16, kNT = kWN / 8;  // 2 × 4 warps
   constexpr int kSA = tile_ld(kAKMajor, BM), kSB = tile_ld(kBKMajor, BN);
   constexpr int kAFloats = tile_floats(kAKMajor, BM), kStage = kAFloats + tile_floats(kBKMajor, BN);
   extern __shared__ float4 smem4[];
@@ -241,33 +242,53 @@ bool gemm3_supported(const Gemm3Params& p) {
 }
 
 // Per candidate tile: as many K slices as fill the GPU's block slots once (only when the tiles alone leave
-// most SMs idle and K is long), then the cost of the waves it runs in, each as long as one block's share
-// of work (tile area × k per slice, plus a fixed 64 for the prologue and epilogue). The cheapest wins; on a
-// tie the larger tile (fewer loads per product).
-Gemm3Config gemm3_config(const Gemm3Params& p, size_t workspace_floats) {
+// most SMs idle and K is long), within the workspace.
+std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace_floats) {
   require(gemm3_supported(p), "gemm3: operands not supported (sizes, strides and pointers must be multiples of 4 "
                               "floats / 16 bytes)");
   int dev = 0, sms = 0;
   MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
   MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  Gemm3Config best;
-  double best_cost = 0;
+  std::vector<Gemm3Config> out;
   for (const auto& [bm, bn] : {std::pair{128, 128}, std::pair{64, 128}}) {
     size_t smem = 0;
-    const int slots = sms * prepare(kernel_for(p, bm, bn, &smem), smem);
+    Gemm3Config c;
+    c.tile_m = bm, c.tile_n = bn;
+    c.slots = sms * prepare(kernel_for(p, bm, bn, &smem), smem);
     const int tiles = cdiv(p.M, bm) * cdiv(p.N, bn);
     int splits = 1;
     if (tiles * 2 <= sms && p.K >= 1024) {
-      splits = std::max(1, std::min(slots / tiles, p.K / 256));
+      splits = std::max(1, std::min(c.slots / tiles, p.K / 256));
       const size_t fit = workspace_floats / (size_t(p.M) * size_t(p.N));
       splits = int(std::min<size_t>(size_t(splits), fit));
       if (splits < 2) splits = 1;
     }
-    Gemm3Config c;
-    c.tile_m = bm, c.tile_n = bn;
     c.k_per_split = cdiv(cdiv(p.K, splits), kTileK) * kTileK;
     c.splits = cdiv(p.K, c.k_per_split);
-    const double cost = double(cdiv(int64_t(tiles) * c.splits, slots)) * bm * bn * (c.k_per_split + 64);
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The cost of a candidate, in tile area × k: its waves (the blocks in rounds of every SM's resident
+// blocks), each as long as a fixed latency (the pipeline's prologue and the epilogue, ~6 µs on the H200:
+// kFixedCost) plus the work of the blocks that share an SM, at the tile's efficiency. Fitted to
+// ml-alpha-gemm-sweep --compare on the H200 (docs/benchmarks.md): 64×128 tiles deliver 0.89 of the
+// 128×128 tile's rate on long GEMMs (more loads per product), and 128×64 and 64×64 tiles (0.89 and 0.76)
+// never beat the better of these two by more than 1% on the model's shapes, so they are not offered.
+Gemm3Config gemm3_config(const Gemm3Params& p, size_t workspace_floats) {
+  constexpr double kFixedCost = 128.0 * 128.0 * 100.0;
+  int dev = 0, sms = 0;
+  MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
+  MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  Gemm3Config best;
+  double best_cost = 0;
+  for (const Gemm3Config& c : gemm3_candidates(p, workspace_floats)) {
+    const double efficiency = c.tile_m * c.tile_n == 128 * 128 ? 1.0 : 0.89;
+    const int64_t blocks = int64_t(cdiv(p.M, c.tile_m)) * cdiv(p.N, c.tile_n) * c.splits;
+    const int64_t per_sm = std::min<int64_t>(c.slots / sms, (blocks + sms - 1) / sms);
+    const double wave = kFixedCost + double(per_sm) * c.tile_m * c.tile_n * c.k_per_split / efficiency;
+    const double cost = double((blocks + c.slots - 1) / c.slots) * wave;
     if (best.tile_m == 0 || cost < best_cost) best = c, best_cost = cost;
   }
   return best;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlalpha::gpu {
 
@@ -35,6 +36,7 @@ struct Gemm3Config {
   int tile_m = 0, tile_n = 0;
   int splits = 1;
   int k_per_split = 0;
+  int slots = 0;  // blocks of this tile resident on the whole GPU at once (SMs × blocks per SM)
   size_t workspace_floats(const Gemm3Params& p) const;  // 0 without a split
   std::string describe() const;                        // "3xTF32 kernel, tile 128x128, K split 13 x 1280"
 };
@@ -42,6 +44,10 @@ struct Gemm3Config {
 // Whether the kernel takes these operands. It moves four floats at a time, so M, N, K and the three row
 // strides must be multiples of 4 and A, B, C, R 16-byte aligned; otherwise the caller uses another GEMM.
 bool gemm3_supported(const Gemm3Params& p);
+
+// Every configuration the kernel has for this shape (tiles 128×128 and 64×128, each with its split of K), as
+// gemm3_config weighs them; for measuring them (ml-alpha-gemm-sweep --compare).
+std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace_floats);
 
 // The configuration for this shape on the current device, its K split limited to workspace_floats of
 // partial products. Call it before any CUDA-graph capture (it sets the kernels' shared-memory limits).
