@@ -39,17 +39,16 @@ uint32_t attr_u32(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttr
   return uint32_t(v);
 }
 
-float time_ms(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-              cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t& algo, const float* A, const float* B, float beta,
-              float* D, void* ws, size_t ws_bytes) {
-  const float alpha = 1.f;
+// Median of 10 timed calls of launch() (after 3 untimed), in ms.
+template <typename Launch>
+float median_ms(Launch&& launch) {
   cudaEvent_t e0, e1;
   MLALPHA_CUDA_CHECK(cudaEventCreate(&e0));
   MLALPHA_CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<float> times;
   for (int r = 0; r < 13; ++r) {
     MLALPHA_CUDA_CHECK(cudaEventRecord(e0));
-    MLALPHA_CUBLAS_CHECK(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &algo, ws, ws_bytes, 0));
+    launch();
     MLALPHA_CUDA_CHECK(cudaEventRecord(e1));
     MLALPHA_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0.f;
@@ -62,48 +61,76 @@ float time_ms(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayo
   return times[times.size() / 2];
 }
 
+// A shape's cuBLASLt descriptors (k split into `splits` strided batches) and workspace preference; owns them.
+struct LtProblem {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+
+  LtProblem(const Shape& s, cublasComputeType_t compute, int splits, size_t ws_bytes) {
+    const uint64_t k = s.k / splits;
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+    const int32_t ta = s.ta, tb = s.tb;
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    const uint64_t ar = s.ta == CUBLAS_OP_N ? s.m : k, ac = s.ta == CUBLAS_OP_N ? k : s.m;
+    const uint64_t br = s.tb == CUBLAS_OP_N ? k : s.n, bc = s.tb == CUBLAS_OP_N ? s.n : k;
+    MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ar, ac, int64_t(ar)));
+    MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, br, bc, int64_t(br)));
+    MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
+    if (splits > 1) {
+      const int32_t count = splits;
+      const int64_t sa = int64_t(ar * ac), sb = int64_t(br * bc), sd = int64_t(s.m * s.n);
+      for (auto [l, st] : {std::pair{la, sa}, std::pair{lb, sb}, std::pair{ld, sd}}) {
+        MLALPHA_CUBLAS_CHECK(
+            cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        MLALPHA_CUBLAS_CHECK(
+            cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
+      }
+    }
+    MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t wsb = ws_bytes;
+    MLALPHA_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+  }
+  ~LtProblem() {
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  LtProblem(const LtProblem&) = delete;
+  LtProblem& operator=(const LtProblem&) = delete;
+
+  cublasStatus_t heuristic(cublasLtHandle_t lt, int max, cublasLtMatmulHeuristicResult_t* res, int* n) const {
+    return cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, max, res, n);
+  }
+  float time_ms(cublasLtHandle_t lt, const cublasLtMatmulAlgo_t& algo, const float* A, const float* B, float beta,
+                float* D, void* ws, size_t ws_bytes) const {
+    const float alpha = 1.f;
+    return median_ms([&] {
+      MLALPHA_CUBLAS_CHECK(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &algo, ws, ws_bytes, 0));
+    });
+  }
+};
+
 void sweep(cublasLtHandle_t lt, const Shape& s, int splits, bool emulated, float* A, float* B, float* D, void* ws,
            size_t ws_bytes) {
-  const uint64_t k = s.k / splits;
   const cublasComputeType_t compute =
       s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : (emulated ? CUBLAS_COMPUTE_32F_EMULATED_16BFX9 : CUBLAS_COMPUTE_32F);
-  cublasLtMatmulDesc_t desc;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
-  const int32_t ta = s.ta, tb = s.tb;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  const uint64_t ar = s.ta == CUBLAS_OP_N ? s.m : k, ac = s.ta == CUBLAS_OP_N ? k : s.m;
-  const uint64_t br = s.tb == CUBLAS_OP_N ? k : s.n, bc = s.tb == CUBLAS_OP_N ? s.n : k;
-  cublasLtMatrixLayout_t la, lb, ld;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ar, ac, int64_t(ar)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, br, bc, int64_t(br)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
-  if (splits > 1) {
-    const int32_t count = splits;
-    const int64_t sa = int64_t(ar * ac), sb = int64_t(br * bc), sd = int64_t(s.m * s.n);
-    for (auto [l, st] : {std::pair{la, sa}, std::pair{lb, sb}, std::pair{ld, sd}}) {
-      MLALPHA_CUBLAS_CHECK(
-          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      MLALPHA_CUBLAS_CHECK(
-          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
-    }
-  }
-  cublasLtMatmulPreference_t pref;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t wsb = ws_bytes;
-  MLALPHA_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+  const LtProblem pb(s, compute, splits, ws_bytes);
   constexpr int kMax = 24;
   cublasLtMatmulHeuristicResult_t res[kMax] = {};
   int n = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, kMax, res, &n);
+  const cublasStatus_t st = pb.heuristic(lt, kMax, res, &n);
   const double gflop = 2.0 * double(s.m) * double(s.n) * double(s.k) * 1e-9;
   std::printf("== %s%s m=%llu n=%llu k=%llu splits=%d: %d candidates (status %d)\n", s.name,
               emulated ? " [bf16x9]" : "", (unsigned long long)s.m, (unsigned long long)s.n,
               (unsigned long long)s.k, splits, n, int(st));
   for (int i = 0; i < n && st == CUBLAS_STATUS_SUCCESS; ++i) {
     if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    const float ms = time_ms(lt, desc, la, lb, ld, res[i].algo, A, B, splits > 1 ? 0.f : s.beta, D, ws, ws_bytes);
+    const float ms = pb.time_ms(lt, res[i].algo, A, B, splits > 1 ? 0.f : s.beta, D, ws, ws_bytes);
     std::printf("  #%-2d id %3u tile %3u stages %3u splitk %2u red %u swz %u cluster %3u ws %8zu waves %5.2f  "
                 "%8.1f us  %6.1f TFLOP/s\n",
                 i, attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_ID), attr_u32(res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
@@ -115,11 +142,6 @@ void sweep(cublasLtHandle_t lt, const Shape& s, int splits, bool emulated, float
                 res[i].wavesCount, ms * 1e3, gflop / ms);
   }
   std::fflush(stdout);
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(ld);
-  cublasLtMatmulDescDestroy(desc);
 }
 
 // The 3xTF32 kernel's operands for the shape, mapped as linear.cpp maps them (the row-major
@@ -134,68 +156,27 @@ mlalpha::gpu::Gemm3Params own_params(const Shape& s, const float* A, const float
   return q;
 }
 
-// Median of 10 timed runs (after 3 untimed) of the 3xTF32 kernel in configuration c.
-float time_own_ms(const mlalpha::gpu::Gemm3Params& q, const mlalpha::gpu::Gemm3Config& c, void* ws) {
-  cudaEvent_t e0, e1;
-  MLALPHA_CUDA_CHECK(cudaEventCreate(&e0));
-  MLALPHA_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<float> times;
-  for (int r = 0; r < 13; ++r) {
-    MLALPHA_CUDA_CHECK(cudaEventRecord(e0));
-    mlalpha::gpu::gemm3_run(q, c, static_cast<float*>(ws), nullptr);
-    MLALPHA_CUDA_CHECK(cudaEventRecord(e1));
-    MLALPHA_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0.f;
-    MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 3) times.push_back(ms);
-  }
-  MLALPHA_CUDA_CHECK(cudaEventDestroy(e0));
-  MLALPHA_CUDA_CHECK(cudaEventDestroy(e1));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-// One line per shape: cuBLASLt's first choice in fp32 against the 3xTF32 kernel.
+// One line per shape: cuBLASLt's first choice in fp32 against the 3xTF32 kernel in each tile it has.
 void compare(cublasLtHandle_t lt, const Shape& s, float* A, float* B, float* D, void* ws, size_t ws_bytes) {
-  cublasLtMatmulDesc_t desc;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const int32_t ta = s.ta, tb = s.tb;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  const uint64_t ar = s.ta == CUBLAS_OP_N ? s.m : s.k, ac = s.ta == CUBLAS_OP_N ? s.k : s.m;
-  const uint64_t br = s.tb == CUBLAS_OP_N ? s.k : s.n, bc = s.tb == CUBLAS_OP_N ? s.n : s.k;
-  cublasLtMatrixLayout_t la, lb, ld;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ar, ac, int64_t(ar)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, br, bc, int64_t(br)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
-  cublasLtMatmulPreference_t pref;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t wsb = ws_bytes;
-  MLALPHA_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+  const LtProblem pb(s, CUBLAS_COMPUTE_32F, 1, ws_bytes);
   cublasLtMatmulHeuristicResult_t res{};
   int n = 0;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &res, &n));
+  MLALPHA_CUBLAS_CHECK(pb.heuristic(lt, 1, &res, &n));
   const double gflop = 2.0 * double(s.m) * double(s.n) * double(s.k) * 1e-9;
-  const float blas = n > 0 ? time_ms(lt, desc, la, lb, ld, res.algo, A, B, s.beta, D, ws, ws_bytes) : 0.f;
+  const float blas = n > 0 ? pb.time_ms(lt, res.algo, A, B, s.beta, D, ws, ws_bytes) : 0.f;
   const mlalpha::gpu::Gemm3Params q = own_params(s, A, B, D);
   const mlalpha::gpu::Gemm3Config chosen = mlalpha::gpu::gemm3_config(q, ws_bytes / sizeof(float));
   std::printf("| %-16s | %5llu | %5llu | %5llu | %8.1f | %6.1f |", s.name, (unsigned long long)s.m,
               (unsigned long long)s.n, (unsigned long long)s.k, blas * 1e3, gflop / blas);
   float own = 0.f;
   for (const auto& c : mlalpha::gpu::gemm3_candidates(q, ws_bytes / sizeof(float))) {
-    const float ms = time_own_ms(q, c, ws);
+    const float ms = median_ms([&] { mlalpha::gpu::gemm3_run(q, c, static_cast<float*>(ws), nullptr); });
     const bool is_chosen = c.tile_m == chosen.tile_m && c.tile_n == chosen.tile_n;
     if (is_chosen) own = ms;
     std::printf(" %s%.1f%s |", is_chosen ? "**" : "", ms * 1e3, is_chosen ? "**" : "");
   }
   std::printf(" %6.1f | %5.2fx | %s |\n", gflop / own, blas / own, chosen.describe().c_str());
   std::fflush(stdout);
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(ld);
-  cublasLtMatmulDescDestroy(desc);
 }
 
 }  // namespace
