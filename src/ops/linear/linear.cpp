@@ -18,8 +18,9 @@
 // fp32 mode runs every GEMM whose sizes, strides and pointers are multiples of 4 floats / 16 bytes on our
 // own 3xTF32 tensor-core kernel (gemm_3xtf32.cu: fp32 accuracy, 1.05-1.66x cuBLASLt's CUDA-core fp32
 // GEMM on the model's shapes, docs/benchmarks.md); the others (the K = 1 head, odd feature counts) on
-// cuBLASLt's fp32 GEMM. tf32 mode runs them all on cuBLASLt. The row-major product that a column-major GemmShape describes, Dᵀ = op(B)ᵀ·op(A)ᵀ,
-// maps onto the kernel's C = A'·B' with A' = op(B)ᵀ and B' = op(A)ᵀ (gemm3_params).
+// cuBLASLt's fp32 GEMM. tf32 mode runs them all on cuBLASLt. The row-major product that a column-major
+// GemmShape describes, Dᵀ = op(B)ᵀ·op(A)ᵀ, maps onto the kernel's C = A'·B' with A' = op(B)ᵀ and
+// B' = op(A)ᵀ (gemm3_params).
 //
 // Residual form (linear_fwd_add): cuBLASLt computes D = alpha·op(A)·op(B) + beta·C and allows C ≠ D
 // (out of place: same type, rows, columns and order; here also the same layout descriptor). The model
