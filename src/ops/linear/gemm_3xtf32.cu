@@ -223,6 +223,13 @@ int prepare(KernelFn kernel, size_t smem) {
 
 int cdiv(int64_t a, int64_t b) { return int((a + b - 1) / b); }
 
+int sm_count() {
+  int dev = 0, sms = 0;
+  MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
+  MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 }  // namespace
 
 size_t Gemm3Config::workspace_floats(const Gemm3Params& p) const {
@@ -246,9 +253,7 @@ bool gemm3_supported(const Gemm3Params& p) {
 std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace_floats) {
   require(gemm3_supported(p), "gemm3: operands not supported (sizes, strides and pointers must be multiples of 4 "
                               "floats / 16 bytes)");
-  int dev = 0, sms = 0;
-  MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
-  MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = sm_count();
   std::vector<Gemm3Config> out;
   for (const auto& [bm, bn] : {std::pair{128, 128}, std::pair{64, 128}}) {
     size_t smem = 0;
@@ -278,9 +283,7 @@ std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace
 // never beat the better of these two by more than 1% on the model's shapes, so they are not offered.
 Gemm3Config gemm3_config(const Gemm3Params& p, size_t workspace_floats) {
   constexpr double kFixedCost = 128.0 * 128.0 * 100.0;
-  int dev = 0, sms = 0;
-  MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
-  MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = sm_count();
   Gemm3Config best;
   double best_cost = 0;
   for (const Gemm3Config& c : gemm3_candidates(p, workspace_floats)) {
