@@ -144,16 +144,11 @@ void sweep(cublasLtHandle_t lt, const Shape& s, int splits, bool emulated, float
   std::fflush(stdout);
 }
 
-// The 3xTF32 kernel's operands for the shape, mapped as linear.cpp maps them (the row-major
-// Dᵀ = op(B)ᵀ·op(A)ᵀ).
+// The 3xTF32 kernel's operands for the shape, by the mapping linear.cpp uses.
 mlalpha::gpu::Gemm3Params own_params(const Shape& s, const float* A, const float* B, float* D) {
-  mlalpha::gpu::Gemm3Params q;
-  q.M = int(s.n), q.N = int(s.m), q.K = int(s.k);
-  q.A = B, q.a_kmajor = s.tb == CUBLAS_OP_N, q.lda = int64_t(s.tb == CUBLAS_OP_N ? s.k : s.n);
-  q.B = A, q.b_kmajor = s.ta == CUBLAS_OP_T, q.ldb = int64_t(s.ta == CUBLAS_OP_N ? s.m : s.k);
-  q.C = D, q.ldc = int64_t(s.m);
-  q.R = s.beta != 0.f ? D : nullptr;
-  return q;
+  const int64_t lda = s.ta == CUBLAS_OP_N ? s.m : s.k, ldb = s.tb == CUBLAS_OP_N ? s.k : s.n;
+  return mlalpha::gpu::gemm3_from_column_major(s.ta == CUBLAS_OP_T, s.tb == CUBLAS_OP_T, int(s.m), int(s.n),
+                                               int(s.k), A, lda, B, ldb, D, s.beta != 0.f ? D : nullptr, nullptr);
 }
 
 // One line per shape: cuBLASLt's first choice in fp32 against the 3xTF32 kernel in each tile it has.

@@ -241,6 +241,18 @@ std::string Gemm3Config::describe() const {
          (splits > 1 ? ", K split " + std::to_string(splits) + " x " + std::to_string(k_per_split) : "");
 }
 
+Gemm3Params gemm3_from_column_major(bool trans_a, bool trans_b, int m, int n, int k, const float* A, int64_t lda,
+                                    const float* B, int64_t ldb, float* D, const float* Cadd, const float* bias) {
+  Gemm3Params q;
+  q.M = n, q.N = m, q.K = k;
+  q.A = B, q.a_kmajor = !trans_b, q.lda = ldb;
+  q.B = A, q.b_kmajor = trans_a, q.ldb = lda;
+  q.C = D, q.ldc = m;
+  q.bias = bias;
+  q.R = Cadd;
+  return q;
+}
+
 bool gemm3_supported(const Gemm3Params& p) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return p.M > 0 && p.N > 0 && p.K > 0 && (p.M | p.N | p.K) % 4 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0 &&

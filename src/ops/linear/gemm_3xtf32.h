@@ -41,6 +41,14 @@ struct Gemm3Config {
   std::string describe() const;                        // "3xTF32 kernel, tile 128x128, K split 13 x 1280"
 };
 
+// A column-major product as cuBLAS describes it, D (m, n) = op(A) (m, k) · op(B) (k, n) [+ Cadd] [+ bias per
+// row of D], with A, B stored column-major (leading dimensions lda, ldb) and D with leading dimension m, as
+// the kernel's operands: the row-major C = Dᵀ (n, m) = op(B)ᵀ · op(A)ᵀ. op(B)ᵀ is B read K-major when B is
+// not transposed (B(k, i) at i·ldb + k), M-major when it is; op(A)ᵀ is A read K-major when A is
+// transposed, N-major when not. Cadd may be null, D itself (D += …) or disjoint from D.
+Gemm3Params gemm3_from_column_major(bool trans_a, bool trans_b, int m, int n, int k, const float* A, int64_t lda,
+                                    const float* B, int64_t ldb, float* D, const float* Cadd, const float* bias);
+
 // Whether the kernel takes these operands. It moves four floats at a time, so M, N, K and the three row
 // strides must be multiples of 4 and A, B, C, R 16-byte aligned; otherwise the caller uses another GEMM.
 bool gemm3_supported(const Gemm3Params& p);

@@ -20,7 +20,7 @@
 // GEMM on the model's shapes, docs/benchmarks.md); the others (the K = 1 head, odd feature counts) on
 // cuBLASLt's fp32 GEMM. tf32 mode runs them all on cuBLASLt. The row-major product that a column-major
 // GemmShape describes, Dᵀ = op(B)ᵀ·op(A)ᵀ, maps onto the kernel's C = A'·B' with A' = op(B)ᵀ and
-// B' = op(A)ᵀ (gemm3_params).
+// B' = op(A)ᵀ (gemm3_from_column_major).
 //
 // Residual form (linear_fwd_add): cuBLASLt computes D = alpha·op(A)·op(B) + beta·C and allows C ≠ D
 // (out of place: same type, rows, columns and order; here also the same layout descriptor). The model
@@ -207,19 +207,12 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
   return pl;
 }
 
-// The row-major C (n, m) = Dᵀ = op(B)ᵀ · op(A)ᵀ of a column-major GemmShape as the 3xTF32 kernel's operands:
-// A' (n, k) = op(B)ᵀ is B read K-major when B is not transposed (B(k, i) at i·ldb + k), M-major when it is;
-// B' (k, m) = op(A)ᵀ is A read K-major when A is transposed, N-major when not. C = D with row stride m.
+// A GemmShape's product as the 3xTF32 kernel's operands; beta is 0 or 1 (the launchers below), so C is
+// added once or not at all.
 Gemm3Params gemm3_params(const GemmShape& s, const float* A, const float* B, const float* C, float* D,
                          const float* bias, float beta) {
-  Gemm3Params q;
-  q.M = int(s.n), q.N = int(s.m), q.K = int(s.k);
-  q.A = B, q.a_kmajor = s.tb == CUBLAS_OP_N, q.lda = int64_t(s.b_rows);
-  q.B = A, q.b_kmajor = s.ta == CUBLAS_OP_T, q.ldb = int64_t(s.a_rows);
-  q.C = D, q.ldc = int64_t(s.m);
-  q.bias = bias;
-  q.R = beta != 0.f ? C : nullptr;  // beta is 0 or 1 (the launchers above): R = C is added once
-  return q;
+  return gemm3_from_column_major(s.ta == CUBLAS_OP_T, s.tb == CUBLAS_OP_T, int(s.m), int(s.n), int(s.k), A,
+                                 int64_t(s.a_rows), B, int64_t(s.b_rows), D, beta != 0.f ? C : nullptr, bias);
 }
 
 }  // namespace
