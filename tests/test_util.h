@@ -4,6 +4,7 @@
 // checks of the mlalpha::Error a call throws.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -121,6 +122,33 @@ inline ::testing::AssertionResult close_to_terms(const std::vector<float>& got, 
                     " err/bound=" + std::to_string(worst_ratio);
   if (bad) return ::testing::AssertionFailure() << msg << " — " << bad << " elements outside the bound";
   return ::testing::AssertionSuccess() << msg;
+}
+
+// ‖got − ref‖₂ ≤ tol · ‖mag‖₂ with mag = the reference evaluated on |inputs| (Σ|terms| per element):
+// the rel-L2 tolerance of the table, measured against the size of the terms so that an output that
+// cancels to ~0 (likely with IN = 1 or M = 1) cannot make a correct GEMM fail. A wrong index or a
+// missing term still shows up as an error of the order of a term.
+// (The whole-tensor counterpart of test::close_to_terms, which bounds each element by its own terms.)
+inline ::testing::AssertionResult rel_l2_close_to_terms(const std::vector<float>& got,
+                                                        const std::vector<double>& ref,
+                                                        const std::vector<double>& mag, double tol,
+                                                        const std::string& what) {
+  if (got.size() != ref.size() || mag.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  double num = 0, den = 0, worst_err = -1;
+  size_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return ::testing::AssertionFailure() << what << ": non-finite value at [" << i << "]";
+    const double e = double(got[i]) - ref[i];
+    num += e * e;
+    den += mag[i] * mag[i];
+    if (std::abs(e) > worst_err) worst_err = std::abs(e), worst = i;
+  }
+  const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+  const double g = got.empty() ? 0.0 : double(got[worst]), r = ref.empty() ? 0.0 : ref[worst];
+  auto res = rel <= tol ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  return res << what << ": ‖err‖/‖terms‖=" << rel << " (tol " << tol << ") max_abs=" << worst_err << " at [" << worst
+             << "] got=" << g << " ref=" << r;
 }
 
 // Same length and the same bits (NaN payloads and −0 included).

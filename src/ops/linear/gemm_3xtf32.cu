@@ -1,5 +1,5 @@
-// The 3xTF32 GEMM (gemm_3xtf32.h). A block computes a BM × BN tile of C with 8 warps in a 2 × 4 grid,
-// each warp a (BM/2) × (BN/4) piece as m16n8k8 subtiles. K advances 32 at a time through a 3-stage
+// The 3xTF32 GEMM (gemm_3xtf32.h). A block computes a BM × BN tile of C with WR × WC warps (2 × 4 or 2 × 2),
+// each warp a (BM/WR) × (BN/WC) piece as m16n8k8 subtiles. K advances 32 at a time through a 3-stage
 // cp.async pipeline: while the tensor cores work on one k-tile, the next two are in flight.
 //
 // Shared-memory tiles keep the operand's own layout (no transpose on the way in), with row strides chosen
@@ -24,9 +24,8 @@ namespace mlalpha::gpu {
 
 namespace {
 
-constexpr int kTileK = 32;       // k per pipeline stage
+constexpr int kTileK = 32;  // k per pipeline stage
 constexpr int kStages = 3;
-constexpr int kThreads = 256;  // 8 warps: 2 (rows) × 4 (columns)
 
 // Row stride (floats) and size of a stage's tile of an operand: K-major rows of kTileK, else rows of `outer`.
 constexpr int tile_ld(bool kmajor, int outer) { return kmajor ? kTileK + 4 : outer + 8; }
@@ -45,7 +44,7 @@ __device__ __forceinline__ void cp_async16_or_zero(float* dst, const float* src,
 // One operand's k-tile [k0, k0 + kTileK) × [o0, o0 + OUTER) into shared memory (zero outside [k0, k_end) × [0,
 // n_outer)). K-major: src[o·ld + k]; else src[k·ld + o]. Consecutive threads take consecutive 16-byte
 // pieces of a row: coalesced.
-template <bool kKMajor, int OUTER>
+template <bool kKMajor, int OUTER, int kThreads>
 __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t ld, int o0, int n_outer, int k0,
                                           int k_end) {
   constexpr int kLd = tile_ld(kKMajor, OUTER);
@@ -64,10 +63,15 @@ __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t 
 
 // C tile (BM, BN) at (blockIdx.y·BM, blockIdx.x·BN) over K slice blockIdx.z. With one slice it writes
 // C = acc + bias + R; with several, the slice's acc into partial (splits, M, N).
-template <int BM, int BN, bool kAKMajor, bool kBKMajor>
-__global__ void __launch_bounds__(kThreads, 2)
+// Blocks of WR × WC warps, each warp a (BM / WR) × (BN / WC) piece; two blocks an SM where a thread's
+// accumulators fit in half the registers.
+template <int BM, int BN, int WR, int WC>
+constexpr int kMinBlocks = BM * BN / (32 * WR * WC) <= 64 ? 2 : 1;
+template <int BM, int BN, int WR, int WC, bool kAKMajor, bool kBKMajor>
+__global__ void __launch_bounds__(32 * WR * WC, (kMinBlocks<BM, BN, WR, WC>))
     gemm3_kernel(const Gemm3Params p, int k_per_split, float* __restrict__ partial) {
-  constexpr int kWM = BM / 2, kWN = BN / 4, kMT = kWM / 16, kNT = kWN / 8;  // 2 × 4 warps
+  constexpr int kThreads = 32 * WR * WC;
+  constexpr int kWM = BM / WR, kWN = BN / WC, kMT = kWM / 16, kNT = kWN / 8;
   constexpr int kSA = tile_ld(kAKMajor, BM), kSB = tile_ld(kBKMajor, BN);
   constexpr int kAFloats = tile_floats(kAKMajor, BM), kStage = kAFloats + tile_floats(kBKMajor, BN);
   extern __shared__ float4 smem4[];
@@ -77,13 +81,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int k_begin = blockIdx.z * k_per_split, k_end = min(p.K, k_begin + k_per_split);
   const int nk = (k_end - k_begin + kTileK - 1) / kTileK;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-  const int wm = (warp >> 2) * kWM, wn = (warp & 3) * kWN;
+  const int wm = (warp / WC) * kWM, wn = (warp % WC) * kWN;
 
   auto load_stage = [&](int kt) {
     float* sa = smem + (kt % kStages) * kStage;
     const int k0 = k_begin + kt * kTileK;
-    load_tile<kAKMajor, BM>(sa, p.A, p.lda, m0, p.M, k0, k_end);
-    load_tile<kBKMajor, BN>(sa + kAFloats, p.B, p.ldb, n0, p.N, k0, k_end);
+    load_tile<kAKMajor, BM, kThreads>(sa, p.A, p.lda, m0, p.M, k0, k_end);
+    load_tile<kBKMajor, BN, kThreads>(sa + kAFloats, p.B, p.ldb, n0, p.N, k0, k_end);
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -194,29 +198,47 @@ __global__ void reduce_kernel(const Gemm3Params p, int splits, const float* __re
 
 using KernelFn = void (*)(Gemm3Params, int, float*);
 
-template <int BM, int BN>
+template <int BM, int BN, int WR, int WC>
 KernelFn kernel_for(const Gemm3Params& p, size_t* smem) {
   auto pick = [&](auto kernel, size_t bytes) {
     *smem = bytes;
     return static_cast<KernelFn>(kernel);
   };
-  if (p.a_kmajor && p.b_kmajor) return pick(gemm3_kernel<BM, BN, true, true>, smem_bytes<BM, BN, true, true>());
-  if (p.a_kmajor) return pick(gemm3_kernel<BM, BN, true, false>, smem_bytes<BM, BN, true, false>());
-  if (p.b_kmajor) return pick(gemm3_kernel<BM, BN, false, true>, smem_bytes<BM, BN, false, true>());
-  return pick(gemm3_kernel<BM, BN, false, false>, smem_bytes<BM, BN, false, false>());
+  if (p.a_kmajor && p.b_kmajor)
+    return pick(gemm3_kernel<BM, BN, WR, WC, true, true>, smem_bytes<BM, BN, true, true>());
+  if (p.a_kmajor) return pick(gemm3_kernel<BM, BN, WR, WC, true, false>, smem_bytes<BM, BN, true, false>());
+  if (p.b_kmajor) return pick(gemm3_kernel<BM, BN, WR, WC, false, true>, smem_bytes<BM, BN, false, true>());
+  return pick(gemm3_kernel<BM, BN, WR, WC, false, false>, smem_bytes<BM, BN, false, false>());
 }
 
-KernelFn kernel_for(const Gemm3Params& p, int tile_m, int tile_n, size_t* smem) {
-  if (tile_m == 128 && tile_n == 128) return kernel_for<128, 128>(p, smem);
-  if (tile_m == 64 && tile_n == 128) return kernel_for<64, 128>(p, smem);
-  throw Error("gemm3: no kernel for a " + std::to_string(tile_m) + "x" + std::to_string(tile_n) + " tile");
+// The tiles the kernel has: block tile, warps along M and N, and for gemm3_config's cost model the rate of
+// the tile's products relative to the first (fewer warps with larger pieces load and split less per mma)
+// and its fixed cost per wave (prologue and epilogue; a 4-warp block has fewer threads to issue its copies
+// and stores) in units of the first's. Fitted to ml-alpha-gemm-sweep --compare on the H200.
+struct TileShape {
+  int m, n, wr, wc;
+  double efficiency, fixed_cost;
+};
+constexpr TileShape kTiles[] = {{128, 128, 2, 4, 1.0, 1.0}, {64, 128, 2, 4, 0.89, 1.0}, {128, 128, 2, 2, 1.03, 1.5}};
+
+const TileShape& tile_of(const Gemm3Config& c) {
+  for (const TileShape& t : kTiles)
+    if (c.tile_m == t.m && c.tile_n == t.n && c.warps_m == t.wr && c.warps_n == t.wc) return t;
+  throw Error("gemm3: no kernel for a " + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) + " tile of " +
+              std::to_string(c.warps_m) + "x" + std::to_string(c.warps_n) + " warps");
+}
+
+KernelFn kernel_for(const Gemm3Params& p, const Gemm3Config& c, size_t* smem) {
+  const TileShape& t = tile_of(c);
+  if (t.m == 64) return kernel_for<64, 128, 2, 4>(p, smem);
+  return t.wc == 4 ? kernel_for<128, 128, 2, 4>(p, smem) : kernel_for<128, 128, 2, 2>(p, smem);
 }
 
 // The kernel's shared-memory limit raised to what it uses; returns its blocks per SM.
-int prepare(KernelFn kernel, size_t smem) {
+int prepare(KernelFn kernel, int threads, size_t smem) {
   MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int blocks = 0;
-  MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+  MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
   require(blocks >= 1, "gemm3: the kernel does not fit on an SM (" + std::to_string(smem) + " bytes of tiles)");
   return blocks;
 }
@@ -238,6 +260,7 @@ size_t Gemm3Config::workspace_floats(const Gemm3Params& p) const {
 
 std::string Gemm3Config::describe() const {
   return "3xTF32 kernel, tile " + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+         (warps_m * warps_n != 8 ? " (" + std::to_string(warps_m * warps_n) + " warps)" : "") +
          (splits > 1 ? ", K split " + std::to_string(splits) + " x " + std::to_string(k_per_split) : "");
 }
 
@@ -267,12 +290,12 @@ std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace
                               "floats / 16 bytes)");
   const int sms = sm_count();
   std::vector<Gemm3Config> out;
-  for (const auto& [bm, bn] : {std::pair{128, 128}, std::pair{64, 128}}) {
+  for (const TileShape& t : kTiles) {
     size_t smem = 0;
     Gemm3Config c;
-    c.tile_m = bm, c.tile_n = bn;
-    c.slots = sms * prepare(kernel_for(p, bm, bn, &smem), smem);
-    const int tiles = cdiv(p.M, bm) * cdiv(p.N, bn);
+    c.tile_m = t.m, c.tile_n = t.n, c.warps_m = t.wr, c.warps_n = t.wc;
+    c.slots = sms * prepare(kernel_for(p, c, &smem), 32 * t.wr * t.wc, smem);
+    const int tiles = cdiv(p.M, t.m) * cdiv(p.N, t.n);
     int splits = 1;
     if (tiles * 2 <= sms && p.K >= 1024) {
       splits = std::max(1, std::min(c.slots / tiles, p.K / 256));
@@ -288,21 +311,24 @@ std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace
 }
 
 // The cost of a candidate, in tile area × k: its waves (the blocks in rounds of every SM's resident
-// blocks), each as long as a fixed latency (the pipeline's prologue and the epilogue, ~6 µs on the H200:
-// kFixedCost) plus the work of the blocks that share an SM, at the tile's efficiency. Fitted to
-// ml-alpha-gemm-sweep --compare on the H200 (docs/benchmarks.md): 64×128 tiles deliver 0.89 of the
-// 128×128 tile's rate on long GEMMs (more loads per product), and 128×64 and 64×64 tiles (0.89 and 0.76)
-// never beat the better of these two by more than 1% on the model's shapes, so they are not offered.
+// blocks), each as long as a fixed latency (the pipeline's prologue and the epilogue, ~6 µs on the H200 for
+// the 8-warp tiles: kFixedCost, scaled per tile) plus the work of the blocks that share an SM, at the
+// tile's efficiency (kTiles). On the H200 (docs/benchmarks.md): 64×128 tiles deliver 0.89 of the 8-warp
+// 128×128 tile's rate on long GEMMs (more loads per product), the 4-warp 128×128 tile 1.03 (its warps'
+// 64×64 pieces split fewer fragments per mma) but a longer prologue, so it wins on long GEMMs only;
+// 128×64 and 64×64 tiles (0.89 and 0.76) never beat the better of the others by more than 1% on the model's
+// shapes, and 128×256 and 256×128 (one block an SM) by at most 4% on L's, so they are not offered.
 Gemm3Config gemm3_config(const Gemm3Params& p, size_t workspace_floats) {
   constexpr double kFixedCost = 128.0 * 128.0 * 100.0;
   const int sms = sm_count();
   Gemm3Config best;
   double best_cost = 0;
   for (const Gemm3Config& c : gemm3_candidates(p, workspace_floats)) {
-    const double efficiency = c.tile_m * c.tile_n == 128 * 128 ? 1.0 : 0.89;
+    const TileShape& t = tile_of(c);
     const int64_t blocks = int64_t(cdiv(p.M, c.tile_m)) * cdiv(p.N, c.tile_n) * c.splits;
     const int64_t per_sm = std::min<int64_t>(c.slots / sms, (blocks + sms - 1) / sms);
-    const double wave = kFixedCost + double(per_sm) * c.tile_m * c.tile_n * c.k_per_split / efficiency;
+    const double wave =
+        kFixedCost * t.fixed_cost + double(per_sm) * c.tile_m * c.tile_n * c.k_per_split / t.efficiency;
     const double cost = double((blocks + c.slots - 1) / c.slots) * wave;
     if (best.tile_m == 0 || cost < best_cost) best = c, best_cost = cost;
   }
@@ -313,11 +339,11 @@ void gemm3_run(const Gemm3Params& p, const Gemm3Config& c, float* workspace, cud
   require(gemm3_supported(p), "gemm3: operands not supported");
   require(c.splits == 1 || workspace != nullptr, "gemm3: a K split needs a workspace");
   size_t smem = 0;
-  const KernelFn kernel = kernel_for(p, c.tile_m, c.tile_n, &smem);
+  const KernelFn kernel = kernel_for(p, c, &smem);
   MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid(cdiv(p.N, c.tile_n), cdiv(p.M, c.tile_m), c.splits);
   require(grid.y <= 65535 && grid.z <= 65535, "gemm3: too many rows (" + std::to_string(p.M) + ")");
-  kernel<<<grid, kThreads, smem, stream>>>(p, c.k_per_split, workspace);
+  kernel<<<grid, 32 * c.warps_m * c.warps_n, smem, stream>>>(p, c.k_per_split, workspace);
   MLALPHA_CHECK_LAUNCH();
   if (c.splits > 1) {
     // One float4 a thread, 64-thread blocks: the weight gradients have few elements (S: 83K), so small

@@ -34,6 +34,7 @@ struct Gemm3Params {
 // Chosen by gemm3_config from the shape and the SM count only.
 struct Gemm3Config {
   int tile_m = 0, tile_n = 0;
+  int warps_m = 2, warps_n = 4;  // the block's warps: warps_m along M × warps_n along N
   int splits = 1;
   int k_per_split = 0;
   int slots = 0;  // blocks of this tile resident on the whole GPU at once (SMs × blocks per SM)
@@ -53,8 +54,9 @@ Gemm3Params gemm3_from_column_major(bool trans_a, bool trans_b, int m, int n, in
 // strides must be multiples of 4 and A, B, C, R 16-byte aligned; otherwise the caller uses another GEMM.
 bool gemm3_supported(const Gemm3Params& p);
 
-// Every configuration the kernel has for this shape (tiles 128×128 and 64×128, each with its split of K), as
-// gemm3_config weighs them; for measuring them (ml-alpha-gemm-sweep --compare).
+// Every configuration the kernel has for this shape (tiles 128×128 of 8 and of 4 warps, 64×128; each with
+// its split of K), as gemm3_config weighs them; for measuring them (ml-alpha-gemm-sweep --compare) and for
+// testing each.
 std::vector<Gemm3Config> gemm3_candidates(const Gemm3Params& p, size_t workspace_floats);
 
 // The configuration for this shape on the current device, its K split limited to workspace_floats of
