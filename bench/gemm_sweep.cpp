@@ -167,7 +167,7 @@ void compare(cublasLtHandle_t lt, const Shape& s, float* A, float* B, float* D, 
   for (const auto& c : mlalpha::gpu::gemm3_candidates(q, ws_bytes / sizeof(float))) {
     const float ms = median_ms([&] { mlalpha::gpu::gemm3_run(q, c, static_cast<float*>(ws), nullptr); });
     const bool is_chosen = c.tile_m == chosen.tile_m && c.tile_n == chosen.tile_n && c.warps_m == chosen.warps_m &&
-                           c.warps_n == chosen.warps_n;
+                           c.warps_n == chosen.warps_n && c.wgmma == chosen.wgmma;
     if (is_chosen) own = ms;
     std::printf(" %s%.1f%s |", is_chosen ? "**" : "", ms * 1e3, is_chosen ? "**" : "");
   }
@@ -219,9 +219,16 @@ int main(int argc, char** argv) {
           {"L in_proj dW", false, N, T, 1024, 4384, 16384, 1.f},   {"L out_proj fwd+r", false, T, N, 1024, 16384, 2048, 1.f},
           {"L out_proj dx", false, N, N, 2048, 16384, 1024, 0.f},  {"L out_proj dW", false, N, T, 2048, 1024, 16384, 1.f},
       };
-      std::printf("| GEMM | m | n | k | cuBLASLt fp32 µs | TFLOP/s | 3xTF32 128x128 µs | 64x128 µs | "
-                  "128x128 (4 warps) µs | TFLOP/s (chosen, bold) | speed-up | configuration |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      // One column per configuration the kernel has on this device, in gemm3_candidates' order.
+      std::string cols, rule;
+      for (const auto& c : mlalpha::gpu::gemm3_candidates(own_params(fp32[0], A, B, D), ws_bytes / sizeof(float))) {
+        cols += " 3xTF32 " + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) +
+                (c.wgmma ? " wgmma" : c.warps_m * c.warps_n != 8 ? " 4 warps" : "") + " µs |";
+        rule += "---|";
+      }
+      std::printf("| GEMM | m | n | k | cuBLASLt fp32 µs | TFLOP/s |%s TFLOP/s (chosen, bold) | speed-up | "
+                  "configuration |\n|---|---|---|---|---|---|%s---|---|---|\n",
+                  cols.c_str(), rule.c_str());
       for (const Shape& s : fp32) compare(lt, s, A, B, D, ws, ws_bytes);
     }
     for (const Shape& s : cmp ? std::vector<Shape>{} : shapes) {

@@ -1,11 +1,13 @@
 // The 3xTF32 GEMM (ops/linear/gemm_3xtf32.h) in every configuration it has (gemm3_candidates: each block
-// tile, with its split of K or not), not only the one gemm3_config picks for the shape, against a double
+// tile, the wgmma kernel's where the GPU runs it, with its split of K or not), not only the one
+// gemm3_config picks for the shape, against a double
 // reference: the four operand layouts, tiles partial in M, N and K, row strides wider than the rows, bias and
 // R, a K long enough to split. Poisoned outputs and workspace; the same bits on a second run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "../test_util.h"
 #include "../tolerances.h"
 #include "ops/linear/gemm_3xtf32.h"
+#include "ops/linear/gemm_wgmma.h"
 
 namespace mlalpha {
 namespace {
@@ -45,8 +48,9 @@ void reference(const gpu::Gemm3Params& p, const std::vector<float>& A, const std
 
 TEST(Gemm3Gpu, EveryConfigurationMatchesReference) {
   // 260 × 132 × 196: partial tiles everywhere; 132 × 264 × 4100: few tiles and a long K, so K is split
-  // (with a partial last slice) on any GPU with 12 SMs or more.
-  const Shape shapes[] = {{260, 132, 196, true}, {132, 264, 4100, true}, {36, 8, 12, false}};
+  // (with a partial last slice) on any GPU with 12 SMs or more; 2052 × 1028 × 68: 153 tiles of 128 × 128,
+  // more than an H200 runs at once.
+  const Shape shapes[] = {{260, 132, 196, true}, {132, 264, 4100, true}, {36, 8, 12, false}, {2052, 1028, 68, true}};
   uint64_t salt = 1;
   int configurations = 0, splits = 0;
   for (const Shape& s : shapes)
@@ -86,10 +90,19 @@ TEST(Gemm3Gpu, EveryConfigurationMatchesReference) {
           ++configurations, splits += c.splits > 1;
         }
       }
-  EXPECT_EQ(configurations, 3 * 4 * 3);  // three tiles per shape and layout
-  int dev = 0, sms = 0;
+  int dev = 0, sms = 0, major = 0, minor = 0;
   ASSERT_EQ(cudaSuccess, cudaGetDevice(&dev));
   ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const bool wgmma = gpu::gemm3w_available();
+#if MLALPHA_HAVE_SM90A
+  // a build with sm_90a code must run the wgmma kernel on an sm_90 GPU (not fall back silently)
+  if (major == 9 && minor == 0) EXPECT_TRUE(wgmma) << "sm_90 GPU, but the wgmma kernel is not available";
+#endif
+  EXPECT_EQ(configurations, 4 * 4 * (wgmma ? 4 : 3));  // every tile for every shape and layout
+  std::cout << "  " << configurations << " configurations checked"
+            << (wgmma ? ", the wgmma kernel's included\n" : "\n");
   if (sms >= 12) EXPECT_GE(splits, 4);  // the long-K shape split in every layout
 }
 

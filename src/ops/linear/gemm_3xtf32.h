@@ -3,8 +3,9 @@
 //   C (M, N) = A (M, K) · B (K, N) [+ bias (N), broadcast over rows] [+ R (M, N)]
 // Each fp32 operand is split into tf32 hi + lo and every product is taken as lo·hi + hi·lo + hi·hi
 // ("3xTF32", the SSD kernels' products too): the dropped lo·lo term is ~2^-22 relative, so the result is
-// that of an fp32 GEMM to a few ulps. Three tf32 mma per product on the tensor cores still beat one fp32 FMA
-// on the CUDA cores: 1.05-1.66x cuBLASLt's fp32 GEMM on the model's shapes (H200, ml-alpha-gemm-sweep --compare).
+// that of an fp32 GEMM to a few ulps. Three tf32 products on the tensor cores still beat one fp32 FMA on the
+// CUDA cores: on the H200 the wgmma kernel (gemm_wgmma.h) runs the model's fp32 GEMMs 1.4-2.1x as fast as
+// cuBLASLt, the mma.sync kernel (other GPUs) 1.1-1.6x (ml-alpha-gemm-sweep --compare).
 // Fixed summation order and a split of K that depends on the shape and the SM count only: bit-reproducible.
 #include <cuda_runtime.h>
 
@@ -35,6 +36,7 @@ struct Gemm3Params {
 struct Gemm3Config {
   int tile_m = 0, tile_n = 0;
   int warps_m = 2, warps_n = 4;  // the block's warps: warps_m along M × warps_n along N
+  bool wgmma = false;            // the wgmma kernel (gemm_wgmma.h) rather than the mma.sync one
   int splits = 1;
   int k_per_split = 0;
   int slots = 0;  // blocks of this tile resident on the whole GPU at once (SMs × blocks per SM)
