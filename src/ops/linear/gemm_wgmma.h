@@ -1,6 +1,6 @@
 #pragma once
 // The 3xTF32 GEMM (gemm_3xtf32.h) on Hopper's warpgroup MMA (wgmma), gemm_wgmma_sm90a.cu: a 128 × 128 tile
-// per block of three warpgroups, one copying and splitting the operands, two multiplying. wgmma is an
+// per block of three warpgroups, one copying the operands and splitting B, two multiplying. wgmma is an
 // sm_90a instruction: the file is compiled for sm_90a alone (CMakeLists.txt, when the targets include
 // sm_90), and the kernel exists on a device only where that code loads (H100, H200).
 #include <cuda_runtime.h>
