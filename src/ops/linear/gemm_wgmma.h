@@ -12,8 +12,7 @@ namespace mlalpha::gpu {
 // Whether the current device runs the wgmma kernel (false on other GPUs, or in a build without sm_90a).
 bool gemm3w_available();
 
-// The kernel's shared-memory limit raised to what it uses (call before any graph capture); its blocks
-// per SM.
+// Its blocks per SM for these operands (and the kernel's shared-memory limit raised to what it uses).
 int gemm3w_prepare(const Gemm3Params& p);
 
 // C (or, with splits > 1, slice z's partial product into partial (splits, M, N)): a block per 128 × 128

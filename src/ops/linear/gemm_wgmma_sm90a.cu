@@ -198,9 +198,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using KernelFn = void (*)(Gemm3Params, int, float*);
 
+// The kernel for p's operand orders, its shared-memory limit raised to the *smem bytes it uses (a launch
+// over the default limit fails, and a release build does not check launches).
 KernelFn kernel_for(const Gemm3Params& p, size_t* smem) {
   auto pick = [&](KernelFn k, size_t bytes) {
     *smem = bytes;
+    MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     return k;
   };
   if (p.a_kmajor && p.b_kmajor) return pick(gemm3w_kernel<true, true>, smem_bytes<true, true>());
@@ -222,7 +225,6 @@ bool gemm3w_available() {
 int gemm3w_prepare(const Gemm3Params& p) {
   size_t smem = 0;
   const KernelFn k = kernel_for(p, &smem);
-  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int blocks = 0;
   MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
   require(blocks >= 1, "gemm3 (wgmma): the kernel does not fit on an SM (" + std::to_string(smem) + " bytes)");
