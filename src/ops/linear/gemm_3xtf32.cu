@@ -177,15 +177,19 @@ const TileShape& tile_of(const Gemm3Config& c) {
               std::to_string(c.warps_m) + "x" + std::to_string(c.warps_n) + " warps");
 }
 
+// The kernel for c's tile and p's operand orders, its shared-memory limit raised to the *smem bytes it uses
+// (as gemm_wgmma_sm90a.cu's kernel_for: a launch over the default limit fails, unchecked in a release build).
 KernelFn kernel_for(const Gemm3Params& p, const Gemm3Config& c, size_t* smem) {
   const TileShape& t = tile_of(c);
-  if (t.m == 64) return kernel_for<64, 128, 2, 4>(p, smem);
-  return t.wc == 4 ? kernel_for<128, 128, 2, 4>(p, smem) : kernel_for<128, 128, 2, 2>(p, smem);
+  const KernelFn k = t.m == 64    ? kernel_for<64, 128, 2, 4>(p, smem)
+                     : t.wc == 4 ? kernel_for<128, 128, 2, 4>(p, smem)
+                                 : kernel_for<128, 128, 2, 2>(p, smem);
+  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(*smem)));
+  return k;
 }
 
-// The kernel's shared-memory limit raised to what it uses; returns its blocks per SM.
+// Blocks per SM of a kernel from kernel_for.
 int prepare(KernelFn kernel, int threads, size_t smem) {
-  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int blocks = 0;
   MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
   require(blocks >= 1, "gemm3: the kernel does not fit on an SM (" + std::to_string(smem) + " bytes of tiles)");
@@ -304,7 +308,6 @@ void gemm3_run(const Gemm3Params& p, const Gemm3Config& c, float* workspace, cud
   } else {
     size_t smem = 0;
     const KernelFn kernel = kernel_for(p, c, &smem);
-    MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const dim3 grid(cdiv(p.N, c.tile_n), cdiv(p.M, c.tile_m), c.splits);
     require(grid.y <= 65535 && grid.z <= 65535, "gemm3: too many rows (" + std::to_string(p.M) + ")");
     kernel<<<grid, 32 * c.warps_m * c.warps_n, smem, stream>>>(p, c.k_per_split, workspace);
