@@ -1,23 +1,30 @@
 #pragma once
-// Model and training configuration (DESIGN sections 1 and 2). validate() rejects impossible values
-// with a message naming the field, the value and what was expected.
+// The settings of a run (DESIGN sections 1 and 2; docs/config.md lists every key): the model, the
+// training step, the data, its split and the run around them. Each struct's validate() rejects impossible
+// values with a message naming the key a user writes in the TOML file (`model.d_state`, `train.batch`),
+// the value and what was expected. load_run_config() reads them from a TOML file and `section.key=value`
+// overrides, refusing unknown keys with the nearest valid one.
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "mlalpha/error.h"
 
 namespace mlalpha {
 
 struct ModelConfig {
-  int F = 8;        // input features
-  int K = 1;        // targets
-  int D = 32;       // model width
-  int NL = 2;       // layers
-  int expand = 2;   // d_inner = expand * D
-  int P = 16;       // head dim
-  int G = 1;        // groups for B, C (and the gated norm)
-  int N = 16;       // state size
-  int W = 4;        // conv width
-  int Q = 64;       // SSD chunk length
+  int F = 8;        // input features (from the data)
+  int K = 1;        // targets (from the data)
+  int D = 32;       // model.d_model
+  int NL = 2;       // model.layers
+  int expand = 2;   // model.expand: d_inner = expand * D
+  int P = 16;       // model.head_dim
+  int G = 1;        // model.groups for B, C (and the gated norm)
+  int N = 16;       // model.d_state
+  int W = 4;        // model.conv_width
+  int Q = 64;       // model.chunk: SSD chunk length
   float dt_min = 1e-3f, dt_max = 1e-1f, dt_init_floor = 1e-4f;  // dt_bias initialisation
   float dt_limit_lo = 0.0f;                                     // clamp of delta (0, inf = none)
   float dt_limit_hi = std::numeric_limits<float>::infinity();
@@ -32,13 +39,17 @@ struct ModelConfig {
 enum class LossKind { MSE, Huber };
 enum class Schedule { Cosine, Constant };
 
+// The largest train.steps accepted: far beyond any run, and small enough that step counters and the
+// schedule's arithmetic can never overflow.
+constexpr int64_t kMaxSteps = int64_t(1) << 40;
+
 struct TrainConfig {
-  int B = 16;             // windows per batch
-  int L = 64;             // window length
+  int B = 16;             // train.batch: windows per batch
+  int L = 64;             // train.seq_len: window length
   int64_t steps = 300;
   float lr = 1e-3f;
   float min_lr_ratio = 0.1f;  // cosine floor as a fraction of lr
-  int64_t warmup = 20;        // linear warm-up steps
+  int64_t warmup = 20;        // linear warm-up steps (< steps)
   Schedule schedule = Schedule::Cosine;
   float weight_decay = 0.01f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
@@ -55,5 +66,108 @@ std::string to_string(LossKind k);
 std::string to_string(Schedule s);
 LossKind parse_loss(const std::string& s);
 Schedule parse_schedule(const std::string& s);
+
+// The built-in synthetic panel (src/data/synthetic.h gives its formula).
+struct SynthParams {
+  int N = 16;      // data.instruments
+  int T = 2048;    // data.timesteps
+  int F = 8;       // data.n_features
+  int K = 1;       // data.n_targets
+  float noise = 0.1f;
+  uint64_t seed = 7;
+};
+
+// One boundary on the time axis, in one of three units. In a TOML config: a float is a fraction, an integer
+// an index, a string a time value (train_end = 0.7 | 1500 | "2020-01-01").
+struct SplitPoint {
+  enum class Kind { fraction, index, time };
+  Kind kind = Kind::fraction;
+  double fraction = 0;  // kind fraction: in [0, 1]; the boundary index is round(fraction · T)
+  int64_t index = 0;    // kind index: a time index in [0, T]
+  std::string time;     // kind time: the boundary is the first time step whose label is >= this value
+                        // (numeric comparison when this value and every time label are numbers)
+
+  static SplitPoint at_fraction(double f);
+  static SplitPoint at_index(int64_t i);
+  static SplitPoint at_time(std::string t);
+  std::string to_string() const;  // "fraction 0.7", "index 1500", "time '2020-01-01'"
+};
+
+struct SplitSpec {
+  SplitPoint train_end = SplitPoint::at_fraction(0.7);   // train is [0, train_end)
+  SplitPoint valid_end = SplitPoint::at_fraction(0.85);  // valid is [train_end + gap, valid_end)
+  int gap = 0;                                           // test is [valid_end + gap, T)
+};
+
+// Three half-open time-index ranges on the panel's time axis.
+struct Split {
+  int train_begin = 0, train_end = 0, valid_begin = 0, valid_end = 0, test_begin = 0, test_end = 0;
+  bool has_test() const { return test_end > test_begin; }
+  std::string to_string() const;  // "train [0, 700) valid [705, 850) test [855, 1000)"
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  // synthetic | npy | csv
+  SynthParams synth;                 // source = synthetic
+  std::string features, targets;     // source = npy: paths of the feature and target arrays
+  std::string csv;                   // source = csv: path of the long-format file
+  std::string delimiter = ",";       // source = csv: one character
+  std::string time_column = "time", instrument_column = "instrument";
+  std::vector<std::string> feature_columns, target_columns;
+};
+
+struct SplitConfig {
+  SplitSpec spec;              // train_end, valid_end, gap
+  int walk_forward_folds = 0;  // > 0: that many consecutive folds instead of one split (fold 0 the earliest)
+  int walk_forward_test_size = 0;   // steps per test block; 0: automatic (docs/data.md)
+  int walk_forward_valid_size = 0;  // steps per validation block; 0: the test size
+  int walk_forward_train_size = 0;  // 0: expanding training window; > 0: rolling window of this many steps
+};
+
+struct RunSettings {
+  std::string device = "auto";  // auto | cpu | gpu
+  bool tf32 = false;
+  bool graph = true;
+  std::string out_dir = "runs/latest";
+  int64_t eval_every = 100;     // validation every N steps (0 = only at the end)
+  std::string metric = "ic";    // early-stopping / best-checkpoint metric
+  int patience = 0;             // evaluations without improvement before stopping (0 = never stop early)
+  int64_t stop_after = 0;       // > 0: end this invocation after that many steps (saving `last`); resume later
+};
+
+struct RunConfig {
+  DataConfig data;
+  SplitConfig split;
+  ModelConfig model;
+  TrainConfig train;
+  RunSettings run;
+  // The "section.key" names the TOML file or an override set explicitly (not left at the default): a
+  // resume and eval/predict use them to tell a deliberate change from a default.
+  std::set<std::string> given;
+  bool was_given(const std::string& key) const { return given.count(key) > 0; }
+  bool was_given_in(const std::string& section) const;  // any key of "data", "model", ...
+  void validate() const;  // every section, with the key names of the file
+};
+
+// Parses a TOML file (empty path: defaults only), then applies command-line overrides written as
+// "section.key=value" (the value in TOML syntax; a bare word is taken as a string), with the same checks
+// as the file. Relative paths written in the file (data.features, data.targets, data.csv, run.out_dir)
+// resolve against the file's folder; those given as overrides or defaults against the working directory.
+// Throws Error naming the file or override, line and key on any problem; an unknown key gets the most
+// similar valid key as a suggestion.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from TOML text. source_name names it in messages; base_dir ("" = none) is the folder that
+// relative paths in the text resolve against.
+RunConfig parse_run_config(const std::string& text, const std::string& source_name,
+                           const std::vector<std::string>& overrides = {}, const std::string& base_dir = "");
+
+// The settings of the given sections ("data", "model", ...; empty: all) as a TOML document that
+// parse_run_config reads back to the same values.
+std::string to_toml(const RunConfig& c, const std::vector<std::string>& sections = {});
+
+// The valid keys of the TOML file, as "section.key", in the order of docs/config.md.
+const std::vector<std::string>& run_config_keys();
+// The valid key most similar to `key` ("train.lerning_rate" → "train.lr"), or "" when none is close.
+std::string suggest_run_config_key(const std::string& key);
 
 }  // namespace mlalpha

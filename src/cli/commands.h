@@ -11,14 +11,15 @@ struct CommonArgs {
 };
 
 struct TrainArgs : CommonArgs {
-  std::string resume;  // checkpoint to continue from
+  std::string resume;      // checkpoint to continue from
+  bool overwrite = false;  // replace a run already in run.out_dir
 };
 int cmd_train(const TrainArgs& a);
 
 struct EvalArgs : CommonArgs {
   std::string checkpoint;
   std::string split = "test";  // train | valid | test
-  int fold = 0;                // walk-forward fold
+  int fold = -1;               // walk-forward fold (0-based); -1: the checkpoint's own
 };
 int cmd_eval(const EvalArgs& a);
 

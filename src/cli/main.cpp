@@ -10,8 +10,7 @@
 
 #include "cli/bench.h"
 #include "cli/commands.h"
-#include "core/context.h"
-#include "core/error.h"
+#include "mlalpha/device.h"
 
 using namespace mlalpha;
 
@@ -113,7 +112,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> tsets;
   CLI::App* train = app.add_subcommand("train", "train a model (default data: the built-in synthetic panel)");
   add_common(*train, targs, tsets);
-  train->add_option("--resume", targs.resume, "continue bit-exactly from this checkpoint")->check(CLI::ExistingFile);
+  train->add_option("--resume", targs.resume, "continue bit-exactly from this checkpoint (its settings and data govern)")
+      ->check(CLI::ExistingFile);
+  train->add_flag("--overwrite", targs.overwrite, "replace a run already in run.out_dir");
   tflags.add_all(*train, true);
 
   EvalArgs eargs;
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
   add_common(*eval, eargs, esets);
   eval->add_option("--checkpoint", eargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
-  eval->add_option("--fold", eargs.fold, "walk-forward fold")->capture_default_str();
+  eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's)");
   eflags.add_all(*eval, false);
 
   PredictArgs pargs;
@@ -133,7 +134,7 @@ int main(int argc, char** argv) {
   add_common(*predict, pargs, psets);
   predict->add_option("--checkpoint", pargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
   predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
-  predict->add_option("--fold", pargs.fold, "walk-forward fold")->capture_default_str();
+  predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's)");
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
   pflags.add_all(*predict, false);
 
@@ -187,10 +188,11 @@ int main(int argc, char** argv) {
     }
     if (*info) return cmd_info(info_ckpt);
     if (*bench) {
-      require(cuda_device_count() > 0, "bench needs a CUDA device and found none");
+      if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
       return run_bench(bargs, t_start);
     }
   } catch (const std::exception& e) {
+    std::fflush(stdout);  // what was printed before the error comes first
     std::fprintf(stderr, "ml-alpha: error: %s\n", e.what());
     return 1;
   }

@@ -18,45 +18,51 @@ void positive(const char* name, T v) {
 }  // namespace
 
 void ModelConfig::validate() const {
-  positive("model.F", F);
-  positive("model.K", K);
-  positive("model.D", D);
-  positive("model.NL", NL);
+  positive("the data's feature count (model F)", F);
+  positive("the data's target count (model K)", K);
+  positive("model.d_model", D);
+  positive("model.layers", NL);
   positive("model.expand", expand);
-  positive("model.P", P);
-  positive("model.G", G);
-  positive("model.N", N);
-  positive("model.W", W);
-  positive("model.Q", Q);
-  require(d_inner() % P == 0, "model.P = " + std::to_string(P) + " must divide d_inner = expand*D = " +
+  positive("model.head_dim", P);
+  positive("model.groups", G);
+  positive("model.d_state", N);
+  positive("model.conv_width", W);
+  positive("model.chunk", Q);
+  require(d_inner() % P == 0, "model.head_dim = " + std::to_string(P) + " must divide d_inner = model.expand × model.d_model = " +
                                   std::to_string(d_inner()) + " into whole heads");
-  require(H() % G == 0, "model.G = " + std::to_string(G) + " must divide the number of heads H = d_inner/P = " +
+  require(H() % G == 0, "model.groups = " + std::to_string(G) + " must divide the number of heads H = d_inner / model.head_dim = " +
                             std::to_string(H()));
-  require(d_inner() % G == 0, "model.G = " + std::to_string(G) + " must divide d_inner = " + std::to_string(d_inner()));
+  require(d_inner() % G == 0, "model.groups = " + std::to_string(G) + " must divide d_inner = " + std::to_string(d_inner()));
   require(dt_min > 0 && dt_max >= dt_min, "model.dt_min/dt_max must satisfy 0 < dt_min <= dt_max, got " +
                                               std::to_string(dt_min) + ", " + std::to_string(dt_max));
   require(dt_init_floor > 0, "model.dt_init_floor must be > 0, got " + std::to_string(dt_init_floor));
   require(dt_limit_lo >= 0 && dt_limit_hi > dt_limit_lo,
-          "model.dt_limit must satisfy 0 <= lo < hi, got (" + std::to_string(dt_limit_lo) + ", " +
+          "model.dt_limit_lo and model.dt_limit_hi must satisfy 0 <= dt_limit_lo < dt_limit_hi, got (" + std::to_string(dt_limit_lo) + ", " +
               std::to_string(dt_limit_hi) + ")");
 }
 
 void TrainConfig::validate() const {
-  positive("train.B", B);
-  positive("train.L", L);
+  positive("train.batch", B);
+  positive("train.seq_len", L);
   positive("train.steps", steps);
+  require(steps <= kMaxSteps, "train.steps = " + std::to_string(steps) + " is beyond the supported " +
+                                  std::to_string(kMaxSteps) + " (2^40)");
   require(std::isfinite(lr) && lr > 0, "train.lr must be a finite number > 0, got " + std::to_string(lr));
   require(min_lr_ratio >= 0 && min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1], got " + std::to_string(min_lr_ratio));
   require(warmup >= 0, "train.warmup must be >= 0, got " + std::to_string(warmup));
+  require(warmup < steps, "train.warmup = " + std::to_string(warmup) + " must be less than train.steps = " +
+                              std::to_string(steps) + " (the learning rate would never reach train.lr)");
   require(weight_decay >= 0, "train.weight_decay must be >= 0, got " + std::to_string(weight_decay));
   require(beta1 >= 0 && beta1 < 1, "train.beta1 must be in [0, 1), got " + std::to_string(beta1));
   require(beta2 >= 0 && beta2 < 1, "train.beta2 must be in [0, 1), got " + std::to_string(beta2));
   require(eps > 0, "train.eps must be > 0, got " + std::to_string(eps));
   require(std::isfinite(clip), "train.clip must be finite (<= 0 disables clipping), got " + std::to_string(clip));
   require(huber_delta > 0, "train.huber_delta must be > 0, got " + std::to_string(huber_delta));
-  require(burn_in >= 0 && burn_in < L, "train.burn_in must be in [0, L) = [0, " + std::to_string(L) + "), got " +
+  require(burn_in >= 0 && burn_in < L, "train.burn_in must be in [0, train.seq_len) = [0, " + std::to_string(L) + "), got " +
                                            std::to_string(burn_in));
   positive("train.log_every", log_every);
+  require(int64_t(B) * L <= (int64_t(1) << 31), "train.batch × train.seq_len = " + std::to_string(int64_t(B) * L) +
+                                                     " positions a step is beyond the 2^31 supported");
 }
 
 std::string to_string(LossKind k) { return k == LossKind::MSE ? "mse" : "huber"; }
@@ -65,12 +71,12 @@ std::string to_string(Schedule s) { return s == Schedule::Cosine ? "cosine" : "c
 LossKind parse_loss(const std::string& s) {
   if (s == "mse") return LossKind::MSE;
   if (s == "huber") return LossKind::Huber;
-  throw Error("loss must be 'mse' or 'huber', got '" + s + "'");
+  throw Error("train.loss must be 'mse' or 'huber', got '" + s + "'");
 }
 Schedule parse_schedule(const std::string& s) {
   if (s == "cosine") return Schedule::Cosine;
   if (s == "constant") return Schedule::Constant;
-  throw Error("schedule must be 'cosine' or 'constant', got '" + s + "'");
+  throw Error("train.schedule must be 'cosine' or 'constant', got '" + s + "'");
 }
 
 }  // namespace mlalpha

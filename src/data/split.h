@@ -8,35 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "mlalpha/config.h"  // SplitPoint, SplitSpec, Split
+
 namespace mlalpha {
-
-// One boundary on the time axis, in one of three units. In a TOML config: a float is a fraction, an integer
-// an index, a string a time value (train_end = 0.7 | 1500 | "2020-01-01").
-struct SplitPoint {
-  enum class Kind { fraction, index, time };
-  Kind kind = Kind::fraction;
-  double fraction = 0;  // kind fraction: in [0, 1]; the boundary index is round(fraction · T)
-  int64_t index = 0;    // kind index: a time index in [0, T]
-  std::string time;     // kind time: the boundary is the first time step whose label is >= this value
-                        // (numeric comparison when this value and every time label are numbers)
-
-  static SplitPoint at_fraction(double f);
-  static SplitPoint at_index(int64_t i);
-  static SplitPoint at_time(std::string t);
-  std::string to_string() const;  // "fraction 0.7", "index 1500", "time '2020-01-01'"
-};
-
-struct SplitSpec {
-  SplitPoint train_end = SplitPoint::at_fraction(0.7);   // train is [0, train_end)
-  SplitPoint valid_end = SplitPoint::at_fraction(0.85);  // valid is [train_end + gap, valid_end)
-  int gap = 0;                                           // test is [valid_end + gap, T)
-};
-
-struct Split {
-  int train_begin = 0, train_end = 0, valid_begin = 0, valid_end = 0, test_begin = 0, test_end = 0;
-  bool has_test() const { return test_end > test_begin; }
-  std::string to_string() const;  // "train [0, 700) valid [705, 850) test [855, 1000)"
-};
 
 // The time index a point stands for on an axis of T steps with these labels (empty: no labels, so a
 // time point is an error). `field` names the point in messages ("split.train_end").

@@ -7,17 +7,9 @@
 #include <cstdint>
 
 #include "data/panel.h"
+#include "mlalpha/config.h"  // SynthParams
 
 namespace mlalpha {
-
-struct SynthParams {
-  int N = 16;      // instruments
-  int T = 2048;    // time steps
-  int F = 8;       // features
-  int K = 1;       // targets
-  float noise = 0.1f;
-  uint64_t seed = 7;
-};
 
 Panel make_synthetic(const SynthParams& p);
 

@@ -136,6 +136,7 @@ WeightsFile read_weights(const std::string& path, const ModelConfig* expect) {
   w.meta.stats = feature_stats_from_json(mr.get("feature_stats"), where);
   w.meta.feature_names = names_from_json(mr.get("feature_names"), where + ": feature_names");
   w.meta.target_names = names_from_json(mr.get("target_names"), where + ": target_names");
+  if (auto it = f.metadata.find("run_config"); it != f.metadata.end()) w.meta.run_config = it->second;
   validate_in(w.meta.model, where, "model_config");
   validate_in(w.meta.train, where, "train_config");
   check_meta_sizes(w.meta, where);
@@ -239,6 +240,8 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
                                   {"feature_stats", to_json(meta.stats)},
                                   {"feature_names", to_json(meta.feature_names)},
                                   {"target_names", to_json(meta.target_names)}};
+  SafetensorsMetadata wmeta_all = wmeta;
+  if (!meta.run_config.empty()) wmeta_all["run_config"] = meta.run_config;
   const SafetensorsMetadata ometa{{"format", kOptimFormat},
                                   {"format_version", version},
                                   {"save_id", save_id},
@@ -248,7 +251,7 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
                                   {"seed", std::to_string(state.seed)}};
   // Both files complete and on disk before either replaces its predecessor; then weights, then sidecar.
   AtomicFile wf(path), of(optim_sidecar_path(path));
-  write_safetensors(wf, weights, wmeta);
+  write_safetensors(wf, weights, wmeta_all);
   write_safetensors(of, moments, ometa);
   wf.flush();
   of.flush();

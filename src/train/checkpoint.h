@@ -36,6 +36,9 @@ struct CheckpointMeta {
   TrainConfig train;
   FeatureStats stats;  // empty, or (F) each: inference normalises with these
   std::vector<std::string> feature_names, target_names;  // empty, or (F) and (K)
+  // The run's data and split settings as TOML, with the fold and the data's fingerprint (src/train/run.cpp
+  // writes and reads it; metadata key "run_config"); empty in checkpoints that predate it.
+  std::string run_config;
 };
 
 // The weights file alone (predict / eval): no sidecar needed.

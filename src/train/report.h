@@ -12,16 +12,11 @@
 #include <variant>
 #include <vector>
 
+#include "mlalpha/run.h"  // TrainPoint
 #include "train/metrics.h"
 
 namespace mlalpha {
 
-// One training step as the reporters see it (the trainers' StepRecord maps onto it field by field).
-struct TrainPoint {
-  int64_t step = 0;  // 1-based
-  double loss = 0, lr = 0, grad_norm = 0;
-  bool skipped = false;  // non-finite gradient: nothing was updated, the loss is left out of the mean
-};
 
 // ---------------------------------------------------------------------------------------------------
 // Progress: on a terminal one line redrawn in place (\r + ANSI clear-line):

@@ -117,7 +117,7 @@ TEST_F(Cli, BadInputFailsClearlyAndLeavesNothingBehind) {
   std::ofstream(p("bad.toml")) << "[model]\nd_model = 30\nhead_dim = 16\n";
   r = run("train --config " + p("bad.toml") + " -o " + p("z"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("model.P = 16 must divide d_inner"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.head_dim = 16 must divide d_inner"), std::string::npos) << r.out;
 
   r = run("train --lr -1 -o " + p("z"));
   EXPECT_NE(r.code, 0);

@@ -26,16 +26,16 @@ TEST(Config, RejectsImpossibleModels) {
   ModelConfig c;
   c.D = 30;
   c.P = 16;  // d_inner = 60 is not a multiple of 16
-  EXPECT_NE(error_of([&] { c.validate(); }).find("model.P = 16 must divide d_inner"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("model.head_dim = 16 must divide d_inner"), std::string::npos);
   c = ModelConfig{};
   c.D = 0;
-  EXPECT_NE(error_of([&] { c.validate(); }).find("model.D must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("model.d_model must be >= 1, got 0"), std::string::npos);
   c = ModelConfig{};
   c.G = 3;  // H = 4 heads
-  EXPECT_NE(error_of([&] { c.validate(); }).find("model.G = 3 must divide the number of heads"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("model.groups = 3 must divide the number of heads"), std::string::npos);
   c = ModelConfig{};
   c.N = -2;
-  EXPECT_NE(error_of([&] { c.validate(); }).find("model.N must be >= 1, got -2"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("model.d_state must be >= 1, got -2"), std::string::npos);
   EXPECT_EQ(error_of([] { ModelConfig{}.validate(); }), "");
 }
 
@@ -45,10 +45,10 @@ TEST(Config, RejectsImpossibleTraining) {
   EXPECT_NE(error_of([&] { t.validate(); }).find("train.lr must be a finite number > 0, got -0.001"), std::string::npos);
   t = TrainConfig{};
   t.B = 0;
-  EXPECT_NE(error_of([&] { t.validate(); }).find("train.B must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { t.validate(); }).find("train.batch must be >= 1, got 0"), std::string::npos);
   t = TrainConfig{};
   t.burn_in = t.L;
-  EXPECT_NE(error_of([&] { t.validate(); }).find("train.burn_in must be in [0, L)"), std::string::npos);
+  EXPECT_NE(error_of([&] { t.validate(); }).find("train.burn_in must be in [0, train.seq_len)"), std::string::npos);
   t = TrainConfig{};
   t.beta2 = 1.0f;
   EXPECT_NE(error_of([&] { t.validate(); }).find("train.beta2"), std::string::npos);

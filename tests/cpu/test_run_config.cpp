@@ -2,7 +2,7 @@
 // types and syntax errors are rejected naming the file, line and key.
 #include <gtest/gtest.h>
 
-#include "cli/run_config.h"
+#include "mlalpha/config.h"
 #include "core/error.h"
 
 namespace mlalpha {
@@ -67,7 +67,7 @@ TEST(RunConfig, WrongTypesAndValues) {
   EXPECT_NE(error_of("[train]\nbatch = \"four\"\n").find("cfg.toml:2: train.batch: expected an integer"),
             std::string::npos);
   EXPECT_NE(error_of("[run]\ntf32 = 1\n").find("run.tf32: expected true or false"), std::string::npos);
-  EXPECT_NE(error_of("[split]\ntrain_end = 1.5\n").find("a fraction must be in (0, 1)"), std::string::npos);
+  EXPECT_NE(error_of("[split]\ntrain_end = 1.5\n").find("a fraction must be in (0, 1]"), std::string::npos);
   EXPECT_NE(error_of("[train]\nloss = \"l1\"\n").find("'l1'"), std::string::npos);
   EXPECT_NE(error_of("[train\nbatch = 4\n").find("cfg.toml:1"), std::string::npos);  // syntax error with line
   RunConfig c = parse_run_config("[train]\nlr = -1.0\n", "cfg.toml");

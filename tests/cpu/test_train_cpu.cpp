@@ -58,6 +58,7 @@ TEST(TrainCpu, OverfitsTinyTaskHundredfold) {
 TEST(TrainCpu, SameSeedSameWeightsOtherSeedOther) {
   TrainSetup s = overfit_setup();
   s.tc.steps = 5;
+  s.tc.warmup = 2;
   CpuTrainer a(s.mc, s.tc, s.data), b(s.mc, s.tc, s.data);
   for (int i = 0; i < 5; ++i) a.step(), b.step();
   EXPECT_EQ(a.params(), b.params());

@@ -1,4 +1,4 @@
-#include "cli/backend.h"
+#include "train/backend.h"
 
 #include <map>
 
@@ -11,12 +11,6 @@ namespace mlalpha {
 namespace {
 
 TrainPoint to_point(const StepRecord& r) { return {r.step, r.loss, r.lr, r.grad_norm, r.skipped != 0}; }
-
-bool use_gpu(const RunConfig& cfg) {
-  const int gpus = cuda_device_count();
-  require(cfg.run.device != "gpu" || gpus > 0, "run.device = 'gpu' but no CUDA device was found");
-  return cfg.run.device == "gpu" || (cfg.run.device == "auto" && gpus > 0);
-}
 
 class CpuBackend : public Backend {
  public:
@@ -70,18 +64,27 @@ class GpuBackend : public Backend {
 
 }  // namespace
 
+bool use_gpu(const std::string& device) {
+  require(device == "auto" || device == "cpu" || device == "gpu",
+          "run.device must be 'auto', 'cpu' or 'gpu', got '" + device + "'");
+  if (device == "cpu") return false;
+  const int gpus = cuda_device_count();
+  require(device != "gpu" || gpus > 0, "run.device = 'gpu' but no CUDA device was found (use 'auto' or 'cpu')");
+  return gpus > 0;
+}
+
 std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train) {
-  if (use_gpu(cfg)) return std::make_unique<GpuBackend>(cfg, train);
+  if (use_gpu(cfg.run.device)) return std::make_unique<GpuBackend>(cfg, train);
   return std::make_unique<CpuBackend>(cfg, train);
 }
 
-std::vector<float> predict_with(const RunConfig& cfg, const ModelLayout& layout, const std::vector<float>& params,
-                                const Panel& p, const PredictSpec& spec) {
-  if (!use_gpu(cfg)) return predict_cpu(layout, params, p, spec);
+std::vector<float> predict_with(const std::string& device, bool tf32, const ModelLayout& layout,
+                                const std::vector<float>& params, const Panel& p, const PredictSpec& spec) {
+  if (!use_gpu(device)) return predict_cpu(layout, params, p, spec);
   Context ctx(0);
   DeviceBuffer<float> d(params.size());
   d.upload(params);
-  return predict_gpu(ctx, layout, d.data(), p, spec, cfg.run.tf32);
+  return predict_gpu(ctx, layout, d.data(), p, spec, tf32);
 }
 
 }  // namespace mlalpha

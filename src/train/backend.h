@@ -1,14 +1,14 @@
 #pragma once
-// One interface over the CPU and GPU trainers for the commands: step, read step records, predict with
+// One interface over the CPU and GPU trainers for the run loop: step, read step records, predict with
 // the live or given weights, export/import state.
 #include <memory>
 #include <vector>
 
-#include "cli/run_config.h"
+#include "mlalpha/config.h"
+#include "mlalpha/run.h"
 #include "data/panel.h"
 #include "train/checkpoint.h"
 #include "train/predict.h"
-#include "train/report.h"
 
 namespace mlalpha {
 
@@ -27,8 +27,10 @@ class Backend {
 
 // "gpu" when run.device is gpu, or auto with a GPU present; else "cpu". `train` is the training panel.
 std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train);
-// Predictions with given weights on the configured device, for eval / predict.
-std::vector<float> predict_with(const RunConfig& cfg, const ModelLayout& layout, const std::vector<float>& params,
-                                const Panel& p, const PredictSpec& spec);
+// True for device "gpu" (which requires one: an error otherwise) and for "auto" with a GPU present.
+bool use_gpu(const std::string& device);
+// Predictions with given weights on `device` (auto | cpu | gpu), for eval / predict.
+std::vector<float> predict_with(const std::string& device, bool tf32, const ModelLayout& layout,
+                                const std::vector<float>& params, const Panel& p, const PredictSpec& spec);
 
 }  // namespace mlalpha

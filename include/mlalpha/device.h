@@ -1,0 +1,11 @@
+#pragma once
+// The CUDA devices this process can use.
+#include <string>
+#include <vector>
+
+namespace mlalpha {
+
+// One line per device ("NVIDIA H200, sm_90, 132 SMs, 139.8 GiB"); empty without a GPU or driver.
+std::vector<std::string> gpu_devices();
+
+}  // namespace mlalpha

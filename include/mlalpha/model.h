@@ -1,0 +1,87 @@
+#pragma once
+// A trained model: weights with the settings and feature statistics they were trained with, read from and
+// written to the checkpoints `train` leaves (docs/checkpoints.md: safetensors with mamba_ssm / PyTorch
+// tensor names, plus an .optim.safetensors sidecar with the AdamW state when there is one).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mlalpha/config.h"
+#include "mlalpha/metrics.h"
+#include "mlalpha/panel.h"
+#include "mlalpha/error.h"
+
+namespace mlalpha {
+
+// Which part of a panel's time axis to predict or score.
+struct TimeRange {
+  int t0 = 0, t1 = 0;  // half-open [t0, t1)
+};
+
+class Model {
+ public:
+  // Reads a checkpoint; the optimizer sidecar is read too when present (it is needed only to resume).
+  // Corrupted bytes, non-finite weights and tensors that do not fit the recorded model are errors.
+  static Model load(const std::string& path);
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  // Writes the checkpoint atomically (and its sidecar when the model has optimizer state).
+  void save(const std::string& path) const;
+
+  const ModelConfig& model_config() const;
+  const TrainConfig& train_config() const;
+  const FeatureStats& feature_stats() const;
+  const std::vector<std::string>& feature_names() const;
+  const std::vector<std::string>& target_names() const;
+  int64_t step() const;      // training steps behind these weights
+  size_t parameters() const;  // trainable parameters
+  bool has_optimizer_state() const;
+  int fold() const;  // the walk-forward fold it was trained in (0 for a single split)
+  // Tensor names (mamba_ssm / PyTorch) and shapes, in checkpoint order.
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Tensor> tensors() const;
+  // The data and split settings the model was trained with, when the checkpoint records them.
+  bool has_data_config() const;
+  const DataConfig& data_config() const;
+  const SplitConfig& split_config() const;
+
+  // Normalises `raw` with the training statistics, then predicts (N, T, K), NaN outside `range`, with
+  // windows of the training length exactly as in validation. device: "auto" | "cpu" | "gpu".
+  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
+                             bool tf32 = false) const;
+  // predict(), then the metrics over `range` against raw's targets.
+  MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto",
+                         bool tf32 = false) const;
+  // Refuses a panel whose feature / target counts or feature names differ from the model's.
+  void check_panel(const Panel& raw, const std::string& what) const;
+
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Metrics of predictions (N, T, K) against the panel's targets over `range` (docs/metrics.md).
+MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range);
+
+// The time range of `split` ("train", "valid", "test", or "all" = the whole axis) in split `s`.
+TimeRange split_range(const Split& s, const std::string& split, int T);
+
+// Writes predictions aligned with (time, instrument) as <prefix>.npy (N, T, K) and <prefix>.csv (one row
+// per predicted point, the targets beside), each atomically.
+struct PredictionFiles {
+  std::string npy, csv;
+  size_t rows = 0;
+};
+PredictionFiles write_predictions(const std::string& prefix, const Panel& p, const std::vector<float>& pred,
+                                  TimeRange range);
+
+}  // namespace mlalpha

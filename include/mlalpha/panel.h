@@ -1,0 +1,58 @@
+#pragma once
+// A panel of market time series and what a run does with it before training: load it as the data
+// settings say, split its time axis, slice and normalise it (docs/data.md).
+//
+// N instruments × T time steps × F features, targets N × T × K, all instruments on one shared time axis.
+// NaN targets are allowed (masked out of the loss and metrics); NaN features are replaced by the
+// training-split mean before training.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mlalpha/config.h"
+#include "mlalpha/error.h"
+
+namespace mlalpha {
+
+struct Panel {
+  int N = 0, T = 0, F = 0, K = 0;
+  std::vector<float> x;  // (N, T, F)
+  std::vector<float> y;  // (N, T, K)
+  // Labels for output alignment; empty means "use indices".
+  std::vector<std::string> instruments;  // (N)
+  std::vector<std::string> times;        // (T), in chronological order
+  std::vector<std::string> feature_names, target_names;  // (F), (K)
+
+  void validate() const;  // shapes agree, sizes positive, label counts match when present
+};
+
+// Per-feature statistics of the training split, stored with the model so inference normalises the
+// same way: x ← (x − mean) / stdev.
+struct FeatureStats {
+  std::vector<float> mean;   // (F)
+  std::vector<float> stdev;  // (F), > 0
+};
+
+// The panel the data settings describe (synthetic, .npy or CSV), validated. Errors name the file, line
+// and setting.
+Panel load_panel(const DataConfig& d);
+// The splits of a run: one, or split.walk_forward_folds consecutive folds (fold 0 the earliest).
+std::vector<Split> make_splits(const SplitConfig& s, const Panel& p);
+// Time steps [t0, t1) of every instrument, labels included.
+Panel slice_panel(const Panel& p, int t0, int t1);
+// Statistics of the features over the time range [t0, t1) (docs/data.md gives the rules).
+FeatureStats feature_stats(const Panel& p, int t0, int t1);
+// A copy of p normalised with `stats` (NaN features → 0, docs/data.md).
+Panel normalized(const Panel& p, const FeatureStats& stats);
+// Refuses a time range without a single finite target: `what` names it ("the training range").
+void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what);
+// A 64-bit fingerprint of the panel's shape, values and labels: a resume checks that it continues on the
+// data the checkpoint was trained on.
+uint64_t panel_fingerprint(const Panel& p);
+// Writes a panel as features.npy / targets.npy and/or a long-format panel.csv (time, instrument, f0..,
+// y0..) into `dir` (created when missing), each file atomically. format: npy | csv | both. Returns the
+// paths written.
+std::vector<std::string> write_panel_files(const Panel& p, const std::string& dir, const std::string& format);
+
+}  // namespace mlalpha

@@ -1,0 +1,104 @@
+#pragma once
+// A training run (docs/config.md, docs/data.md): for each fold of the split, normalise with the
+// training range's statistics, train on the GPU (or the CPU) with validation every run.eval_every steps,
+// keep the best checkpoint by run.metric, stop early after run.patience evaluations without improvement,
+// test the best weights, and leave in run.out_dir (fold-k/ for walk-forward folds) metrics.jsonl,
+// curves.svg, best/last checkpoints, best.json, and for walk-forward folds folds.csv.
+//
+// The library never prints: everything a user would see arrives as a RunEvent at the callback, which
+// can also stop the run. Every setting and the data are checked before any output is opened; a run
+// directory that already holds a run is refused unless RunOptions says to overwrite or resume; an error
+// leaves no folder of its own making behind.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mlalpha/config.h"
+#include "mlalpha/metrics.h"
+#include "mlalpha/panel.h"
+#include "mlalpha/error.h"
+
+namespace mlalpha {
+
+// One training step as the reporters see it.
+struct TrainPoint {
+  int64_t step = 0;  // 1-based
+  double loss = 0, lr = 0, grad_norm = 0;
+  bool skipped = false;  // non-finite gradient: nothing was updated, the loss is left out of the mean
+};
+
+struct Evaluation {
+  int64_t step = 0;
+  MetricsResult metrics;
+  double value = 0;   // metrics.mean's run.metric
+  bool best = false;  // a new best: best.safetensors was written
+};
+
+struct RunEvent {
+  enum class Kind {
+    fold_start,  // a fold begins: fold, folds, split, device, params, start_step
+    log,         // training records up to `step`: points (every step since the last log event)
+    eval,        // a validation: evaluation
+    message,     // a line for the user: message (resume, early stop, interruption, changed settings)
+    fold_end,    // a fold ended: its FoldResult is in RunResult (and `message` says what was written)
+  };
+  Kind kind = Kind::message;
+  int fold = 0, folds = 1;  // 0-based fold index and the fold count
+  int64_t step = 0;
+  Split split;
+  std::string device;  // "gpu" or "cpu"
+  size_t params = 0;
+  int64_t start_step = 0;  // fold_start: > 0 when resuming
+  std::vector<TrainPoint> points;
+  Evaluation evaluation;
+  std::string message;
+};
+
+// Return false to stop the run after the current step (the last checkpoint is saved as on Ctrl-C).
+using RunCallback = std::function<bool(const RunEvent&)>;
+
+struct RunOptions {
+  std::string resume;       // a checkpoint to continue from (its own settings and data govern)
+  bool overwrite = false;   // replace the run already in run.out_dir
+  RunCallback callback;     // may be empty
+  // Checked after every step: set from a signal handler (Ctrl-C, SIGTERM) or another thread to stop
+  // the run like a callback returning false. May be null.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct FoldResult {
+  int fold = 0;
+  Split split;
+  std::string dir;                 // where the fold's files are
+  int64_t steps = 0;               // the last step trained
+  int64_t best_step = 0;
+  double best_value = 0;           // run.metric of the best evaluation
+  bool early_stopped = false;  // run.patience evaluations without improvement ended it
+  bool stopped = false;        // the callback or the stop flag ended it (Ctrl-C, SIGTERM)
+  bool paused = false;         // run.stop_after ended this invocation (continue with a resume)
+  bool has_test = false;
+  MetricsResult test;              // the best weights on the test range
+  std::vector<TrainPoint> history;         // every step this invocation trained
+  std::vector<Evaluation> evaluations;     // every validation of this invocation
+};
+
+struct RunResult {
+  RunConfig config;  // as run (a resume's comes from its checkpoint)
+  std::vector<FoldResult> folds;
+  bool stopped = false;  // ended by the callback or the stop flag before the planned end
+};
+
+// The configuration a run would use: the given one, or for a resume the checkpoint's model, training,
+// data and split settings with the changes the caller made explicitly (config.given) applied where they
+// are allowed (train.steps, train.lr, ... ; docs/config.md) and refused where they are not (the data,
+// the model, the batch, the seed). `changes` receives a line per applied change.
+RunConfig resolve_run_config(const RunConfig& config, const std::string& resume, std::vector<std::string>* changes);
+
+// Loads the data the config names and trains; see the top of this file.
+RunResult run_training(const RunConfig& config, const RunOptions& options = {});
+// The same on a panel the caller built (e.g. from numpy or pandas).
+RunResult run_training(const RunConfig& config, const Panel& panel, const RunOptions& options = {});
+
+}  // namespace mlalpha

@@ -1,0 +1,106 @@
+// From the data settings to panels ready for training and evaluation (include/mlalpha/panel.h): load
+// (synthetic / npy / csv), split chronologically (or walk-forward), slice, normalise with training-range
+// statistics.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "data/csv.h"
+#include "data/normalize.h"
+#include "data/npy.h"
+#include "data/split.h"
+#include "data/synthetic.h"
+#include "mlalpha/panel.h"
+
+namespace mlalpha {
+
+Panel load_panel(const DataConfig& d) {
+  Panel p;
+  if (d.source == "synthetic") {
+    p = make_synthetic(d.synth);
+  } else if (d.source == "npy") {
+    require(!d.features.empty() && !d.targets.empty(), "data.source = 'npy' needs data.features and data.targets");
+    p = load_npy_panel({d.features, d.targets});
+  } else if (d.source == "csv") {
+    require(!d.csv.empty(), "data.source = 'csv' needs data.csv (the path of the long-format file)");
+    CsvSpec spec;
+    spec.path = d.csv;
+    spec.time_column = d.time_column;
+    spec.instrument_column = d.instrument_column;
+    spec.feature_columns = d.feature_columns;
+    spec.target_columns = d.target_columns;
+    p = load_csv_panel(spec);
+  } else {
+    throw Error("data.source must be 'synthetic', 'npy' or 'csv', got '" + d.source + "'");
+  }
+  p.validate();
+  return p;
+}
+
+std::vector<Split> make_splits(const SplitConfig& s, const Panel& p) {
+  if (s.walk_forward_folds > 0) {
+    WalkForwardSpec w;
+    w.folds = s.walk_forward_folds;
+    w.gap = s.spec.gap;
+    w.test_size = s.walk_forward_test_size;
+    w.valid_size = s.walk_forward_valid_size;
+    w.train_size = s.walk_forward_train_size;
+    return walk_forward(p.T, w);
+  }
+  return {make_split(s.spec, p.T, p.times)};
+}
+
+Panel slice_panel(const Panel& p, int t0, int t1) {
+  require(0 <= t0 && t0 < t1 && t1 <= p.T, "slice_panel: the range [" + std::to_string(t0) + ", " +
+                                                std::to_string(t1) + ") is not inside [0, " + std::to_string(p.T) + ")");
+  Panel out;
+  out.N = p.N, out.T = t1 - t0, out.F = p.F, out.K = p.K;
+  out.instruments = p.instruments;
+  out.feature_names = p.feature_names;
+  out.target_names = p.target_names;
+  out.x.resize(size_t(p.N) * out.T * p.F);
+  out.y.resize(size_t(p.N) * out.T * p.K);
+  for (int i = 0; i < p.N; ++i) {
+    std::copy_n(p.x.begin() + (size_t(i) * p.T + t0) * p.F, size_t(out.T) * p.F, out.x.begin() + size_t(i) * out.T * p.F);
+    std::copy_n(p.y.begin() + (size_t(i) * p.T + t0) * p.K, size_t(out.T) * p.K, out.y.begin() + size_t(i) * out.T * p.K);
+  }
+  if (!p.times.empty()) out.times.assign(p.times.begin() + t0, p.times.begin() + t1);
+  return out;
+}
+
+FeatureStats feature_stats(const Panel& p, int t0, int t1) { return compute_feature_stats(p, t0, t1); }
+
+Panel normalized(const Panel& p, const FeatureStats& stats) {
+  Panel out = p;
+  normalize_features(out, stats);
+  return out;
+}
+
+void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what) {
+  for (int i = 0; i < p.N; ++i)
+    for (size_t j = (size_t(i) * p.T + t0) * p.K, e = (size_t(i) * p.T + t1) * p.K; j < e; ++j)
+      if (std::isfinite(p.y[j])) return;
+  const std::string labels = p.target_names.empty() ? std::string("the targets") : "the target columns";
+  throw Error(what + " [" + std::to_string(t0) + ", " + std::to_string(t1) + ") has no finite target value in " +
+              labels + " (all " + std::to_string(int64_t(p.N) * (t1 - t0) * p.K) +
+              " are NaN): check data.targets / data.target_columns and the split");
+}
+
+uint64_t panel_fingerprint(const Panel& p) {
+  // FNV-1a over the shape, the value bytes and the labels: cheap, and any change of data shows.
+  uint64_t h = 1469598103934665603ull;
+  auto bytes = [&](const void* data, size_t n) {
+    const unsigned char* c = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  };
+  const int dims[4] = {p.N, p.T, p.F, p.K};
+  bytes(dims, sizeof dims);
+  bytes(p.x.data(), p.x.size() * sizeof(float));
+  bytes(p.y.data(), p.y.size() * sizeof(float));
+  for (const auto* labels : {&p.instruments, &p.times, &p.feature_names, &p.target_names})
+    for (const auto& s : *labels) bytes(s.c_str(), s.size() + 1);
+  return h;
+}
+
+}  // namespace mlalpha

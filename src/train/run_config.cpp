@@ -1,0 +1,513 @@
+// TOML → RunConfig (docs/config.md). toml++ is used header-only so the binary needs no shared library
+// beyond CUDA's.
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 1
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "mlalpha/config.h"
+#include "mlalpha/metrics.h"
+#include "core/suggest.h"
+
+namespace mlalpha {
+
+namespace {
+
+// Where each value came from, for messages: "file:line", or the override's own text.
+struct Origins {
+  std::string src;                              // the file (or "defaults")
+  std::map<std::string, std::string> override;  // "section.key" → the override that set it
+};
+
+// Reads one section, remembering which keys were consumed so leftovers can be reported.
+class Section {
+ public:
+  // keys (may be null) collects every valid "section.key" asked for.
+  Section(const toml::table* t, std::string name, const Origins& origins, std::set<std::string>& given,
+          std::vector<std::string>* keys)
+      : t_(t), name_(std::move(name)), origins_(origins), given_(given), keys_(keys) {}
+
+  template <typename T>
+  void get(const char* key, T& out) {
+    if (const toml::node* n = node(key)) convert(*n, key, out);
+  }
+  // A path: relative ones written in the file resolve against `base` (the file's folder).
+  void get_path(const char* key, std::string& out, const std::string& base) {
+    const toml::node* n = node(key);
+    if (!n) return;
+    convert(*n, key, out);
+    if (!base.empty() && !from_override(key) && !out.empty() && std::filesystem::path(out).is_relative())
+      out = (std::filesystem::path(base) / out).lexically_normal().string();
+  }
+  // A name from a fixed list (train.loss, run.device): anything else names the choices.
+  void get_choice(const char* key, std::string& out, std::initializer_list<const char*> choices) {
+    const toml::node* n = node(key);
+    if (!n) return;
+    convert(*n, key, out);
+    std::string list;
+    for (const char* c : choices) {
+      if (out == c) return;
+      list += std::string(list.empty() ? "" : ", ") + "'" + c + "'";
+    }
+    fail(*n, key, "must be one of " + list + ", got '" + out + "'");
+  }
+  void get_boundary(const char* key, SplitPoint& out) {
+    const toml::node* n = node(key);
+    if (!n) return;
+    if (auto f = n->value_exact<double>()) {
+      if (!(*f > 0 && *f <= 1)) fail(*n, key, "a fraction must be in (0, 1], got " + std::to_string(*f));
+      out = SplitPoint::at_fraction(*f);
+    } else if (auto i = n->value_exact<int64_t>()) {
+      out = SplitPoint::at_index(*i);
+    } else if (auto s = n->value_exact<std::string>()) {
+      out = SplitPoint::at_time(*s);
+    } else {
+      fail(*n, key, "expected a fraction (0.7), a time index (1500) or a time value (\"2021-01-04\")");
+    }
+  }
+  // After all get() calls: any key not asked for is a typo or unsupported.
+  void check_unknown() const {
+    if (!t_) return;
+    for (const auto& [k, v] : *t_) {
+      const std::string key(k.str());
+      if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+      std::string msg = where(v, key) + ": unknown key '" + name_ + "." + key + "'";
+      if (const std::string best = suggest_run_config_key(name_ + "." + key); !best.empty())
+        msg += "; did you mean '" + best + "'?";
+      msg += " (valid keys in [" + name_ + "]:";
+      for (const auto& c : known_) msg += " " + c;
+      throw Error(msg + ")");
+    }
+  }
+
+ private:
+  const toml::node* node(const char* key) {
+    known_.push_back(key);
+    if (keys_) keys_->push_back(name_ + "." + key);
+    if (!t_) return nullptr;
+    const toml::node* n = t_->get(key);
+    if (n) given_.insert(name_ + "." + key);
+    return n;
+  }
+  bool from_override(const std::string& key) const { return origins_.override.count(name_ + "." + key) > 0; }
+  std::string where(const toml::node& n, const std::string& key) const {
+    if (auto it = origins_.override.find(name_ + "." + key); it != origins_.override.end())
+      return "override '" + it->second + "'";
+    return origins_.src + ":" + std::to_string(n.source().begin.line);
+  }
+  [[noreturn]] void fail(const toml::node& n, const char* key, const std::string& what) const {
+    throw Error(where(n, key) + ": " + name_ + "." + key + ": " + what);
+  }
+  void convert(const toml::node& n, const char* key, std::string& out) {
+    auto v = n.value_exact<std::string>();
+    if (!v) fail(n, key, "expected a string");
+    out = *v;
+  }
+  void convert(const toml::node& n, const char* key, bool& out) {
+    auto v = n.value_exact<bool>();
+    if (!v) fail(n, key, "expected true or false");
+    out = *v;
+  }
+  template <typename I>
+  std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>> convert(const toml::node& n, const char* key, I& out) {
+    auto v = n.value_exact<int64_t>();
+    if (!v) fail(n, key, "expected an integer");
+    if (*v < int64_t(std::numeric_limits<I>::min()) || uint64_t(*v) > uint64_t(std::numeric_limits<I>::max()))
+      fail(n, key, "value " + std::to_string(*v) + " is out of range");
+    out = I(*v);
+  }
+  void convert(const toml::node& n, const char* key, float& out) {
+    auto v = n.value<double>();  // integers are accepted where a number is expected
+    if (!v) fail(n, key, "expected a number");
+    if (std::isfinite(*v) && std::fabs(*v) > double(std::numeric_limits<float>::max()))
+      fail(n, key, "value " + std::to_string(*v) + " is out of range");
+    out = float(*v);
+  }
+  void convert(const toml::node& n, const char* key, std::vector<std::string>& out) {
+    const toml::array* a = n.as_array();
+    if (!a) fail(n, key, "expected an array of strings");
+    out.clear();
+    for (const auto& e : *a) {
+      auto s = e.value_exact<std::string>();
+      if (!s) fail(e, key, "expected an array of strings");
+      out.push_back(*s);
+    }
+  }
+
+  const toml::table* t_;
+  std::string name_;
+  const Origins& origins_;
+  std::set<std::string>& given_;
+  std::vector<std::string>* keys_;
+  std::vector<std::string> known_;
+};
+
+toml::table parse_toml(const std::string& text, const std::string& src) {
+  try {
+    return toml::parse(text, src);
+  } catch (const toml::parse_error& e) {
+    throw Error(src + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
+                ": TOML syntax error: " + std::string(e.description()));
+  }
+}
+
+// "train.lr=2e-3" → root["train"]["lr"] = 2e-3. The value is parsed as TOML; a bare word such as
+// data.source=npy is taken as the string "npy".
+void apply_override(toml::table& root, const std::string& ov, Origins& origins) {
+  const size_t eq = ov.find('='), dot = ov.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    throw Error("override '" + ov + "': expected section.key=value, e.g. train.lr=2e-3");
+  const std::string section = ov.substr(0, dot), key = ov.substr(dot + 1, eq - dot - 1), value = ov.substr(eq + 1);
+  const std::string src = "override '" + ov + "'";
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value, src);
+  } catch (const toml::parse_error&) {
+    parsed = parse_toml("v = \"" + value + "\"", src);
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  toml::table* t = root[section].as_table();
+  if (!t) throw Error(src + ": '" + section + "' is not a table");
+  t->insert_or_assign(key, *parsed.get("v"));
+  origins.override[section + "." + key] = ov;
+}
+
+}  // namespace
+
+namespace {
+
+// Settings of other tools (mamba_ssm, PyTorch loops, Qlib) a user may write instead of ours.
+const std::map<std::string, std::string>& key_aliases() {
+  static const std::map<std::string, std::string> aliases = {
+      {"train.learning_rate", "train.lr"},     {"train.batch_size", "train.batch"},
+      {"train.max_steps", "train.steps"},      {"train.num_steps", "train.steps"},
+      {"train.n_steps", "train.steps"},        {"train.warmup_steps", "train.warmup"},
+      {"train.grad_clip", "train.clip"},       {"train.max_grad_norm", "train.clip"},
+      {"train.clip_grad_norm", "train.clip"},  {"train.seq_length", "train.seq_len"},
+      {"train.sequence_length", "train.seq_len"}, {"train.window", "train.seq_len"},
+      {"train.lookback", "train.seq_len"},     {"train.wd", "train.weight_decay"},
+      {"model.n_layers", "model.layers"},      {"model.num_layers", "model.layers"},
+      {"model.n_layer", "model.layers"},       {"model.d_conv", "model.conv_width"},
+      {"model.headdim", "model.head_dim"},     {"model.ngroups", "model.groups"},
+      {"model.chunk_size", "model.chunk"},     {"model.state_size", "model.d_state"},
+      {"model.hidden_size", "model.d_model"},  {"model.dim", "model.d_model"},
+      {"run.output_dir", "run.out_dir"},       {"run.outdir", "run.out_dir"},
+      {"run.early_stopping_patience", "run.patience"},
+  };
+  return aliases;
+}
+
+RunConfig parse_impl(const std::string& text, const std::string& src, const std::vector<std::string>& overrides,
+                     const std::string& base_dir, std::vector<std::string>* keys) {
+  toml::table root = parse_toml(text, src);
+  Origins origins{src, {}};
+  for (const std::string& ov : overrides) apply_override(root, ov, origins);
+  static const char* kSections[] = {"data", "split", "model", "train", "run"};
+  for (const auto& [k, v] : root) {
+    const std::string key(k.str());
+    if (std::find(std::begin(kSections), std::end(kSections), key) != std::end(kSections) && v.is_table()) continue;
+    std::string msg = src + ":" + std::to_string(v.source().begin.line) + ": unknown section or top-level key '" + key + "'";
+    if (const std::string best = suggest_run_config_key(key); !best.empty() && !v.is_table())
+      msg += "; did you mean '" + best + "'?";
+    throw Error(msg + " (expected the tables [data], [split], [model], [train], [run])");
+  }
+  RunConfig c;
+  auto table = [&](const char* name) { return root[name].as_table(); };
+
+  Section d(table("data"), "data", origins, c.given, keys);
+  d.get_choice("source", c.data.source, {"synthetic", "npy", "csv"});
+  d.get("instruments", c.data.synth.N);
+  d.get("timesteps", c.data.synth.T);
+  d.get("n_features", c.data.synth.F);
+  d.get("n_targets", c.data.synth.K);
+  d.get("noise", c.data.synth.noise);
+  d.get("seed", c.data.synth.seed);
+  d.get_path("features", c.data.features, base_dir);
+  d.get_path("targets", c.data.targets, base_dir);
+  d.get_path("csv", c.data.csv, base_dir);
+  d.get("delimiter", c.data.delimiter);
+  d.get("time_column", c.data.time_column);
+  d.get("instrument_column", c.data.instrument_column);
+  d.get("feature_columns", c.data.feature_columns);
+  d.get("target_columns", c.data.target_columns);
+  d.check_unknown();
+
+  Section s(table("split"), "split", origins, c.given, keys);
+  s.get_boundary("train_end", c.split.spec.train_end);
+  s.get_boundary("valid_end", c.split.spec.valid_end);
+  s.get("gap", c.split.spec.gap);
+  s.get("walk_forward_folds", c.split.walk_forward_folds);
+  s.get("walk_forward_test_size", c.split.walk_forward_test_size);
+  s.get("walk_forward_valid_size", c.split.walk_forward_valid_size);
+  s.get("walk_forward_train_size", c.split.walk_forward_train_size);
+  s.check_unknown();
+
+  Section m(table("model"), "model", origins, c.given, keys);
+  m.get("d_model", c.model.D);
+  m.get("layers", c.model.NL);
+  m.get("expand", c.model.expand);
+  m.get("head_dim", c.model.P);
+  m.get("groups", c.model.G);
+  m.get("d_state", c.model.N);
+  m.get("conv_width", c.model.W);
+  m.get("chunk", c.model.Q);
+  m.get("dt_min", c.model.dt_min);
+  m.get("dt_max", c.model.dt_max);
+  m.get("dt_init_floor", c.model.dt_init_floor);
+  m.get("dt_limit_lo", c.model.dt_limit_lo);
+  m.get("dt_limit_hi", c.model.dt_limit_hi);
+  m.check_unknown();
+
+  Section t(table("train"), "train", origins, c.given, keys);
+  std::string loss = to_string(c.train.loss), schedule = to_string(c.train.schedule);
+  t.get("batch", c.train.B);
+  t.get("seq_len", c.train.L);
+  t.get("steps", c.train.steps);
+  t.get("lr", c.train.lr);
+  t.get("min_lr_ratio", c.train.min_lr_ratio);
+  t.get("warmup", c.train.warmup);
+  t.get_choice("schedule", schedule, {"cosine", "constant"});
+  t.get("weight_decay", c.train.weight_decay);
+  t.get("beta1", c.train.beta1);
+  t.get("beta2", c.train.beta2);
+  t.get("eps", c.train.eps);
+  t.get("clip", c.train.clip);
+  t.get_choice("loss", loss, {"mse", "huber"});
+  t.get("huber_delta", c.train.huber_delta);
+  t.get("burn_in", c.train.burn_in);
+  t.get("seed", c.train.seed);
+  t.get("log_every", c.train.log_every);
+  t.check_unknown();
+  c.train.loss = parse_loss(loss);
+  c.train.schedule = parse_schedule(schedule);
+
+  Section r(table("run"), "run", origins, c.given, keys);
+  r.get_choice("device", c.run.device, {"auto", "cpu", "gpu"});
+  r.get("tf32", c.run.tf32);
+  r.get("graph", c.run.graph);
+  r.get("out_dir", c.run.out_dir);
+  r.get("eval_every", c.run.eval_every);
+  r.get("metric", c.run.metric);
+  r.get("patience", c.run.patience);
+  r.get("stop_after", c.run.stop_after);
+  r.check_unknown();
+  return c;
+}
+
+}  // namespace
+
+const std::vector<std::string>& run_config_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    parse_impl("", "defaults", {}, "", &out);
+    return out;
+  }();
+  return keys;
+}
+
+std::string suggest_run_config_key(const std::string& key) {
+  return closest_name(key, run_config_keys(), key_aliases());
+}
+
+RunConfig parse_run_config(const std::string& text, const std::string& src, const std::vector<std::string>& overrides,
+                           const std::string& base_dir) {
+  return parse_impl(text, src, overrides, base_dir, nullptr);
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return parse_run_config("", "defaults", overrides);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  require(fs::exists(path, ec), path + ": no such config file");
+  require(!fs::is_directory(path, ec), path + ": is a directory, expected a TOML config file");
+  std::ifstream in(path, std::ios::binary);
+  require(bool(in), path + ": cannot open the config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_run_config(ss.str(), path, overrides, fs::path(path).parent_path().string());
+}
+
+bool RunConfig::was_given_in(const std::string& section) const {
+  const std::string prefix = section + ".";
+  for (const auto& k : given)
+    if (k.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
+}
+
+void RunConfig::validate() const {
+  require(data.source == "synthetic" || data.source == "npy" || data.source == "csv",
+          "data.source must be 'synthetic', 'npy' or 'csv', got '" + data.source + "'");
+  if (data.source == "npy")
+    require(!data.features.empty() && !data.targets.empty(), "data.source = 'npy' needs data.features and data.targets");
+  if (data.source == "csv") {
+    require(!data.csv.empty(), "data.source = 'csv' needs data.csv (the path of the long-format file)");
+    require(!data.feature_columns.empty(), "data.source = 'csv' needs data.feature_columns (the feature column names)");
+    require(!data.target_columns.empty(), "data.source = 'csv' needs data.target_columns (the target column names)");
+  }
+  require(data.delimiter.size() == 1 && data.delimiter != "\"" && data.delimiter != "\n" && data.delimiter != "\r",
+          "data.delimiter must be one character other than a quote or a newline, got '" + data.delimiter + "'");
+  if (data.source == "synthetic") {
+    require(data.synth.N >= 1, "data.instruments must be >= 1, got " + std::to_string(data.synth.N));
+    require(data.synth.T >= 2, "data.timesteps must be >= 2, got " + std::to_string(data.synth.T));
+    require(data.synth.F >= 1, "data.n_features must be >= 1, got " + std::to_string(data.synth.F));
+    require(data.synth.K >= 1, "data.n_targets must be >= 1, got " + std::to_string(data.synth.K));
+    require(std::isfinite(data.synth.noise) && data.synth.noise >= 0,
+            "data.noise must be a finite number >= 0, got " + std::to_string(data.synth.noise));
+    require(int64_t(data.synth.N) * data.synth.T * std::max(data.synth.F, data.synth.K) <= (int64_t(1) << 31),
+            "data.instruments × data.timesteps × data.n_features = " +
+                std::to_string(int64_t(data.synth.N) * data.synth.T * data.synth.F) +
+                " values is beyond the 2^31 a synthetic panel may hold");
+  }
+  require(split.spec.gap >= 0, "split.gap must be >= 0, got " + std::to_string(split.spec.gap));
+  require(split.walk_forward_folds >= 0, "split.walk_forward_folds must be >= 0, got " +
+                                             std::to_string(split.walk_forward_folds));
+  require(split.walk_forward_test_size >= 0 && split.walk_forward_valid_size >= 0 && split.walk_forward_train_size >= 0,
+          "split.walk_forward_test_size, walk_forward_valid_size and walk_forward_train_size must be >= 0");
+  require(split.walk_forward_folds > 0 || (split.walk_forward_test_size == 0 && split.walk_forward_valid_size == 0 &&
+                                           split.walk_forward_train_size == 0),
+          "split.walk_forward_test_size / valid_size / train_size need split.walk_forward_folds > 0");
+  require(run.device == "auto" || run.device == "cpu" || run.device == "gpu",
+          "run.device must be 'auto', 'cpu' or 'gpu', got '" + run.device + "'");
+  require(run.eval_every >= 0, "run.eval_every must be >= 0, got " + std::to_string(run.eval_every));
+  require(run.patience >= 0, "run.patience must be >= 0, got " + std::to_string(run.patience));
+  require(run.stop_after >= 0, "run.stop_after must be >= 0, got " + std::to_string(run.stop_after));
+  require(!run.out_dir.empty(), "run.out_dir must not be empty");
+  {
+    const auto& names = metric_names();
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    require(std::find(names.begin(), names.end(), run.metric) != names.end(),
+            "run.metric must be one of " + list + ", got '" + run.metric + "'");
+  }
+  model.validate();
+  train.validate();
+}
+
+}  // namespace mlalpha
+
+namespace mlalpha {
+
+namespace {
+
+toml::array string_array(const std::vector<std::string>& v) {
+  toml::array a;
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+void put_boundary(toml::table& t, const char* key, const SplitPoint& p) {
+  if (p.kind == SplitPoint::Kind::fraction) t.insert_or_assign(key, p.fraction);
+  else if (p.kind == SplitPoint::Kind::index) t.insert_or_assign(key, p.index);
+  else t.insert_or_assign(key, p.time);
+}
+
+// Every key of the file with its value, section by section (the inverse of parse_run_config).
+toml::table to_table(const RunConfig& c) {
+  toml::table data, split, model, train, run;
+  data.insert_or_assign("source", c.data.source);
+  data.insert_or_assign("instruments", c.data.synth.N);
+  data.insert_or_assign("timesteps", c.data.synth.T);
+  data.insert_or_assign("n_features", c.data.synth.F);
+  data.insert_or_assign("n_targets", c.data.synth.K);
+  data.insert_or_assign("noise", double(c.data.synth.noise));
+  data.insert_or_assign("seed", int64_t(c.data.synth.seed));
+  data.insert_or_assign("features", c.data.features);
+  data.insert_or_assign("targets", c.data.targets);
+  data.insert_or_assign("csv", c.data.csv);
+  data.insert_or_assign("delimiter", c.data.delimiter);
+  data.insert_or_assign("time_column", c.data.time_column);
+  data.insert_or_assign("instrument_column", c.data.instrument_column);
+  data.insert_or_assign("feature_columns", string_array(c.data.feature_columns));
+  data.insert_or_assign("target_columns", string_array(c.data.target_columns));
+  put_boundary(split, "train_end", c.split.spec.train_end);
+  put_boundary(split, "valid_end", c.split.spec.valid_end);
+  split.insert_or_assign("gap", c.split.spec.gap);
+  split.insert_or_assign("walk_forward_folds", c.split.walk_forward_folds);
+  split.insert_or_assign("walk_forward_test_size", c.split.walk_forward_test_size);
+  split.insert_or_assign("walk_forward_valid_size", c.split.walk_forward_valid_size);
+  split.insert_or_assign("walk_forward_train_size", c.split.walk_forward_train_size);
+  const ModelConfig& m = c.model;
+  model.insert_or_assign("d_model", m.D);
+  model.insert_or_assign("layers", m.NL);
+  model.insert_or_assign("expand", m.expand);
+  model.insert_or_assign("head_dim", m.P);
+  model.insert_or_assign("groups", m.G);
+  model.insert_or_assign("d_state", m.N);
+  model.insert_or_assign("conv_width", m.W);
+  model.insert_or_assign("chunk", m.Q);
+  model.insert_or_assign("dt_min", double(m.dt_min));
+  model.insert_or_assign("dt_max", double(m.dt_max));
+  model.insert_or_assign("dt_init_floor", double(m.dt_init_floor));
+  model.insert_or_assign("dt_limit_lo", double(m.dt_limit_lo));
+  model.insert_or_assign("dt_limit_hi", double(m.dt_limit_hi));
+  const TrainConfig& t = c.train;
+  train.insert_or_assign("batch", t.B);
+  train.insert_or_assign("seq_len", t.L);
+  train.insert_or_assign("steps", t.steps);
+  train.insert_or_assign("lr", double(t.lr));
+  train.insert_or_assign("min_lr_ratio", double(t.min_lr_ratio));
+  train.insert_or_assign("warmup", t.warmup);
+  train.insert_or_assign("schedule", to_string(t.schedule));
+  train.insert_or_assign("weight_decay", double(t.weight_decay));
+  train.insert_or_assign("beta1", double(t.beta1));
+  train.insert_or_assign("beta2", double(t.beta2));
+  train.insert_or_assign("eps", double(t.eps));
+  train.insert_or_assign("clip", double(t.clip));
+  train.insert_or_assign("loss", to_string(t.loss));
+  train.insert_or_assign("huber_delta", double(t.huber_delta));
+  train.insert_or_assign("burn_in", t.burn_in);
+  train.insert_or_assign("seed", int64_t(t.seed));
+  train.insert_or_assign("log_every", t.log_every);
+  run.insert_or_assign("device", c.run.device);
+  run.insert_or_assign("tf32", c.run.tf32);
+  run.insert_or_assign("graph", c.run.graph);
+  run.insert_or_assign("out_dir", c.run.out_dir);
+  run.insert_or_assign("eval_every", c.run.eval_every);
+  run.insert_or_assign("metric", c.run.metric);
+  run.insert_or_assign("patience", c.run.patience);
+  run.insert_or_assign("stop_after", c.run.stop_after);
+  toml::table root;
+  root.insert_or_assign("data", std::move(data));
+  root.insert_or_assign("split", std::move(split));
+  root.insert_or_assign("model", std::move(model));
+  root.insert_or_assign("train", std::move(train));
+  root.insert_or_assign("run", std::move(run));
+  return root;
+}
+
+std::string node_text(const toml::node& n) {
+  std::ostringstream s;
+  n.visit([&](const auto& v) { s << v; });
+  return s.str();
+}
+
+}  // namespace
+
+std::map<std::string, std::string> run_config_values(const RunConfig& c) {
+  std::map<std::string, std::string> out;
+  const toml::table root = to_table(c);
+  for (const auto& [section, t] : root)
+    for (const auto& [key, v] : *t.as_table()) out[std::string(section.str()) + "." + std::string(key.str())] = node_text(v);
+  return out;
+}
+
+std::string to_toml(const RunConfig& c, const std::vector<std::string>& sections_in) {
+  const toml::table all = to_table(c);
+  const std::vector<std::string> sections =
+      sections_in.empty() ? std::vector<std::string>{"data", "split", "model", "train", "run"} : sections_in;
+  toml::table out;
+  for (const auto& s : sections)
+    if (const toml::node* n = all.get(s)) out.insert_or_assign(s, *n);
+  std::ostringstream text;
+  text << out;
+  return text.str() + "\n";
+}
+
+}  // namespace mlalpha
