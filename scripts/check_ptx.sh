@@ -75,6 +75,42 @@ extract_ptx() {
   mv "$out.tmp" "$out"
 }
 
+# Prints "file: kernel K: member mask M in `instr`" for every offending instruction of one PTX file. The
+# member mask is the last operand of each of these instructions (PTX ISA: shfl.sync, vote.sync,
+# bar.warp.sync, match.sync, redux.sync). NVVM materialises constants in registers (`mov.u32 %r51, -1;`
+# then `shfl.sync... %r51;`), so a register whose value within the function is an immediate counts as that
+# immediate (first pass); only registers computed otherwise are masks computed at run time, and allowed.
+scan_ptx() {
+  awk -v file="$2" '
+    function func_name(l,    n) {
+      n = l; sub(/^[ \t]*(\.(visible|weak|extern)[ \t]+)*\.(entry|func)[ \t]+/, "", n)
+      if (n ~ /^\(/) sub(/^\([^)]*\)[ \t]*/, "", n)
+      sub(/\(.*/, "", n); gsub(/[ \t]/, "", n); return n
+    }
+    /^[ \t]*(\.(visible|weak|extern)[ \t]+)*\.(entry|func)[ \t]/ { kernel = func_name($0) }
+    FNR == NR {
+      if ($0 ~ /^[ \t]*mov\.[bus]32[ \t]+%r[0-9]+,[ \t]*-?(0x[0-9a-fA-F]+|[0-9]+)[ \t]*;/) {
+        l = $0; sub(/^[ \t]*mov\.[bus]32[ \t]+/, "", l); sub(/;.*/, "", l)
+        split(l, kv, /,[ \t]*/)
+        key = kernel SUBSEP kv[1]
+        # a register set to several immediates keeps the one that is not the full warp, if any
+        if (!(key in imm) || imm[key] == "-1" || tolower(imm[key]) == "0xffffffff") imm[key] = kv[2]
+      }
+      next
+    }
+    /(shfl\.sync|vote\.sync|bar\.warp\.sync|match\.[a-z]+\.sync|redux\.sync)/ {
+      line = $0; sub(/\/\/.*/, "", line); sub(/;.*/, "", line)
+      m = line; sub(/.*,[ \t]*/, "", m); if (m == line) { m = line; sub(/.*[ \t]/, "", m) }
+      gsub(/[ \t]/, "", m)
+      shown = m
+      if (m ~ /^%r[0-9]+$/ && ((kernel SUBSEP m) in imm)) { m = imm[kernel SUBSEP m]; shown = shown " = " m }
+      if (m != "-1" && tolower(m) != "0xffffffff" && m !~ /^%/) {
+        gsub(/^[ \t]+/, "", line); gsub(/[ \t]+/, " ", line)
+        printf "%s: kernel %s: member mask %s in `%s`\n", file, kernel, shown, line
+      }
+    }' "$1" "$1"
+}
+
 status=0
 for obj in "${objects[@]}"; do
   name=$(basename "$obj" .o)
@@ -83,21 +119,7 @@ for obj in "${objects[@]}"; do
   extract_ptx "$obj" "$out" || { echo "check_ptx: could not get the PTX of $src" >&2; status=2; continue; }
   # The member mask is the last operand of each of these instructions (PTX ISA: shfl.sync, vote.sync,
   # bar.warp.sync, match.sync, redux.sync). Allowed: -1, 0xffffffff (any case), or a register (%...).
-  bad=$(awk -v file="$src" '
-    /^[ \t]*(\.(visible|weak|extern)[ \t]+)*\.(entry|func)[ \t]/ {
-      n = $0; sub(/^[ \t]*(\.(visible|weak|extern)[ \t]+)*\.(entry|func)[ \t]+/, "", n)
-      if (n ~ /^\(/) sub(/^\([^)]*\)[ \t]*/, "", n)
-      sub(/\(.*/, "", n); gsub(/[ \t]/, "", n); kernel = n
-    }
-    /(shfl\.sync|vote\.sync|bar\.warp\.sync|match\.[a-z]+\.sync|redux\.sync)/ {
-      line = $0; sub(/\/\/.*/, "", line); sub(/;.*/, "", line)
-      m = line; sub(/.*,[ \t]*/, "", m); if (m == line) { m = line; sub(/.*[ \t]/, "", m) }
-      gsub(/[ \t]/, "", m)
-      if (m != "-1" && tolower(m) != "0xffffffff" && m !~ /^%/) {
-        gsub(/^[ \t]+/, "", line)
-        printf "%s: kernel %s: member mask %s in `%s`\n", file, kernel, m, line
-      }
-    }' "$out")
+  bad=$(scan_ptx "$out" "$src")
   if [ -n "$bad" ]; then
     status=1
     while IFS= read -r l; do
