@@ -1,6 +1,7 @@
 #include "mlalpha/config.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -13,6 +14,14 @@ void positive(const char* name, T v) {
   std::ostringstream s;
   s << name << " must be >= 1, got " << v;
   require(v >= 1, s.str());
+}
+
+// Products of settings that size a dimension or a row count held in a 32-bit int (the parameter table's
+// shapes, the kernels' row counts): refused with the settings named instead of wrapping to a negative size.
+void fits_int(int64_t v, const std::string& what) {
+  require(v <= std::numeric_limits<int>::max(),
+          what + " = " + std::to_string(v) + " exceeds " + std::to_string(std::numeric_limits<int>::max()) +
+              " (a dimension or row count must fit in 32 bits)");
 }
 
 }  // namespace
@@ -28,6 +37,9 @@ void ModelConfig::validate() const {
   positive("model.N", N);
   positive("model.W", W);
   positive("model.Q", Q);
+  const int64_t di = int64_t(expand) * D, gn2 = 2 * int64_t(G) * N;
+  fits_int(di, "d_inner = model.expand × model.D = " + std::to_string(expand) + " × " + std::to_string(D));
+  fits_int(2 * di + gn2 + di / P, "the in_proj width 2·d_inner + 2·model.G·model.N + H");
   require(d_inner() % P == 0, "model.P = " + std::to_string(P) + " must divide d_inner = expand*D = " +
                                   std::to_string(d_inner()) + " into whole heads");
   require(H() % G == 0, "model.G = " + std::to_string(G) + " must divide the number of heads H = d_inner/P = " +
@@ -44,6 +56,7 @@ void ModelConfig::validate() const {
 void TrainConfig::validate() const {
   positive("train.B", B);
   positive("train.L", L);
+  fits_int(int64_t(B) * L, "the rows per step train.batch × train.seq_len = " + std::to_string(B) + " × " + std::to_string(L));
   positive("train.steps", steps);
   require(std::isfinite(lr) && lr > 0, "train.lr must be a finite number > 0, got " + std::to_string(lr));
   require(min_lr_ratio >= 0 && min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1], got " + std::to_string(min_lr_ratio));
