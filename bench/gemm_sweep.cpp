@@ -15,7 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/context.h"
 #include "core/cuda_check.h"
+#include "core/cuda_event.h"
+#include "core/device_buffer.h"
 #include "ops/linear/gemm_3xtf32.h"
 
 namespace {
@@ -42,21 +45,15 @@ uint32_t attr_u32(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttr
 // Median of 10 timed calls of launch() (after 3 untimed), in ms.
 template <typename Launch>
 float median_ms(Launch&& launch) {
-  cudaEvent_t e0, e1;
-  MLALPHA_CUDA_CHECK(cudaEventCreate(&e0));
-  MLALPHA_CUDA_CHECK(cudaEventCreate(&e1));
+  mlalpha::CudaEvent e0, e1;
   std::vector<float> times;
   for (int r = 0; r < 13; ++r) {
-    MLALPHA_CUDA_CHECK(cudaEventRecord(e0));
+    e0.record(nullptr);  // the GEMMs run on the legacy default stream
     launch();
-    MLALPHA_CUDA_CHECK(cudaEventRecord(e1));
-    MLALPHA_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0.f;
-    MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 3) times.push_back(ms);
+    e1.record(nullptr);
+    e1.synchronize();
+    if (r >= 3) times.push_back(mlalpha::elapsed_ms(e0, e1));
   }
-  MLALPHA_CUDA_CHECK(cudaEventDestroy(e0));
-  MLALPHA_CUDA_CHECK(cudaEventDestroy(e1));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -175,9 +172,23 @@ void compare(cublasLtHandle_t lt, const Shape& s, float* A, float* B, float* D, 
   std::fflush(stdout);
 }
 
+// The cuBLASLt handle, destroyed on every way out of main.
+struct LtHandle {
+  LtHandle() { MLALPHA_CUBLAS_CHECK(cublasLtCreate(&h)); }
+  ~LtHandle() { (void)cublasLtDestroy(h); }
+  LtHandle(const LtHandle&) = delete;
+  LtHandle& operator=(const LtHandle&) = delete;
+  cublasLtHandle_t h = nullptr;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (mlalpha::cuda_device_count() == 0) {
+    std::fprintf(stderr, "ml-alpha-gemm-sweep: error: this tool times cuBLASLt and 3xTF32 GEMMs, so it needs a CUDA "
+                         "device and found none\n");
+    return 1;
+  }
   try {
     const bool cmp = argc > 1 && std::string(argv[1]) == "--compare";
     const auto N = CUBLAS_OP_N, T = CUBLAS_OP_T;
@@ -193,16 +204,14 @@ int main(int argc, char** argv) {
         {"S in_proj fwd", false, T, N, 648, 16384, 128, 0.f},   {"S in_proj dW", false, N, T, 128, 648, 16384, 1.f},
         {"S out_proj dW", false, N, T, 256, 128, 16384, 1.f},
     };
-    cublasLtHandle_t lt;
-    MLALPHA_CUBLAS_CHECK(cublasLtCreate(&lt));
+    const LtHandle handle;
+    cublasLtHandle_t lt = handle.h;
     const size_t big = size_t(4384) * 16384 * 4;  // floats of the largest operand, with room for splits
-    float *A, *B, *D;
-    void* ws;
     const size_t ws_bytes = 32u << 20;
-    MLALPHA_CUDA_CHECK(cudaMalloc(&A, big * sizeof(float)));
-    MLALPHA_CUDA_CHECK(cudaMalloc(&B, big * sizeof(float)));
-    MLALPHA_CUDA_CHECK(cudaMalloc(&D, big * sizeof(float)));
-    MLALPHA_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+    mlalpha::DeviceBuffer<float> bufA(big), bufB(big), bufD(big);
+    mlalpha::DeviceBuffer<unsigned char> bufWs(ws_bytes);
+    float *A = bufA.data(), *B = bufB.data(), *D = bufD.data();
+    void* ws = bufWs.data();
     MLALPHA_CUDA_CHECK(cudaMemset(A, 0x3c, big * sizeof(float)));
     MLALPHA_CUDA_CHECK(cudaMemset(B, 0x3b, big * sizeof(float)));
     MLALPHA_CUDA_CHECK(cudaMemset(D, 0, big * sizeof(float)));
@@ -239,7 +248,6 @@ int main(int argc, char** argv) {
       }
       if (!s.tf32) sweep(lt, s, 1, true, A, B, D, ws, ws_bytes);
     }
-    cublasLtDestroy(lt);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ml-alpha-gemm-sweep: %s\n", e.what());

@@ -23,6 +23,7 @@
 #include "bench/kernel_names.h"
 #include "cli/bench.h"
 #include "core/context.h"
+#include "core/cuda_event.h"
 #include "core/error.h"
 #include "train/trainer_gpu.h"
 
@@ -149,18 +150,12 @@ void flush_all(Context& ctx) {
 // Milliseconds per step over `steps` steps, CUDA events around the whole run.
 double time_steps(GpuTrainer& tr, int steps) {
   cudaStream_t st = tr.context().stream();
-  cudaEvent_t t0 = nullptr, t1 = nullptr;
-  MLALPHA_CUDA_CHECK(cudaEventCreate(&t0));
-  MLALPHA_CUDA_CHECK(cudaEventCreate(&t1));
-  MLALPHA_CUDA_CHECK(cudaEventRecord(t0, st));
+  CudaEvent t0, t1;
+  t0.record(st);
   for (int i = 0; i < steps; ++i) tr.step();
-  MLALPHA_CUDA_CHECK(cudaEventRecord(t1, st));
-  MLALPHA_CUDA_CHECK(cudaEventSynchronize(t1));
-  float ms = 0;
-  MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
-  MLALPHA_CUDA_CHECK(cudaEventDestroy(t0));
-  MLALPHA_CUDA_CHECK(cudaEventDestroy(t1));
-  return double(ms) / steps;
+  t1.record(st);
+  t1.synchronize();
+  return double(elapsed_ms(t0, t1)) / steps;
 }
 
 struct Args {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on a GPU machine: every GPU suite, then compute-sanitizer memcheck and racecheck over the kernel
+# Runs on a GPU machine: every GPU suite, then compute-sanitizer memcheck, racecheck and synccheck over the kernel
 # suites, a short GPU training run, the benchmark table and the per-kernel time breakdown. Logs go to $OUT
 # (or ./gpu-logs).
 # Usage: scripts/gpu_check.sh [bin-dir] [what...]   what: tests sanitize train bench kernels torchref
@@ -26,7 +26,9 @@ for w in $what; do
         [ $rc -eq 0 ] || { echo "FAILED: $(basename "$t") rc=$rc"; grep -E 'Failure|Actual|error' -A3 "$out/$(basename "$t").log" | head -40; status=1; }
       done ;;
     sanitize)
-      for tool in memcheck racecheck; do
+      # synccheck: __syncthreads / __syncwarp / *_sync reached by a subset of the threads or lanes named (the
+      # warp-mask bug class that scripts/check_ptx.sh catches statically for constant masks).
+      for tool in memcheck racecheck synccheck; do
         for t in $tests; do
           case $(basename "$t") in test_cupti_gpu|test_trainer_gpu) continue ;; esac  # CUPTI clashes; the trainer's kernels are covered by the op suites
           filt='*'

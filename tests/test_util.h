@@ -97,6 +97,36 @@ template <typename G, typename R>
   return rel <= tol ? ::testing::AssertionSuccess() << msg.str() : ::testing::AssertionFailure() << msg.str();
 }
 
+// rel_l2_close over the elements where NaN is not expected, after checking the NaN pattern: where
+// nan_expected[i] both sides must be NaN (an output left unwritten on purpose), everywhere else both must
+// be finite; and at least `min_finite` finite pairs must be compared, so two outputs that are all NaN (or
+// empty) fail instead of agreeing vacuously.
+template <typename G, typename R>
+::testing::AssertionResult rel_l2_close_where_finite(const std::vector<G>& got, const std::vector<R>& ref,
+                                                     const std::vector<bool>& nan_expected, size_t min_finite,
+                                                     double tol, const std::string& what) {
+  if (got.size() != ref.size() || nan_expected.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size()
+                                         << " and NaN mask " << nan_expected.size();
+  std::vector<double> a, b;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = double(got[i]), r = double(ref[i]);
+    if (nan_expected[i]) {
+      if (!std::isnan(g) || !std::isnan(r))
+        return ::testing::AssertionFailure() << what << ": NaN expected at [" << i << "], got=" << g << " ref=" << r;
+      continue;
+    }
+    if (!std::isfinite(g) || !std::isfinite(r))
+      return ::testing::AssertionFailure() << what << ": finite value expected at [" << i << "], got=" << g
+                                           << " ref=" << r;
+    a.push_back(g), b.push_back(r);
+  }
+  if (a.size() < min_finite)
+    return ::testing::AssertionFailure() << what << ": only " << a.size() << " finite values compared, need >= "
+                                         << min_finite;
+  return rel_l2_close(a, b, tol, what + " (" + std::to_string(a.size()) + " finite)");
+}
+
 // Elementwise |got − ref| ≤ atol + rtol·mag[i], where mag[i] is the size of the terms ref[i] is made of
 // (e.g. |a| + |b| for a difference a − b, |init| + Σ|g| for a sum): a value that cancels far below its
 // terms is only as exact as the terms in fp32, so the bound is relative to them. NaN/Inf fails. The message

@@ -23,7 +23,7 @@ constexpr double kGpuElemAbs = 1e-6;
 // sqrt(terms)·eps_fp32 ≈ 1e-5 for 1e4 terms; checked as ‖got − ref‖ / ‖ref‖.
 constexpr double kGpuReduceRelL2 = 2e-5;
 
-// GEMMs in tf32 (10-bit mantissa): rel ≈ 2^-11 per product, ~3e-4 on a dot product (METHOD.md).
+// GEMMs in tf32 (10-bit mantissa): rel ≈ 2^-11 per product, ~3e-4 on a dot product.
 constexpr double kGpuTf32RelL2 = 2e-3;
 
 // SSD on the GPU (matmul form): tile products in 3xTF32 (~2^-21 relative each) summed in fp32 within a chunk,

@@ -1,6 +1,7 @@
 #include "mlalpha/config.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -13,6 +14,14 @@ void positive(const char* name, T v) {
   std::ostringstream s;
   s << name << " must be >= 1, got " << v;
   require(v >= 1, s.str());
+}
+
+// Products of settings that size a dimension or a row count held in a 32-bit int (the parameter table's
+// shapes, the kernels' row counts): refused with the settings named instead of wrapping to a negative size.
+void fits_int(int64_t v, const std::string& what) {
+  require(v <= std::numeric_limits<int>::max(),
+          what + " = " + std::to_string(v) + " exceeds " + std::to_string(std::numeric_limits<int>::max()) +
+              " (a dimension or row count must fit in 32 bits)");
 }
 
 }  // namespace
@@ -28,6 +37,9 @@ void ModelConfig::validate() const {
   positive("model.d_state", N);
   positive("model.conv_width", W);
   positive("model.chunk", Q);
+  const int64_t di = int64_t(expand) * D, gn2 = 2 * int64_t(G) * N;
+  fits_int(di, "d_inner = model.expand × model.d_model = " + std::to_string(expand) + " × " + std::to_string(D));
+  fits_int(2 * di + gn2 + di / P, "the in_proj width 2·d_inner + 2·model.groups·model.d_state + H");
   require(d_inner() % P == 0, "model.head_dim = " + std::to_string(P) + " must divide d_inner = model.expand × model.d_model = " +
                                   std::to_string(d_inner()) + " into whole heads");
   require(H() % G == 0, "model.groups = " + std::to_string(G) + " must divide the number of heads H = d_inner / model.head_dim = " +
@@ -44,6 +56,7 @@ void ModelConfig::validate() const {
 void TrainConfig::validate() const {
   positive("train.batch", B);
   positive("train.seq_len", L);
+  fits_int(int64_t(B) * L, "the rows per step train.batch × train.seq_len = " + std::to_string(B) + " × " + std::to_string(L));
   positive("train.steps", steps);
   require(steps <= kMaxSteps, "train.steps = " + std::to_string(steps) + " is beyond the supported " +
                                   std::to_string(kMaxSteps) + " (2^40)");
@@ -61,8 +74,6 @@ void TrainConfig::validate() const {
   require(burn_in >= 0 && burn_in < L, "train.burn_in must be in [0, train.seq_len) = [0, " + std::to_string(L) + "), got " +
                                            std::to_string(burn_in));
   positive("train.log_every", log_every);
-  require(int64_t(B) * L <= (int64_t(1) << 31), "train.batch × train.seq_len = " + std::to_string(int64_t(B) * L) +
-                                                     " positions a step is beyond the 2^31 supported");
 }
 
 std::string to_string(LossKind k) { return k == LossKind::MSE ? "mse" : "huber"; }

@@ -1,7 +1,11 @@
 #pragma once
 // CUDA / cuBLASLt error checks: a failure throws mlalpha::Error naming file, line, the call and the
-// library's own message. Launches are followed by MLALPHA_CHECK_LAUNCH(), which reads the last error
-// (no synchronisation, so it is legal inside graph capture and on the hot path).
+// library's own message. Every kernel launch is followed by MLALPHA_CHECK_LAUNCH(stream): it reads the
+// launch error (bad configuration, too much shared memory), which costs no synchronisation, so it is legal
+// inside graph capture and on the hot path. A kernel's own faults (illegal address, trap) are asynchronous
+// and would surface at some later call, naming the wrong place; debug builds (MLALPHA_CHECK_LAUNCHES=1, set
+// by CMake for CMAKE_BUILD_TYPE=Debug) therefore also synchronise the launch's stream, when it is not being
+// captured into a graph, and report a fault with the launch's file:line.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -36,6 +40,38 @@ namespace mlalpha::detail {
       ::mlalpha::detail::throw_cublas(mlalpha_st_, #call, __FILE__, __LINE__);            \
   } while (0)
 
-// After every kernel launch. Reading the sticky launch error costs no sync; debug builds
-// (MLALPHA_CHECK_LAUNCHES) also catch asynchronous faults early by peeking again after the launch.
-#define MLALPHA_CHECK_LAUNCH() MLALPHA_CUDA_CHECK(cudaGetLastError())
+#ifndef MLALPHA_CHECK_LAUNCHES
+#define MLALPHA_CHECK_LAUNCHES 0
+#endif
+
+namespace mlalpha::detail {
+
+// The stream a launch went to; LaunchSite{} when the caller does not name it (then only the launch error
+// is read, in every build: the device cannot be synchronised safely while some stream may be capturing).
+struct LaunchSite {
+  LaunchSite() = default;
+  LaunchSite(cudaStream_t s) : stream(s), known(true) {}  // NOLINT: implicit, from the macro's argument
+  cudaStream_t stream = nullptr;
+  bool known = false;
+};
+
+inline void check_launch(LaunchSite site, const char* file, int line) {
+  const cudaError_t launch = cudaGetLastError();
+  if (launch != cudaSuccess) throw_cuda(launch, "kernel launch", file, line);
+  if (MLALPHA_CHECK_LAUNCHES && site.known) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    const cudaError_t q = cudaStreamIsCapturing(site.stream, &capture);
+    if (q != cudaSuccess) throw_cuda(q, "cudaStreamIsCapturing (debug launch check)", file, line);
+    if (capture == cudaStreamCaptureStatusNone) {
+      const cudaError_t run = cudaStreamSynchronize(site.stream);
+      if (run != cudaSuccess) throw_cuda(run, "the kernel launched here (debug launch check, after synchronising)", file, line);
+    }
+  }
+}
+
+}  // namespace mlalpha::detail
+
+// After every kernel launch: MLALPHA_CHECK_LAUNCH(stream). The form without a stream reads the launch
+// error only, also in debug builds.
+#define MLALPHA_CHECK_LAUNCH(...) \
+  ::mlalpha::detail::check_launch(::mlalpha::detail::LaunchSite{__VA_ARGS__}, __FILE__, __LINE__)

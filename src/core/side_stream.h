@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/cuda_check.h"
+#include "core/cuda_event.h"
 
 namespace mlalpha {
 
@@ -17,33 +18,28 @@ class SideStream {
  public:
   static constexpr int kSlots = 2;
 
-  SideStream() {
-    MLALPHA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    for (cudaEvent_t& e : events_) MLALPHA_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  }
+  SideStream() { MLALPHA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
   ~SideStream() {
-    for (cudaEvent_t e : events_)
-      if (e) cudaEventDestroy(e);
-    if (stream_) cudaStreamDestroy(stream_);
+    if (stream_) (void)cudaStreamDestroy(stream_);  // no throw from a destructor
   }
-  SideStream(SideStream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)), events_(o.events_) {
-    o.events_.fill(nullptr);
-  }
+  SideStream(SideStream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)), events_(std::move(o.events_)) {}
   SideStream& operator=(SideStream&&) = delete;
   SideStream(const SideStream&) = delete;
   SideStream& operator=(const SideStream&) = delete;
 
   cudaStream_t get() const { return stream_; }
   void fork(cudaStream_t main) {
-    MLALPHA_CUDA_CHECK(cudaEventRecord(events_[0], main));
-    MLALPHA_CUDA_CHECK(cudaStreamWaitEvent(stream_, events_[0], 0));
+    events_[0].record(main);
+    events_[0].wait_on(stream_);
   }
-  void done(int slot) { MLALPHA_CUDA_CHECK(cudaEventRecord(events_[1 + slot], stream_)); }
-  void join(cudaStream_t main, int slot) { MLALPHA_CUDA_CHECK(cudaStreamWaitEvent(main, events_[1 + slot], 0)); }
+  void done(int slot) { events_[1 + slot].record(stream_); }
+  void join(cudaStream_t main, int slot) { events_[1 + slot].wait_on(main); }
 
  private:
   cudaStream_t stream_ = nullptr;
-  std::array<cudaEvent_t, 1 + kSlots> events_{};
+  // Ordering only: no timing, so recording costs less.
+  std::array<CudaEvent, 1 + kSlots> events_{CudaEvent(cudaEventDisableTiming), CudaEvent(cudaEventDisableTiming),
+                                            CudaEvent(cudaEventDisableTiming)};
 };
 
 }  // namespace mlalpha

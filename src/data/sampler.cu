@@ -1,4 +1,4 @@
-// Device twin of gather_batch (synthetic.cpp): same windows from the same (seed, step, b).
+// Device twin of the CPU gather (sampler.cpp): both copy the floats window_offsets() names.
 #include <algorithm>
 
 #include "core/cuda_check.h"
@@ -32,22 +32,21 @@ __global__ void __launch_bounds__(kGatherThreads) gather_kernel(GatherParams p, 
                                                                const long long* __restrict__ step,
                                                                float* __restrict__ xb, float* __restrict__ yb) {
   const int b = blockIdx.y;
-  const Window w = sample_window(p.seed, *step, b, p.N, p.T, p.L);
-  const size_t row = size_t(w.instrument) * p.T + w.start;
+  const WindowOffsets w = window_offsets(p, *step, b);
   const size_t nx = size_t(p.L) * p.F, ny = size_t(p.L) * p.K;
-  copy_slice(x + row * p.F, xb + size_t(b) * nx, nx);
-  copy_slice(y + row * p.K, yb + size_t(b) * ny, ny);
+  copy_slice(x + w.x_offset, xb + size_t(b) * nx, nx);
+  copy_slice(y + w.y_offset, yb + size_t(b) * ny, ny);
 }
 }  // namespace
 
 void gather_batch(const GatherParams& p, const float* x, const float* y, const long long* step, float* xb, float* yb,
                   cudaStream_t stream) {
-  require(p.B >= 1 && p.L >= 1 && p.L <= p.T && p.N >= 1, "gather_batch: need B, L >= 1, L <= T, N >= 1");
+  check_gather(p);
   const size_t n = size_t(p.L) * size_t(std::max(p.F, p.K));
   const size_t slices = (n + kGatherSlice - 1) / kGatherSlice;
   require(slices <= 0x7fffffff && p.B <= 65535, "gather_batch: window or batch too large for one grid");
   gather_kernel<<<dim3(unsigned(slices), p.B), kGatherThreads, 0, stream>>>(p, x, y, step, xb, yb);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "data/sampler.h"
 
 namespace mlalpha {
 
@@ -55,17 +54,6 @@ Panel make_synthetic(const SynthParams& p) {
     }
   }
   return out;
-}
-
-void gather_batch(const Panel& panel, uint64_t seed, int64_t step, int B, int L, float* x, float* y) {
-  require(L <= panel.T, "window length L = " + std::to_string(L) + " exceeds the series length T = " +
-                            std::to_string(panel.T));
-  for (int b = 0; b < B; ++b) {
-    const Window w = sample_window(seed, step, b, panel.N, panel.T, L);
-    const size_t row = size_t(w.instrument) * panel.T + w.start;
-    std::copy_n(panel.x.begin() + row * panel.F, size_t(L) * panel.F, x + size_t(b) * L * panel.F);
-    std::copy_n(panel.y.begin() + row * panel.K, size_t(L) * panel.K, y + size_t(b) * L * panel.K);
-  }
 }
 
 }  // namespace mlalpha

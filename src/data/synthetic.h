@@ -13,7 +13,4 @@ namespace mlalpha {
 
 Panel make_synthetic(const SynthParams& p);
 
-// Gather the windows of one step into x (B, L, F) and y (B, L, K) (the CPU twin of the device sampler).
-void gather_batch(const Panel& panel, uint64_t seed, int64_t step, int B, int L, float* x, float* y);
-
 }  // namespace mlalpha

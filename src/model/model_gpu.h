@@ -2,8 +2,9 @@
 // The perception model on the GPU (DESIGN section 1), the same computation as RefModel<float>:
 // forward saving what backward needs, the masked loss kept on the device, and backward accumulating
 // into the flat gradient arena. Every buffer is allocated once in the constructor, for a fixed (B, L);
-// forward/loss/backward only launch work on the context's stream (capturable in a CUDA graph once
-// run_once_eagerly() has created the cuBLASLt plans).
+// forward/loss/backward only launch work on the context's stream. They can be captured in a CUDA graph
+// after one eager pass: that pass creates the cuBLASLt plans, whose creation allocates (GpuTrainer runs
+// its first step eagerly for this reason).
 #include <memory>
 #include <vector>
 
@@ -33,7 +34,8 @@ class GpuModel {
   int B() const { return B_; }
   int L() const { return L_; }
   LossParams loss_params(const TrainConfig& tc) const;
-  // Activation + scratch memory held, in bytes (reported by `info`-style output and benchmarks).
+  // Activation + op scratch memory held, in bytes (GpuTrainer::activation_bytes(); estimate_gpu_training()
+  // predicts it before anything is allocated, and test_trainer_gpu checks that the two agree).
   size_t activation_bytes() const { return bytes_; }
 
  private:

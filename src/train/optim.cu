@@ -107,19 +107,19 @@ void grad_norm_sq_phase1(const float* g, size_t n, float* partials, cudaStream_t
   require_vec4(g, n, "grad_norm_sq_phase1");
   grad_norm_sq_phase1_kernel<<<grad_norm_blocks(n), kNormThreads, 0, stream>>>(reinterpret_cast<const float4*>(g),
                                                                                n / 4, partials);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 void grad_norm_sq_phase2(const float* partials, int blocks, DeviceStepState* state, cudaStream_t stream) {
   grad_norm_sq_phase2_kernel<<<1, kNormThreads, 0, stream>>>(partials, blocks, state);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 void grad_clip_scale(const ClipParams& p, DeviceStepState* state, const float* loss, StepRecord* ring, int ring_size,
                      cudaStream_t stream) {
   require(ring == nullptr || ring_size > 0, "grad_clip_scale: ring_size must be > 0");
   grad_clip_scale_kernel<<<1, 1, 0, stream>>>(p, state, loss, ring, ring_size);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
@@ -132,7 +132,7 @@ void adamw_step_devscale(float* params, const float* grads, float* m, float* v, 
   adamw_kernel<<<blocks, threads, 0, stream>>>(reinterpret_cast<float4*>(params), reinterpret_cast<const float4*>(grads),
                                                reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
                                                reinterpret_cast<const uchar4*>(decay), n4, cfg, state);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/hd.h"
+#include "mlalpha/config.h"
 
 namespace mlalpha {
 
@@ -16,6 +17,11 @@ struct ScheduleParams {
   int64_t total = 1;
   bool cosine = true;
 };
+
+// The schedule a training config asks for (both trainers build it here, so they cannot disagree).
+inline ScheduleParams schedule_params(const TrainConfig& tc) {
+  return {tc.lr, tc.min_lr_ratio, tc.warmup, tc.steps, tc.schedule == Schedule::Cosine};
+}
 
 // step is 0-based: the lr used by the (step+1)-th update.
 MLALPHA_HD float lr_at(const ScheduleParams& s, int64_t step) {

@@ -4,22 +4,27 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "data/synthetic.h"
+#include "data/sampler.h"
 #include "train/optim.h"
 #include "train/schedule.h"
+#include "train/train_plan.h"
 
 namespace mlalpha {
+namespace {
+
+// Everything checked before the first allocation: the configs against the dataset, then the host memory
+// the run will hold against what this machine has available.
+const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const Panel& data) {
+  validate_training(mc, tc, data);
+  check_memory(estimate_cpu_training(mc, tc), tc, data.N, data.T, host_available_bytes(), "the CPU training step",
+               "this machine");
+  return mc;
+}
+
+}  // namespace
 
 CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data)
-    : layout_(mc), tc_(tc), data_(data), model_(layout_) {
-  tc_.validate();
-  data_.validate();
-  require(data_.F == mc.F, "dataset has F = " + std::to_string(data_.F) + " features but model.F = " +
-                               std::to_string(mc.F));
-  require(data_.K == mc.K, "dataset has K = " + std::to_string(data_.K) + " targets but model.K = " +
-                               std::to_string(mc.K));
-  require(tc_.L <= data_.T, "train.L = " + std::to_string(tc_.L) + " exceeds the series length T = " +
-                                std::to_string(data_.T));
+    : layout_(preflight(mc, tc, data)), tc_(tc), data_(data), model_(layout_) {
   params_ = init_params(layout_, tc_.seed);
   grads_.assign(params_.size(), 0.0f);
   m_.assign(params_.size(), 0.0f);
@@ -38,7 +43,7 @@ StepRecord CpuTrainer::step() {
   model_.backward(params_.data(), grads_.data(), nullptr);
   const double nsq = ref::grad_norm_sq(grads_.data(), grads_.size());
   const ClipResult clip = clip_scale(nsq, tc_.clip);
-  const ScheduleParams sched{tc_.lr, tc_.min_lr_ratio, tc_.warmup, tc_.steps, tc_.schedule == Schedule::Cosine};
+  const ScheduleParams sched = schedule_params(tc_);
   StepRecord st{};
   st.lr = lr_at(sched, step_);
   st.loss = lr.loss;

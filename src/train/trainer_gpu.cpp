@@ -4,25 +4,39 @@
 #include <cstring>
 
 #include "data/sampler.h"
+#include "train/schedule.h"
+#include "train/train_plan.h"
 
 namespace mlalpha {
+namespace {
+
+int ring_slots(const GpuTrainerOptions& opt, const TrainConfig& tc) {
+  return opt.ring_size > 0 ? opt.ring_size : int(std::max<int64_t>(1024, 2 * tc.log_every));
+}
+
+// Everything checked before the first allocation: the configs against the dataset, then the device memory
+// the run will hold against what the GPU has free.
+const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const Panel& data,
+                             const GpuTrainerOptions& opt) {
+  validate_training(mc, tc, data);
+  check_memory(estimate_gpu_training(mc, tc, data.N, data.T, ring_slots(opt, tc)), tc, data.N, data.T,
+               gpu_free_bytes(), "the GPU training step", "the GPU");
+  return mc;
+}
+
+}  // namespace
 
 GpuTrainer::GpuTrainer(Context& ctx, const ModelConfig& mc, const TrainConfig& tc, const Panel& data,
                        const GpuTrainerOptions& opt)
     : ctx_(ctx),
-      layout_(mc),
+      layout_(preflight(mc, tc, data, opt)),
       tc_(tc),
       opt_(opt),
       arena_(layout_.table),
       model_(ctx, layout_, tc.B, tc.L, opt.tf32),
       N_(data.N),
       T_(data.T) {
-  tc_.validate();
-  data.validate();
-  require(data.F == mc.F, "dataset has F = " + std::to_string(data.F) + " features but model.F = " + std::to_string(mc.F));
-  require(data.K == mc.K, "dataset has K = " + std::to_string(data.K) + " targets but model.K = " + std::to_string(mc.K));
-  require(tc_.L <= data.T, "train.L = " + std::to_string(tc_.L) + " exceeds the series length T = " + std::to_string(data.T));
-  if (opt_.ring_size <= 0) opt_.ring_size = int(std::max<int64_t>(1024, 2 * tc_.log_every));
+  opt_.ring_size = ring_slots(opt_, tc_);
   // The dataset lives in device memory for the whole run (DESIGN section 2, step 1).
   data_x_ = DeviceBuffer<float>(data.x.size());
   data_x_.upload(data.x);
@@ -40,9 +54,7 @@ GpuTrainer::GpuTrainer(Context& ctx, const ModelConfig& mc, const TrainConfig& t
   MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());  // setup done before the first step
 }
 
-GpuTrainer::~GpuTrainer() {
-  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
-}
+GpuTrainer::~GpuTrainer() = default;
 
 void GpuTrainer::enqueue_step() {
   cudaStream_t st = ctx_.stream();
@@ -58,7 +70,7 @@ void GpuTrainer::enqueue_step() {
   model_.backward(arena_.params.data(), arena_.grads.data(), nullptr);
   gpu::grad_norm_sq_phase1(arena_.grads.data(), n, norm_partials_.data(), st);
   gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n), state_.data(), st);
-  const ScheduleParams sched{tc_.lr, tc_.min_lr_ratio, tc_.warmup, tc_.steps, tc_.schedule == Schedule::Cosine};
+  const ScheduleParams sched = schedule_params(tc_);
   gpu::grad_clip_scale({tc_.clip, tc_.beta1, tc_.beta2, sched}, state_.data(), model_.loss_value(), ring_.device(),
                        opt_.ring_size, st);
   gpu::adamw_step_devscale(arena_.params.data(), arena_.grads.data(), arena_.m.data(), arena_.v.data(),
@@ -73,23 +85,8 @@ void GpuTrainer::step() {
     enqueue_step();
     warmed_up_ = true;
   } else {
-    if (!graph_exec_) {
-      cudaStream_t st = ctx_.stream();
-      cudaGraph_t graph = nullptr;
-      MLALPHA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue_step();
-      } catch (...) {
-        cudaStreamEndCapture(st, &graph);
-        if (graph) cudaGraphDestroy(graph);
-        throw;
-      }
-      MLALPHA_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-      const cudaError_t e = cudaGraphInstantiate(&graph_exec_, graph, 0);
-      cudaGraphDestroy(graph);
-      MLALPHA_CUDA_CHECK(e);
-    }
-    MLALPHA_CUDA_CHECK(cudaGraphLaunch(graph_exec_, ctx_.stream()));
+    if (!graph_exec_) graph_exec_ = CudaGraphExec(capture_graph(ctx_.stream(), [&] { enqueue_step(); }));
+    graph_exec_.launch(ctx_.stream());
   }
   ++enqueued_;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/cuda_graph.h"
 #include "core/device_arena.h"
 #include "core/mapped_buffer.h"
 #include "data/panel.h"
@@ -48,6 +49,9 @@ class GpuTrainer {
   // same stream between steps.
   const float* device_params() const { return arena_.params.data(); }
   Context& context() { return ctx_; }
+  // Device memory the model holds for activations and op scratch (GpuModel::activation_bytes()), the
+  // figure estimate_gpu_training() predicts as activations + the model's share of workspaces.
+  size_t activation_bytes() const { return model_.activation_bytes(); }
   // Wait, then download weights, AdamW moments and the step counters (for a checkpoint).
   TrainState state();
   // Continue from `s`, before the first step or between steps: uploads into the same buffers (a captured
@@ -72,7 +76,7 @@ class GpuTrainer {
   int64_t enqueued_ = 0, synced_ = 0;
   int64_t first_step_ = 1;   // the first step this trainer ran or will run (s.step + 1 after load_state)
   bool warmed_up_ = false;   // the eager first step has run (cuBLASLt plans exist): later steps may be captured
-  cudaGraphExec_t graph_exec_ = nullptr;
+  CudaGraphExec graph_exec_;  // the captured step, replayed from the second step on
 };
 
 }  // namespace mlalpha

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 #include "data/synthetic.h"
+#include "model/layout.h"
+#include "train/schedule.h"
+#include "train/train_plan.h"
 #include "train/trainer_cpu.h"
 
 namespace mlalpha {
@@ -90,6 +95,112 @@ TEST(TrainCpu, RejectsMismatchedData) {
   s = overfit_setup();
   s.tc.L = 33;  // longer than the series
   EXPECT_THROW(CpuTrainer(s.mc, s.tc, s.data), Error);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TrainCpu, RejectsMismatchedDataNamingTheSetting) {
+  TrainSetup s = overfit_setup();
+  s.tc.L = 33;
+  EXPECT_NE(error_of([&] { CpuTrainer(s.mc, s.tc, s.data); }).find("train.seq_len = 33 exceeds the series length T = 32"),
+            std::string::npos);
+}
+
+// Both trainers take the schedule from schedule_params(): the config's fields, cosine or constant.
+TEST(TrainCpu, ScheduleParamsFromTheConfig) {
+  TrainConfig tc;
+  tc.lr = 2e-3f, tc.min_lr_ratio = 0.25f, tc.warmup = 7, tc.steps = 90, tc.schedule = Schedule::Constant;
+  const ScheduleParams p = schedule_params(tc);
+  EXPECT_EQ(p.lr, 2e-3f);
+  EXPECT_EQ(p.min_lr_ratio, 0.25f);
+  EXPECT_EQ(p.warmup, 7);
+  EXPECT_EQ(p.total, 90);
+  EXPECT_FALSE(p.cosine);
+  tc.schedule = Schedule::Cosine;
+  EXPECT_TRUE(schedule_params(tc).cosine);
+}
+
+// The estimate counts what the trainers allocate: 4 floats + 1 mask byte per parameter slot, the batch,
+// and (GPU) the dataset copy; activations grow linearly with B·L.
+TEST(TrainMemory, EstimateCountsTheBuffers) {
+  const TrainSetup s = overfit_setup();
+  const ModelLayout lay(s.mc);
+  const MemoryEstimate g = estimate_gpu_training(s.mc, s.tc, s.data.N, s.data.T, 1024);
+  EXPECT_EQ(g.params, double(lay.table.total()) * 17);
+  EXPECT_EQ(g.dataset, double(s.data.N) * s.data.T * (s.mc.F + s.mc.K) * 4);
+  EXPECT_EQ(g.batch, double(s.tc.B) * s.tc.L * (s.mc.F + s.mc.K) * 4);
+  EXPECT_GT(g.activations, double(s.tc.B) * s.tc.L * s.mc.D * 4 * s.mc.NL);
+  TrainConfig twice = s.tc;
+  twice.B *= 2;
+  const MemoryEstimate g2 = estimate_gpu_training(s.mc, twice, s.data.N, s.data.T, 1024);
+  EXPECT_GT(g2.activations, 1.9 * g.activations);
+  EXPECT_LT(g2.activations, 2.1 * g.activations);
+  const MemoryEstimate c = estimate_cpu_training(s.mc, s.tc);
+  EXPECT_EQ(c.params, g.params);
+  EXPECT_EQ(c.dataset, 0.0);  // the CPU trainer reads the panel in place
+}
+
+TEST(TrainMemory, TooLargeForTheGpuSaysHowMuch) {
+  ModelConfig mc;
+  mc.D = 1024, mc.NL = 8, mc.P = 64, mc.N = 128, mc.Q = 64;
+  TrainConfig tc;
+  tc.B = 4096, tc.L = 2048;
+  const MemoryEstimate e = estimate_gpu_training(mc, tc, 100, 5000, 1024);
+  const double free_bytes = 79.3 * double(1ull << 30);
+  const std::string msg = error_of([&] { check_memory(e, tc, 100, 5000, free_bytes, "the GPU training step", "the GPU"); });
+  EXPECT_EQ(msg.rfind("the GPU training step needs ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("for train.batch = 4096 × train.seq_len = 2048"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the GPU has 79.3 GiB free; reduce train.batch or train.seq_len"), std::string::npos) << msg;
+  // The same model with a trading-sized batch fits.
+  tc.B = 8, tc.L = 256;
+  EXPECT_NO_THROW(check_memory(estimate_gpu_training(mc, tc, 100, 5000, 1024), tc, 100, 5000, free_bytes,
+                               "the GPU training step", "the GPU"));
+}
+
+TEST(TrainMemory, DatasetTooLargeNamesTheDataset) {
+  ModelConfig mc;
+  TrainConfig tc;
+  const MemoryEstimate e = estimate_gpu_training(mc, tc, 20000, 100000, 1024);  // 2e9 rows × 9 floats
+  const std::string msg = error_of([&] { check_memory(e, tc, 20000, 100000, 8.0 * double(1ull << 30), "the GPU training step", "the GPU"); });
+  EXPECT_NE(msg.find("dataset 67.1 GiB for 20000 instruments × 100000 steps"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train on fewer instruments"), std::string::npos) << msg;
+}
+
+// On this machine: a config far beyond any host's memory is refused before allocating, with the figures;
+// a small one trains.
+TEST(TrainMemory, CpuTrainerRefusesBeforeAllocating) {
+  TrainSetup s = overfit_setup();
+  s.data = make_synthetic({1, 2048, 4, 1, 0.1f, 3});
+  s.mc.D = 1024, s.mc.P = 64, s.mc.N = 128;
+  s.tc.B = 4096, s.tc.L = 2048;
+  const std::string msg = error_of([&] { CpuTrainer(s.mc, s.tc, s.data); });
+  EXPECT_EQ(msg.rfind("the CPU training step needs ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("this machine has "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reduce train.batch or train.seq_len"), std::string::npos) << msg;
+  EXPECT_NO_THROW(CpuTrainer(overfit_setup().mc, overfit_setup().tc, overfit_setup().data));
+}
+
+// Products that overflow a 32-bit dimension are refused naming the settings, not as a negative size.
+TEST(TrainMemory, OverflowingSizesNameTheSettings) {
+  TrainConfig tc;
+  tc.B = 1 << 20, tc.L = 1 << 12;
+  EXPECT_NE(error_of([&] { tc.validate(); }).find("train.batch × train.seq_len = 1048576 × 4096"), std::string::npos)
+      << error_of([&] { tc.validate(); });
+  ModelConfig mc;
+  mc.D = 1 << 30, mc.P = 1 << 20;
+  const std::string m = error_of([&] { mc.validate(); });
+  EXPECT_NE(m.find("d_inner = model.expand × model.D = 2 × 1073741824"), std::string::npos) << m;
+  EXPECT_EQ(m.find("zero or negative"), std::string::npos) << m;
+  mc = ModelConfig{};
+  mc.N = 1 << 29, mc.G = 2;
+  EXPECT_NE(error_of([&] { mc.validate(); }).find("in_proj width"), std::string::npos) << error_of([&] { mc.validate(); });
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
-// The device sampler picks the same windows as the CPU trainer's gather_batch, reading the step number
-// from device memory.
+// The device sampler picks the same windows as the CPU gather (both read window_offsets()), reading the
+// step number from device memory: bitwise equal batches, for windows within one gather slice and for
+// windows of several slices (L·F > 2048 floats), B = 1, and F ≠ K.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
 
 #include "data/sampler.h"
 #include "data/synthetic.h"
@@ -10,19 +14,22 @@ namespace mlalpha::test {
 namespace {
 
 TEST(SamplerGpu, MatchesCpuGather) {
-  const Panel panel = make_synthetic({5, 97, 3, 2, 0.1f, 9});
-  const auto dx = to_device(panel.x), dy = to_device(panel.y);
-  const int B = 7, L = 13;
-  for (long long step : {0LL, 1LL, 12345LL}) {
-    DeviceBuffer<long long> dstep(1);
-    dstep.upload(&step, 1);
-    auto xb = poisoned(size_t(B) * L * panel.F), yb = poisoned(size_t(B) * L * panel.K);
-    gpu::gather_batch({panel.N, panel.T, panel.F, panel.K, B, L, 42}, dx.data(), dy.data(), dstep.data(), xb.data(),
-                      yb.data(), nullptr);
-    std::vector<float> hx(xb.size()), hy(yb.size());
-    gather_batch(panel, 42, step, B, L, hx.data(), hy.data());
-    EXPECT_EQ(from_device(xb), hx) << "step " << step;
-    EXPECT_EQ(from_device(yb), hy) << "step " << step;
+  // (N, T, F, K, B, L): small windows; one window; windows spanning two and more gather slices.
+  for (auto [N, T, F, K, B, L] : {std::tuple{5, 97, 3, 2, 7, 13}, std::tuple{1, 40, 1, 1, 1, 40},
+                                  std::tuple{4, 700, 9, 3, 5, 300}, std::tuple{3, 2100, 2, 1, 3, 2048}}) {
+    const Panel panel = make_synthetic({N, T, F, K, 0.1f, 9});
+    const auto dx = to_device(panel.x), dy = to_device(panel.y);
+    for (long long step : {0LL, 1LL, 12345LL}) {
+      DeviceBuffer<long long> dstep(1);
+      dstep.upload(&step, 1);
+      auto xb = poisoned(size_t(B) * L * F), yb = poisoned(size_t(B) * L * K);
+      gpu::gather_batch({N, T, F, K, B, L, 42}, dx.data(), dy.data(), dstep.data(), xb.data(), yb.data(), nullptr);
+      std::vector<float> hx(xb.size()), hy(yb.size());
+      gather_batch(panel, 42, step, B, L, hx.data(), hy.data());
+      const std::string where = "N=" + std::to_string(N) + " L=" + std::to_string(L) + " step " + std::to_string(step);
+      EXPECT_EQ(from_device(xb), hx) << where;
+      EXPECT_EQ(from_device(yb), hy) << where;
+    }
   }
 }
 

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "data/synthetic.h"
 #include "test_util.h"
 #include "tolerances.h"
+#include "train/train_plan.h"
 #include "train/trainer_cpu.h"
 #include "train/trainer_gpu.h"
 
@@ -103,6 +105,28 @@ TEST(TrainerGpu, OverfitsTinyTaskHundredfold) {
   for (int i = 396; i <= 400; ++i) last += tr.record(i).loss / 5.0;
   std::printf("GPU overfit: first-5 mean loss %.5f, last-5 %.3g (ratio %.0f)\n", first, last, first / last);
   EXPECT_GT(first / last, 100.0);
+}
+
+// The memory estimate the trainer checks before allocating counts exactly what the model allocates, for
+// the small case and for a G > 1, ragged-L case; and the device memory the trainer takes is within the
+// estimate's total.
+TEST(TrainerGpu, MemoryEstimateMatchesTheAllocations) {
+  TrainCase g = small_case(5);
+  TrainCase r = small_case(5);
+  r.mc.G = 2; r.mc.N = 8; r.tc.L = 37; r.tc.B = 3;
+  for (const TrainCase* s : {&g, &r}) {
+    Context ctx;
+    size_t free_before = 0, total = 0;
+    MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+    GpuTrainer tr(ctx, s->mc, s->tc, s->data, {true, false, 0});
+    size_t free_after = 0;
+    MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+    const MemoryEstimate e = estimate_gpu_training(s->mc, s->tc, s->data.N, s->data.T, 1024);
+    EXPECT_EQ(double(tr.activation_bytes()), e.activations + e.workspaces - double(Context::kWorkspaceBytes))
+        << "G = " << s->mc.G;
+    // cudaMalloc rounds each buffer up (2 MiB pages for large ones); the model holds ~30 buffers.
+    EXPECT_LE(double(free_before - free_after), e.total() + 64.0 * (2 << 20)) << "G = " << s->mc.G;
+  }
 }
 
 }  // namespace

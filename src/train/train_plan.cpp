@@ -1,0 +1,134 @@
+#include "train/train_plan.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "core/context.h"
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "model/layer_shapes.h"
+#include "model/layout.h"
+#include "ops/loss/loss.h"
+#include "train/optim.h"
+
+namespace mlalpha {
+
+void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data) {
+  mc.validate();
+  tc.validate();
+  data.validate();
+  require(data.F == mc.F, "dataset has F = " + std::to_string(data.F) + " features but model.F = " + std::to_string(mc.F));
+  require(data.K == mc.K, "dataset has K = " + std::to_string(data.K) + " targets but model.K = " + std::to_string(mc.K));
+  require(tc.L <= data.T, "train.seq_len = " + std::to_string(tc.L) + " exceeds the series length T = " +
+                              std::to_string(data.T));
+}
+
+namespace {
+
+constexpr double kFloat = sizeof(float);
+
+// Floats of the activation buffers a model holds per row (M = B·L rows): what forward saves for backward
+// (per layer: h_in, hn, rstd, zx, xbc, delta, y, gout, grstd; then h, hfn, rstdf, out) and backward's
+// gradients of activations (dout, dhfn, dh, dg, dy, dzx, dxbc, ddelta, dhn), as GpuModel allocates them.
+double activation_floats_per_row(const ModelConfig& c) {
+  const double D = c.D, di = c.d_inner(), H = c.H(), cd = c.conv_dim(), proj = c.in_proj_dim();
+  const double per_layer = D + D + 1 + proj + cd + H + di + di + c.G;
+  const double head = D + D + 1 + c.K;
+  const double grads = c.K + D + D + di + di + proj + cd + H + D;
+  return c.NL * per_layer + head + grads;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots) {
+  mc.validate();
+  tc.validate();
+  const ModelLayout layout(mc);
+  const double total = double(layout.table.total());
+  const double M = double(tc.B) * tc.L;
+  MemoryEstimate e;
+  e.params = total * (4 * kFloat + 1);
+  const LayerShapes s(mc, tc.B, tc.L);
+  e.activations = (M * activation_floats_per_row(mc) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
+  const LossParams lp{tc.B, tc.L, mc.K, LossKind::MSE, 1.0f, 0};
+  const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm), gpu::linear_bwd_workspace_floats(s.input),
+                              gpu::linear_bwd_workspace_floats(s.head), gpu::conv1d_silu_bwd_workspace_floats(s.conv),
+                              gpu::dt_softplus_bwd_workspace_floats(s.dt), gpu::ssd_bwd_workspace_floats(s.ssd),
+                              gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm), gpu::loss_fwd_bwd_workspace_floats(lp),
+                              size_t(1)});
+  e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
+  e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
+  e.batch = M * (mc.F + mc.K) * kFloat;
+  e.other = double(gpu::grad_norm_blocks(layout.table.total())) * kFloat + sizeof(DeviceStepState) +
+            double(ring_slots) * sizeof(StepRecord);
+  return e;
+}
+
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc) {
+  mc.validate();
+  tc.validate();
+  const ModelLayout layout(mc);
+  const double total = double(layout.table.total());
+  const double M = double(tc.B) * tc.L;
+  MemoryEstimate e;
+  e.params = total * (4 * kFloat + 1);
+  // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
+  e.activations = M * (activation_floats_per_row(mc) + mc.F) * kFloat;
+  e.batch = M * (mc.F + mc.K) * kFloat;
+  return e;
+}
+
+std::string format_bytes(double b) {
+  char buf[64];
+  if (b >= double(1ull << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", b / double(1ull << 30));
+  else if (b >= double(1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1u << 20));
+  else if (b >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int T, double available,
+                  const char* what, const char* where) {
+  if (need.total() <= available) return;
+  std::ostringstream m;
+  m << what << " needs " << format_bytes(need.total()) << " (activations " << format_bytes(need.activations)
+    << " for train.batch = " << tc.B << " × train.seq_len = " << tc.L << ", parameters and AdamW state "
+    << format_bytes(need.params);
+  if (need.dataset > 0) m << ", dataset " << format_bytes(need.dataset) << " for " << N << " instruments × " << T << " steps";
+  if (need.workspaces > 0) m << ", workspaces " << format_bytes(need.workspaces);
+  m << "), " << where << " has " << format_bytes(available) << (std::string(where) == "the GPU" ? " free" : " available")
+    << "; ";
+  const double biggest = std::max({need.activations + need.batch, need.params, need.dataset});
+  if (biggest == need.dataset) m << "train on fewer instruments or a shorter range of time steps";
+  else if (biggest == need.params) m << "reduce model.d_model or model.layers";
+  else m << "reduce train.batch or train.seq_len";
+  throw Error(m.str());
+}
+
+double gpu_free_bytes() {
+  size_t free_b = 0, total_b = 0;
+  MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return double(free_b);
+}
+
+double host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (f >> key >> kb) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return kb * 1024.0;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  // Unknown: no limit is claimed, so the check passes and the allocation itself reports.
+  return pages > 0 && page > 0 ? double(pages) * double(page) : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,50 @@
+#pragma once
+// What a trainer checks and sizes before it allocates anything, in one place for both backends:
+// the configs and the dataset agree (validate_training), and the memory the run will hold fits
+// (estimate_*_training, check_*_memory), so a config too large for the machine is refused with the bytes
+// needed and available and the settings to change, instead of failing inside an allocation.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "data/panel.h"
+#include "mlalpha/config.h"
+
+namespace mlalpha {
+
+// ModelConfig::validate, TrainConfig::validate, Panel::validate, and the dataset's F, K and T against the
+// configs (train.seq_len <= T). Throws mlalpha::Error naming the setting.
+void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data);
+
+// Bytes a trainer allocates for its whole run, by part. Doubles: a config far too large still gets an
+// exact-enough figure for the message instead of a wrapped size_t.
+struct MemoryEstimate {
+  double params = 0;       // weights, gradients, AdamW m and v (4 floats each) and the decay mask (1 byte each)
+  double activations = 0;  // what forward saves for backward plus backward's gradients of activations
+  double workspaces = 0;   // op scratch and the side stream's cuBLASLt workspace
+  double dataset = 0;      // the device copy of the panel (GPU) x (N, T, F) and y (N, T, K)
+  double batch = 0;        // the gathered batch xb (B, L, F), yb (B, L, K)
+  double other = 0;        // norm partials, step state, the step-record ring
+  double total() const { return params + activations + workspaces + dataset + batch + other; }
+};
+
+// The GPU trainer's device memory (GpuTrainer's arena, GpuModel's buffers, the dataset copy, the batch and
+// the ring of `ring_slots` records), for a panel of N instruments × T steps. Validates mc and tc first.
+MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots);
+// The CPU trainer's host memory beyond the panel it reads in place (weights, AdamW state, activations).
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc);
+
+// Throws mlalpha::Error when `need` exceeds `available` bytes, e.g. "the GPU training step needs 93.1 GiB
+// (activations 80.2 GiB for train.batch = 4096 × train.seq_len = 2048, ...), the GPU has 79.3 GiB free;
+// reduce train.batch or train.seq_len". `where` names the memory ("the GPU", "this machine").
+void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int T, double available,
+                  const char* what, const char* where);
+// Free device memory of the current device (cudaMemGetInfo).
+double gpu_free_bytes();
+// Physical memory available to a new allocation: MemAvailable of /proc/meminfo, else sysconf's free pages.
+double host_available_bytes();
+
+// "93.1 GiB", "512.0 MiB", "12 B".
+std::string format_bytes(double bytes);
+
+}  // namespace mlalpha
