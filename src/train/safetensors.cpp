@@ -259,7 +259,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   ojson header;
   try {
     header = ojson::parse(text);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {  // parse_error, and out_of_range for a number beyond double's range
     r.fail(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) r.fail(std::string("header must be a JSON object, got ") + header.type_name());
@@ -277,6 +277,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
       }
       continue;
     }
+    if (key.empty()) r.fail("a tensor has an empty name");  // the writer cannot write one back either
     entries.push_back(r.entry(key, value, data_bytes));
   }
 

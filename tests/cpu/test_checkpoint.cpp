@@ -154,6 +154,9 @@ TEST(Safetensors, CorruptHeaderLengthOrJsonIsRejected) {
 
   write_raw(bad, "[1, 2]", 0);
   EXPECT_HAS(error_of([&] { load_safetensors(bad); }), "header must be a JSON object, got array");
+  // A number beyond double's range is nlohmann's out_of_range, not a parse_error: still an Error (found by fuzzing).
+  write_raw(bad, R"({"__metadata__":{"k":"v"},"x":1e99999})", 0);
+  EXPECT_HAS(error_of([&] { load_safetensors(bad); }), "header is not valid JSON: [json.exception.out_of_range.406] number overflow");
 
   const std::string missing = tmp / "missing.safetensors";
   EXPECT_HAS(error_of([&] { load_safetensors(missing); }), "cannot open safetensors file '" + missing + "'");
@@ -365,6 +368,8 @@ TEST(ConfigJson, BadFieldsAreNamed) {
   j.replace(j.find(R"("B":16)"), 6, R"("B":1e99)");
   EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'B' must be an integer");
   EXPECT_HAS(error_of([&] { train_config_from_json("{", where); }), "train_config is not valid JSON");
+  EXPECT_HAS(error_of([&] { model_config_from_json(R"({"F":1e99999})", where); }),
+             "checkpoint 'x': model_config is not valid JSON: [json.exception.out_of_range.406] number overflow");
   EXPECT_HAS(error_of([&] { feature_stats_from_json(R"({"mean":[1],"stdev":[]})", where); }),
              "mean has 1 entries but stdev 0");
 }
