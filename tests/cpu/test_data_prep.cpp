@@ -194,6 +194,15 @@ TEST(WalkForward, ExpandingFoldsTileTheEnd) {
   expect_split(f[2], {0, 60, 60, 80, 80, 100});
 }
 
+TEST(WalkForward, RollingWindowOfTheDocsExample) {
+  // docs/data.md: T = 100, 3 folds, automatic sizes (20), train_size = 15.
+  const std::vector<Split> f = walk_forward(100, {3, 0, 0, 15, 0});
+  ASSERT_EQ(f.size(), 3u);
+  expect_split(f[0], {5, 20, 20, 40, 40, 60});
+  expect_split(f[1], {25, 40, 40, 60, 60, 80});
+  expect_split(f[2], {45, 60, 60, 80, 80, 100});
+}
+
 TEST(WalkForward, RollingWindowWithGap) {
   WalkForwardSpec w;
   w.folds = 4;
