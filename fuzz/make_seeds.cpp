@@ -1,5 +1,6 @@
 // Writes the seed corpora for the fuzz targets: a few small valid files of each kind, so the fuzzer starts
-// from inputs that reach deep into the parsers. Usage: make_seeds <dir>  (creates <dir>/npy and <dir>/csv)
+// from inputs that reach deep into the parsers. Usage: make_seeds <dir>  (creates <dir>/npy, <dir>/csv,
+// <dir>/safetensors and <dir>/toml; scripts/fuzz.sh adds configs/*.toml to the last).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,8 @@
 #include <vector>
 
 #include "data/npy.h"
+#include "train/config_json.h"
+#include "train/safetensors.h"
 
 namespace {
 
@@ -36,8 +39,8 @@ int main(int argc, char** argv) {
   }
   namespace fs = std::filesystem;
   const fs::path npy_dir = fs::path(argv[1]) / "npy", csv_dir = fs::path(argv[1]) / "csv";
-  fs::create_directories(npy_dir);
-  fs::create_directories(csv_dir);
+  const fs::path st_dir = fs::path(argv[1]) / "safetensors", toml_dir = fs::path(argv[1]) / "toml";
+  for (const fs::path& d : {npy_dir, csv_dir, st_dir, toml_dir}) fs::create_directories(d);
 
   const std::vector<float> f = {1.5f, -2.0f, 0.25f, 3.0f, 4.0f, -5.5f};
   const std::vector<double> d = {1.0 / 3, -2.0, 1e-300, 1e300, 0.5, 6.0};
@@ -62,5 +65,30 @@ int main(int argc, char** argv) {
       std::string(1, '\0') + "id,t,x,a,b,y\r\n\"A,1\",2024-01-02,\"q\"\"q\",1e-3,-2,NA\r\n\"A,1\",2024-01-01,z,+4,5,6");
   put(csv_dir / "tab.csv", std::string(1, '\1') + "t\tid\ta\tb\ty\n10\tX\t1\t2\t3\n9\tY\t4\t5\t6\n100\tX\t7\t8\t9\n");
   put(csv_dir / "series.csv", std::string(1, '\3') + "\xEF\xBB\xBFt,a,b,y\n1.0,1,2,3\n2,4,5,\n\n3,7,8,9\n");
+  put(csv_dir / "semicolon.csv", std::string(1, '\2') + "t;id;a;b;y\n2024-01-02;A;1;2;3\n2024-01-03;\"B;C\";4;;6\n");
+
+  // safetensors: plain tensors, a scalar and an empty tensor, and a checkpoint-like metadata set.
+  const std::vector<mlalpha::TensorView> views = {{"w", {2, 3}, f.data()}, {"b", {3}, f.data() + 3}, {"s", {}, f.data()},
+                                                  {"e", {0, 4}, f.data()}};
+  put(st_dir / "plain.safetensors", mlalpha::encode_safetensors(views, {}));
+  mlalpha::ModelConfig mc;
+  mc.F = 2, mc.K = 1;
+  const mlalpha::FeatureStats stats{{0.5f, -1.0f}, {1.0f, 2.0f}};
+  put(st_dir / "meta.safetensors",
+      mlalpha::encode_safetensors(views, {{"format", "ml-alpha.weights"},
+                                          {"format_version", "1"},
+                                          {"step", "10"},
+                                          {"model_config", mlalpha::to_json(mc)},
+                                          {"train_config", mlalpha::to_json(mlalpha::TrainConfig{})},
+                                          {"feature_stats", mlalpha::to_json(stats)},
+                                          {"feature_names", mlalpha::to_json(std::vector<std::string>{"a", "b"})}}));
+
+  // TOML: every section with boundaries of the three kinds, and overrides after a "--" line.
+  put(toml_dir / "sections.toml",
+      "[data]\nsource = \"csv\"\ncsv = \"d.csv\"\nfeature_columns = [\"a\", \"b\"]\ntarget_columns = [\"y\"]\n"
+      "[split]\ntrain_end = \"2020-01-01\"\nvalid_end = 900\ngap = 2\nwalk_forward_folds = 3\n"
+      "[model]\nd_model = 16\nhead_dim = 8\ndt_limit_hi = inf\n[train]\nloss = \"huber\"\nlr = 2e-3\n"
+      "[run]\ndevice = \"cpu\"\nmetric = \"rank_ic\"\n");
+  put(toml_dir / "overrides.toml", "[train]\nsteps = 5\n\n--\ntrain.lr=3e-3\ndata.source=npy\nsplit.train_end=0.5\n");
   return 0;
 }

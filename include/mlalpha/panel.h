@@ -45,8 +45,9 @@ Panel slice_panel(const Panel& p, int t0, int t1);
 FeatureStats feature_stats(const Panel& p, int t0, int t1);
 // A copy of p normalised with `stats` (NaN features → 0, docs/data.md).
 Panel normalized(const Panel& p, const FeatureStats& stats);
-// Refuses a time range without a single finite target: `what` names it ("the training range").
-void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what);
+// Refuses a time range in which some target has no finite value: `what` names the range ("the training
+// range"), `source` where the targets came from ("data.csv = 'd.csv'"; may be empty).
+void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what, const std::string& source = "");
 // A 64-bit fingerprint of the panel's shape, values and labels: a resume checks that it continues on the
 // data the checkpoint was trained on.
 uint64_t panel_fingerprint(const Panel& p);

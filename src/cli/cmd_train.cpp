@@ -49,7 +49,8 @@ int cmd_train(const TrainArgs& a) {
   opt.callback = [&](const RunEvent& e) {
     switch (e.kind) {
       case RunEvent::Kind::fold_start: {
-        if (e.folds > 1) std::cout << "== walk-forward fold " << e.fold << " (folds 0.." << e.folds - 1 << ")\n";
+        if (e.folds > 1)
+          std::cout << "== walk-forward fold " << e.fold << " (folds 0 to " << e.folds - 1 << ", fold 0 the earliest)\n";
         std::cout << "device " << e.device << " | split " << e.split.to_string() << " | model " << e.params
                   << " params" << std::endl;
         ProgressOptions po;
@@ -87,7 +88,7 @@ int cmd_train(const TrainArgs& a) {
     if (f.has_test) std::printf("%stest  %s\n", prefix.c_str(), fmt_metrics(f.test.mean).c_str());
   }
   if (r.config.split.walk_forward_folds > 1)
-    std::printf("walk-forward summary (test split of each fold, best checkpoint): %s/folds.csv\n",
+    std::printf("walk-forward summary (test split of each fold, best checkpoint): %s/folds.csv and folds.json\n",
                 r.config.run.out_dir.c_str());
   std::fflush(stdout);
   return r.stopped ? 130 : 0;

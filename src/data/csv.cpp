@@ -5,7 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <new>
 #include <numeric>
 #include <unordered_map>
@@ -35,6 +37,7 @@ class CsvRecords {
     while (i_ < s_.size() && (s_[i_] == '\n' || s_[i_] == '\r')) line_end();
     if (i_ >= s_.size()) return false;
     rec_line_ = line_;
+    rec_begin_ = i_;
     for (;;) {
       if (i_ < s_.size() && s_[i_] == '"') {
         quoted_field();
@@ -43,6 +46,7 @@ class CsvRecords {
         while (i_ < s_.size() && s_[i_] != delim_ && s_[i_] != '\n' && s_[i_] != '\r') ++i_;
         spans_.push_back({false, begin, i_ - begin});
       }
+      rec_end_ = i_;
       if (i_ >= s_.size()) break;
       if (s_[i_] == delim_) {
         ++i_;
@@ -57,6 +61,7 @@ class CsvRecords {
     return true;
   }
   int64_t line() const { return rec_line_; }  // the line the last record started on (1-based)
+  std::string_view raw() const { return s_.substr(rec_begin_, rec_end_ - rec_begin_); }  // its bytes, no line end
 
  private:
   struct Span {
@@ -114,13 +119,14 @@ class CsvRecords {
   const std::string& name_;
   size_t i_ = 0;
   int64_t line_ = 1, rec_line_ = 1;
+  size_t rec_begin_ = 0, rec_end_ = 0;
   std::vector<Span> spans_;
   std::string scratch_;
 };
 
-// A number as C, Python or pandas writes it; false if the whole cell is not one. Overflowing values come
-// back as ±inf (the caller rejects them); underflow rounds towards zero.
-bool parse_number(std::string_view s, double& v) {
+}  // namespace
+
+bool parse_csv_number(std::string_view s, double& v) {
   if (!s.empty() && s.front() == '+') {
     s.remove_prefix(1);
     if (s.empty() || s.front() == '+' || s.front() == '-') return false;
@@ -136,6 +142,8 @@ bool parse_number(std::string_view s, double& v) {
   return ec == std::errc();
 }
 
+namespace {
+
 // pandas' default missing-value spellings (those that survive trimming), besides empty and nan in any case.
 bool is_missing(std::string_view s) {
   static constexpr std::string_view kMissing[] = {"NA", "N/A", "n/a", "null", "NULL", "None", "<NA>", "#N/A", "-NaN",
@@ -149,19 +157,21 @@ struct SvHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-// Distinct labels in order of first appearance, each with a dense id.
+// Distinct labels in order of first appearance, each with a dense id and the line it first appeared on.
 struct Interner {
   std::unordered_map<std::string, int, SvHash, std::equal_to<>> ids;
   std::vector<std::string> labels;
+  std::vector<int64_t> first_line;
   std::string last;  // long-format files repeat the same time row after row: skip the hash then
   int last_id = -1;
 
-  int id(std::string_view s) {
+  int id(std::string_view s, int64_t line) {
     if (last_id >= 0 && s == last) return last_id;
     auto it = ids.find(s);
     if (it == ids.end()) {
       it = ids.emplace(std::string(s), int(labels.size())).first;
       labels.emplace_back(s);
+      first_line.push_back(line);
     }
     last.assign(s);
     return last_id = it->second;
@@ -176,7 +186,7 @@ std::vector<int> order_labels(const std::vector<std::string>& labels, bool merge
   std::vector<double> num(n);
   bool numeric = true;
   for (size_t i = 0; i < n && numeric; ++i)
-    numeric = parse_number(labels[i], num[i]) && std::isfinite(num[i]);
+    numeric = parse_csv_number(labels[i], num[i]) && std::isfinite(num[i]);
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   if (numeric)
@@ -196,12 +206,36 @@ std::vector<int> order_labels(const std::vector<std::string>& labels, bool merge
   return slot;
 }
 
+// The delimiters people use, for the hint when the configured one does not split the file.
+constexpr char kCommonDelimiters[] = {',', '\t', ';', '|'};
+
+// The common delimiter other than `delim` that occurs most often in `line` (0: none occurs).
+char likely_delimiter(std::string_view line, char delim) {
+  char best = 0;
+  size_t best_n = 0;
+  for (const char c : kCommonDelimiters) {
+    const size_t n = size_t(std::count(line.begin(), line.end(), c));
+    if (c != delim && n > best_n) best = c, best_n = n;
+  }
+  return best;
+}
+
+// The fields of `line` split at `delim`, trimmed (no quote handling: for hints only).
+std::vector<std::string_view> split_plain(std::string_view line, char delim) {
+  std::vector<std::string_view> out;
+  for (size_t b = 0;;) {
+    const size_t e = line.find(delim, b);
+    out.push_back(trim(line.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b)));
+    if (e == std::string_view::npos) return out;
+    b = e + 1;
+  }
+}
+
 void check_spec(const CsvSpec& spec) {
   require(!spec.time_column.empty(), "CSV spec: the time column name is empty");
   require(!spec.feature_columns.empty(), "CSV spec: no feature columns are named");
   require(!spec.target_columns.empty(), "CSV spec: no target columns are named");
-  require(spec.delimiter != '"' && spec.delimiter != '\n' && spec.delimiter != '\r' && spec.delimiter != '\0',
-          "CSV spec: the delimiter cannot be a quote, a line end or NUL");
+  check_csv_delimiter(spec.delimiter, "CSV spec: the delimiter");
   require(spec.instrument_column != spec.time_column,
           "CSV spec: the time and instrument columns are both '" + spec.time_column + "'");
   auto unique = [](const std::vector<std::string>& v, const char* what) {
@@ -218,7 +252,60 @@ struct Row {
   int64_t line;
 };
 
+// Times must be all numbers (ordered numerically) or all text (ordered bytewise): one stray label in a
+// numeric column would silently reorder the whole axis as text ("10" < "9"). The error names the first
+// label of the minority kind, where it first appears, and an example of the majority.
+void check_time_kinds(const Interner& times, const std::string& name, const std::string& column) {
+  const size_t n = times.labels.size();
+  std::vector<char> numeric(n);
+  size_t numbers = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double v;
+    numeric[i] = parse_csv_number(times.labels[i], v) && std::isfinite(v);
+    numbers += numeric[i];
+  }
+  if (numbers == 0 || numbers == n) return;
+  const bool stray_is_text = numbers * 2 >= n;  // the minority is the likely mistake
+  size_t stray = 0, example = 0;
+  while (bool(numeric[stray]) == stray_is_text) ++stray;
+  while (bool(numeric[example]) != stray_is_text) ++example;
+  const size_t others = stray_is_text ? numbers : n - numbers;
+  throw Error(name + ":" + std::to_string(times.first_line[stray]) + ": column '" + column + "': time '" +
+              times.labels[stray].substr(0, 80) + "' is " + (stray_is_text ? "not a number" : "a number") +
+              ", but " + std::to_string(others) + " other time value" + (others == 1 ? " is" : "s are") +
+              (stray_is_text ? " numbers" : " text") + " (e.g. '" + times.labels[example].substr(0, 80) +
+              "' on line " + std::to_string(times.first_line[example]) +
+              "); times must be all numbers (ordered numerically) or all text (ordered as text)");
+}
+
 }  // namespace
+
+std::string describe_csv_delimiter(char c) {
+  if (c == '\t') return "tab ('\\t')";
+  if (c == ' ') return "space (' ')";
+  if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "byte 0x%02x", unsigned(static_cast<unsigned char>(c)));
+    return buf;
+  }
+  return std::string("'") + c + "'";
+}
+
+void check_csv_delimiter(char c, const std::string& what) {
+  const bool line_end = c == '\n' || c == '\r';
+  const bool in_numbers = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
+  require(c != '"' && !line_end && c != '\0' && !in_numbers,
+          what + " " + describe_csv_delimiter(c) + " cannot be used: it must not be a quote, a line end, NUL, a letter, "
+                 "a digit or one of . + - (they occur inside cells); use e.g. ',', tab or ';'");
+}
+
+char csv_delimiter_from_string(std::string_view s, const std::string& what) {
+  if (s == "tab" || s == "\\t") return '\t';
+  require(s.size() == 1, what + " must be one character (e.g. \",\", \"\\t\" or \"tab\" for TSV, \";\"), got '" +
+                             std::string(s.substr(0, 40)) + "' (" + std::to_string(s.size()) + " characters)");
+  check_csv_delimiter(s[0], what);
+  return s[0];
+}
 
 Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::string& name) {
   check_spec(spec);
@@ -230,9 +317,22 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
   if (!records.next(cells)) throw Error(name + ": no header row (the file holds only blank lines)");
   std::vector<std::string> header;
   for (const std::string_view c : cells) header.emplace_back(trim(c));
+  const std::string_view header_line = records.raw();
+  const int64_t header_lineno = records.line();
   auto column = [&](const std::string& col, const char* role) {
     const auto it = std::find(header.begin(), header.end(), col);
     if (it == header.end()) {
+      // A header that another common delimiter splits into the wanted column: the delimiter is wrong.
+      const char guess = likely_delimiter(header_line, spec.delimiter);
+      if (guess != 0) {
+        const std::vector<std::string_view> alt = split_plain(header_line, guess);
+        if (std::find(alt.begin(), alt.end(), col) != alt.end())
+          throw Error(name + ":" + std::to_string(header_lineno) + ": " + role + " column '" + col +
+                      "' is not in the header split at " + describe_csv_delimiter(spec.delimiter) + " (" +
+                      std::to_string(header.size()) + (header.size() == 1 ? " column" : " columns") +
+                      "), but the header line looks " + describe_csv_delimiter(guess) +
+                      "-separated: set the delimiter to " + describe_csv_delimiter(guess));
+      }
       std::string list;
       for (const std::string& h : header) list += (list.empty() ? "'" : ", '") + h + "'";
       throw Error(name + ": " + role + " column '" + col + "' is not in the header; the header has " + list);
@@ -257,22 +357,28 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
   while (records.next(cells)) {
     const int64_t line = records.line();
     auto where = [&](int col) { return name + ":" + std::to_string(line) + ": column '" + header[col] + "'"; };
-    if (cells.size() != header.size())
+    if (cells.size() != header.size()) {
+      std::string hint;
+      const char guess = likely_delimiter(records.raw(), spec.delimiter);
+      if (guess != 0 && split_plain(records.raw(), guess).size() == header.size())
+        hint = " (the line looks " + describe_csv_delimiter(guess) + "-separated, the file's delimiter is " +
+               describe_csv_delimiter(spec.delimiter) + ")";
       throw Error(name + ":" + std::to_string(line) + ": " + std::to_string(cells.size()) + " fields, the header has " +
-                  std::to_string(header.size()));
+                  std::to_string(header.size()) + hint);
+    }
     const std::string_view t = trim(cells[time_col]);
     if (t.empty()) throw Error(where(time_col) + ": the time is empty");
     int inst = 0;
     if (inst_col >= 0) {
       const std::string_view s = trim(cells[inst_col]);
       if (s.empty()) throw Error(where(inst_col) + ": the instrument is empty");
-      inst = instruments.id(s);
+      inst = instruments.id(s, line);
     }
-    rows.push_back({times.id(t), inst, line});
+    rows.push_back({times.id(t, line), inst, line});
     for (size_t j = 0; j < value_cols.size(); ++j) {
       const std::string_view c = trim(cells[value_cols[j]]);
       double v;
-      if (!parse_number(c, v)) {
+      if (!parse_csv_number(c, v)) {
         if (!is_missing(c))
           throw Error(where(value_cols[j]) + ": '" + std::string(c.substr(0, 80)) +
                       "' is not a number (expected a number, an empty cell, NaN or NA)");
@@ -286,6 +392,8 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
     }
   }
   if (rows.empty()) throw Error(name + ": no data rows after the header");
+
+  check_time_kinds(times, name, header[time_col]);
 
   // Pass 2: place the rows on the sorted (instrument, time) grid; missing cells stay NaN.
   Panel p;

@@ -2,9 +2,9 @@
 // CSV in long format: one row per (time, instrument), a header row naming the columns. The config picks
 // the time column, the instrument column and the feature and target columns; everything else is ignored.
 // The panel is built on the union of the times and instruments seen (docs/data.md):
-//   times        sorted numerically when every time value is a number, else as strings (bytewise, which
-//                orders ISO 8601 dates and timestamps correctly); numerically equal times ("1", "1.0") are
-//                one time step, labelled with the first spelling seen
+//   times        all numbers: sorted numerically, numerically equal times ("1", "1.0") being one time
+//                step labelled with the first spelling seen; all text: sorted bytewise (which orders
+//                ISO 8601 dates and timestamps correctly); a mix of both is an error naming the stray value
 //   instruments  sorted the same way (numerically when all are numbers, ties by string; never merged), so
 //                the panel does not depend on the order of the rows
 //   missing (instrument, time) rows → NaN features and NaN targets
@@ -12,7 +12,9 @@
 //          write them (leading '+' allowed); spaces around a cell are ignored; ±Inf, values outside the
 //          float32 range and anything else are errors naming file:line and the column
 // Syntax: RFC 4180 quoting ("a,b" and "" inside quotes), LF or CRLF line ends, optional final newline,
-// a UTF-8 byte-order mark is skipped, blank lines are skipped.
+// a UTF-8 byte-order mark is skipped, blank lines are skipped. The delimiter is one character (',' by
+// default); a header that another common delimiter (, tab ; |) would split into the wanted columns is an
+// error that names the likely delimiter.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,8 +29,21 @@ struct CsvSpec {
   std::string instrument_column = "instrument";  // empty: the file is one series (N = 1)
   std::vector<std::string> feature_columns;      // F >= 1 names, in the order the model sees them
   std::vector<std::string> target_columns;       // K >= 1 names
-  char delimiter = ',';                          // ',' for CSV, '\t' for TSV, ';' ...
+  char delimiter = ',';                          // ',' for CSV, '\t' for TSV, ';' ...: see check_csv_delimiter
 };
+
+// Throws unless `c` can separate cells: not a quote, CR, LF, NUL, letter, digit, '.', '+' or '-'.
+// `what` starts the message ("data.delimiter").
+void check_csv_delimiter(char c, const std::string& what);
+// A delimiter from a config string: one character, or "tab" / "\t" (backslash, t) for a tab; checked as
+// above. `what` names the setting in messages ("data.delimiter").
+char csv_delimiter_from_string(std::string_view s, const std::string& what);
+// "','", "tab ('\t')", "';'": a delimiter in messages.
+std::string describe_csv_delimiter(char c);
+
+// A number as C, Python or pandas writes it (leading '+' allowed, no surrounding spaces); false if the
+// whole text is not one. Values beyond the double range come back as ±inf; "nan"/"inf" parse as such.
+bool parse_csv_number(std::string_view s, double& v);
 
 // Parse CSV text already in memory; `name` starts every error message (spec.path is not read).
 Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::string& name);

@@ -11,6 +11,7 @@
 #include "data/npy.h"
 #include "data/split.h"
 #include "data/synthetic.h"
+#include "data/targets.h"
 #include "mlalpha/panel.h"
 
 namespace mlalpha {
@@ -30,6 +31,7 @@ Panel load_panel(const DataConfig& d) {
     spec.instrument_column = d.instrument_column;
     spec.feature_columns = d.feature_columns;
     spec.target_columns = d.target_columns;
+    spec.delimiter = csv_delimiter_from_string(d.delimiter, "data.delimiter");
     p = load_csv_panel(spec);
   } else {
     throw Error("data.source must be 'synthetic', 'npy' or 'csv', got '" + d.source + "'");
@@ -77,14 +79,8 @@ Panel normalized(const Panel& p, const FeatureStats& stats) {
   return out;
 }
 
-void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what) {
-  for (int i = 0; i < p.N; ++i)
-    for (size_t j = (size_t(i) * p.T + t0) * p.K, e = (size_t(i) * p.T + t1) * p.K; j < e; ++j)
-      if (std::isfinite(p.y[j])) return;
-  const std::string labels = p.target_names.empty() ? std::string("the targets") : "the target columns";
-  throw Error(what + " [" + std::to_string(t0) + ", " + std::to_string(t1) + ") has no finite target value in " +
-              labels + " (all " + std::to_string(int64_t(p.N) * (t1 - t0) * p.K) +
-              " are NaN): check data.targets / data.target_columns and the split");
+void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what, const std::string& source) {
+  require_valid_targets(p, t0, t1, what, source);
 }
 
 uint64_t panel_fingerprint(const Panel& p) {

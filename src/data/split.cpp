@@ -1,20 +1,17 @@
 #include "data/split.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 
 #include "core/error.h"
+#include "data/csv.h"
 
 namespace mlalpha {
 namespace {
 
-bool as_number(const std::string& s, double& v) {
-  const char* b = s.data() + (!s.empty() && s[0] == '+');
-  const auto [end, ec] = std::from_chars(b, s.data() + s.size(), v);
-  return ec == std::errc() && end == s.data() + s.size() && b != end && std::isfinite(v);
-}
+// A finite number exactly as the CSV reader reads one, so a boundary compares as the axis was ordered.
+bool as_number(const std::string& s, double& v) { return parse_csv_number(s, v) && std::isfinite(v); }
 
 std::string range(int b, int e) {
   std::string s = "[";  // built by appending: GCC 12 warns falsely (-Wrestrict) on "[" + std::to_string(b)
@@ -78,12 +75,17 @@ int resolve_split_point(const SplitPoint& p, int T, const std::vector<std::strin
                                   ": this panel has no time labels (.npy or synthetic data); split by index or fraction");
       require(times.size() == size_t(T), field + ": the panel has " + std::to_string(times.size()) +
                                              " time labels for T = " + std::to_string(T));
-      // Same order as the CSV reader sorted the axis: numeric when everything is a number.
-      double v = 0;
-      bool numeric = as_number(p.time, v);
+      // Same order as the CSV reader sorted the axis: numeric when every label is a number. A value that
+      // is not a number cannot be placed on a numeric axis (text order would put it anywhere).
       std::vector<double> num(times.size());
+      bool numeric = true;
       for (size_t i = 0; i < times.size() && numeric; ++i) numeric = as_number(times[i], num[i]);
-      if (numeric) return int(std::lower_bound(num.begin(), num.end(), v) - num.begin());
+      if (numeric) {
+        double v = 0;
+        require(as_number(p.time, v), field + " = " + p.to_string() + " is not a number, but the time labels are (from '" +
+                                          times.front() + "' to '" + times.back() + "'); give a number on that scale");
+        return int(std::lower_bound(num.begin(), num.end(), v) - num.begin());
+      }
       return int(std::lower_bound(times.begin(), times.end(), p.time) - times.begin());
     }
   }

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -106,14 +109,35 @@ void check_tensors(const SafetensorsFile& f, const ParamTable& table, const std:
   }
 }
 
-// Tensors → arena (table.total(), padding zero).
-std::vector<float> to_arena(const SafetensorsFile& f, const ParamTable& table, const std::string& prefix) {
+// Throws unless the n floats at p are finite, naming the tensor, the first bad element and how many are bad.
+void require_finite(const float* p, size_t n, const std::string& tensor, const std::string& where, const char* what) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]) && bad++ == 0) first = i;
+  if (bad == 0) return;
+  throw Error(where + ": tensor '" + tensor + "' holds " + (std::isnan(p[first]) ? "NaN" : "±Inf") + " at element " +
+              std::to_string(first) + " (" + std::to_string(bad) + " of its " + std::to_string(n) +
+              " values are not finite): " + what);
+}
+
+// Tensors → arena (table.total(), padding zero); every value must be finite.
+std::vector<float> to_arena(const SafetensorsFile& f, const ParamTable& table, const std::string& prefix,
+                            const std::string& where) {
   std::vector<float> a(table.total(), 0.0f);
   for (const ParamTensor& t : table.tensors()) {
     const LoadedTensor* lt = f.find(prefix + t.name);
+    require_finite(lt->data.data(), lt->data.size(), prefix + t.name, where,
+                   "the checkpoint is unusable (saved from a diverged run, or edited)");
     std::copy(lt->data.begin(), lt->data.end(), a.begin() + t.offset);
   }
   return a;
+}
+
+// data_json must be empty or a JSON object.
+void check_data_json(const std::string& text, const std::string& where) {
+  if (text.empty()) return;
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  require(j.is_object(), where + ": the data config must be a JSON object, got '" + text.substr(0, 60) + "'");
 }
 
 struct WeightsFile {
@@ -136,7 +160,8 @@ WeightsFile read_weights(const std::string& path, const ModelConfig* expect) {
   w.meta.stats = feature_stats_from_json(mr.get("feature_stats"), where);
   w.meta.feature_names = names_from_json(mr.get("feature_names"), where + ": feature_names");
   w.meta.target_names = names_from_json(mr.get("target_names"), where + ": target_names");
-  if (auto it = f.metadata.find("run_config"); it != f.metadata.end()) w.meta.run_config = it->second;
+  if (const auto it = f.metadata.find("data_config"); it != f.metadata.end()) w.meta.data_json = it->second;
+  check_data_json(w.meta.data_json, where + ": metadata 'data_config'");
   validate_in(w.meta.model, where, "model_config");
   validate_in(w.meta.train, where, "train_config");
   check_meta_sizes(w.meta, where);
@@ -153,7 +178,7 @@ WeightsFile read_weights(const std::string& path, const ModelConfig* expect) {
   }
   const ModelLayout own(w.meta.model);
   check_tensors(f, own.table, {""}, where, "its own model_config");
-  w.params = to_arena(f, own.table, "");
+  w.params = to_arena(f, own.table, "", where);
   return wf;
 }
 
@@ -191,8 +216,8 @@ Checkpoint read_checkpoint(const std::string& path, const ModelConfig* expect) {
   const ModelLayout own(c.meta.model);
   check_tensors(s, own.table, {"exp_avg.", "exp_avg_sq."}, where, "the checkpoint's model_config");
   st.params = std::move(w.params);
-  st.m = to_arena(s, own.table, "exp_avg.");
-  st.v = to_arena(s, own.table, "exp_avg_sq.");
+  st.m = to_arena(s, own.table, "exp_avg.", where);
+  st.v = to_arena(s, own.table, "exp_avg_sq.", where);
   return c;
 }
 
@@ -223,6 +248,13 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
                                              " differs from meta.train.seed " + std::to_string(meta.train.seed));
   check_meta_sizes(meta, where);
   validate_in(meta.train, where, "meta.train");  // loading validates it too: never write what cannot be read
+  check_data_json(meta.data_json, where + ": meta.data_json");
+  for (const ParamTensor& t : layout.table.tensors()) {
+    const char* diverged = "not saved (the training diverged; lower train.lr or check the data)";
+    require_finite(state.params.data() + t.offset, t.numel, t.name, where, diverged);
+    require_finite(state.m.data() + t.offset, t.numel, "exp_avg." + t.name, where, diverged);
+    require_finite(state.v.data() + t.offset, t.numel, "exp_avg_sq." + t.name, where, diverged);
+  }
 
   const std::string save_id = new_save_id(), step = std::to_string(state.step),
                     version = std::to_string(kCheckpointFormatVersion);
@@ -231,7 +263,7 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
   for (const ParamTensor& t : layout.table.tensors()) moments.push_back({"exp_avg." + t.name, t.shape, state.m.data() + t.offset});
   for (const ParamTensor& t : layout.table.tensors())
     moments.push_back({"exp_avg_sq." + t.name, t.shape, state.v.data() + t.offset});
-  const SafetensorsMetadata wmeta{{"format", kWeightsFormat},
+  SafetensorsMetadata wmeta{{"format", kWeightsFormat},
                                   {"format_version", version},
                                   {"save_id", save_id},
                                   {"step", step},
@@ -240,8 +272,7 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
                                   {"feature_stats", to_json(meta.stats)},
                                   {"feature_names", to_json(meta.feature_names)},
                                   {"target_names", to_json(meta.target_names)}};
-  SafetensorsMetadata wmeta_all = wmeta;
-  if (!meta.run_config.empty()) wmeta_all["run_config"] = meta.run_config;
+  if (!meta.data_json.empty()) wmeta["data_config"] = meta.data_json;
   const SafetensorsMetadata ometa{{"format", kOptimFormat},
                                   {"format_version", version},
                                   {"save_id", save_id},
@@ -251,7 +282,7 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
                                   {"seed", std::to_string(state.seed)}};
   // Both files complete and on disk before either replaces its predecessor; then weights, then sidecar.
   AtomicFile wf(path), of(optim_sidecar_path(path));
-  write_safetensors(wf, weights, wmeta_all);
+  write_safetensors(wf, weights, wmeta);
   write_safetensors(of, moments, ometa);
   wf.flush();
   of.flush();

@@ -3,7 +3,8 @@
 //   P                       the weights, tensor names and shapes of DESIGN section 1 (ModelLayout's
 //                           ParamTable), so mamba_ssm / PyTorch load them unchanged; __metadata__ holds
 //                           the format version, model and train configs, feature statistics and names,
-//                           the step and a save id.
+//                           the data config (when recorded), the step and a save id; the safetensors
+//                           layer adds CRC-32 checksums of the tensor data and of the metadata.
 //   P + ".optim.safetensors" the AdamW moments ("exp_avg.<name>", "exp_avg_sq.<name>") and the counters
 //                           (step, adam_step, skipped_total, seed) with the same save id.
 // Both are written to temporary files first, fsynced, then renamed (weights first): a crash leaves the
@@ -36,9 +37,10 @@ struct CheckpointMeta {
   TrainConfig train;
   FeatureStats stats;  // empty, or (F) each: inference normalises with these
   std::vector<std::string> feature_names, target_names;  // empty, or (F) and (K)
-  // The run's data and split settings as TOML, with the fold and the data's fingerprint (src/train/run.cpp
-  // writes and reads it; metadata key "run_config"); empty in checkpoints that predate it.
-  std::string run_config;
+  // The run's record as a JSON object: {"settings": the [data] and [split] settings as TOML, "fold": the
+  // walk-forward fold, "fingerprint": the data's} (src/train/run.cpp), so eval / predict / resume find the
+  // data the model was trained on. Empty: not recorded (older checkpoints); metadata 'data_config'.
+  std::string data_json;
 };
 
 // The weights file alone (predict / eval): no sidecar needed.
@@ -62,11 +64,15 @@ inline std::string optim_sidecar_path(const std::string& path) { return path + "
 void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::string& who);
 
 // Writes P and its sidecar atomically. Checks that meta.model is the layout's config, the arenas have
-// table.total() floats, the counters are consistent and the stats/names have F and K entries (or none).
+// table.total() floats and only finite values (a diverged model is refused, naming the tensor), the
+// counters are consistent, the stats/names have F and K entries (or none) and data_json is empty or a
+// JSON object.
 void save_checkpoint(const std::string& path, const ModelLayout& layout, const TrainState& state,
                      const CheckpointMeta& meta);
 
-// Weights only. The tensors must be exactly those of ModelLayout(meta.model) (names, shapes).
+// Weights only. The tensors must be exactly those of ModelLayout(meta.model) (names, shapes) and hold
+// finite values only (a NaN or ±Inf is an error naming the tensor and the element); the checksums
+// must match when present (files without them load unchecked).
 CheckpointWeights load_checkpoint_weights(const std::string& path);
 // Weights only, into a model of config `expect`: a different config or tensor shape is an error naming
 // the tensor (or field) and both shapes (values).

@@ -96,7 +96,7 @@ void decode(const ojson& j, Schedule& out, const Field& f) {
 ojson parse_json(const std::string& text, const std::string& where, const char* what) {
   try {
     return ojson::parse(text);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {  // parse_error, and out_of_range for a number beyond double's range
     throw Error(where + ": " + what + " is not valid JSON: " + e.what());
   }
 }

@@ -50,8 +50,8 @@ Model Model::load(const std::string& path) {
   for (size_t i = 0; i < impl->state.params.size(); ++i)
     require(std::isfinite(impl->state.params[i]),
             path + ": the weights hold a non-finite value (parameter " + std::to_string(i) + "): the model diverged");
-  if (!impl->meta.run_config.empty()) {
-    const auto j = nlohmann::json::parse(impl->meta.run_config, nullptr, false);
+  if (!impl->meta.data_json.empty()) {
+    const auto j = nlohmann::json::parse(impl->meta.data_json, nullptr, false);
     if (j.is_object() && j.contains("settings") && j["settings"].is_string()) {
       impl->recorded = parse_run_config(j["settings"].get<std::string>(), path + " (recorded run settings)");
       impl->has_data = true;
@@ -86,7 +86,8 @@ bool Model::has_optimizer_state() const { return impl_->has_optim; }
 int Model::fold() const { return impl_->fold; }
 std::vector<Model::Tensor> Model::tensors() const {
   std::vector<Tensor> out;
-  for (const auto& t : ModelLayout(impl_->meta.model).table.tensors())
+  const ModelLayout layout(impl_->meta.model);
+  for (const auto& t : layout.table.tensors())
     out.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end())});
   return out;
 }

@@ -16,6 +16,7 @@
 #include "model/layout.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
+#include "train/folds.h"
 #include "train/report.h"
 #include "train/run_config.h"
 
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- what a checkpoint records about its run (CheckpointMeta::run_config)
+// ---- what a checkpoint records about its run (CheckpointMeta::data_json)
 
 struct RunRecord {
   bool present = false;
@@ -51,7 +52,7 @@ RunRecord decode_record(const std::string& text, const std::string& path) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   require(j.is_object() && j.contains("settings") && j["settings"].is_string() && j.contains("fold") &&
               j["fold"].is_number_integer() && j.contains("fingerprint") && j["fingerprint"].is_string(),
-          path + ": metadata 'run_config' is not a run record {settings, fold, fingerprint}");
+          path + ": metadata 'data_config' is not a run record {settings, fold, fingerprint}");
   r.present = true;
   r.data = parse_run_config(j["settings"].get<std::string>(), path + " (recorded run settings)");
   r.fold = j["fold"].get<int>();
@@ -88,7 +89,7 @@ class CreatedDirs {
 };
 
 const char* const kRunFiles[] = {"metrics.jsonl",    "curves.svg",      "best.json",
-                                 "best.safetensors", "last.safetensors", "folds.csv"};
+                                 "best.safetensors", "last.safetensors", "folds.csv", "folds.json"};
 
 // The run files in `dir` and its fold-k folders.
 std::vector<fs::path> run_files(const fs::path& dir) {
@@ -107,41 +108,52 @@ std::vector<fs::path> run_files(const fs::path& dir) {
   return out;
 }
 
-std::string fold_dir_name(int fold) { return "fold-" + std::to_string(fold); }
-
-// One line of folds.csv.
-std::string fold_row(const FoldResult& r, const std::string& metric) {
-  std::ostringstream s;
-  s.precision(9);
-  const Split& p = r.split;
-  s << r.fold << ',' << p.train_begin << ',' << p.train_end << ',' << p.valid_begin << ',' << p.valid_end << ','
-    << p.test_begin << ',' << p.test_end << ',' << r.steps << ',' << r.best_step << ',' << r.best_value;
-  if (r.has_test) {
-    const Metrics& m = r.test.mean;
-    s << ',' << m.mse << ',' << m.ic << ',' << m.rank_ic << ',' << m.icir << ',' << m.dir_acc << ',' << m.points;
-  } else {
-    s << ",,,,,,";
-  }
-  (void)metric;
-  return s.str();
+FoldReport report_of(const FoldResult& r) {
+  FoldReport f;
+  f.fold = r.fold;
+  f.split = r.split;
+  f.steps = r.steps;
+  f.best_step = r.best_step;
+  f.best_value = r.best_value;
+  f.has_test = r.has_test;
+  f.test = r.test;
+  return f;
 }
 
-std::string folds_header(const std::string& metric) {
-  return "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,steps,best_step,best_" + metric +
-         ",test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_points\n";
-}
-
-// Rows of an existing folds.csv for folds before `first` (a resumed walk-forward keeps them).
-std::vector<std::string> earlier_fold_rows(const fs::path& csv, int first) {
-  std::vector<std::string> rows;
-  std::ifstream in(csv);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    const int f = std::atoi(line.c_str());
-    if (!line.empty() && f < first) rows.push_back(line);
+// The folds before `first` that an earlier invocation finished (a resumed walk-forward), from folds.json.
+std::vector<FoldReport> earlier_folds(const fs::path& json, int first) {
+  std::vector<FoldReport> out;
+  std::error_code ec;
+  if (first == 0 || !fs::exists(json, ec)) return out;
+  const auto j = nlohmann::json::parse(read_file_bytes(json.string()), nullptr, false);
+  if (!j.is_object() || !j.contains("folds") || !j["folds"].is_array()) return out;
+  auto num = [](const nlohmann::json& v, double dflt) { return v.is_number() ? v.get<double>() : dflt; };
+  for (const auto& f : j["folds"]) {
+    if (!f.is_object() || f.value("fold", -1) < 0 || f.value("fold", -1) >= first) continue;
+    FoldReport r;
+    r.fold = f.value("fold", 0);
+    auto range = [&](const char* k, int& b, int& e) {
+      if (f.contains(k) && f[k].is_object()) b = f[k].value("begin", 0), e = f[k].value("end", 0);
+    };
+    range("train", r.split.train_begin, r.split.train_end);
+    range("valid", r.split.valid_begin, r.split.valid_end);
+    range("test", r.split.test_begin, r.split.test_end);
+    r.steps = f.value("steps", int64_t(0));
+    r.best_step = f.value("best_step", int64_t(0));
+    r.best_value = f.contains("best_value") ? num(f["best_value"], NAN) : NAN;
+    if (f.contains("test_metrics") && f["test_metrics"].is_object()) {
+      const auto& m = f["test_metrics"];
+      r.has_test = true;
+      Metrics& t = r.test.mean;
+      t.mse = num(m.value("mse", nlohmann::json()), NAN), t.ic = num(m.value("ic", nlohmann::json()), NAN);
+      t.rank_ic = num(m.value("rank_ic", nlohmann::json()), NAN), t.icir = num(m.value("icir", nlohmann::json()), NAN);
+      t.dir_acc = num(m.value("dir_acc", nlohmann::json()), NAN);
+      t.points = m.value("points", int64_t(0)), t.steps = m.value("steps", int64_t(0));
+      r.test.per_target = {t};
+    }
+    out.push_back(r);
   }
-  return rows;
+  return out;
 }
 
 // ---- one fold
@@ -199,7 +211,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   const ModelLayout layout(cfg.model);
   auto be = make_backend(cfg, train);
   CheckpointMeta meta{cfg.model, cfg.train, plan.stats, panel.feature_names, panel.target_names, {}};
-  meta.run_config = encode_record(cfg, plan.fold, fingerprint);
+  meta.data_json = encode_record(cfg, plan.fold, fingerprint);
 
   int64_t start = 0;
   if (resume) {
@@ -341,7 +353,7 @@ const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr
 RunConfig resolve_run_config(const RunConfig& config, const std::string& resume, std::vector<std::string>* changes) {
   if (resume.empty()) return config;
   const CheckpointWeights ck = load_checkpoint_weights(resume);
-  const RunRecord rec = decode_record(ck.meta.run_config, resume);
+  const RunRecord rec = decode_record(ck.meta.data_json, resume);
   RunConfig base = config;  // run settings stay the caller's
   base.model = ck.meta.model;
   base.train = ck.meta.train;
@@ -402,6 +414,9 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
   const std::vector<Split> splits = make_splits(cfg.split, panel);
   const int folds = int(splits.size());
   const fs::path out(cfg.run.out_dir);
+  const std::string source = cfg.data.source == "csv" ? "data.csv = '" + cfg.data.csv + "'"
+                             : cfg.data.source == "npy" ? "data.targets = '" + cfg.data.targets + "'"
+                                                        : std::string("the synthetic panel");
   std::vector<FoldPlan> plans;
   for (int f = 0; f < folds; ++f) {
     FoldPlan p;
@@ -413,8 +428,10 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
     require(cfg.train.L <= train_len, where + "train.seq_len = " + std::to_string(cfg.train.L) +
                                           " is longer than the training range (" + std::to_string(train_len) +
                                           " steps: " + p.split.to_string() + "); lower train.seq_len or move split.train_end");
-    require_finite_targets(panel, p.split.train_begin, p.split.train_end, where + "the training range");
-    require_finite_targets(panel, p.split.valid_begin, p.split.valid_end, where + "the validation range");
+    require_finite_targets(panel, p.split.train_begin, p.split.train_end, where + "the training range", source);
+    require_finite_targets(panel, p.split.valid_begin, p.split.valid_end, where + "the validation range", source);
+    if (p.split.has_test())
+      require_finite_targets(panel, p.split.test_begin, p.split.test_end, where + "the test range", source);
     p.stats = feature_stats(panel, p.split.train_begin, p.split.train_end);
     plans.push_back(std::move(p));
   }
@@ -423,7 +440,7 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
   int first_fold = 0;
   if (!options.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(options.resume, cfg.model));
-    const RunRecord rec = decode_record(resume->meta.run_config, options.resume);
+    const RunRecord rec = decode_record(resume->meta.data_json, options.resume);
     if (rec.present) {
       require(rec.fingerprint == fingerprint,
               "--resume " + options.resume + ": the data differs from the data the checkpoint was trained on (" +
@@ -453,15 +470,14 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
   }
   CreatedDirs dirs;
   dirs.create(out);
-  std::vector<std::string> summary_rows = folds > 1 ? earlier_fold_rows(out / "folds.csv", first_fold) : std::vector<std::string>{};
+  std::vector<FoldReport> summary = folds > 1 ? earlier_folds(out / "folds.json", first_fold) : std::vector<FoldReport>{};
   for (int f = first_fold; f < folds; ++f) {
     dirs.create(plans[f].dir);
     result.folds.push_back(train_fold(cfg, panel, plans[f], folds, f == first_fold ? resume.get() : nullptr, fingerprint, rep));
-    if (folds > 1) {
-      summary_rows.push_back(fold_row(result.folds.back(), cfg.run.metric));
-      std::string csv = folds_header(cfg.run.metric);
-      for (const auto& r : summary_rows) csv += r + "\n";
-      write_file_atomic((out / "folds.csv").string(), csv);
+    if (folds > 1) {  // after every fold, so an interrupted walk-forward keeps what it finished
+      summary.push_back(report_of(result.folds.back()));
+      write_folds_csv(out / "folds.csv", summary, panel.times, cfg.run.metric);
+      write_folds_json(out / "folds.json", summary, panel.times, cfg.run.metric);
     }
     if (result.folds.back().stopped || rep.stop_requested()) {
       result.stopped = true;

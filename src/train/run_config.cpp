@@ -15,6 +15,7 @@
 #include "mlalpha/config.h"
 #include "mlalpha/metrics.h"
 #include "core/suggest.h"
+#include "data/csv.h"
 
 namespace mlalpha {
 
@@ -351,8 +352,7 @@ void RunConfig::validate() const {
     require(!data.feature_columns.empty(), "data.source = 'csv' needs data.feature_columns (the feature column names)");
     require(!data.target_columns.empty(), "data.source = 'csv' needs data.target_columns (the target column names)");
   }
-  require(data.delimiter.size() == 1 && data.delimiter != "\"" && data.delimiter != "\n" && data.delimiter != "\r",
-          "data.delimiter must be one character other than a quote or a newline, got '" + data.delimiter + "'");
+  csv_delimiter_from_string(data.delimiter, "data.delimiter");
   if (data.source == "synthetic") {
     require(data.synth.N >= 1, "data.instruments must be >= 1, got " + std::to_string(data.synth.N));
     require(data.synth.T >= 2, "data.timesteps must be >= 2, got " + std::to_string(data.synth.T));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,7 +37,54 @@ uint64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// Slicing-by-4 tables for the reflected CRC-32 polynomial: t[0] is the classic byte table, t[j][b] the
+// CRC of byte b followed by j zero bytes, so four bytes are folded per step.
+struct CrcTables {
+  uint32_t t[4][256];
+  constexpr CrcTables() : t{} {
+    for (uint32_t b = 0; b < 256; ++b) {
+      uint32_t c = b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+      t[0][b] = c;
+    }
+    for (uint32_t b = 0; b < 256; ++b)
+      for (int j = 1; j < 4; ++j) t[j][b] = (t[j - 1][b] >> 8) ^ t[0][t[j - 1][b] & 0xff];
+  }
+};
+constexpr CrcTables kCrc{};
+
+std::string hex8(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", unsigned(v));
+  return buf;
+}
+
+// The metadata checksum: entries in key order (std::map order = bytewise), checksum keys left out.
+uint32_t metadata_crc(const SafetensorsMetadata& m) {
+  uint32_t c = 0;
+  const char nul = '\0';
+  for (const auto& [k, v] : m) {
+    if (k == kDataCrcKey || k == kMetadataCrcKey) continue;
+    c = crc32(k.data(), k.size(), c);
+    c = crc32(&nul, 1, c);
+    c = crc32(v.data(), v.size(), c);
+    c = crc32(&nul, 1, c);
+  }
+  return c;
+}
+
 }  // namespace
+
+uint32_t crc32(const void* data, size_t bytes, uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint32_t c = ~crc;
+  for (; bytes >= 4; bytes -= 4, p += 4) {
+    c ^= uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+    c = kCrc.t[3][c & 0xff] ^ kCrc.t[2][(c >> 8) & 0xff] ^ kCrc.t[1][(c >> 16) & 0xff] ^ kCrc.t[0][c >> 24];
+  }
+  for (; bytes > 0; --bytes, ++p) c = (c >> 8) ^ kCrc.t[0][(c ^ *p) & 0xff];
+  return ~c;
+}
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "(";
@@ -51,14 +100,29 @@ const LoadedTensor* SafetensorsFile::find(const std::string& name) const {
 
 // ---------------------------------------------------------------------------------------------- write
 
-void write_safetensors(AtomicFile& out, const std::vector<TensorView>& tensors, const SafetensorsMetadata& metadata) {
-  const std::string& path = out.path();
-  ojson header = ojson::object();
-  if (!metadata.empty()) {
-    ojson meta = ojson::object();
-    for (const auto& [k, v] : metadata) meta[k] = v;
-    header["__metadata__"] = std::move(meta);
+namespace {
+
+// The 8-byte length and the padded JSON header for these tensors; `path` names the file in messages.
+std::string encode_header(const std::string& path, const std::vector<TensorView>& tensors,
+                          const SafetensorsMetadata& metadata) {
+  for (const char* k : {kDataCrcKey, kMetadataCrcKey})
+    require(!metadata.count(k), "cannot write '" + path + "': metadata key '" + k + "' is reserved for the checksum");
+  // data_crc32 covers the tensors in name order (see the header), so the checksum does not depend on
+  // the order they are laid out in.
+  std::vector<const TensorView*> by_name;
+  for (const TensorView& t : tensors) by_name.push_back(&t);
+  std::sort(by_name.begin(), by_name.end(), [](const TensorView* a, const TensorView* b) { return a->name < b->name; });
+  uint32_t data_crc = 0;
+  for (const TensorView* t : by_name) {
+    const uint64_t n = numel_of(t->shape);
+    if (n != std::numeric_limits<uint64_t>::max() && t->data) data_crc = crc32(t->data, 4 * n, data_crc);
   }
+  ojson header = ojson::object();
+  ojson meta = ojson::object();
+  for (const auto& [k, v] : metadata) meta[k] = v;
+  meta[kDataCrcKey] = hex8(data_crc);
+  meta[kMetadataCrcKey] = hex8(metadata_crc(metadata));
+  header["__metadata__"] = std::move(meta);
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const TensorView& t : tensors) {
@@ -74,12 +138,24 @@ void write_safetensors(AtomicFile& out, const std::vector<TensorView>& tensors, 
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // 8 + size stays a multiple of 8: aligned data
-  unsigned char len[8];
   const uint64_t hn = text.size();
-  std::memcpy(len, &hn, 8);
-  out.write(len, 8);
-  out.write(text.data(), text.size());
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &hn, 8);
+  return out + text;
+}
+
+}  // namespace
+
+void write_safetensors(AtomicFile& out, const std::vector<TensorView>& tensors, const SafetensorsMetadata& metadata) {
+  const std::string head = encode_header(out.path(), tensors, metadata);
+  out.write(head.data(), head.size());
   for (const TensorView& t : tensors) out.write(t.data, 4 * numel_of(t.shape));
+}
+
+std::string encode_safetensors(const std::vector<TensorView>& tensors, const SafetensorsMetadata& metadata) {
+  std::string out = encode_header("(in memory)", tensors, metadata);
+  for (const TensorView& t : tensors) out.append(reinterpret_cast<const char*>(t.data), 4 * numel_of(t.shape));
+  return out;
 }
 
 void save_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
@@ -156,29 +232,34 @@ class Reader {
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  Reader r(path);
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);  // also rejects a missing file or a directory
   if (ec) throw Error("cannot open safetensors file '" + path + "': " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+  std::string bytes(size, '\0');
+  if (!in.read(bytes.data(), std::streamsize(size)) || in.gcount() != std::streamsize(size))
+    throw Error("safetensors file '" + path + "': reading " + std::to_string(size) + " bytes failed");
+  return parse_safetensors(bytes, path);
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
+  Reader r(path);
+  const uint64_t size = bytes.size();
   if (size < 8) r.fail("file is too short (" + std::to_string(size) + " bytes) to hold the 8-byte header length");
-  unsigned char len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
   uint64_t hn = 0;
-  std::memcpy(&hn, len, 8);
+  std::memcpy(&hn, bytes.data(), 8);
   if (hn > size - 8)
     r.fail("header length " + std::to_string(hn) + " runs past the end of the file (8 + " + std::to_string(hn) +
            " bytes needed, the file has " + std::to_string(size) + "; truncated or not a safetensors file?)");
   if (hn > kMaxHeaderBytes) r.fail("header length " + std::to_string(hn) + " exceeds the 100 MiB limit");
   if (hn < 2) r.fail("header length " + std::to_string(hn) + " is too small for a JSON object");
-  std::string text(hn, '\0');
-  if (!in.read(text.data(), std::streamsize(hn))) r.fail("reading the header failed");
+  const std::string_view text = bytes.substr(8, hn);
 
   ojson header;
   try {
     header = ojson::parse(text);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {  // parse_error, and out_of_range for a number beyond double's range
     r.fail(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) r.fail(std::string("header must be a JSON object, got ") + header.type_name());
@@ -196,6 +277,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
+    if (key.empty()) r.fail("a tensor has an empty name");  // the writer cannot write one back either
     entries.push_back(r.entry(key, value, data_bytes));
   }
 
@@ -222,11 +304,41 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   for (const Entry& e : entries) {
     LoadedTensor t{e.name, e.shape, std::vector<float>((e.end - e.begin) / 4)};
-    in.seekg(std::streamoff(8 + hn + e.begin));
-    if (!in.read(reinterpret_cast<char*>(t.data.data()), std::streamsize(e.end - e.begin)))
-      r.fail("reading the data of tensor '" + e.name + "' failed");
+    if (e.end > e.begin) std::memcpy(t.data.data(), bytes.data() + 8 + hn + e.begin, e.end - e.begin);
     file.tensors.push_back(std::move(t));
   }
+
+  // Checksums (each only when present): a mismatch means the bytes changed after the save.
+  auto stored_crc = [&](const char* key, uint32_t& v) {
+    const auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) return false;
+    const std::string& s = it->second;
+    const auto res = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+    if (s.size() != 8 || res.ec != std::errc() || res.ptr != s.data() + s.size())
+      r.fail("__metadata__ entry '" + std::string(key) + "' must be 8 hex digits, got '" + s.substr(0, 40) + "'");
+    return true;
+  };
+  uint32_t want = 0;
+  if (stored_crc(kDataCrcKey, want)) {
+    std::vector<const LoadedTensor*> by_name;
+    for (const LoadedTensor& t : file.tensors) by_name.push_back(&t);
+    std::sort(by_name.begin(), by_name.end(), [](const LoadedTensor* a, const LoadedTensor* b) { return a->name < b->name; });
+    uint32_t got = 0;
+    for (const LoadedTensor* t : by_name) got = crc32(t->data.data(), 4 * t->data.size(), got);
+    if (got != want)
+      throw Error(path + ": tensor data checksum mismatch: the file is corrupted (" + kDataCrcKey + " " + hex8(want) +
+                  " in the header, " + hex8(got) + " computed from the data)");
+    file.data_checksummed = true;
+  }
+  if (stored_crc(kMetadataCrcKey, want)) {
+    const uint32_t got = metadata_crc(file.metadata);
+    if (got != want)
+      throw Error(path + ": metadata checksum mismatch: the file is corrupted (" + kMetadataCrcKey + " " + hex8(want) +
+                  " in the header, " + hex8(got) + " computed from the metadata)");
+    file.metadata_checksummed = true;
+  }
+  file.metadata.erase(kDataCrcKey);
+  file.metadata.erase(kMetadataCrcKey);
   return file;
 }
 

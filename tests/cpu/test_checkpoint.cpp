@@ -9,7 +9,10 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <cmath>
+#include <cstdio>
 #include <limits>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -151,6 +154,9 @@ TEST(Safetensors, CorruptHeaderLengthOrJsonIsRejected) {
 
   write_raw(bad, "[1, 2]", 0);
   EXPECT_HAS(error_of([&] { load_safetensors(bad); }), "header must be a JSON object, got array");
+  // A number beyond double's range is nlohmann's out_of_range, not a parse_error: still an Error (found by fuzzing).
+  write_raw(bad, R"({"__metadata__":{"k":"v"},"x":1e99999})", 0);
+  EXPECT_HAS(error_of([&] { load_safetensors(bad); }), "header is not valid JSON: [json.exception.out_of_range.406] number overflow");
 
   const std::string missing = tmp / "missing.safetensors";
   EXPECT_HAS(error_of([&] { load_safetensors(missing); }), "cannot open safetensors file '" + missing + "'");
@@ -186,6 +192,126 @@ TEST(Safetensors, BadTensorEntriesAreRejectedNamingTheTensor) {
     EXPECT_HAS(msg, p);
     EXPECT_HAS(msg, c.expect);
   }
+}
+
+// A safetensors file taken apart (header JSON, data bytes) and put back together, to damage or edit it.
+struct RawFile {
+  nlohmann::ordered_json header;
+  std::string data;
+};
+RawFile split_file(const std::string& path) {
+  const std::string bytes = read_bytes(path);
+  const uint64_t n = header_len(bytes);
+  return {nlohmann::ordered_json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
+}
+void join_file(const std::string& path, const RawFile& f) {
+  std::string header = f.header.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const uint64_t n = header.size();
+  std::string bytes(8, '\0');
+  std::memcpy(bytes.data(), &n, 8);
+  write_bytes(path, bytes + header + f.data);
+}
+
+// The CRC-32 bit by bit, straight from its definition (reflected 0xEDB88320, init and final XOR ~0).
+uint32_t crc32_bitwise(const std::string& s) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (const unsigned char b : s) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+  }
+  return ~c;
+}
+
+TEST(Safetensors, Crc32MatchesTheStandardAndTheBitwiseDefinition) {
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);  // the standard check value (zlib.crc32(b"123456789"))
+  EXPECT_EQ(crc32("", 0), 0u);
+  EXPECT_EQ(crc32("The quick brown fox jumps over the lazy dog", 43), 0x414FA339u);
+  auto rng = make_rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (const size_t n : {1u, 3u, 4u, 5u, 63u, 1000u}) {
+    std::string s(n, '\0');
+    for (char& c : s) c = char(byte(rng));
+    EXPECT_EQ(crc32(s.data(), n), crc32_bitwise(s)) << n;
+    const size_t cut = n / 3;  // chaining: crc(a + b) = crc(b, crc(a))
+    EXPECT_EQ(crc32(s.data() + cut, n - cut, crc32(s.data(), cut)), crc32_bitwise(s)) << n;
+  }
+}
+
+TEST(Safetensors, ChecksumsAreWrittenInTheMetadataAndHiddenFromReaders) {
+  TempDir tmp;
+  const std::string path = tmp / "t.safetensors";
+  const Sample s = sample_tensors();
+  save_safetensors(path, s.views, {{"format", "test"}, {"answer", "42"}});
+  const RawFile raw = split_file(path);
+  const auto& meta = raw.header["__metadata__"];
+  // data_crc32: the tensors in name order (a.weight, b.bias, c.conv, scalar: here also the file order).
+  std::string by_name;
+  for (const char* name : {"a.weight", "b.bias", "c.conv", "scalar"})
+    for (size_t i = 0; i < s.views.size(); ++i)
+      if (s.views[i].name == name) by_name.append(reinterpret_cast<const char*>(s.data[i].data()), 4 * s.data[i].size());
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", unsigned(crc32_bitwise(by_name)));
+  EXPECT_EQ(meta["data_crc32"], std::string(hex));
+  // metadata_crc32: "answer\0" "42\0" "format\0" "test\0" (keys in order, checksum keys left out).
+  std::snprintf(hex, sizeof hex, "%08x", unsigned(crc32_bitwise(std::string("answer\0" "42\0format\0test\0", 22))));
+  EXPECT_EQ(meta["metadata_crc32"], std::string(hex));
+
+  const SafetensorsFile f = load_safetensors(path);
+  EXPECT_TRUE(f.data_checksummed);
+  EXPECT_TRUE(f.metadata_checksummed);
+  EXPECT_EQ(f.metadata, (SafetensorsMetadata{{"format", "test"}, {"answer", "42"}}));
+
+  // The same tensors laid out in another order have the same data checksum.
+  std::vector<TensorView> reversed(s.views.rbegin(), s.views.rend());
+  save_safetensors(tmp / "r.safetensors", reversed, {{"format", "test"}, {"answer", "42"}});
+  EXPECT_EQ(split_file(tmp / "r.safetensors").header["__metadata__"]["data_crc32"], meta["data_crc32"]);
+  EXPECT_NO_THROW(load_safetensors(tmp / "r.safetensors"));
+
+  const float x[1] = {1};
+  EXPECT_HAS(error_of([&] { save_safetensors(tmp / "k", {{"w", {1}, x}}, {{"data_crc32", "0"}}); }),
+             "metadata key 'data_crc32' is reserved for the checksum");
+}
+
+TEST(Safetensors, CorruptedBytesAreDetectedByTheChecksums) {
+  TempDir tmp;
+  const std::string path = tmp / "t.safetensors";
+  const Sample s = sample_tensors();
+  save_safetensors(path, s.views, {{"format", "test"}, {"answer", "42"}});
+  const std::string good = read_bytes(path);
+  const uint64_t n = header_len(good);
+
+  // One bit flipped in each tensor's data in turn: every one is caught.
+  for (const size_t at : {size_t(0), size_t(50), size_t(95)}) {
+    std::string bad = good;
+    bad[8 + n + at] ^= 0x10;
+    write_bytes(path, bad);
+    const std::string msg = error_of([&] { load_safetensors(path); });
+    EXPECT_EQ(msg.rfind(path + ": tensor data checksum mismatch: the file is corrupted (data_crc32 ", 0), 0u) << msg;
+  }
+  // A metadata value changed (same length, so the header still parses).
+  write_bytes(path, good);
+  RawFile raw = split_file(path);
+  raw.header["__metadata__"]["answer"] = "43";
+  join_file(path, raw);
+  EXPECT_HAS(error_of([&] { load_safetensors(path); }), path + ": metadata checksum mismatch: the file is corrupted");
+  // A checksum that is not 8 hex digits.
+  raw = split_file(tmp / "t.safetensors");
+  raw.header["__metadata__"]["answer"] = "42";
+  raw.header["__metadata__"]["data_crc32"] = "xyz";
+  join_file(path, raw);
+  EXPECT_HAS(error_of([&] { load_safetensors(path); }), "__metadata__ entry 'data_crc32' must be 8 hex digits, got 'xyz'");
+
+  // Files without checksums (PyTorch's, or ml-alpha's before they existed) load unchecked.
+  raw.header["__metadata__"].erase("data_crc32");
+  raw.header["__metadata__"].erase("metadata_crc32");
+  join_file(path, raw);
+  const SafetensorsFile f = load_safetensors(path);
+  EXPECT_FALSE(f.data_checksummed);
+  EXPECT_FALSE(f.metadata_checksummed);
+  EXPECT_EQ(f.metadata.at("answer"), "42");
+  write_raw(path, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  EXPECT_NO_THROW(load_safetensors(path));
 }
 
 // ------------------------------------------------------------------------------------------- configs
@@ -242,6 +368,8 @@ TEST(ConfigJson, BadFieldsAreNamed) {
   j.replace(j.find(R"("B":16)"), 6, R"("B":1e99)");
   EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'B' must be an integer");
   EXPECT_HAS(error_of([&] { train_config_from_json("{", where); }), "train_config is not valid JSON");
+  EXPECT_HAS(error_of([&] { model_config_from_json(R"({"F":1e99999})", where); }),
+             "checkpoint 'x': model_config is not valid JSON: [json.exception.out_of_range.406] number overflow");
   EXPECT_HAS(error_of([&] { feature_stats_from_json(R"({"mean":[1],"stdev":[]})", where); }),
              "mean has 1 entries but stdev 0");
 }
@@ -432,6 +560,88 @@ TEST(Checkpoint, SaveRejectsInconsistentState) {
   EXPECT_HAS(error_of([&] { save_checkpoint(tmp / "x", lay, sample_state(lay, 8, 5, 1), bad); }),
              "2 feature names for model.F = 3");
   EXPECT_TRUE(tmp.listing().empty());
+}
+
+TEST(Checkpoint, NonFiniteWeightsAreRefusedOnSaveAndOnLoad) {
+  TempDir tmp;
+  const ModelLayout lay(small_model());
+  const CheckpointMeta meta = sample_meta(lay.cfg);
+  const std::string path = tmp / "ck.safetensors";
+  const ParamTensor& head_bias = lay.table.tensors().back();
+  ASSERT_EQ(head_bias.name, "head.bias");
+
+  TrainState st = sample_state(lay, 12, 5, 0);
+  st.params[head_bias.offset + 1] = NAN;
+  EXPECT_EQ(error_of([&] { save_checkpoint(path, lay, st, meta); }),
+            "save_checkpoint '" + path + "': tensor 'head.bias' holds NaN at element 1 (1 of its 2 values are not "
+            "finite): not saved (the training diverged; lower train.lr or check the data)");
+  st = sample_state(lay, 12, 5, 0);
+  st.v[lay.table.tensors()[0].offset] = INFINITY;
+  EXPECT_HAS(error_of([&] { save_checkpoint(path, lay, st, meta); }), "tensor 'exp_avg_sq.input_proj.weight' holds ±Inf at element 0");
+  EXPECT_TRUE(tmp.listing().empty());
+
+  // A file holding a NaN (written by another tool, without checksums): the load names the tensor.
+  save_checkpoint(path, lay, sample_state(lay, 12, 5, 0), meta);
+  for (const std::string& file : {path, optim_sidecar_path(path)}) {
+    RawFile raw = split_file(file);
+    raw.header["__metadata__"].erase("data_crc32");
+    raw.header["__metadata__"].erase("metadata_crc32");
+    join_file(file, raw);
+  }
+  EXPECT_NO_THROW(load_checkpoint(path));  // old-style files (no checksums) still load
+  RawFile raw = split_file(path);
+  const uint64_t at = raw.header["layers.1.mixer.A_log"]["data_offsets"][0].get<uint64_t>() + 4 * 3;
+  const float nan = NAN;
+  std::memcpy(raw.data.data() + at, &nan, 4);
+  join_file(path, raw);
+  EXPECT_EQ(error_of([&] { load_checkpoint_weights(path); }),
+            "checkpoint '" + path + "': tensor 'layers.1.mixer.A_log' holds NaN at element 3 (1 of its 4 values are "
+            "not finite): the checkpoint is unusable (saved from a diverged run, or edited)");
+}
+
+TEST(Checkpoint, CorruptedCheckpointIsDetected) {
+  TempDir tmp;
+  const ModelLayout lay(small_model());
+  const std::string path = tmp / "ck.safetensors";
+  save_checkpoint(path, lay, sample_state(lay, 13, 5, 0), sample_meta(lay.cfg));
+  EXPECT_TRUE(load_safetensors(path).data_checksummed);
+  EXPECT_TRUE(load_safetensors(optim_sidecar_path(path)).data_checksummed);
+  // One weight's bits changed on disk: still a finite float, caught only by the checksum.
+  std::string bytes = read_bytes(path);
+  bytes[8 + header_len(bytes) + 17] ^= 0x01;
+  write_bytes(path, bytes);
+  EXPECT_HAS(error_of([&] { load_checkpoint_weights(path); }), path + ": tensor data checksum mismatch: the file is corrupted");
+  // A digit of the feature statistics changed: caught by the metadata checksum.
+  save_checkpoint(path, lay, sample_state(lay, 13, 5, 0), sample_meta(lay.cfg));
+  RawFile raw = split_file(path);
+  std::string stats = raw.header["__metadata__"]["feature_stats"];
+  stats.replace(stats.find("2.75"), 4, "2.76");
+  raw.header["__metadata__"]["feature_stats"] = stats;
+  join_file(path, raw);
+  EXPECT_HAS(error_of([&] { load_checkpoint(path); }), path + ": metadata checksum mismatch: the file is corrupted");
+}
+
+TEST(Checkpoint, DataConfigIsRecordedAndReadBack) {
+  TempDir tmp;
+  const ModelLayout lay(small_model());
+  CheckpointMeta meta = sample_meta(lay.cfg);
+  const std::string path = tmp / "ck.safetensors";
+  save_checkpoint(path, lay, sample_state(lay, 14, 5, 0), meta);
+  EXPECT_EQ(load_checkpoint_weights(path).meta.data_json, "");  // not recorded: no key at all
+  EXPECT_EQ(load_safetensors(path).metadata.count("data_config"), 0u);
+
+  meta.data_json = R"({"source":"csv","csv":"data/d.csv","delimiter":";","split":{"train_end":0.7,"gap":2}})";
+  save_checkpoint(path, lay, sample_state(lay, 14, 5, 0), meta);
+  EXPECT_EQ(load_safetensors(path).metadata.at("data_config"), meta.data_json);
+  EXPECT_EQ(load_checkpoint_weights(path).meta.data_json, meta.data_json);
+  EXPECT_EQ(load_checkpoint(path, lay.cfg).meta.data_json, meta.data_json);
+
+  meta.data_json = "[1, 2]";
+  EXPECT_HAS(error_of([&] { save_checkpoint(path, lay, sample_state(lay, 14, 5, 0), meta); }),
+             "meta.data_json: the data config must be a JSON object, got '[1, 2]'");
+  meta.data_json = "{bad";
+  EXPECT_HAS(error_of([&] { save_checkpoint(path, lay, sample_state(lay, 14, 5, 0), meta); }),
+             "the data config must be a JSON object, got '{bad'");
 }
 
 // Real write failures half-way: the file-size limit (RLIMIT_FSIZE, enforced even for root, unlike a

@@ -374,8 +374,6 @@ TEST(Csv, TimeOrderIsNumericOnlyWhenEveryTimeIsANumber) {
   // ISO dates sort as strings.
   EXPECT_EQ(times_of("2024-01-10,A,1,1\n2024-01-09,A,1,1\n2023-12-31,A,1,1\n"),
             (std::vector<std::string>{"2023-12-31", "2024-01-09", "2024-01-10"}));
-  // One non-number makes the whole axis lexicographic.
-  EXPECT_EQ(times_of("10,A,1,1\n9,A,2,2\nx,A,3,3\n"), (std::vector<std::string>{"10", "9", "x"}));
   // "10" and "1e1" are one time step (numerically equal): B's row lands at t = 1 next to A's.
   const Panel p = parse_csv_panel("date,ticker,f1,y\n10,A,1,1\n9,A,2,2\n1e1,B,4,5\n", spec_of({"f1"}, {"y"}), "t.csv");
   ASSERT_EQ(p.T, 2);
@@ -386,6 +384,110 @@ TEST(Csv, TimeOrderIsNumericOnlyWhenEveryTimeIsANumber) {
                 parse_csv_panel("date,ticker,f1,y\n10,A,1,1\n1e1,A,2,2\n", spec_of({"f1"}, {"y"}), "d.csv");
               }),
               "d.csv:3: duplicate row for time '1e1', instrument 'A' (first seen on line 2)"));
+}
+
+TEST(Csv, TimesMixingNumbersAndTextAreAnError) {
+  const auto err = [](const std::string& body) {
+    return error_of([&] { parse_csv_panel("date,ticker,f1,y\n" + body, spec_of({"f1"}, {"y"}), "t.csv"); });
+  };
+  // One stray label would turn the numeric order (9 < 10) into a text order ("10" < "9"): the error names
+  // the file, the line where the label first appears, the column and the value.
+  EXPECT_EQ(err("10,A,1,1\n9,A,2,2\n9,B,2,2\nx,A,3,3\nx,B,3,3\n"),
+            "t.csv:5: column 'date': time 'x' is not a number, but 2 other time values are numbers (e.g. '10' on "
+            "line 2); times must be all numbers (ordered numerically) or all text (ordered as text)");
+  // A missing-value spelling and an infinite time are not numbers either.
+  EXPECT_TRUE(contains(err("1,A,1,1\n2,A,1,1\nNaN,A,1,1\n"), "t.csv:4: column 'date': time 'NaN' is not a number"));
+  EXPECT_TRUE(contains(err("1,A,1,1\n2,A,1,1\ninf,A,1,1\n"), "t.csv:4: column 'date': time 'inf' is not a number"));
+  // Mostly text: the one number is the stray value.
+  EXPECT_EQ(err("2024-01-02,A,1,1\n2024-01-03,A,1,1\n20240104,A,1,1\n"),
+            "t.csv:4: column 'date': time '20240104' is a number, but 2 other time values are text (e.g. "
+            "'2024-01-02' on line 2); times must be all numbers (ordered numerically) or all text (ordered as text)");
+  // Instruments may mix (their order carries no meaning): "1301" and "AAPL" are two instruments.
+  const Panel p = parse_csv_panel("date,ticker,f1,y\n1,AAPL,1,1\n1,1301,2,2\n", spec_of({"f1"}, {"y"}), "t.csv");
+  EXPECT_EQ(p.instruments, (std::vector<std::string>{"1301", "AAPL"}));
+}
+
+TEST(Csv, DelimiterTabSemicolonAndPipe) {
+  TempDir dir;
+  CsvSpec tsv = spec_of({"f1", "f2"}, {"y"});
+  tsv.path = dir / "d.tsv";
+  tsv.delimiter = '\t';
+  // Commas inside a TSV cell are plain text; a tab inside quotes is part of the cell.
+  write_bytes(tsv.path, "date\tticker\tnote\tf1\tf2\ty\n2\tA\ta,b\t1.5\t\t0.5\n1\t\"B\tC\"\tx\t-2\t3\t\n");
+  const Panel p = load_csv_panel(tsv);
+  EXPECT_EQ(p.times, (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(p.instruments, (std::vector<std::string>{"A", "B\tC"}));
+  EXPECT_EQ(at_x(p, 0, 1, 0), 1.5f);
+  EXPECT_TRUE(std::isnan(at_x(p, 0, 1, 1)));
+  EXPECT_EQ(at_y(p, 0, 1, 0), 0.5f);
+  EXPECT_EQ(at_x(p, 1, 0, 0), -2.0f);
+  EXPECT_EQ(at_x(p, 1, 0, 1), 3.0f);
+  EXPECT_TRUE(std::isnan(at_y(p, 1, 0, 0)));
+
+  CsvSpec semi = spec_of({"f1"}, {"y"});
+  semi.delimiter = ';';
+  // European exports: ';' between cells, so a ',' in a cell is not a separator (and not a decimal point).
+  const Panel q = parse_csv_panel("date;ticker;f1;y\n2024-01-02;\"A;1\";0.25;-1\n2024-01-02;B,2;4;\n", semi, "e.csv");
+  EXPECT_EQ(q.instruments, (std::vector<std::string>{"A;1", "B,2"}));
+  EXPECT_EQ(q.x, (std::vector<float>{0.25f, 4.0f}));
+  EXPECT_EQ(q.y[0], -1.0f);
+  EXPECT_TRUE(std::isnan(q.y[1]));
+  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date;ticker;f1;y\n1;A;0,5;1\n", semi, "e.csv"); }),
+                       "e.csv:2: column 'f1': '0,5' is not a number"));
+
+  CsvSpec pipe = spec_of({"f1"}, {"y"});
+  pipe.delimiter = '|';
+  EXPECT_EQ(parse_csv_panel("date|ticker|f1|y\n1|A|7|8\n", pipe, "p.csv").x, std::vector<float>{7.0f});
+}
+
+TEST(Csv, WrongDelimiterNamesTheLikelyOne) {
+  const CsvSpec comma = spec_of({"f1"}, {"y"});
+  EXPECT_EQ(error_of([&] { parse_csv_panel("date;ticker;f1;y\n1;A;1;1\n", comma, "s.csv"); }),
+            "s.csv:1: time column 'date' is not in the header split at ',' (1 column), but the header line looks "
+            "';'-separated: set the delimiter to ';'");
+  // A TSV read as CSV; the header starts after a BOM and blank lines, on line 3.
+  EXPECT_EQ(error_of([&] { parse_csv_panel("\xEF\xBB\xBF\n\ndate\tticker\tf1\ty\n1\tA\t1\t1\n", comma, "t.tsv"); }),
+            "t.tsv:3: time column 'date' is not in the header split at ',' (1 column), but the header line looks "
+            "tab ('\\t')-separated: set the delimiter to tab ('\\t')");
+  // A CSV read as TSV.
+  CsvSpec tab = comma;
+  tab.delimiter = '\t';
+  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n", tab, "c.csv"); }),
+                       "c.csv:1: time column 'date' is not in the header split at tab ('\\t') (1 column), but the "
+                       "header line looks ','-separated: set the delimiter to ','"));
+  // A header that is fine but a column really missing: the usual message, no delimiter hint.
+  EXPECT_EQ(error_of([&] { parse_csv_panel("Date,ticker,f1,y\n1,A,1,1\n", comma, "m.csv"); }),
+            "m.csv: time column 'date' is not in the header; the header has 'Date', 'ticker', 'f1', 'y'");
+  // A data row written with another delimiter.
+  EXPECT_EQ(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n2;A;1;1\n", comma, "r.csv"); }),
+            "r.csv:3: 1 fields, the header has 4 (the line looks ';'-separated, the file's delimiter is ',')");
+}
+
+TEST(Csv, DelimiterSettingIsValidated) {
+  EXPECT_EQ(csv_delimiter_from_string(",", "data.delimiter"), ',');
+  EXPECT_EQ(csv_delimiter_from_string("\t", "data.delimiter"), '\t');
+  EXPECT_EQ(csv_delimiter_from_string("tab", "data.delimiter"), '\t');
+  EXPECT_EQ(csv_delimiter_from_string("\\t", "data.delimiter"), '\t');
+  EXPECT_EQ(csv_delimiter_from_string(";", "data.delimiter"), ';');
+  EXPECT_EQ(csv_delimiter_from_string(" ", "data.delimiter"), ' ');
+  EXPECT_EQ(error_of([] { csv_delimiter_from_string(";;", "data.delimiter"); }),
+            "data.delimiter must be one character (e.g. \",\", \"\\t\" or \"tab\" for TSV, \";\"), got ';;' (2 characters)");
+  EXPECT_TRUE(contains(error_of([] { csv_delimiter_from_string("", "data.delimiter"); }), "got '' (0 characters)"));
+  EXPECT_EQ(error_of([] { csv_delimiter_from_string("\"", "data.delimiter"); }),
+            "data.delimiter '\"' cannot be used: it must not be a quote, a line end, NUL, a letter, a digit or one of "
+            ". + - (they occur inside cells); use e.g. ',', tab or ';'");
+  EXPECT_TRUE(contains(error_of([] { csv_delimiter_from_string("\n", "data.delimiter"); }),
+                       "data.delimiter byte 0x0a cannot be used"));
+  EXPECT_TRUE(contains(error_of([] { csv_delimiter_from_string(".", "data.delimiter"); }), "data.delimiter '.' cannot be used"));
+  EXPECT_TRUE(contains(error_of([] { csv_delimiter_from_string("x", "data.delimiter"); }), "data.delimiter 'x' cannot be used"));
+  // The reader checks the spec's delimiter the same way.
+  CsvSpec s = spec_of({"f1"}, {"y"});
+  s.delimiter = '\r';
+  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n", s, "d.csv"); }),
+                       "CSV spec: the delimiter byte 0x0d cannot be used"));
+  s.delimiter = '5';
+  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n", s, "d.csv"); }),
+                       "CSV spec: the delimiter '5' cannot be used"));
 }
 
 TEST(Csv, InstrumentsAreSortedAndSingleSeriesNeedsNoInstrumentColumn) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/normalize.h"
 #include "data/split.h"
+#include "data/targets.h"
 #include "test_util.h"
 
 namespace mlalpha {
@@ -174,6 +175,10 @@ TEST(Split, BadSpecsAreRejectedNamingTheValues) {
   EXPECT_TRUE(contains(err({P::at_index(10), P::at_index(20), -1}, 100), "split.gap must be >= 0, got -1"));
   EXPECT_TRUE(contains(err({P::at_time("2024"), P::at_index(20), 0}, 100), "this panel has no time labels"));
   EXPECT_TRUE(contains(err({P::at_time("0"), P::at_time("5"), 0}, 3, {"1", "2", "3"}), "split.train_end = time '0' (index 0)"));
+  // A text boundary on a numeric axis has no place in its order.
+  EXPECT_EQ(err({P::at_time("2020-01-01"), P::at_time("5"), 0}, 3, {"20191231", "20200102", "20200103"}),
+            "split.train_end = time '2020-01-01' is not a number, but the time labels are (from '20191231' to "
+            "'20200103'); give a number on that scale");
   EXPECT_TRUE(contains(error_of([] { validate_split(Split{0, 10, 9, 20, 20, 30}, 30); }),
                        "split train [0, 10) valid [9, 20) test [20, 30) on T = 30 is invalid"));
   EXPECT_TRUE(contains(error_of([] { validate_split(Split{0, 10, 10, 20, 20, 31}, 30); }), "on T = 30 is invalid"));
@@ -187,6 +192,15 @@ TEST(WalkForward, ExpandingFoldsTileTheEnd) {
   expect_split(f[0], {0, 20, 20, 40, 40, 60});
   expect_split(f[1], {0, 40, 40, 60, 60, 80});
   expect_split(f[2], {0, 60, 60, 80, 80, 100});
+}
+
+TEST(WalkForward, RollingWindowOfTheDocsExample) {
+  // docs/data.md: T = 100, 3 folds, automatic sizes (20), train_size = 15.
+  const std::vector<Split> f = walk_forward(100, {3, 0, 0, 15, 0});
+  ASSERT_EQ(f.size(), 3u);
+  expect_split(f[0], {5, 20, 20, 40, 40, 60});
+  expect_split(f[1], {25, 40, 40, 60, 60, 80});
+  expect_split(f[2], {45, 60, 60, 80, 80, 100});
 }
 
 TEST(WalkForward, RollingWindowWithGap) {
@@ -219,6 +233,40 @@ TEST(WalkForward, ImpossibleSpecsAreRejected) {
   EXPECT_TRUE(contains(error_of([] { walk_forward(100, {2, 10, 10, 70, 1}); }), "fold 0 would need 102 time steps (train_size"));
   EXPECT_TRUE(contains(error_of([] { walk_forward(100, {2, -1, 0, 0, 0}); }), "sizes and gap must be >= 0"));
   EXPECT_NO_THROW(walk_forward(100, {2, 10, 10, 68, 1}));
+}
+
+// ------------------------------------------------------------------------------------ valid targets
+
+TEST(ValidTargets, CountsFiniteTargetsPerTargetInTheRange) {
+  Panel p;
+  p.N = 2, p.T = 4, p.F = 1, p.K = 2;
+  p.x.assign(8, 0.0f);
+  // (N, T, K): instrument 0 has target 1 only at t = 3; instrument 1 has no target 1 at all.
+  p.y = {1, NAN, 2, NAN, NAN, NAN, 3, 4,  //
+         NAN, NAN, 5, NAN, 6, NAN, NAN, NAN};
+  EXPECT_EQ(count_finite_targets(p, 0, 4), (std::vector<int64_t>{5, 1}));
+  EXPECT_EQ(count_finite_targets(p, 0, 3), (std::vector<int64_t>{4, 0}));
+  EXPECT_EQ(count_finite_targets(p, 3, 4), (std::vector<int64_t>{1, 1}));
+  EXPECT_NO_THROW(require_valid_targets(p, 0, 4, "the training range"));
+  EXPECT_TRUE(contains(error_of([&] { count_finite_targets(p, 2, 2); }), "range [2, 2) is not a non-empty range of T = 4"));
+  EXPECT_TRUE(contains(error_of([&] { count_finite_targets(p, 0, 5); }), "range [0, 5) is not a non-empty range"));
+
+  // Unnamed targets, no time labels.
+  EXPECT_EQ(error_of([&] { require_valid_targets(p, 0, 3, "the training range", "data.targets = 'y.npy'"); }),
+            "the training range [0, 3) has no finite value of target 2 of 2 in data.targets = 'y.npy': all 6 values "
+            "there are NaN; check the label columns (a forward-looking target is NaN where its horizon runs past the data)");
+  // Named targets and time labels.
+  p.target_names = {"fwd_1", "fwd_5"};
+  p.times = {"2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"};
+  EXPECT_EQ(error_of([&] { require_valid_targets(p, 1, 3, "the validation range of fold 2"); }),
+            "the validation range of fold 2 [1, 3) (times '2024-01-03' to '2024-01-04') has no finite value of target "
+            "'fwd_5' (target 2 of 2): all 4 values there are NaN; check the label columns (a forward-looking target is "
+            "NaN where its horizon runs past the data)");
+  // Every target empty: the first one is named.
+  for (float& v : p.y) v = NAN;
+  EXPECT_TRUE(contains(error_of([&] { require_valid_targets(p, 0, 4, "the training range", "data.csv = 'd.csv'"); }),
+                       "the training range [0, 4) (times '2024-01-02' to '2024-01-05') has no finite value of target "
+                       "'fwd_1' (target 1 of 2) in data.csv = 'd.csv': all 8 values there are NaN"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // atomic write).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "tests/test_files.h"
 #include "tests/test_util.h"
+#include "train/folds.h"
 #include "train/report.h"
 
 namespace mlalpha {
@@ -304,6 +306,112 @@ TEST(CurvesSvg, FailureLeavesNothingBehind) {
   fs::create_directory(dir.path / "taken.svg" / "x");
   EXPECT_THROW(write_curves_svg(dir.path / "taken.svg", sample_plot(10, 1)), Error);
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"taken.svg"});
+}
+
+// ------------------------------------------------------------------------------------ walk-forward folds
+
+std::vector<FoldReport> sample_folds() {
+  // T = 10 (labels "d0".."d9", "d,5" holding a comma), 2 folds, the second without a test result.
+  std::vector<FoldReport> f(2);
+  f[0].fold = 0;
+  f[0].split = Split{0, 4, 4, 6, 6, 8};
+  f[0].steps = 300, f[0].best_step = 200, f[0].best_value = 0.125;
+  f[0].has_test = true;
+  Metrics a;
+  a.mse = 0.5, a.ic = 0.25, a.rank_ic = kNaN, a.icir = -1.5, a.dir_acc = 0.75, a.points = 40, a.steps = 2;
+  Metrics b = a;
+  b.ic = 0.75, b.points = 60;
+  f[0].test.per_target = {a, b};
+  f[0].test.mean = a;
+  f[0].test.mean.ic = 0.5;
+  f[0].test.mean.points = 100;
+  f[1].fold = 1;
+  f[1].split = Split{2, 6, 6, 8, 8, 10};
+  f[1].steps = 150, f[1].best_step = 150, f[1].best_value = kNaN;
+  return f;
+}
+
+std::vector<std::string> sample_times() { return {"d0", "d1", "d2", "d3", "d4", "d,5", "d6", "d7", "d8", "d9"}; }
+
+TEST(Folds, CsvHasOneRowPerFoldWithRangesTimesAndTestMetrics) {
+  TempDir tmp;
+  const fs::path path = tmp / "folds.csv";
+  write_folds_csv(path, sample_folds(), sample_times(), "ic");
+  const auto lines = lines_of(read_bytes(path));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0],
+            "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,train_first_time,train_last_time,"
+            "valid_first_time,valid_last_time,test_first_time,test_last_time,steps,best_step,metric,best_value,"
+            "test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_points");
+  EXPECT_EQ(lines[1], "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,100");
+  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,");
+  EXPECT_EQ(tmp.listing(), std::vector<std::string>{"folds.csv"});  // written atomically, no temporary left
+
+  // Without time labels the time cells are empty.
+  write_folds_csv(path, sample_folds(), {}, "mse");
+  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,");
+}
+
+TEST(Folds, JsonHoldsPerTargetMetricsAndTheMeanOverFolds) {
+  TempDir tmp;
+  const fs::path path = tmp / "folds.json";
+  std::vector<FoldReport> f = sample_folds();
+  write_folds_json(path, f, sample_times(), "ic");
+  const auto j = nlohmann::json::parse(read_bytes(path));
+  EXPECT_EQ(j["metric"], "ic");
+  ASSERT_EQ(j["folds"].size(), 2u);
+  const auto& f0 = j["folds"][0];
+  EXPECT_EQ(f0["fold"], 0);
+  EXPECT_EQ(f0["train"], nlohmann::json::parse(R"({"begin":0,"end":4,"first_time":"d0","last_time":"d3"})"));
+  EXPECT_EQ(f0["valid"]["last_time"], "d,5");
+  EXPECT_EQ(f0["test"]["end"], 8);
+  EXPECT_EQ(f0["steps"], 300);
+  EXPECT_EQ(f0["best_step"], 200);
+  EXPECT_EQ(f0["best_value"], 0.125);
+  EXPECT_EQ(f0["test_metrics"]["ic"], 0.5);
+  EXPECT_TRUE(f0["test_metrics"]["rank_ic"].is_null());
+  EXPECT_EQ(f0["test_metrics"]["points"], 100);
+  ASSERT_EQ(f0["test_targets"].size(), 2u);
+  EXPECT_EQ(f0["test_targets"][1]["ic"], 0.75);
+  const auto& f1 = j["folds"][1];
+  EXPECT_TRUE(f1["best_value"].is_null());
+  EXPECT_TRUE(f1["test_metrics"].is_null());
+  EXPECT_FALSE(f1.contains("test_targets"));
+  EXPECT_EQ(j["folds_with_test"], 1);
+  EXPECT_EQ(j["mean_test_metrics"]["mse"], 0.5);
+
+  // The mean over folds: each metric over the folds that have a finite value of it.
+  f[1].has_test = true;
+  f[1].test.mean.mse = 1.5, f[1].test.mean.ic = -0.25, f[1].test.mean.rank_ic = 0.5;
+  f[1].test.mean.icir = kNaN, f[1].test.mean.dir_acc = 0.25, f[1].test.mean.points = 7, f[1].test.mean.steps = 1;
+  const Metrics m = mean_test_metrics(f);
+  EXPECT_EQ(m.mse, 1.0);
+  EXPECT_EQ(m.ic, 0.125);
+  EXPECT_EQ(m.rank_ic, 0.5);
+  EXPECT_EQ(m.icir, -1.5);
+  EXPECT_EQ(m.dir_acc, 0.5);
+  EXPECT_EQ(m.points, 107);
+  EXPECT_EQ(m.steps, 3);
+  EXPECT_TRUE(std::isnan(mean_test_metrics({}).ic));
+}
+
+TEST(Folds, NumberingHeadingsAndBadInputs) {
+  const std::vector<FoldReport> f = sample_folds();
+  EXPECT_EQ(fold_heading(f[1], 2),
+            "walk-forward fold 1 (folds 0 to 1, fold 0 the earliest): train [2, 6) valid [6, 8) test [8, 10)");
+  EXPECT_EQ(fold_dir_name(0), "fold-0");
+  TempDir tmp;
+  std::vector<FoldReport> bad = f;
+  bad[1].fold = 2;
+  EXPECT_EQ(test::error_of([&] { write_folds_csv(tmp / "f.csv", bad, {}, "ic"); }),
+            tmp / "f.csv" + ": fold record 1 is numbered 2 (folds are numbered 0, 1, ... in order)");
+  bad = f;
+  bad[0].split.valid_begin = 3;
+  EXPECT_TRUE(test::contains(test::error_of([&] { write_folds_json(tmp / "f.json", bad, sample_times(), "ic"); }),
+                             "split train [0, 4) valid [3, 6) test [6, 8) on T = 10 is invalid"));
+  EXPECT_TRUE(test::contains(test::error_of([&] { write_folds_json(tmp / "f.json", f, {}, "sharpe"); }),
+                             "unknown metric 'sharpe'"));
+  EXPECT_TRUE(tmp.listing().empty()) << "nothing is written for bad input";
 }
 
 }  // namespace

@@ -196,7 +196,7 @@ TEST(TrainMemory, OverflowingSizesNameTheSettings) {
   ModelConfig mc;
   mc.D = 1 << 30, mc.P = 1 << 20;
   const std::string m = error_of([&] { mc.validate(); });
-  EXPECT_NE(m.find("d_inner = model.expand × model.D = 2 × 1073741824"), std::string::npos) << m;
+  EXPECT_NE(m.find("d_inner = model.expand × model.d_model = 2 × 1073741824"), std::string::npos) << m;
   EXPECT_EQ(m.find("zero or negative"), std::string::npos) << m;
   mc = ModelConfig{};
   mc.N = 1 << 29, mc.G = 2;
