@@ -32,6 +32,7 @@ std::string fmt_metrics(const Metrics& m) {
 int cmd_train(const TrainArgs& a) {
   const RunConfig given = load_run_config(a.config, a.overrides);
   const RunConfig cfg = resolve_run_config(given, a.resume, nullptr);
+  cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
   const Panel panel = load_panel(cfg.data);
   std::cout << "ml-alpha train: data " << cfg.data.source << ": N=" << panel.N << " instruments, T=" << panel.T
             << " steps, F=" << panel.F << " features, K=" << panel.K << " targets" << std::endl;

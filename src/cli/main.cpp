@@ -2,6 +2,7 @@
 // and --set section.key=value overrides; the common settings also have their own flags.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -23,8 +24,23 @@ struct Flag {
   std::optional<T> value;
 };
 
+// Integers are kept as the text the user typed and checked here, so an out-of-range count is an error
+// instead of CLI11's silent saturation to the largest int64.
+struct Int {
+  std::string text;
+};
+const CLI::Validator kInteger(
+    [](std::string& s) -> std::string {
+      int64_t v = 0;
+      const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (r.ec == std::errc::result_out_of_range) return "'" + s + "' is out of range for an integer";
+      if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty()) return "'" + s + "' is not an integer";
+      return "";
+    },
+    "INT");
+
 struct Flags {
-  Flag<int64_t> steps{"train.steps", {}}, batch{"train.batch", {}}, seq_len{"train.seq_len", {}},
+  Flag<Int> steps{"train.steps", {}}, batch{"train.batch", {}}, seq_len{"train.seq_len", {}},
       warmup{"train.warmup", {}}, log_every{"train.log_every", {}}, seed{"train.seed", {}},
       eval_every{"run.eval_every", {}}, patience{"run.patience", {}}, d_model{"model.d_model", {}},
       layers{"model.layers", {}}, d_state{"model.d_state", {}}, head_dim{"model.head_dim", {}},
@@ -39,6 +55,11 @@ struct Flags {
   template <typename T>
   static void add(CLI::App& c, const char* name, Flag<T>& f, const char* help) {
     c.add_option(name, f.value, std::string(help) + " (" + f.key + ")");
+  }
+  static void add(CLI::App& c, const char* name, Flag<Int>& f, const char* help) {
+    c.add_option_function<std::string>(name, [&f](const std::string& v) { f.value = Int{v}; },
+                                       std::string(help) + " (" + f.key + ")")
+        ->check(kInteger);
   }
   void add_all(CLI::App& c, bool training) {
     add(c, "--device", device, "auto | cpu | gpu");
@@ -75,7 +96,9 @@ struct Flags {
   template <typename T>
   static void emit(std::vector<std::string>& out, const Flag<T>& f) {
     if (!f.value) return;
-    if constexpr (std::is_same_v<T, std::string>)
+    if constexpr (std::is_same_v<T, Int>)
+      out.push_back(f.key + "=" + f.value->text);
+    else if constexpr (std::is_same_v<T, std::string>)
       out.push_back(f.key + "=\"" + *f.value + "\"");
     else
       out.push_back(f.key + "=" + (std::is_floating_point_v<T> ? CLI::detail::to_string(*f.value) : std::to_string(*f.value)));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "data/csv.h"
@@ -16,15 +17,34 @@
 
 namespace mlalpha {
 
+namespace {
+
+// The setting that names a missing or unreadable input file, before a reader says only its path.
+void require_input_file(const char* key, const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  require(std::filesystem::exists(st), std::string(key) + " = '" + path + "': no such file" +
+                                           (std::filesystem::path(path).is_relative()
+                                                ? " (relative to the working directory, or to the folder of the TOML "
+                                                  "file that sets it)"
+                                                : ""));
+  require(!std::filesystem::is_directory(st), std::string(key) + " = '" + path + "': is a directory, expected a file");
+}
+
+}  // namespace
+
 Panel load_panel(const DataConfig& d) {
   Panel p;
   if (d.source == "synthetic") {
     p = make_synthetic(d.synth);
   } else if (d.source == "npy") {
     require(!d.features.empty() && !d.targets.empty(), "data.source = 'npy' needs data.features and data.targets");
+    require_input_file("data.features", d.features);
+    require_input_file("data.targets", d.targets);
     p = load_npy_panel({d.features, d.targets});
   } else if (d.source == "csv") {
     require(!d.csv.empty(), "data.source = 'csv' needs data.csv (the path of the long-format file)");
+    require_input_file("data.csv", d.csv);
     CsvSpec spec;
     spec.path = d.csv;
     spec.time_column = d.time_column;

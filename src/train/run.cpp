@@ -394,6 +394,7 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
 RunResult run_training(const RunConfig& config, const RunOptions& options) {
   std::vector<std::string> changes;
   const RunConfig cfg = resolve_run_config(config, options.resume, &changes);
+  cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
   const Panel panel = load_panel(cfg.data);
   return run_training(cfg, panel, options);
 }

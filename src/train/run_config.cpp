@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -119,7 +120,12 @@ class Section {
   template <typename I>
   std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>> convert(const toml::node& n, const char* key, I& out) {
     auto v = n.value_exact<int64_t>();
-    if (!v) fail(n, key, "expected an integer");
+    if (!v) {
+      const auto text = n.value_exact<std::string>();  // an override too long for TOML's int64 arrives as text
+      const bool digits = text && !text->empty() &&
+                          text->find_first_not_of("0123456789", (*text)[0] == '-' || (*text)[0] == '+') == std::string::npos;
+      fail(n, key, digits ? "value " + *text + " is out of range for an integer" : std::string("expected an integer"));
+    }
     if (*v < int64_t(std::numeric_limits<I>::min()) || uint64_t(*v) > uint64_t(std::numeric_limits<I>::max()))
       fail(n, key, "value " + std::to_string(*v) + " is out of range");
     out = I(*v);
@@ -150,7 +156,56 @@ class Section {
   std::vector<std::string> known_;
 };
 
+// Refuses what toml++ 3.3 mishandles (undefined behaviour found by fuzz/fuzz_toml.cpp): control
+// characters other than tab, CR and LF, and non-ASCII bytes outside strings and comments (a bare key or
+// value of such bytes is invalid TOML anyway). Strings and comments are skipped by a small lexer.
+void check_toml_bytes(const std::string& text, const std::string& src) {
+  enum { code, comment, basic, literal, ml_basic, ml_literal } st = code;
+  int line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      ++line;
+      if (st == comment) st = code;
+      continue;
+    }
+    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+      throw Error(src + ":" + std::to_string(line) + ": TOML syntax error: control character " + std::to_string(int(c)) +
+                  " (only tab, CR and LF may appear)");
+    auto starts = [&](const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
+    switch (st) {
+      case code:
+        if (c >= 0x80)
+          throw Error(src + ":" + std::to_string(line) +
+                      ": TOML syntax error: a non-ASCII character outside a string or comment (quote such keys and values)");
+        if (c == '#') st = comment;
+        else if (starts("\"\"\"")) st = ml_basic, i += 2;
+        else if (starts("'''")) st = ml_literal, i += 2;
+        else if (c == '"') st = basic;
+        else if (c == '\'') st = literal;
+        break;
+      case basic:
+        if (c == '\\') ++i;
+        else if (c == '"') st = code;
+        break;
+      case literal:
+        if (c == '\'') st = code;
+        break;
+      case ml_basic:
+        if (c == '\\') ++i;
+        else if (starts("\"\"\"")) st = code, i += 2;
+        break;
+      case ml_literal:
+        if (starts("'''")) st = code, i += 2;
+        break;
+      case comment:
+        break;
+    }
+  }
+}
+
 toml::table parse_toml(const std::string& text, const std::string& src) {
+  check_toml_bytes(text, src);
   try {
     return toml::parse(text, src);
   } catch (const toml::parse_error& e) {

@@ -124,5 +124,107 @@ TEST_F(Cli, BadInputFailsClearlyAndLeavesNothingBehind) {
   EXPECT_NE(r.out.find("train.lr must be a finite number > 0"), std::string::npos) << r.out;
 }
 
+// Reads a whole file (empty when missing).
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const char* kSmall = "train --device cpu --instruments 4 --features 3 --head-dim 8 -B 4 --warmup 2 --log-every 10 ";
+
+TEST_F(Cli, AnExistingRunIsNeverLost) {
+  ASSERT_EQ(run(std::string(kSmall) + "--steps 20 --eval-every 10 --timesteps 300 -o " + p("run")).code, 0);
+  const std::string jsonl = slurp(p("run/metrics.jsonl"));
+  ASSERT_FALSE(jsonl.empty());
+  // A bad setting fails before any output is opened: metrics.jsonl keeps every byte.
+  Result r = run(std::string(kSmall) + "--steps 20 --metric sharpe -o " + p("run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("run.metric must be one of mse, ic, rank_ic, icir, dir_acc, got 'sharpe'"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(p("run/metrics.jsonl")), jsonl);
+  // A valid run into the same folder is refused unless told to overwrite or resume.
+  r = run(std::string(kSmall) + "--steps 20 -o " + p("run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("already holds a run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(p("run/metrics.jsonl")), jsonl);
+  r = run(std::string(kSmall) + "--steps 30 --eval-every 10 --overwrite -o " + p("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(load_checkpoint(p("run/last.safetensors")).state.step, 30);
+  // A late error (the window is longer than the training range) leaves no folder behind.
+  r = run(std::string(kSmall) + "--steps 20 --timesteps 300 -L 250 -o " + p("deep/er/run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("train.seq_len = 250 is longer than the training range"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("deep")));
+}
+
+TEST_F(Cli, ResumeIsGovernedByTheCheckpoint) {
+  ASSERT_EQ(run(std::string(kSmall) + "--steps 40 --eval-every 0 --stop-after 20 --timesteps 300 -L 32 --d-model 16 -o " +
+                p("run")).code, 0);
+  const std::string small_model = " --timesteps 300 -L 32 --d-model 16";
+  // Other data or another model: refused, naming the setting.
+  Result r = run(std::string(kSmall) + "--steps 40 --noise 0.5" + small_model + " --resume " + p("run/last.safetensors") + " -o " + p("run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("data.noise = 0.5 but the checkpoint was trained with"), std::string::npos) << r.out;
+  r = run(std::string(kSmall) + "--steps 40 --timesteps 300 -L 32 --d-model 32 --resume " + p("run/last.safetensors") + " -o " + p("run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("model.d_model = 32"), std::string::npos) << r.out;
+  // Without data flags the recorded data is used; the run finishes at the checkpoint's train.steps.
+  r = run("train --device cpu --resume " + p("run/last.safetensors") + " -o " + p("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(load_checkpoint(p("run/last.safetensors")).state.step, 40);
+  // A finished run is not stretched silently ...
+  r = run("train --device cpu --resume " + p("run/last.safetensors") + " -o " + p("run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("the run is finished"), std::string::npos) << r.out;
+  // ... only by an explicit, logged change.
+  r = run("train --device cpu --steps 50 --resume " + p("run/last.safetensors") + " -o " + p("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resume: train.steps: 40 -> 50 (set explicitly)"), std::string::npos) << r.out;
+  EXPECT_EQ(load_checkpoint(p("run/last.safetensors")).state.step, 50);
+}
+
+TEST_F(Cli, EvalUsesTheCheckpointsData) {
+  ASSERT_EQ(run(std::string(kSmall) + "--steps 20 --eval-every 0 --timesteps 400 -o " + p("run")).code, 0);
+  Result r = run("eval --device cpu --checkpoint " + p("run/last.safetensors") + " --split valid");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("data: as recorded in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("time steps [280, 340)"), std::string::npos) << r.out;  // T = 400: valid is [0.7T, 0.85T)
+}
+
+TEST_F(Cli, SigtermSavesTheLastCheckpoint) {
+  const std::string cmd = std::string(MLALPHA_BIN) + " " + kSmall + "--steps 1000000 --eval-every 0 -o " + p("run") +
+                          " > " + p("log") + " 2>&1 & pid=$!; sleep 3; kill -TERM $pid; wait $pid";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(p("log"));
+  EXPECT_NE(slurp(p("log")).find("interrupted at step"), std::string::npos) << slurp(p("log"));
+  const Checkpoint c = load_checkpoint(p("run/last.safetensors"));
+  EXPECT_GT(c.state.step, 0);
+}
+
+TEST_F(Cli, CountsThatOverflowAreRefused) {
+  Result r = run("train --steps 99999999999999999999 -o " + p("x"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("'99999999999999999999' is out of range"), std::string::npos) << r.out;
+  r = run("train --set train.steps=99999999999999999999 -o " + p("x"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("train.steps: value 99999999999999999999 is out of range"), std::string::npos) << r.out;
+  r = run("train --steps 100 --warmup 100 -o " + p("x"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("train.warmup = 100 must be less than train.steps = 100"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("x")));
+}
+
+TEST_F(Cli, OutputComesBeforeTheError) {
+  // stdout is flushed before the error goes to stderr, so a combined log reads in order.
+  const Result r = run("train --device cpu --warmup 400");
+  EXPECT_NE(r.code, 0);
+  const size_t data_line = r.out.find("ml-alpha train"), error = r.out.find("ml-alpha: error:");
+  ASSERT_NE(error, std::string::npos) << r.out;
+  EXPECT_TRUE(data_line == std::string::npos || data_line < error) << r.out;
+}
+
 }  // namespace
 }  // namespace mlalpha
