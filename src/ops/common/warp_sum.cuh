@@ -4,9 +4,13 @@
 // (float, double, int).
 namespace mlalpha::gpu {
 
+// The member mask of every full-warp shuffle. A name no template parameter or local is likely to take:
+// a shadowing `bool` would silently turn the mask into 0 or 1 (lanes missing from the mask: undefined).
+constexpr unsigned kWarpMask = 0xffffffffu;
+
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kWarpMask, v, o);
   return v;
 }
 
@@ -16,7 +20,7 @@ __device__ __forceinline__ T warp_inclusive_scan(T v) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const T u = __shfl_up_sync(0xffffffffu, v, o);
+    const T u = __shfl_up_sync(kWarpMask, v, o);
     if (lane >= o) v += u;
   }
   return v;

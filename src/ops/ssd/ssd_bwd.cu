@@ -71,7 +71,7 @@ constexpr bool bwd_concurrent(int n, int p) { return p == 64 && (n == 64 || n ==
 template <int kN, int kP>
 constexpr int kBwdMinBlocks = kN == 0 || kN * kP <= 64 * 32 ? 2 : 1;
 
-template <bool kExact, int kN, int kP, bool kFull>
+template <bool kExact, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   constexpr bool kConcurrent = bwd_concurrent(kN, kP);
   constexpr int kSumSlots = kConcurrent ? 2 : kColWarps;  // row-sum partials of sout and yoff per step
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
+  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
   const bool last = c + 1 == a.nchunks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   double* scs = smem_d;                               // (T) cs_t
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       const bool v0 = i0 > j && i0 < tc, v1 = i1 > j && i1 < tc;
       const float w0 = v0 ? row[i0] : 0.f, w1 = v1 ? row[i1] : 0.f;
       const float incl = warp_inclusive_scan(w0 + w1);
-      float excl = __shfl_up_sync(kFull, incl, 1);
+      float excl = __shfl_up_sync(kWarpMask, incl, 1);
       excl = lane == 0 ? 0.f : excl;
       const float q1 = excl + w1;
       if (v0) row[i0] = q1 + w0;
@@ -172,9 +172,9 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       float v = 0.f;
       if (t < tc)
         for (int j = sub; j < t; j += kPer) v += sDX[j * a.ldT + t];
-      v += __shfl_xor_sync(kFull, v, 1);
-      v += __shfl_xor_sync(kFull, v, 2);
-      v += __shfl_xor_sync(kFull, v, 4);
+      v += __shfl_xor_sync(kWarpMask, v, 1);
+      v += __shfl_xor_sync(kWarpMask, v, 2);
+      v += __shfl_xor_sync(kWarpMask, v, 4);
       if (sub == 0 && t < tc) sEq[t] = v;
     }
     {  // This head's DX diag(Δ) to the scratch for group_dx_products (the upper triangle, Q here, as 0); the
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       const float v0 = va ? partial_sum<kSumSlots>(src, a.Ts, ta) : 0.f;
       const float v1 = vb ? partial_sum<kSumSlots>(src, a.Ts, tb) : 0.f;
       const float incl = warp_inclusive_scan(v0 + v1);
-      float excl = __shfl_up_sync(kFull, incl, 1);
+      float excl = __shfl_up_sync(kWarpMask, incl, 1);
       excl = lane == 0 ? 0.f : excl;
       if (warp == 0) {  // inclusive suffix sums
         if (va) dst[ta] = excl + v0;

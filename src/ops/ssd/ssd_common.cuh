@@ -33,7 +33,6 @@
 
 namespace mlalpha::gpu::ssd_detail {
 
-constexpr unsigned kFull = 0xffffffffu;
 constexpr int kTile = 64;                    // rows or columns of one output tile
 constexpr int kRowWarps = 4;                 // warps along an output tile's rows, 16 rows each
 constexpr int kMaxChunk = 64;                // T ≤ 64: one output tile spans the chunk
@@ -94,10 +93,10 @@ __host__ __device__ __forceinline__ Args fixed_dims(Args a) {
   }
   return a;
 }
-// The fixed-shape instances also come with kFull = true when every chunk has kMaxChunk steps (L a multiple of
-// 64, as in the benchmark configurations): the chunk length is then a constant too (chunk_steps), which
-// removes the bounds checks of the products and their last partial k-step and lets the compiler unroll the
-// loops over a chunk's steps.
+// The fixed-shape instances also come with kFullChunks = true when every chunk has kMaxChunk steps (L a
+// multiple of 64, as in the benchmark configurations): the chunk length is then a constant too
+// (chunk_steps), which removes the bounds checks of the products and their last partial k-step and lets the
+// compiler unroll the loops over a chunk's steps.
 template <class F>
 void with_dims(const Args& a, F f) {
   auto is = [&](int n, int p) { return a.T == kMaxChunk && a.N == n && a.P == p; };
@@ -114,11 +113,11 @@ void with_dims(const Args& a, F f) {
   else if (is(64, 32)) go(I64{}, I32{});
   else f(I0{}, I0{}, std::false_type{});
 }
-// Steps of chunk c (starting at step t0 = c·T; the last chunk may be shorter): a constant in the kFull
-// instances.
-template <bool kFull>
+// Steps of chunk c (starting at step t0 = c·T; the last chunk may be shorter): a constant in the
+// kFullChunks instances.
+template <bool kFullChunks>
 __device__ __forceinline__ int chunk_steps(const Args& a, int c, int t0) {
-  if constexpr (kFull) return kMaxChunk;
+  if constexpr (kFullChunks) return kMaxChunk;
   else return min(a.L, (c + 1) * a.T) - t0;
 }
 // Row stride ≡ 8 (mod 32) for tiles that are only read as 4 rows × 8 columns (operand element (k, j) at
@@ -464,8 +463,8 @@ struct RowSums {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float v = part[h];
-      v += __shfl_xor_sync(kFull, v, 1);
-      v += __shfl_xor_sync(kFull, v, 2);
+      v += __shfl_xor_sync(kWarpMask, v, 1);
+      v += __shfl_xor_sync(kWarpMask, v, 2);
       total[h] += v;
       part[h] = 0.f;
     }
