@@ -63,10 +63,11 @@ TEST(OpsFd, RmsNorm) {
     V x = random_vec<double>(size_t(M) * D, rng), w = random_vec<double>(D, rng, 0.5, 1.5),
       r = random_vec<double>(x.size(), rng), y(x.size()), rstd(M);
     const RmsNormParams p{M, D};
-    auto f = [&] { ref::rmsnorm_fwd(p, x.data(), w.data(), y.data(), rstd.data()); return dot(y, r); };
+    const RmsNormInputs<double> in{.x = x.data(), .w = w.data()};
+    auto f = [&] { ref::rmsnorm_fwd(p, in, y.data(), rstd.data()); return dot(y, r); };
     f();
     V dx = random_vec<double>(x.size(), rng), dx0 = dx, dw(D, 0.0);
-    ref::rmsnorm_bwd(p, x.data(), w.data(), rstd.data(), r.data(), dx.data(), dw.data(), true);
+    ref::rmsnorm_bwd(p, in, rstd.data(), r.data(), {.dx = dx.data(), .dw = dw.data()}, true);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];  // accumulate mode added exactly the gradient
     EXPECT_TRUE(fd_check({"rmsnorm.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"rmsnorm.w", &w, dw}, f));
@@ -80,9 +81,10 @@ TEST(OpsFd, Conv1dSilu) {
     V x = random_vec<double>(size_t(B) * L * ld, rng), w = random_vec<double>(size_t(C) * W, rng),
       bias = random_vec<double>(C, rng), r = random_vec<double>(size_t(B) * L * C, rng), y(r.size());
     const Conv1dParams p{B, L, C, W, ld};
-    auto f = [&] { ref::conv1d_silu_fwd(p, x.data(), w.data(), bias.data(), y.data()); return dot(y, r); };
+    const Conv1dInputs<double> in{.x = x.data(), .w = w.data(), .bias = bias.data()};
+    auto f = [&] { ref::conv1d_silu_fwd(p, in, y.data()); return dot(y, r); };
     V dx(x.size(), 0.0), dw(w.size(), 0.0), db(C, 0.0);
-    ref::conv1d_silu_bwd(p, x.data(), w.data(), bias.data(), r.data(), dx.data(), dw.data(), db.data());
+    ref::conv1d_silu_bwd(p, in, r.data(), {.dx = dx.data(), .dw = dw.data(), .dbias = db.data()});
     EXPECT_TRUE(fd_check({"conv1d.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"conv1d.w", &w, dw}, f));
     EXPECT_TRUE(fd_check({"conv1d.bias", &bias, db}, f));
@@ -97,9 +99,10 @@ TEST(OpsFd, DtSoftplus) {
     V dt = random_vec<double>(size_t(M) * ld, rng, -2, 2), bias = random_vec<double>(H, rng),
       r = random_vec<double>(size_t(M) * H, rng), delta(r.size());
     const DtParams p{M, H, ld, float(lo), float(hi)};
-    auto f = [&] { ref::dt_softplus_fwd(p, dt.data(), bias.data(), delta.data()); return dot(delta, r); };
+    const DtInputs<double> in{.dt = dt.data(), .dt_bias = bias.data()};
+    auto f = [&] { ref::dt_softplus_fwd(p, in, delta.data()); return dot(delta, r); };
     V ddt(dt.size(), 0.0), dbias(H, 0.0);
-    ref::dt_softplus_bwd(p, dt.data(), bias.data(), r.data(), ddt.data(), dbias.data());
+    ref::dt_softplus_bwd(p, in, r.data(), {.ddt = ddt.data(), .ddt_bias = dbias.data()});
     EXPECT_TRUE(fd_check({"dt.dt", &dt, ddt}, f));
     EXPECT_TRUE(fd_check({"dt.bias", &bias, dbias}, f));
   }
@@ -112,10 +115,11 @@ TEST(OpsFd, GatedRmsNorm) {
       w = random_vec<double>(Dn, rng, 0.5, 1.5), r = random_vec<double>(y.size(), rng), out(y.size()),
       rstd(size_t(M) * G);
     const GatedNormParams p{M, Dn, G, ld};
-    auto f = [&] { ref::gated_rmsnorm_fwd(p, y.data(), z.data(), w.data(), out.data(), rstd.data()); return dot(out, r); };
+    const GatedNormInputs<double> in{.y = y.data(), .z = z.data(), .w = w.data()};
+    auto f = [&] { ref::gated_rmsnorm_fwd(p, in, out.data(), rstd.data()); return dot(out, r); };
     f();
     V dy(y.size()), dz(z.size(), 0.0), dw(Dn, 0.0);
-    ref::gated_rmsnorm_bwd(p, y.data(), z.data(), w.data(), rstd.data(), r.data(), dy.data(), dz.data(), dw.data());
+    ref::gated_rmsnorm_bwd(p, in, rstd.data(), r.data(), {.dy = dy.data(), .dz = dz.data(), .dw = dw.data()});
     EXPECT_TRUE(fd_check({"gated.y", &y, dy}, f));
     EXPECT_TRUE(fd_check({"gated.z", &z, dz}, f));
     EXPECT_TRUE(fd_check({"gated.w", &w, dw}, f));
@@ -159,13 +163,16 @@ TEST(OpsFd, Ssd) {
       r = random_vec<double>(size_t(s.B) * s.L * s.H * s.P, rng), y(r.size());
     const SsdParams p{s.B, s.L, s.H, s.P, s.G, s.N, s.Q, ld};
     const int bo = s.H * s.P, co = bo + s.G * s.N;
+    const SsdInputs<double> in{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                               .Bm = xbc.data() + bo, .Cm = xbc.data() + co, .Dskip = D.data()};
     auto f = [&] {
-      ref::ssd_fwd_recurrent(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), y.data());
+      ref::ssd_fwd_recurrent(p, in, y.data());
       return dot(y, r);
     };
     V dxbc(xbc.size(), 0.0), ddelta(delta.size()), dA(s.H, 0.0), dD(s.H, 0.0);
-    ref::ssd_bwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), r.data(),
-                 dxbc.data(), ddelta.data(), dA.data(), dxbc.data() + bo, dxbc.data() + co, dD.data());
+    ref::ssd_bwd(p, in, r.data(),
+                 {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA.data(), .dB = dxbc.data() + bo,
+                  .dC = dxbc.data() + co, .dD = dD.data()});
     EXPECT_TRUE(fd_check({"ssd.xBC", &xbc, dxbc}, f, 200));
     EXPECT_TRUE(fd_check({"ssd.delta", &delta, ddelta}, f));
     EXPECT_TRUE(fd_check({"ssd.A_log", &A_log, dA}, f));

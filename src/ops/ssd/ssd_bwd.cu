@@ -425,17 +425,17 @@ __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, in
 }  // namespace
 }  // namespace ssd_detail
 
-void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, const float* saved, const float* dy, float* dx,
-             float* ddelta, float* dA_log, float* dB, float* dC, float* dD, float* workspace, cudaStream_t stream) {
+void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
+             const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0 || p.L == 0) return;  // nothing is written, the accumulators get += 0
   Args a = make_layout(p);
-  a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.dy = dy;
+  set_inputs(a, in);
+  a.dy = dy;
   a.states = const_cast<float*>(saved);  // read only in the backward
   a.cb = a.states + saved_cb_offset(a);
-  a.dx = dx, a.ddelta = ddelta, a.dB = dB, a.dC = dC;
+  a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
   const size_t rows = size_t(p.B) * p.L;
   const BwdWorkspace w = bwd_workspace(a);
   a.wsDX = workspace + w.dx, a.wsG = workspace + w.g, a.wsB = workspace + w.b, a.wsC = workspace + w.c;
@@ -462,12 +462,12 @@ void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float
     const int threads = 256;
     const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
     group_sum_kernel<<<blocks, threads, 0, stream>>>(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB,
-                                                     a.wsC, dB, dC);
+                                                     a.wsC, g.dB, g.dC);
     MLALPHA_CHECK_LAUNCH();
   }
   group_dx_products(a, stream);  // (d)
   {  // (e) parameter gradients
-    param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, dA_log, dD);
+    param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD);
     MLALPHA_CHECK_LAUNCH();
   }
 }

@@ -527,6 +527,10 @@ __device__ inline void block_sum2_first(float& u, float& v, float* red2) {
 void validate(const SsdParams& p);
 // The chunk length and strides from the shape only (so results never depend on the device).
 Args make_layout(const SsdParams& p);
+// The op's inputs into the argument block.
+inline void set_inputs(Args& a, const SsdInputs<float>& in) {
+  a.x = in.x, a.delta = in.delta, a.A_log = in.A_log, a.Bm = in.Bm, a.Cm = in.Cm, a.Dskip = in.Dskip;
+}
 // Dynamic shared memory of each kernel for a layout.
 size_t fwd_smem_bytes(const Args& a);
 size_t bwd_smem_bytes(const Args& a);
