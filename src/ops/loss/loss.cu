@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "core/cuda_check.h"
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/reduce.cuh"
 #include "ops/loss/loss.h"
 
 namespace mlalpha::gpu {
@@ -38,18 +38,12 @@ __device__ __forceinline__ void loss_term(bool huber, float d, float e, float& l
   }
 }
 
-// Block-wide sum of (s, c) in a fixed order (warp butterflies, then warps 0..kWarps−1); valid in thread 0.
+// Block-wide sum of (s, c) in a fixed order (warp butterflies, then warps 0..kWarps−1: reduce.cuh); valid in
+// thread 0.
 __device__ __forceinline__ void block_sum(float& s, int& c) {
   __shared__ float ss[kWarps];
   __shared__ int sc[kWarps];
-  s = warp_sum(s);
-  c = warp_sum(c);
-  if (threadIdx.x % 32 == 0) ss[threadIdx.x / 32] = s, sc[threadIdx.x / 32] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    s = 0.f, c = 0;
-    for (int k = 0; k < kWarps; ++k) s += ss[k], c += sc[k];
-  }
+  block_sum2_first<kWarps>(s, c, ss, sc);
 }
 
 __global__ void __launch_bounds__(kThreads)

@@ -172,9 +172,7 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
       float v = 0.f;
       if (t < tc)
         for (int j = sub; j < t; j += kPer) v += sDX[j * a.ldT + t];
-      v += __shfl_xor_sync(kWarpMask, v, 1);
-      v += __shfl_xor_sync(kWarpMask, v, 2);
-      v += __shfl_xor_sync(kWarpMask, v, 4);
+      v = lane_group_sum<kPer>(v);
       if (sub == 0 && t < tc) sEq[t] = v;
     }
     {  // This head's DX diag(Δ) to the scratch for group_dx_products (the upper triangle, Q here, as 0); the

@@ -28,7 +28,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/common/tf32_mma.cuh"
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/reduce.cuh"
 #include "ops/ssd/ssd.h"
 
 namespace mlalpha::gpu::ssd_detail {
@@ -462,10 +462,7 @@ struct RowSums {
   __device__ __forceinline__ void end_tile() {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float v = part[h];
-      v += __shfl_xor_sync(kWarpMask, v, 1);
-      v += __shfl_xor_sync(kWarpMask, v, 2);
-      total[h] += v;
+      total[h] += lane_group_sum<4>(part[h]);
       part[h] = 0.f;
     }
   }
@@ -493,32 +490,14 @@ __device__ __forceinline__ float partial_sum(const float* src, int ld, int i) {
   return v;
 }
 
-// Fixed-order block sum (warp butterflies, then warps in order); every thread gets the result. `red` holds
-// kThreads / 32 values; the block is synchronised on entry and exit.
+// The block sums of reduce.cuh over this file's block: `red` holds kThreads / 32 values (block_sum), `red2`
+// 2·kThreads / 32 (block_sum2_first: results in thread 0 only, one barrier).
 template <typename T>
 __device__ inline T block_sum(T v, T* red) {
-  v = warp_sum(v);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T s = 0;
-  for (int w = 0; w < kThreads / 32; ++w) s += red[w];
-  __syncthreads();
-  return s;
+  return gpu::block_sum<kThreads / 32>(v, red);
 }
-
-// Two fixed-order block sums whose results only thread 0 needs (the same order and bits as block_sum): one
-// barrier instead of six. `red2` holds 2·kThreads/32 values that no thread touches around the call.
 __device__ inline void block_sum2_first(float& u, float& v, float* red2) {
-  u = warp_sum(u);
-  v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) red2[threadIdx.x >> 5] = u, red2[kThreads / 32 + (threadIdx.x >> 5)] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float su = 0.f, sv = 0.f;
-    for (int w = 0; w < kThreads / 32; ++w) su += red2[w], sv += red2[kThreads / 32 + w];
-    u = su, v = sv;
-  }
+  gpu::block_sum2_first<kThreads / 32>(u, v, red2, red2 + kThreads / 32);
 }
 
 }  // inline namespace warps<N>
