@@ -25,9 +25,12 @@ TEST(OpsFd, Linear) {
     V x = random_vec<double>(size_t(M) * IN, rng), w = random_vec<double>(size_t(OUT) * IN, rng),
       b = random_vec<double>(OUT, rng), r = random_vec<double>(size_t(M) * OUT, rng), y(size_t(M) * OUT);
     const LinearParams p{M, IN, OUT};
-    auto f = [&] { ref::linear_fwd(p, x.data(), w.data(), b.data(), y.data()); return dot(y, r); };
+    auto f = [&] {
+      ref::linear_fwd(p, {.x = x.data(), .w = w.data(), .b = b.data()}, y.data());
+      return dot(y, r);
+    };
     V dx(x.size()), dw(w.size(), 0.0), db(b.size(), 0.0);
-    ref::linear_bwd(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    ref::linear_bwd(p, {.x = x.data(), .w = w.data()}, r.data(), {.dx = dx.data(), .dw = dw.data(), .db = db.data()});
     EXPECT_TRUE(fd_check({"linear.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"linear.w", &w, dw}, f));
     EXPECT_TRUE(fd_check({"linear.b", &b, db}, f));
@@ -43,16 +46,19 @@ TEST(OpsFd, LinearAdd) {
       b = random_vec<double>(OUT, rng), res = random_vec<double>(size_t(M) * OUT, rng),
       r = random_vec<double>(size_t(M) * OUT, rng), y(size_t(M) * OUT);
     const LinearParams p{M, IN, OUT};
-    auto f = [&] { ref::linear_fwd_add(p, x.data(), w.data(), b.data(), res.data(), y.data()); return dot(y, r); };
+    auto f = [&] {
+      ref::linear_fwd_add(p, {.x = x.data(), .w = w.data(), .b = b.data()}, res.data(), y.data());
+      return dot(y, r);
+    };
     V dx(x.size()), dw(w.size(), 0.0), db(b.size(), 0.0);
-    ref::linear_bwd(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    ref::linear_bwd(p, {.x = x.data(), .w = w.data()}, r.data(), {.dx = dx.data(), .dw = dw.data(), .db = db.data()});
     EXPECT_TRUE(fd_check({"linear_add.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"linear_add.w", &w, dw}, f));
     EXPECT_TRUE(fd_check({"linear_add.b", &b, db}, f));
     EXPECT_TRUE(fd_check({"linear_add.r", &res, r}, f));
     f();
     V inplace = res;
-    ref::linear_fwd_add(p, x.data(), w.data(), b.data(), inplace.data(), inplace.data());
+    ref::linear_fwd_add(p, {.x = x.data(), .w = w.data(), .b = b.data()}, inplace.data(), inplace.data());
     EXPECT_EQ(inplace, y);
   }
 }
@@ -133,9 +139,10 @@ TEST(OpsFd, Loss) {
     V out = random_vec<double>(size_t(B) * L * K, rng, -2, 2), y = random_vec<double>(out.size(), rng, -2, 2);
     y[3] = std::numeric_limits<double>::quiet_NaN();  // masked target
     const LossParams p{B, L, K, kind, 0.7f, 1};
-    auto f = [&] { return ref::loss_fwd_bwd<double>(p, out.data(), y.data(), nullptr).loss; };
+    const LossInputs<double> in{.out = out.data(), .y = y.data()};
+    auto f = [&] { return ref::loss_fwd_bwd<double>(p, in, nullptr).loss; };
     V dout(out.size());
-    const auto res = ref::loss_fwd_bwd<double>(p, out.data(), y.data(), dout.data());
+    const auto res = ref::loss_fwd_bwd<double>(p, in, dout.data());
     EXPECT_EQ(res.count, B * (L - 1) * K - 1);  // burn-in drops t = 0; one NaN target
     EXPECT_EQ(dout[3], 0.0);
     EXPECT_TRUE(fd_check({kind == LossKind::MSE ? "loss.mse" : "loss.huber", &out, dout}, f));
@@ -145,7 +152,8 @@ TEST(OpsFd, Loss) {
 TEST(OpsFd, LossAllMaskedIsZero) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   V out{1.0, 2.0}, y{nan, nan}, dout(2, 5.0);
-  const auto res = ref::loss_fwd_bwd<double>({1, 2, 1, LossKind::MSE, 1.0f, 0}, out.data(), y.data(), dout.data());
+  const auto res =
+      ref::loss_fwd_bwd<double>({1, 2, 1, LossKind::MSE, 1.0f, 0}, {.out = out.data(), .y = y.data()}, dout.data());
   EXPECT_EQ(res.count, 0);
   EXPECT_EQ(res.loss, 0.0);  // max(1, Σm) keeps it finite
   EXPECT_EQ(dout[0], 0.0);

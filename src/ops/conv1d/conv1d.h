@@ -18,15 +18,15 @@ struct Conv1dParams {
 // The op's inputs and the gradients with respect to them.
 template <typename T>
 struct Conv1dInputs {
-  const T* x;     // (B, L, ld_x) first C columns used
-  const T* w;     // (C, W)
-  const T* bias;  // (C)
+  const T* x = nullptr;     // (B, L, ld_x) first C columns used
+  const T* w = nullptr;     // (C, W)
+  const T* bias = nullptr;  // (C)
 };
 template <typename T>
 struct Conv1dGrads {
-  T* dx;     // (B, L, ld_x): the C columns written, the others untouched
-  T* dw;     // (C, W) +=
-  T* dbias;  // (C) +=
+  T* dx = nullptr;     // (B, L, ld_x): the C columns written, the others untouched
+  T* dw = nullptr;     // (C, W) +=
+  T* dbias = nullptr;  // (C) +=
 };
 
 namespace ref {

@@ -16,13 +16,13 @@ struct DtParams {
 // The op's inputs and the gradients with respect to them.
 template <typename T>
 struct DtInputs {
-  const T* dt;       // (M, ld_dt) first H columns used
-  const T* dt_bias;  // (H)
+  const T* dt = nullptr;       // (M, ld_dt) first H columns used
+  const T* dt_bias = nullptr;  // (H)
 };
 template <typename T>
 struct DtGrads {
-  T* ddt;       // (M, ld_dt): the H columns written, the others untouched
-  T* ddt_bias;  // (H) +=
+  T* ddt = nullptr;       // (M, ld_dt): the H columns written, the others untouched
+  T* ddt_bias = nullptr;  // (H) +=
 };
 
 namespace ref {

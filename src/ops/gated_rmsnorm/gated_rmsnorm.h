@@ -18,15 +18,15 @@ struct GatedNormParams {
 // The op's inputs and the gradients with respect to them.
 template <typename T>
 struct GatedNormInputs {
-  const T* y;  // (M, Dn) the SSD output
-  const T* z;  // (M, ld_z) first Dn columns: the gate
-  const T* w;  // (Dn)
+  const T* y = nullptr;  // (M, Dn) the SSD output
+  const T* z = nullptr;  // (M, ld_z) first Dn columns: the gate
+  const T* w = nullptr;  // (Dn)
 };
 template <typename T>
 struct GatedNormGrads {
-  T* dy;  // (M, Dn) written
-  T* dz;  // (M, ld_z): the first Dn columns written, the others untouched
-  T* dw;  // (Dn) +=
+  T* dy = nullptr;  // (M, Dn) written
+  T* dz = nullptr;  // (M, ld_z): the first Dn columns written, the others untouched
+  T* dw = nullptr;  // (Dn) +=
 };
 
 namespace ref {

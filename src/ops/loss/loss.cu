@@ -105,8 +105,11 @@ int partial_blocks(const LossParams& p) { return int((numel(p) + kChunk - 1) / k
 
 size_t loss_fwd_bwd_workspace_floats(const LossParams& p) { return 2 * size_t(partial_blocks(p)) + 1; }
 
-void loss_fwd_bwd(const LossParams& p, const float* out, const float* y, float* dout, float* loss_out, int* count_out,
-                  float* workspace, cudaStream_t stream) {
+void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOutputs& o, float* workspace,
+                  cudaStream_t stream) {
+  const float *out = in.out, *y = in.y;
+  float *dout = o.dout, *loss_out = o.loss;
+  int* count_out = o.count;
   require(p.B >= 0 && p.L >= 0 && p.K >= 0, "gpu::loss_fwd_bwd: B, L, K must be >= 0, got B=" + std::to_string(p.B) +
                                                 " L=" + std::to_string(p.L) + " K=" + std::to_string(p.K));
   require(numel(p) <= INT_MAX, "gpu::loss_fwd_bwd: B·L·K must be < 2^31 (int mask count)");

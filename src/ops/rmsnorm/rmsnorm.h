@@ -15,13 +15,13 @@ struct RmsNormParams {
 // The op's inputs and the gradients with respect to them.
 template <typename T>
 struct RmsNormInputs {
-  const T* x;  // (M, D)
-  const T* w;  // (D)
+  const T* x = nullptr;  // (M, D)
+  const T* w = nullptr;  // (D)
 };
 template <typename T>
 struct RmsNormGrads {
-  T* dx;  // (M, D): written, or added to when the backward's accumulate is set (the residual stream)
-  T* dw;  // (D) +=
+  T* dx = nullptr;  // (M, D): written, or added to when the backward's accumulate is set (the residual stream)
+  T* dw = nullptr;  // (D) +=
 };
 
 namespace ref {

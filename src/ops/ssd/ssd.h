@@ -25,23 +25,23 @@ struct SsdParams {
 // its own base pointer.
 template <typename T>
 struct SsdInputs {
-  const T* x;      // (B, L, ld)→(H, P): x_t of head h at column h·P + p
-  const T* delta;  // (B, L, H) Δ
-  const T* A_log;  // (H)
-  const T* Bm;     // (B, L, ld)→(G, N): B_t of group g at column g·N + n
-  const T* Cm;     // (B, L, ld)→(G, N)
-  const T* Dskip;  // (H) D
+  const T* x = nullptr;      // (B, L, ld)→(H, P): x_t of head h at column h·P + p
+  const T* delta = nullptr;  // (B, L, H) Δ
+  const T* A_log = nullptr;  // (H)
+  const T* Bm = nullptr;     // (B, L, ld)→(G, N): B_t of group g at column g·N + n
+  const T* Cm = nullptr;     // (B, L, ld)→(G, N)
+  const T* Dskip = nullptr;  // (H) D
 };
 // Gradients with respect to SsdInputs: dx, dB, dC have x's, B's, C's layout (row stride ld; only the used
 // columns are written); ddelta written; dA_log, dD accumulated (+=).
 template <typename T>
 struct SsdGrads {
-  T* dx;      // (B, L, ld)→(H, P) written
-  T* ddelta;  // (B, L, H) written
-  T* dA_log;  // (H) +=
-  T* dB;      // (B, L, ld)→(G, N) written (summed over the group's heads)
-  T* dC;      // (B, L, ld)→(G, N) written (summed over the group's heads)
-  T* dD;      // (H) +=
+  T* dx = nullptr;      // (B, L, ld)→(H, P) written
+  T* ddelta = nullptr;  // (B, L, H) written
+  T* dA_log = nullptr;  // (H) +=
+  T* dB = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
+  T* dC = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
+  T* dD = nullptr;      // (H) +=
 };
 
 namespace ref {
