@@ -33,4 +33,31 @@ struct LayerShapes {
         gnorm{M, di, c.G, proj} {}
 };
 
+// Named column slices of a layer's activations (or of their gradients: T = float or const float), so call
+// sites never add column offsets themselves. Row r of a slice starts at base + r·ld.
+// The in_proj output zx (M, proj): z (d_inner), xBC (conv_dim), dt (H), in that order (DESIGN section 1).
+template <typename T>
+struct ZxCols {
+  T* z;    // (M, proj)→(d_inner) the gate of the gated RMSNorm
+  T* xBC;  // (M, proj)→(conv_dim) the conv1d input
+  T* dt;   // (M, proj)→(H)
+  int ld;  // proj
+};
+template <typename T>
+ZxCols<T> zx_cols(const LayerShapes& s, T* zx /* (M, proj) */) {
+  return {zx, zx + s.di, zx + s.di + s.cd, s.proj};
+}
+// The conv output xbc (M, conv_dim): x (d_inner = H·P), B (G·N), C (G·N).
+template <typename T>
+struct XbcCols {
+  T* x;    // (M, conv_dim)→(H, P)
+  T* B;    // (M, conv_dim)→(G, N)
+  T* C;    // (M, conv_dim)→(G, N)
+  int ld;  // conv_dim
+};
+template <typename T>
+XbcCols<T> xbc_cols(const LayerShapes& s, T* xbc /* (M, conv_dim) */) {
+  return {xbc, xbc + s.di, xbc + s.di + s.GN, s.cd};
+}
+
 }  // namespace mlalpha

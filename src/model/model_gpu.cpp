@@ -87,30 +87,35 @@ void GpuModel::forward(const float* P, const float* x) {
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
   // input projection, layer l reads h_l = resid(l) and writes h_{l+1} = h_l + mixer(h_l) to resid(l + 1),
   // so every layer's input stays where its backward (rmsnorm_bwd) reads it, without a copy.
-  gpu::linear_fwd(gemm_, s.input, x, P + lay_.in_w, P + lay_.in_b, resid(0), st);
+  gpu::linear_fwd(gemm_, s.input, {.x = x, .w = P + lay_.in_w, .b = P + lay_.in_b}, resid(0), st);
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
     LayerActs& a = acts_[l];
     const float* h = resid(l);
-    gpu::rmsnorm_fwd(s.norm, h, P + o.norm_w, a.hn.data(), a.rstd.data(), st);
-    gpu::linear_fwd(gemm_, s.in_proj, a.hn.data(), P + o.in_proj_w, nullptr, a.zx.data(), st);
-    gpu::conv1d_silu_fwd(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, a.xbc.data(), st);
-    gpu::dt_softplus_fwd(s.dt, a.zx.data() + s.di + s.cd, P + o.dt_bias, a.delta.data(), st);
-    const float* xs = a.xbc.data();
-    gpu::ssd_fwd(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.y.data(),
-                 a.states.data(), st);
-    gpu::gated_rmsnorm_fwd(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.gout.data(), a.grstd.data(), st);
+    gpu::rmsnorm_fwd(s.norm, {.x = h, .w = P + o.norm_w}, a.hn.data(), a.rstd.data(), st);
+    gpu::linear_fwd(gemm_, s.in_proj, {.x = a.hn.data(), .w = P + o.in_proj_w}, a.zx.data(), st);
+    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
+    gpu::conv1d_silu_fwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, a.xbc.data(), st);
+    gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
+    const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
+    gpu::ssd_fwd(s.ssd,
+                 {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
+                  .Dskip = P + o.D},
+                 a.y.data(), a.states.data(), st);
+    gpu::gated_rmsnorm_fwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.gout.data(),
+                           a.grstd.data(), st);
     // h_{l+1} (M, D) = h_l + gout · out_projᵀ: the residual add is the GEMM epilogue (C = h_l, beta = 1,
     // D = h_{l+1}, out of place), so the mixer output is never stored and no add kernel runs.
-    gpu::linear_fwd_add(gemm_, s.out_proj, a.gout.data(), P + o.out_proj_w, nullptr, h, resid(l + 1), st);
+    gpu::linear_fwd_add(gemm_, s.out_proj, {.x = a.gout.data(), .w = P + o.out_proj_w}, h, resid(l + 1), st);
   }
-  gpu::rmsnorm_fwd(s.norm, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data(), st);
-  gpu::linear_fwd(gemm_, s.head, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data(), st);
+  gpu::rmsnorm_fwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, hfn_.data(), rstdf_.data(), st);
+  gpu::linear_fwd(gemm_, s.head, {.x = hfn_.data(), .w = P + lay_.head_w, .b = P + lay_.head_b}, out_.data(), st);
 }
 
 void GpuModel::loss(const float* y, const LossParams& lp) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
-  gpu::loss_fwd_bwd(lp, out_.data(), y, dout_.data(), loss_.data(), count_.data(), ws_.data(), ctx_.stream());
+  gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
+                    {.loss = loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
 }
 
 void GpuModel::backward(const float* P, float* Gr, float* dx) {
@@ -118,10 +123,10 @@ void GpuModel::backward(const float* P, float* Gr, float* dx) {
   const LayerShapes s = shapes(c, B_, L_, gemm_.tf32);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
-  gpu::linear_bwd(gemm_, s.head, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn_.data(), Gr + lay_.head_w,
-                  Gr + lay_.head_b, ws, st);
-  gpu::rmsnorm_bwd(s.norm, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn_.data(), dh_.data(), Gr + lay_.norm_f,
-                   false, ws, st);
+  gpu::linear_bwd(gemm_, s.head, {.x = hfn_.data(), .w = P + lay_.head_w}, dout_.data(),
+                  {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, ws, st);
+  gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
+                   {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, ws, st);
   // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
   // alongside the main stream's chain (nothing on it reads dW). The main stream waits only where it is
   // about to overwrite what they read: dh_ (out_proj's dy, rewritten by the layer's last RMSNorm backward;
@@ -129,33 +134,42 @@ void GpuModel::backward(const float* P, float* Gr, float* dx) {
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
-    gpu::linear_bwd(gemm_, s.out_proj, nullptr, P + o.out_proj_w, dh_.data(), dg_.data(), nullptr, nullptr, ws, st);
+    gpu::linear_bwd(gemm_, s.out_proj, {.w = P + o.out_proj_w}, dh_.data(), {.dx = dg_.data()}, ws, st);
     side_.fork(st);
-    gpu::linear_bwd(gemm_side_, s.out_proj, a.gout.data(), nullptr, dh_.data(), nullptr, Gr + o.out_proj_w,
-                    nullptr, nullptr, side_.get());
+    gpu::linear_bwd(gemm_side_, s.out_proj, {.x = a.gout.data()}, dh_.data(), {.dw = Gr + o.out_proj_w}, nullptr,
+                    side_.get());
     side_.done(0);
     if (l < c.NL - 1) side_.join(st, 1);
-    gpu::gated_rmsnorm_bwd(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.grstd.data(), dg_.data(), dy_.data(),
-                           dzx_.data(), Gr + o.gnorm_w, ws, st);
-    const float* xs = a.xbc.data();
-    float* dxs = dxbc_.data();
-    gpu::ssd_bwd(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.states.data(),
-                 dy_.data(), dxs, ddelta_.data(), Gr + o.A_log, dxs + s.di, dxs + s.di + s.GN, Gr + o.D, ws, st);
-    gpu::dt_softplus_bwd(s.dt, a.zx.data() + s.di + s.cd, P + o.dt_bias, ddelta_.data(), dzx_.data() + s.di + s.cd,
-                         Gr + o.dt_bias, ws, st);
-    gpu::conv1d_silu_bwd(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, dxs, dzx_.data() + s.di,
-                         Gr + o.conv_w, Gr + o.conv_b, ws, st);
-    gpu::linear_bwd(gemm_, s.in_proj, nullptr, P + o.in_proj_w, dzx_.data(), dhn_.data(), nullptr, nullptr, ws, st);
+    // The activations' column slices and the same slices of their gradient buffers.
+    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
+    const ZxCols<float> dzx = zx_cols(s, dzx_.data());
+    const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
+    const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
+    gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
+                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, ws, st);
+    gpu::ssd_bwd(s.ssd,
+                 {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
+                  .Dskip = P + o.D},
+                 a.states.data(), dy_.data(),
+                 {.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B, .dC = dxbc.C,
+                  .dD = Gr + o.D},
+                 ws, st);
+    gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
+                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, ws, st);
+    gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc_.data(),
+                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st);
+    gpu::linear_bwd(gemm_, s.in_proj, {.w = P + o.in_proj_w}, dzx_.data(), {.dx = dhn_.data()}, ws, st);
     side_.fork(st);
-    gpu::linear_bwd(gemm_side_, s.in_proj, a.hn.data(), nullptr, dzx_.data(), nullptr, Gr + o.in_proj_w, nullptr,
-                    nullptr, side_.get());
+    gpu::linear_bwd(gemm_side_, s.in_proj, {.x = a.hn.data()}, dzx_.data(), {.dw = Gr + o.in_proj_w}, nullptr,
+                    side_.get());
     side_.done(1);
     side_.join(st, 0);
-    gpu::rmsnorm_bwd(s.norm, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn_.data(), dh_.data(), Gr + o.norm_w, true,
-                     ws, st);
+    gpu::rmsnorm_bwd(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
+                     {.dx = dh_.data(), .dw = Gr + o.norm_w}, true, ws, st);
   }
   side_.join(st, 1);  // every weight gradient is in before the optimizer reads them
-  gpu::linear_bwd(gemm_, s.input, x_, P + lay_.in_w, dh_.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b, ws, st);
+  gpu::linear_bwd(gemm_, s.input, {.x = x_, .w = P + lay_.in_w}, dh_.data(),
+                  {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b}, ws, st);
 }
 
 }  // namespace mlalpha

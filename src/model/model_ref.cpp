@@ -19,7 +19,7 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L)
   const LayerShapes s(c, B, L);
   x_.assign(x, x + size_t(s.M) * c.F);
   h_.resize(size_t(s.M) * s.D);
-  ref::linear_fwd<T>(s.input, x, P + lay_.in_w, P + lay_.in_b, h_.data());
+  ref::linear_fwd<T>(s.input, {.x = x, .w = P + lay_.in_w, .b = P + lay_.in_b}, h_.data());
   acts_.resize(c.NL);
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
@@ -27,31 +27,33 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L)
     a.h_in = h_;
     a.hn.resize(size_t(s.M) * s.D);
     a.rstd.resize(s.M);
-    ref::rmsnorm_fwd<T>(s.norm, h_.data(), P + o.norm_w, a.hn.data(), a.rstd.data());
+    ref::rmsnorm_fwd<T>(s.norm, {.x = h_.data(), .w = P + o.norm_w}, a.hn.data(), a.rstd.data());
     a.zx.resize(size_t(s.M) * s.proj);
-    ref::linear_fwd<T>(s.in_proj, a.hn.data(), P + o.in_proj_w, nullptr, a.zx.data());
+    ref::linear_fwd<T>(s.in_proj, {.x = a.hn.data(), .w = P + o.in_proj_w}, a.zx.data());
+    const ZxCols<const T> zx = zx_cols<const T>(s, a.zx.data());
     a.xbc.resize(size_t(s.M) * s.cd);
-    ref::conv1d_silu_fwd<T>(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, a.xbc.data());
+    ref::conv1d_silu_fwd<T>(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, a.xbc.data());
     a.delta.resize(size_t(s.M) * s.H);
-    ref::dt_softplus_fwd<T>(s.dt, a.zx.data() + s.di + s.cd,
-                            P + o.dt_bias, a.delta.data());
+    ref::dt_softplus_fwd<T>(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
     a.y.resize(size_t(s.M) * s.di);
-    const T* xs = a.xbc.data();
+    const XbcCols<const T> xbc = xbc_cols<const T>(s, a.xbc.data());
     (chunked_ ? ref::ssd_fwd_chunked<T> : ref::ssd_fwd_recurrent<T>)(
-        s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, a.y.data());
+        s.ssd,
+        {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C, .Dskip = P + o.D},
+        a.y.data());
     a.gout.resize(size_t(s.M) * s.di);
     a.grstd.resize(size_t(s.M) * c.G);
-    ref::gated_rmsnorm_fwd<T>(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.gout.data(),
+    ref::gated_rmsnorm_fwd<T>(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.gout.data(),
                               a.grstd.data());
     std::vector<T> mix(size_t(s.M) * s.D);
-    ref::linear_fwd<T>(s.out_proj, a.gout.data(), P + o.out_proj_w, nullptr, mix.data());
+    ref::linear_fwd<T>(s.out_proj, {.x = a.gout.data(), .w = P + o.out_proj_w}, mix.data());
     for (size_t i = 0; i < mix.size(); ++i) h_[i] += mix[i];
   }
   hfn_.resize(size_t(s.M) * s.D);
   rstdf_.resize(s.M);
-  ref::rmsnorm_fwd<T>(s.norm, h_.data(), P + lay_.norm_f, hfn_.data(), rstdf_.data());
+  ref::rmsnorm_fwd<T>(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, hfn_.data(), rstdf_.data());
   out_.resize(size_t(s.M) * c.K);
-  ref::linear_fwd<T>(s.head, hfn_.data(), P + lay_.head_w, P + lay_.head_b, out_.data());
+  ref::linear_fwd<T>(s.head, {.x = hfn_.data(), .w = P + lay_.head_w, .b = P + lay_.head_b}, out_.data());
   return out_;
 }
 
@@ -59,7 +61,7 @@ template <typename T>
 ref::LossResult<T> RefModel<T>::loss(const T* y, const LossParams& lp) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "RefModel::loss: shape differs from the last forward");
   dout_.resize(out_.size());
-  return ref::loss_fwd_bwd<T>(lp, out_.data(), y, dout_.data());
+  return ref::loss_fwd_bwd<T>(lp, {.out = out_.data(), .y = y}, dout_.data());
 }
 
 template <typename T>
@@ -70,31 +72,38 @@ void RefModel<T>::backward(const T* P, T* Gr, T* dx) {
   std::vector<T> dhfn(size_t(s.M) * s.D), dh(size_t(s.M) * s.D), dg(size_t(s.M) * s.di), dy(size_t(s.M) * s.di);
   std::vector<T> dzx(size_t(s.M) * s.proj), dxbc(size_t(s.M) * s.cd), ddelta(size_t(s.M) * s.H),
       dhn(size_t(s.M) * s.D);
-  ref::linear_bwd<T>(s.head, hfn_.data(), P + lay_.head_w, dout_.data(), dhfn.data(), Gr + lay_.head_w,
-                     Gr + lay_.head_b);
-  ref::rmsnorm_bwd<T>(s.norm, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn.data(), dh.data(), Gr + lay_.norm_f,
-                      false);
+  ref::linear_bwd<T>(s.head, {.x = hfn_.data(), .w = P + lay_.head_w}, dout_.data(),
+                     {.dx = dhfn.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b});
+  ref::rmsnorm_bwd<T>(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn.data(),
+                      {.dx = dh.data(), .dw = Gr + lay_.norm_f}, false);
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
-    ref::linear_bwd<T>(s.out_proj, a.gout.data(), P + o.out_proj_w, dh.data(), dg.data(), Gr + o.out_proj_w,
-                       nullptr);
-    ref::gated_rmsnorm_bwd<T>(s.gnorm, a.y.data(), a.zx.data(), P + o.gnorm_w, a.grstd.data(),
-                              dg.data(), dy.data(), dzx.data(), Gr + o.gnorm_w);
-    const T* xs = a.xbc.data();
-    T* dxs = dxbc.data();
-    ref::ssd_bwd<T>(s.ssd, xs, a.delta.data(), P + o.A_log, xs + s.di, xs + s.di + s.GN, P + o.D, dy.data(), dxs,
-                    ddelta.data(), Gr + o.A_log, dxs + s.di, dxs + s.di + s.GN, Gr + o.D);
-    ref::dt_softplus_bwd<T>(s.dt, a.zx.data() + s.di + s.cd,
-                            P + o.dt_bias, ddelta.data(), dzx.data() + s.di + s.cd, Gr + o.dt_bias);
-    ref::conv1d_silu_bwd<T>(s.conv, a.zx.data() + s.di, P + o.conv_w, P + o.conv_b, dxs,
-                            dzx.data() + s.di, Gr + o.conv_w, Gr + o.conv_b);
-    ref::linear_bwd<T>(s.in_proj, a.hn.data(), P + o.in_proj_w, dzx.data(), dhn.data(), Gr + o.in_proj_w,
-                       nullptr);
-    ref::rmsnorm_bwd<T>(s.norm, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn.data(), dh.data(),
-                        Gr + o.norm_w, true);
+    ref::linear_bwd<T>(s.out_proj, {.x = a.gout.data(), .w = P + o.out_proj_w}, dh.data(),
+                       {.dx = dg.data(), .dw = Gr + o.out_proj_w});
+    // The activations' column slices and the same slices of their gradient buffers.
+    const ZxCols<const T> zx = zx_cols<const T>(s, a.zx.data());
+    const ZxCols<T> gzx = zx_cols(s, dzx.data());
+    const XbcCols<const T> xbc = xbc_cols<const T>(s, a.xbc.data());
+    const XbcCols<T> gxbc = xbc_cols(s, dxbc.data());
+    ref::gated_rmsnorm_bwd<T>(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg.data(),
+                              {.dy = dy.data(), .dz = gzx.z, .dw = Gr + o.gnorm_w});
+    ref::ssd_bwd<T>(
+        s.ssd, {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C, .Dskip = P + o.D},
+        dy.data(),
+        {.dx = gxbc.x, .ddelta = ddelta.data(), .dA_log = Gr + o.A_log, .dB = gxbc.B, .dC = gxbc.C,
+         .dD = Gr + o.D});
+    ref::dt_softplus_bwd<T>(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta.data(),
+                            {.ddt = gzx.dt, .ddt_bias = Gr + o.dt_bias});
+    ref::conv1d_silu_bwd<T>(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc.data(),
+                            {.dx = gzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b});
+    ref::linear_bwd<T>(s.in_proj, {.x = a.hn.data(), .w = P + o.in_proj_w}, dzx.data(),
+                       {.dx = dhn.data(), .dw = Gr + o.in_proj_w});
+    ref::rmsnorm_bwd<T>(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn.data(),
+                        {.dx = dh.data(), .dw = Gr + o.norm_w}, true);
   }
-  ref::linear_bwd<T>(s.input, x_.data(), P + lay_.in_w, dh.data(), dx, Gr + lay_.in_w, Gr + lay_.in_b);
+  ref::linear_bwd<T>(s.input, {.x = x_.data(), .w = P + lay_.in_w}, dh.data(),
+                     {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b});
 }
 
 template class RefModel<float>;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "fd_util.h"
+#include "model/layer_shapes.h"
 #include "model/model_ref.h"
 
 namespace mlalpha::test {
@@ -98,6 +99,31 @@ TEST(ModelRef, ChunkedEqualsRecurrent) {
   const auto ya = a.forward(params.data(), x.data(), 2, 11);
   const auto yb = b.forward(params.data(), x.data(), 2, 11);
   EXPECT_TRUE(all_close(yb, ya, 1e-12, 1e-12, "model output chunked vs recurrent"));
+}
+
+// The named column views tile their rows in DESIGN section 1's order, z | xBC | dt and x | B | C, with the
+// row strides the ops' parameters use.
+TEST(LayerShapes, ColumnViewsTileTheRows) {
+  const LayerShapes s(small_config(), 2, 5);  // d_inner 16, G·N 6: conv_dim 28, in_proj 48
+  std::vector<float> zx(size_t(s.M) * s.proj), xbc(size_t(s.M) * s.cd);
+  const ZxCols<float> z = zx_cols(s, zx.data());
+  EXPECT_EQ(z.z - zx.data(), 0);
+  EXPECT_EQ(z.xBC - zx.data(), 16);
+  EXPECT_EQ(z.dt - zx.data(), 16 + 28);
+  EXPECT_EQ(z.dt + s.H - zx.data(), 48);  // dt is the last H columns
+  EXPECT_EQ(z.ld, 48);
+  EXPECT_EQ(s.conv.ld_x, z.ld);
+  EXPECT_EQ(s.dt.ld_dt, z.ld);
+  EXPECT_EQ(s.gnorm.ld_z, z.ld);
+  EXPECT_EQ(s.conv.C, int(z.dt - z.xBC));
+  const XbcCols<const float> x = xbc_cols<const float>(s, xbc.data());
+  EXPECT_EQ(x.x - xbc.data(), 0);
+  EXPECT_EQ(x.B - xbc.data(), 16);
+  EXPECT_EQ(x.C - xbc.data(), 16 + 6);
+  EXPECT_EQ(x.C + s.GN - xbc.data(), 28);  // C is the last G·N columns
+  EXPECT_EQ(x.ld, 28);
+  EXPECT_EQ(s.ssd.ld, x.ld);
+  EXPECT_EQ(s.ssd.H * s.ssd.P, int(x.B - x.x));
 }
 
 }  // namespace

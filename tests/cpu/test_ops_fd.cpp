@@ -25,9 +25,12 @@ TEST(OpsFd, Linear) {
     V x = random_vec<double>(size_t(M) * IN, rng), w = random_vec<double>(size_t(OUT) * IN, rng),
       b = random_vec<double>(OUT, rng), r = random_vec<double>(size_t(M) * OUT, rng), y(size_t(M) * OUT);
     const LinearParams p{M, IN, OUT};
-    auto f = [&] { ref::linear_fwd(p, x.data(), w.data(), b.data(), y.data()); return dot(y, r); };
+    auto f = [&] {
+      ref::linear_fwd(p, {.x = x.data(), .w = w.data(), .b = b.data()}, y.data());
+      return dot(y, r);
+    };
     V dx(x.size()), dw(w.size(), 0.0), db(b.size(), 0.0);
-    ref::linear_bwd(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    ref::linear_bwd(p, {.x = x.data(), .w = w.data()}, r.data(), {.dx = dx.data(), .dw = dw.data(), .db = db.data()});
     EXPECT_TRUE(fd_check({"linear.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"linear.w", &w, dw}, f));
     EXPECT_TRUE(fd_check({"linear.b", &b, db}, f));
@@ -43,16 +46,19 @@ TEST(OpsFd, LinearAdd) {
       b = random_vec<double>(OUT, rng), res = random_vec<double>(size_t(M) * OUT, rng),
       r = random_vec<double>(size_t(M) * OUT, rng), y(size_t(M) * OUT);
     const LinearParams p{M, IN, OUT};
-    auto f = [&] { ref::linear_fwd_add(p, x.data(), w.data(), b.data(), res.data(), y.data()); return dot(y, r); };
+    auto f = [&] {
+      ref::linear_fwd_add(p, {.x = x.data(), .w = w.data(), .b = b.data()}, res.data(), y.data());
+      return dot(y, r);
+    };
     V dx(x.size()), dw(w.size(), 0.0), db(b.size(), 0.0);
-    ref::linear_bwd(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    ref::linear_bwd(p, {.x = x.data(), .w = w.data()}, r.data(), {.dx = dx.data(), .dw = dw.data(), .db = db.data()});
     EXPECT_TRUE(fd_check({"linear_add.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"linear_add.w", &w, dw}, f));
     EXPECT_TRUE(fd_check({"linear_add.b", &b, db}, f));
     EXPECT_TRUE(fd_check({"linear_add.r", &res, r}, f));
     f();
     V inplace = res;
-    ref::linear_fwd_add(p, x.data(), w.data(), b.data(), inplace.data(), inplace.data());
+    ref::linear_fwd_add(p, {.x = x.data(), .w = w.data(), .b = b.data()}, inplace.data(), inplace.data());
     EXPECT_EQ(inplace, y);
   }
 }
@@ -63,10 +69,11 @@ TEST(OpsFd, RmsNorm) {
     V x = random_vec<double>(size_t(M) * D, rng), w = random_vec<double>(D, rng, 0.5, 1.5),
       r = random_vec<double>(x.size(), rng), y(x.size()), rstd(M);
     const RmsNormParams p{M, D};
-    auto f = [&] { ref::rmsnorm_fwd(p, x.data(), w.data(), y.data(), rstd.data()); return dot(y, r); };
+    const RmsNormInputs<double> in{.x = x.data(), .w = w.data()};
+    auto f = [&] { ref::rmsnorm_fwd(p, in, y.data(), rstd.data()); return dot(y, r); };
     f();
     V dx = random_vec<double>(x.size(), rng), dx0 = dx, dw(D, 0.0);
-    ref::rmsnorm_bwd(p, x.data(), w.data(), rstd.data(), r.data(), dx.data(), dw.data(), true);
+    ref::rmsnorm_bwd(p, in, rstd.data(), r.data(), {.dx = dx.data(), .dw = dw.data()}, true);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];  // accumulate mode added exactly the gradient
     EXPECT_TRUE(fd_check({"rmsnorm.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"rmsnorm.w", &w, dw}, f));
@@ -80,9 +87,10 @@ TEST(OpsFd, Conv1dSilu) {
     V x = random_vec<double>(size_t(B) * L * ld, rng), w = random_vec<double>(size_t(C) * W, rng),
       bias = random_vec<double>(C, rng), r = random_vec<double>(size_t(B) * L * C, rng), y(r.size());
     const Conv1dParams p{B, L, C, W, ld};
-    auto f = [&] { ref::conv1d_silu_fwd(p, x.data(), w.data(), bias.data(), y.data()); return dot(y, r); };
+    const Conv1dInputs<double> in{.x = x.data(), .w = w.data(), .bias = bias.data()};
+    auto f = [&] { ref::conv1d_silu_fwd(p, in, y.data()); return dot(y, r); };
     V dx(x.size(), 0.0), dw(w.size(), 0.0), db(C, 0.0);
-    ref::conv1d_silu_bwd(p, x.data(), w.data(), bias.data(), r.data(), dx.data(), dw.data(), db.data());
+    ref::conv1d_silu_bwd(p, in, r.data(), {.dx = dx.data(), .dw = dw.data(), .dbias = db.data()});
     EXPECT_TRUE(fd_check({"conv1d.x", &x, dx}, f));
     EXPECT_TRUE(fd_check({"conv1d.w", &w, dw}, f));
     EXPECT_TRUE(fd_check({"conv1d.bias", &bias, db}, f));
@@ -97,9 +105,10 @@ TEST(OpsFd, DtSoftplus) {
     V dt = random_vec<double>(size_t(M) * ld, rng, -2, 2), bias = random_vec<double>(H, rng),
       r = random_vec<double>(size_t(M) * H, rng), delta(r.size());
     const DtParams p{M, H, ld, float(lo), float(hi)};
-    auto f = [&] { ref::dt_softplus_fwd(p, dt.data(), bias.data(), delta.data()); return dot(delta, r); };
+    const DtInputs<double> in{.dt = dt.data(), .dt_bias = bias.data()};
+    auto f = [&] { ref::dt_softplus_fwd(p, in, delta.data()); return dot(delta, r); };
     V ddt(dt.size(), 0.0), dbias(H, 0.0);
-    ref::dt_softplus_bwd(p, dt.data(), bias.data(), r.data(), ddt.data(), dbias.data());
+    ref::dt_softplus_bwd(p, in, r.data(), {.ddt = ddt.data(), .ddt_bias = dbias.data()});
     EXPECT_TRUE(fd_check({"dt.dt", &dt, ddt}, f));
     EXPECT_TRUE(fd_check({"dt.bias", &bias, dbias}, f));
   }
@@ -112,10 +121,11 @@ TEST(OpsFd, GatedRmsNorm) {
       w = random_vec<double>(Dn, rng, 0.5, 1.5), r = random_vec<double>(y.size(), rng), out(y.size()),
       rstd(size_t(M) * G);
     const GatedNormParams p{M, Dn, G, ld};
-    auto f = [&] { ref::gated_rmsnorm_fwd(p, y.data(), z.data(), w.data(), out.data(), rstd.data()); return dot(out, r); };
+    const GatedNormInputs<double> in{.y = y.data(), .z = z.data(), .w = w.data()};
+    auto f = [&] { ref::gated_rmsnorm_fwd(p, in, out.data(), rstd.data()); return dot(out, r); };
     f();
     V dy(y.size()), dz(z.size(), 0.0), dw(Dn, 0.0);
-    ref::gated_rmsnorm_bwd(p, y.data(), z.data(), w.data(), rstd.data(), r.data(), dy.data(), dz.data(), dw.data());
+    ref::gated_rmsnorm_bwd(p, in, rstd.data(), r.data(), {.dy = dy.data(), .dz = dz.data(), .dw = dw.data()});
     EXPECT_TRUE(fd_check({"gated.y", &y, dy}, f));
     EXPECT_TRUE(fd_check({"gated.z", &z, dz}, f));
     EXPECT_TRUE(fd_check({"gated.w", &w, dw}, f));
@@ -129,9 +139,10 @@ TEST(OpsFd, Loss) {
     V out = random_vec<double>(size_t(B) * L * K, rng, -2, 2), y = random_vec<double>(out.size(), rng, -2, 2);
     y[3] = std::numeric_limits<double>::quiet_NaN();  // masked target
     const LossParams p{B, L, K, kind, 0.7f, 1};
-    auto f = [&] { return ref::loss_fwd_bwd<double>(p, out.data(), y.data(), nullptr).loss; };
+    const LossInputs<double> in{.out = out.data(), .y = y.data()};
+    auto f = [&] { return ref::loss_fwd_bwd<double>(p, in, nullptr).loss; };
     V dout(out.size());
-    const auto res = ref::loss_fwd_bwd<double>(p, out.data(), y.data(), dout.data());
+    const auto res = ref::loss_fwd_bwd<double>(p, in, dout.data());
     EXPECT_EQ(res.count, B * (L - 1) * K - 1);  // burn-in drops t = 0; one NaN target
     EXPECT_EQ(dout[3], 0.0);
     EXPECT_TRUE(fd_check({kind == LossKind::MSE ? "loss.mse" : "loss.huber", &out, dout}, f));
@@ -141,7 +152,8 @@ TEST(OpsFd, Loss) {
 TEST(OpsFd, LossAllMaskedIsZero) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   V out{1.0, 2.0}, y{nan, nan}, dout(2, 5.0);
-  const auto res = ref::loss_fwd_bwd<double>({1, 2, 1, LossKind::MSE, 1.0f, 0}, out.data(), y.data(), dout.data());
+  const auto res =
+      ref::loss_fwd_bwd<double>({1, 2, 1, LossKind::MSE, 1.0f, 0}, {.out = out.data(), .y = y.data()}, dout.data());
   EXPECT_EQ(res.count, 0);
   EXPECT_EQ(res.loss, 0.0);  // max(1, Σm) keeps it finite
   EXPECT_EQ(dout[0], 0.0);
@@ -159,13 +171,16 @@ TEST(OpsFd, Ssd) {
       r = random_vec<double>(size_t(s.B) * s.L * s.H * s.P, rng), y(r.size());
     const SsdParams p{s.B, s.L, s.H, s.P, s.G, s.N, s.Q, ld};
     const int bo = s.H * s.P, co = bo + s.G * s.N;
+    const SsdInputs<double> in{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                               .Bm = xbc.data() + bo, .Cm = xbc.data() + co, .Dskip = D.data()};
     auto f = [&] {
-      ref::ssd_fwd_recurrent(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), y.data());
+      ref::ssd_fwd_recurrent(p, in, y.data());
       return dot(y, r);
     };
     V dxbc(xbc.size(), 0.0), ddelta(delta.size()), dA(s.H, 0.0), dD(s.H, 0.0);
-    ref::ssd_bwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), r.data(),
-                 dxbc.data(), ddelta.data(), dA.data(), dxbc.data() + bo, dxbc.data() + co, dD.data());
+    ref::ssd_bwd(p, in, r.data(),
+                 {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA.data(), .dB = dxbc.data() + bo,
+                  .dC = dxbc.data() + co, .dD = dD.data()});
     EXPECT_TRUE(fd_check({"ssd.xBC", &xbc, dxbc}, f, 200));
     EXPECT_TRUE(fd_check({"ssd.delta", &delta, ddelta}, f));
     EXPECT_TRUE(fd_check({"ssd.A_log", &A_log, dA}, f));

@@ -22,8 +22,10 @@ TEST(SsdChunked, EqualsRecurrence) {
     const SsdParams p{s.B, s.L, s.H, s.P, s.G, s.N, s.Q, ld};
     const int bo = s.H * s.P, co = bo + s.G * s.N;
     std::vector<double> y_rec(size_t(s.B) * s.L * s.H * s.P), y_chk(y_rec.size(), 12345.0);
-    ref::ssd_fwd_recurrent(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), y_rec.data());
-    ref::ssd_fwd_chunked(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + bo, xbc.data() + co, D.data(), y_chk.data());
+    const SsdInputs<double> in{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                               .Bm = xbc.data() + bo, .Cm = xbc.data() + co, .Dskip = D.data()};
+    ref::ssd_fwd_recurrent(p, in, y_rec.data());
+    ref::ssd_fwd_chunked(p, in, y_chk.data());
     EXPECT_TRUE(all_close(y_chk, y_rec, tol::kChunkedVsRecurrent, tol::kChunkedVsRecurrent,
                           "chunked vs recurrent L=" + std::to_string(s.L) + " Q=" + std::to_string(s.Q)));
   }
@@ -51,9 +53,9 @@ TEST(SsdGpuShapes, SavedBufferSize) {
 
 TEST(SsdGpuShapes, RejectsUnsupportedShapes) {
   SsdParams p{1, 8, 1, 256, 1, 256, 4, 256 + 512};  // the (P, N) state alone exceeds shared memory
-  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_fwd(p, SsdInputs<float>{}, nullptr, nullptr, nullptr), Error);
   p = SsdParams{1, 8, 1, 4, 1, 8, 4, 2};  // ld < H·P
-  EXPECT_THROW(gpu::ssd_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_fwd(p, SsdInputs<float>{}, nullptr, nullptr, nullptr), Error);
   EXPECT_THROW(gpu::ssd_saved_floats(p), Error);
   EXPECT_THROW(gpu::ssd_bwd_workspace_floats(p), Error);
 }

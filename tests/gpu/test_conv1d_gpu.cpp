@@ -50,16 +50,16 @@ void check_shape(const Conv1dParams& p, uint64_t salt) {
 
   const auto xd = cast_vec<double>(x), wd = cast_vec<double>(w), bd = cast_vec<double>(bias), dyd = cast_vec<double>(dy);
   std::vector<double> y_ref(ny), dx_ref(nx, 0.0), dw_ref = cast_vec<double>(dw0), db_ref = cast_vec<double>(db0);
-  ref::conv1d_silu_fwd<double>(p, xd.data(), wd.data(), bd.data(), y_ref.data());
-  ref::conv1d_silu_bwd<double>(p, xd.data(), wd.data(), bd.data(), dyd.data(), dx_ref.data(), dw_ref.data(),
-                               db_ref.data());
+  ref::conv1d_silu_fwd<double>(p, {.x = xd.data(), .w = wd.data(), .bias = bd.data()}, y_ref.data());
+  ref::conv1d_silu_bwd<double>(p, {.x = xd.data(), .w = wd.data(), .bias = bd.data()}, dyd.data(),
+                               {.dx = dx_ref.data(), .dw = dw_ref.data(), .dbias = db_ref.data()});
 
   auto x_g = to_device(x), w_g = to_device(w), b_g = to_device(bias), dy_g = to_device(dy);
   auto y_g = poisoned(ny), dx_g = poisoned(nx), dw_g = to_device(dw0), db_g = to_device(db0);
   auto ws = poisoned(gpu::conv1d_silu_bwd_workspace_floats(p));  // must not rely on zeroed scratch
-  gpu::conv1d_silu_fwd(p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
-  gpu::conv1d_silu_bwd(p, x_g.data(), w_g.data(), b_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(),
-                       ws.data(), nullptr);
+  gpu::conv1d_silu_fwd(p, {.x = x_g.data(), .w = w_g.data(), .bias = b_g.data()}, y_g.data(), nullptr);
+  gpu::conv1d_silu_bwd(p, {.x = x_g.data(), .w = w_g.data(), .bias = b_g.data()}, dy_g.data(),
+                       {.dx = dx_g.data(), .dw = dw_g.data(), .dbias = db_g.data()}, ws.data(), nullptr);
 
   EXPECT_TRUE(all_close(from_device(y_g), y_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "y"));
   // dx: compare the C used columns; the others must still hold the poison (0xFFFFFFFF)
@@ -138,9 +138,11 @@ TEST(Conv1dGpu, VectorAndScalarPathsAgreeBitwise) {
       auto put = [&](const std::vector<float>& h) { return to_device_at(h, off); };
       auto x_g = put(x), w_g = put(w), b_g = put(bias), dy_g = put(dy), dw_g = put(dw0), db_g = put(db0);
       auto y_g = put(std::vector<float>(ny)), dx_g = put(x), ws = put(std::vector<float>(nws));
-      gpu::conv1d_silu_fwd(p, x_g.data() + off, w_g.data() + off, b_g.data() + off, y_g.data() + off, nullptr);
-      gpu::conv1d_silu_bwd(p, x_g.data() + off, w_g.data() + off, b_g.data() + off, dy_g.data() + off,
-                           dx_g.data() + off, dw_g.data() + off, db_g.data() + off, ws.data() + off, nullptr);
+      gpu::conv1d_silu_fwd(p, {.x = x_g.data() + off, .w = w_g.data() + off, .bias = b_g.data() + off},
+                           y_g.data() + off, nullptr);
+      gpu::conv1d_silu_bwd(
+          p, {.x = x_g.data() + off, .w = w_g.data() + off, .bias = b_g.data() + off}, dy_g.data() + off,
+          {.dx = dx_g.data() + off, .dw = dw_g.data() + off, .dbias = db_g.data() + off}, ws.data() + off, nullptr);
       auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
       return std::vector<std::vector<float>>{get(y_g), get(dx_g), get(dw_g), get(db_g)};
     };
@@ -151,9 +153,8 @@ TEST(Conv1dGpu, VectorAndScalarPathsAgreeBitwise) {
 TEST(Conv1dGpu, DegenerateAndInvalid) {
   const Conv1dParams empty{0, 5, 8, 4, 8};
   EXPECT_EQ(0u, gpu::conv1d_silu_bwd_workspace_floats(empty));
-  EXPECT_NO_THROW(gpu::conv1d_silu_fwd(empty, nullptr, nullptr, nullptr, nullptr, nullptr));
-  EXPECT_NO_THROW(
-      gpu::conv1d_silu_bwd(empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::conv1d_silu_fwd(empty, {}, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::conv1d_silu_bwd(empty, {}, nullptr, {}, nullptr, nullptr));
   EXPECT_THROW(gpu::conv1d_silu_bwd_workspace_floats(Conv1dParams{1, 4, 8, 9, 8}), Error);  // W > 8
   EXPECT_THROW(gpu::conv1d_silu_bwd_workspace_floats(Conv1dParams{1, 4, 8, 4, 7}), Error);  // ld_x < C
 }
@@ -169,9 +170,9 @@ TEST(Conv1dGpu, Deterministic) {
     auto x_g = to_device(x), w_g = to_device(w), b_g = to_device(bias), dy_g = to_device(dy);
     auto y_g = poisoned(ny), dx_g = poisoned(x.size()), dw_g = to_device(dw0), db_g = to_device(db0);
     auto ws = poisoned(gpu::conv1d_silu_bwd_workspace_floats(p));
-    gpu::conv1d_silu_fwd(p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
-    gpu::conv1d_silu_bwd(p, x_g.data(), w_g.data(), b_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(),
-                         ws.data(), nullptr);
+    gpu::conv1d_silu_fwd(p, {.x = x_g.data(), .w = w_g.data(), .bias = b_g.data()}, y_g.data(), nullptr);
+    gpu::conv1d_silu_bwd(p, {.x = x_g.data(), .w = w_g.data(), .bias = b_g.data()}, dy_g.data(),
+                         {.dx = dx_g.data(), .dw = dw_g.data(), .dbias = db_g.data()}, ws.data(), nullptr);
     return std::vector<std::vector<float>>{from_device(y_g), from_device(dx_g), from_device(dw_g), from_device(db_g)};
   };
   const auto a = run(), b = run();

@@ -61,10 +61,10 @@ void check_shape(int M, int Dn, int G, int ld_z, uint64_t salt) {
   const auto yd = cast_vec<double>(in.y), zd = cast_vec<double>(in.z), wd = cast_vec<double>(in.w);
   const auto doutd = cast_vec<double>(in.dout);
   std::vector<double> out_ref(n), rstd_ref(size_t(M) * G);
-  ref::gated_rmsnorm_fwd<double>(p, yd.data(), zd.data(), wd.data(), out_ref.data(), rstd_ref.data());
+  ref::gated_rmsnorm_fwd<double>(p, {.y = yd.data(), .z = zd.data(), .w = wd.data()}, out_ref.data(), rstd_ref.data());
   auto y_g = to_device(in.y), z_g = to_device(in.z), w_g = to_device(in.w), dout_g = to_device(in.dout);
   auto out_g = poisoned(n), rstd_g = poisoned(size_t(M) * G);
-  gpu::gated_rmsnorm_fwd(p, y_g.data(), z_g.data(), w_g.data(), out_g.data(), rstd_g.data(), nullptr);
+  gpu::gated_rmsnorm_fwd(p, {.y = y_g.data(), .z = z_g.data(), .w = w_g.data()}, out_g.data(), rstd_g.data(), nullptr);
   EXPECT_TRUE(all_close(from_device(out_g), out_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "out"));
   EXPECT_TRUE(all_close(from_device(rstd_g), rstd_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "rstd"));
 
@@ -77,8 +77,8 @@ void check_shape(int M, int Dn, int G, int ld_z, uint64_t salt) {
   for (int m = 0; m < M; ++m)
     for (int i = 0; i < Dn; ++i) dz0[size_t(m) * ld_z + i] = std::numeric_limits<float>::quiet_NaN();
   std::vector<double> dy_ref(n), dz_ref = cast_vec<double>(dz0), dw_ref = cast_vec<double>(in.dw0);
-  ref::gated_rmsnorm_bwd<double>(p, yd.data(), zd.data(), wd.data(), rstdd.data(), doutd.data(), dy_ref.data(),
-                                 dz_ref.data(), dw_ref.data());
+  ref::gated_rmsnorm_bwd<double>(p, {.y = yd.data(), .z = zd.data(), .w = wd.data()}, rstdd.data(), doutd.data(),
+                                 {.dy = dy_ref.data(), .dz = dz_ref.data(), .dw = dw_ref.data()});
   // du = r·w·dout − u·c is a difference that can cancel far below its terms, so dy, dz and dw are checked
   // against the size of their terms (close_to_terms): |r·w·dout| + |u·c| for du, times the factor that
   // multiplies du, |SiLU(z)| (dy) or |y·SiLU'(z)| (dz)
@@ -103,8 +103,8 @@ void check_shape(int M, int Dn, int G, int ld_z, uint64_t salt) {
     }
   auto rstd_in = to_device(rstd), dw_g = to_device(in.dw0), dz_g = to_device(dz0);
   auto dy_g = poisoned(n), ws = poisoned(gpu::gated_rmsnorm_bwd_workspace_floats(p));
-  gpu::gated_rmsnorm_bwd(p, y_g.data(), z_g.data(), w_g.data(), rstd_in.data(), dout_g.data(), dy_g.data(),
-                         dz_g.data(), dw_g.data(), ws.data(), nullptr);
+  gpu::gated_rmsnorm_bwd(p, {.y = y_g.data(), .z = z_g.data(), .w = w_g.data()}, rstd_in.data(), dout_g.data(),
+                         {.dy = dy_g.data(), .dz = dz_g.data(), .dw = dw_g.data()}, ws.data(), nullptr);
   EXPECT_TRUE(close_to_terms(from_device(dy_g), dy_ref, dy_mag, tol::kGpuElemAbs, tol::kGpuElemRel, "dy"));
   const auto dz = from_device(dz_g);
   std::vector<float> dz_cols(n);
@@ -150,9 +150,10 @@ TEST(GatedRmsNormGpu, Deterministic) {
     auto y_g = to_device(in.y), z_g = to_device(in.z), w_g = to_device(in.w), dout_g = to_device(in.dout);
     auto dw_g = to_device(in.dw0), out_g = poisoned(n), rstd_g = poisoned(size_t(p.M) * p.G);
     auto dy_g = poisoned(n), dz_g = poisoned(nz), ws = poisoned(gpu::gated_rmsnorm_bwd_workspace_floats(p));
-    gpu::gated_rmsnorm_fwd(p, y_g.data(), z_g.data(), w_g.data(), out_g.data(), rstd_g.data(), nullptr);
-    gpu::gated_rmsnorm_bwd(p, y_g.data(), z_g.data(), w_g.data(), rstd_g.data(), dout_g.data(), dy_g.data(),
-                           dz_g.data(), dw_g.data(), ws.data(), nullptr);
+    gpu::gated_rmsnorm_fwd(p, {.y = y_g.data(), .z = z_g.data(), .w = w_g.data()}, out_g.data(), rstd_g.data(),
+                           nullptr);
+    gpu::gated_rmsnorm_bwd(p, {.y = y_g.data(), .z = z_g.data(), .w = w_g.data()}, rstd_g.data(), dout_g.data(),
+                           {.dy = dy_g.data(), .dz = dz_g.data(), .dw = dw_g.data()}, ws.data(), nullptr);
     return std::vector<std::vector<float>>{from_device(out_g), from_device(rstd_g), from_device(dy_g),
                                            from_device(dz_g), from_device(dw_g)};
   };
@@ -182,10 +183,11 @@ TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
       auto y_g = put(in.y), z_g = put(in.z), w_g = put(in.w), dout_g = put(in.dout), dw_g = put(in.dw0);
       auto out_g = put(std::vector<float>(n)), rstd_g = put(std::vector<float>(size_t(p.M) * p.G));
       auto dy_g = put(std::vector<float>(n)), dz_g = put(in.z), ws = put(std::vector<float>(nws));
-      gpu::gated_rmsnorm_fwd(p, y_g.data() + off, z_g.data() + off, w_g.data() + off, out_g.data() + off,
-                             rstd_g.data() + off, nullptr);
-      gpu::gated_rmsnorm_bwd(p, y_g.data() + off, z_g.data() + off, w_g.data() + off, rstd_g.data() + off,
-                             dout_g.data() + off, dy_g.data() + off, dz_g.data() + off, dw_g.data() + off,
+      gpu::gated_rmsnorm_fwd(p, {.y = y_g.data() + off, .z = z_g.data() + off, .w = w_g.data() + off},
+                             out_g.data() + off, rstd_g.data() + off, nullptr);
+      gpu::gated_rmsnorm_bwd(p, {.y = y_g.data() + off, .z = z_g.data() + off, .w = w_g.data() + off},
+                             rstd_g.data() + off, dout_g.data() + off,
+                             {.dy = dy_g.data() + off, .dz = dz_g.data() + off, .dw = dw_g.data() + off},
                              ws.data() + off, nullptr);
       auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
       return std::vector<std::vector<float>>{get(out_g), get(rstd_g), get(dy_g), get(dz_g), get(dw_g)};
@@ -195,15 +197,13 @@ TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
 }
 
 TEST(GatedRmsNormGpu, RejectsBadShapes) {
-  auto fwd = [](GatedNormParams p) {
-    gpu::gated_rmsnorm_fwd(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-  };
+  auto fwd = [](GatedNormParams p) { gpu::gated_rmsnorm_fwd(p, {}, nullptr, nullptr, nullptr); };
   EXPECT_THROW(fwd(GatedNormParams{4, 10, 3, 10, 1e-5f}), Error);  // Dn % G != 0
   EXPECT_THROW(fwd(GatedNormParams{4, 10, 1, 8, 1e-5f}), Error);   // ld_z < Dn
   EXPECT_THROW(fwd(GatedNormParams{4, 8196, 1, 8196, 1e-5f}), Error);  // group of 8196 > 8192 channels
-  EXPECT_THROW(gpu::gated_rmsnorm_bwd(GatedNormParams{4, 16392, 2, 16392, 1e-5f}, nullptr, nullptr, nullptr, nullptr,
-                                      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
-               Error);  // group of 8196 > 8192 channels
+  EXPECT_THROW(
+      gpu::gated_rmsnorm_bwd(GatedNormParams{4, 16392, 2, 16392, 1e-5f}, {}, nullptr, nullptr, {}, nullptr, nullptr),
+      Error);  // group of 8196 > 8192 channels
 }
 
 }  // namespace

@@ -80,29 +80,36 @@ void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
   const auto xd = cast_vec<double>(x), wd = cast_vec<double>(w), bd = cast_vec<double>(b), dyd = cast_vec<double>(dy);
   const auto xa = abs_of(x), wa = abs_of(w), ba = abs_of(b), dya = abs_of(dy);
   std::vector<double> y_ref(ny), y_mag(ny);
-  ref::linear_fwd<double>(p, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, y_ref.data());
-  ref::linear_fwd<double>(p, xa.data(), wa.data(), c.bias ? ba.data() : nullptr, y_mag.data());
+  ref::linear_fwd<double>(p, {.x = xd.data(), .w = wd.data(), .b = c.bias ? bd.data() : nullptr}, y_ref.data());
+  ref::linear_fwd<double>(p, {.x = xa.data(), .w = wa.data(), .b = c.bias ? ba.data() : nullptr}, y_mag.data());
   const auto rd = cast_vec<double>(r), ra = abs_of(r);
   std::vector<double> ya_ref(ny), ya_mag(ny);
-  ref::linear_fwd_add<double>(p, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, rd.data(), ya_ref.data());
-  ref::linear_fwd_add<double>(p, xa.data(), wa.data(), c.bias ? ba.data() : nullptr, ra.data(), ya_mag.data());
+  ref::linear_fwd_add<double>(p, {.x = xd.data(), .w = wd.data(), .b = c.bias ? bd.data() : nullptr}, rd.data(),
+                              ya_ref.data());
+  ref::linear_fwd_add<double>(p, {.x = xa.data(), .w = wa.data(), .b = c.bias ? ba.data() : nullptr}, ra.data(),
+                              ya_mag.data());
   std::vector<double> dx_ref(nx), dx_mag(nx), dw_ref = cast_vec<double>(dw0), dw_mag = abs_of(dw0);
   std::vector<double> db_ref = cast_vec<double>(db0), db_mag = abs_of(db0);
-  ref::linear_bwd<double>(p, xd.data(), wd.data(), dyd.data(), dx_ref.data(), dw_ref.data(), db_ref.data());
-  ref::linear_bwd<double>(p, xa.data(), wa.data(), dya.data(), dx_mag.data(), dw_mag.data(), db_mag.data());
+  ref::linear_bwd<double>(p, {.x = xd.data(), .w = wd.data()}, dyd.data(),
+                          {.dx = dx_ref.data(), .dw = dw_ref.data(), .db = db_ref.data()});
+  ref::linear_bwd<double>(p, {.x = xa.data(), .w = wa.data()}, dya.data(),
+                          {.dx = dx_mag.data(), .dw = dw_mag.data(), .db = db_mag.data()});
 
   // GPU
   auto x_g = upload_at(x, c.off), w_g = upload_at(w, c.off), b_g = upload_at(b, c.off), dy_g = upload_at(dy, c.off);
   auto y_g = poisoned_at(ny, c.off), dx_g = poisoned_at(nx, c.off);
   auto dw_g = upload_at(dw0, c.off), db_g = upload_at(db0, c.off);
   auto ws = test::poisoned(gpu::linear_bwd_workspace_floats(p));  // must not rely on zeroed scratch
-  gpu::linear_fwd(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, y_g.ptr(), nullptr);
-  gpu::linear_bwd(g, p, x_g.ptr(), w_g.ptr(), dy_g.ptr(), c.dx ? dx_g.ptr() : nullptr, dw_g.ptr(),
-                  c.bias ? db_g.ptr() : nullptr, c.bias ? ws.data() : nullptr, nullptr);
+  gpu::linear_fwd(g, p, {.x = x_g.ptr(), .w = w_g.ptr(), .b = c.bias ? b_g.ptr() : nullptr}, y_g.ptr(), nullptr);
+  gpu::linear_bwd(g, p, {.x = x_g.ptr(), .w = w_g.ptr()}, dy_g.ptr(),
+                  {.dx = c.dx ? dx_g.ptr() : nullptr, .dw = dw_g.ptr(), .db = c.bias ? db_g.ptr() : nullptr},
+                  c.bias ? ws.data() : nullptr, nullptr);
   // residual forward: out of place into a poisoned y (r must stay unchanged), and in place (y = r)
   auto r_g = upload_at(r, c.off), ya_g = poisoned_at(ny, c.off), yi_g = upload_at(r, c.off);
-  gpu::linear_fwd_add(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, r_g.ptr(), ya_g.ptr(), nullptr);
-  gpu::linear_fwd_add(g, p, x_g.ptr(), w_g.ptr(), c.bias ? b_g.ptr() : nullptr, yi_g.ptr(), yi_g.ptr(), nullptr);
+  gpu::linear_fwd_add(g, p, {.x = x_g.ptr(), .w = w_g.ptr(), .b = c.bias ? b_g.ptr() : nullptr}, r_g.ptr(), ya_g.ptr(),
+                      nullptr);
+  gpu::linear_fwd_add(g, p, {.x = x_g.ptr(), .w = w_g.ptr(), .b = c.bias ? b_g.ptr() : nullptr}, yi_g.ptr(), yi_g.ptr(),
+                      nullptr);
 
   EXPECT_TRUE(rel_l2_close_to_terms(y_g.get(), y_ref, y_mag, gemm_tol, "y"));
   EXPECT_TRUE(rel_l2_close_to_terms(ya_g.get(), ya_ref, ya_mag, gemm_tol, "y = r + x·Wᵀ (out of place)"));
@@ -171,8 +178,8 @@ TEST(LinearGpu, EngineChoice) {
     auto dy = upload_at(random_vec<float>(size_t(p.M) * p.OUT, rng), off);
     auto y = poisoned_at(size_t(p.M) * p.OUT, off), dx = poisoned_at(size_t(p.M) * p.IN, off);
     auto dw = upload_at(random_vec<float>(size_t(p.OUT) * p.IN, rng), off);
-    gpu::linear_fwd(g, p, x.ptr(), w.ptr(), nullptr, y.ptr(), nullptr);
-    gpu::linear_bwd(g, p, x.ptr(), w.ptr(), dy.ptr(), dx.ptr(), dw.ptr(), nullptr, nullptr, nullptr);
+    gpu::linear_fwd(g, p, {.x = x.ptr(), .w = w.ptr()}, y.ptr(), nullptr);
+    gpu::linear_bwd(g, p, {.x = x.ptr(), .w = w.ptr()}, dy.ptr(), {.dx = dx.ptr(), .dw = dw.ptr()}, nullptr, nullptr);
   };
   auto count = [](const gpu::Gemm& g, const char* what) {
     int n = 0;
@@ -209,13 +216,13 @@ TEST(LinearGpu, DegenerateShapes) {
   gpu::Gemm g(ctx);
   const LinearParams empty{0, 5, 3};
   EXPECT_EQ(0u, gpu::linear_bwd_workspace_floats(empty));
-  EXPECT_NO_THROW(gpu::linear_fwd(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr));
-  EXPECT_NO_THROW(gpu::linear_bwd(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
-  EXPECT_THROW(gpu::linear_fwd(g, LinearParams{4, 0, 3}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
-  EXPECT_NO_THROW(gpu::linear_fwd_add(g, empty, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::linear_fwd(g, empty, {}, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::linear_bwd(g, empty, {}, nullptr, {}, nullptr, nullptr));
+  EXPECT_THROW(gpu::linear_fwd(g, LinearParams{4, 0, 3}, {}, nullptr, nullptr), Error);
+  EXPECT_NO_THROW(gpu::linear_fwd_add(g, empty, {}, nullptr, nullptr, nullptr));
   // r and y partly overlapping is rejected before any GEMM runs (in place, r == y, is allowed)
   DeviceBuffer<float> buf(64);
-  EXPECT_THROW(gpu::linear_fwd_add(g, LinearParams{4, 4, 4}, buf.data(), buf.data(), nullptr, buf.data(),
+  EXPECT_THROW(gpu::linear_fwd_add(g, LinearParams{4, 4, 4}, {.x = buf.data(), .w = buf.data()}, buf.data(),
                                    buf.data() + 1, nullptr),
                Error);
   EXPECT_EQ(0u, g.num_plans());
@@ -239,11 +246,11 @@ TEST(LinearGpu, Deterministic) {
         auto dw_g = test::to_device(dw0), db_g = test::to_device(db0);
         auto y_g = test::poisoned(ny), dx_g = test::poisoned(nx), ya_g = test::poisoned(ny);
         auto ws = test::poisoned(gpu::linear_bwd_workspace_floats(p));
-        gpu::linear_fwd(g, p, x_g.data(), w_g.data(), b_g.data(), y_g.data(), nullptr);
-        gpu::linear_bwd(g, p, x_g.data(), w_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), db_g.data(), ws.data(),
-                        nullptr);
+        gpu::linear_fwd(g, p, {.x = x_g.data(), .w = w_g.data(), .b = b_g.data()}, y_g.data(), nullptr);
+        gpu::linear_bwd(g, p, {.x = x_g.data(), .w = w_g.data()}, dy_g.data(),
+                        {.dx = dx_g.data(), .dw = dw_g.data(), .db = db_g.data()}, ws.data(), nullptr);
         // the residual forward as the model runs it: no bias, r = the forward's y, out of place
-        gpu::linear_fwd_add(g, p, x_g.data(), w_g.data(), nullptr, y_g.data(), ya_g.data(), nullptr);
+        gpu::linear_fwd_add(g, p, {.x = x_g.data(), .w = w_g.data()}, y_g.data(), ya_g.data(), nullptr);
         return std::vector<std::vector<float>>{from_device(y_g), from_device(dx_g), from_device(dw_g),
                                                from_device(db_g), from_device(ya_g)};
       };
@@ -287,8 +294,8 @@ TEST(LinearGpu, OfflineAlgorithmTable) {
     auto r = test::to_device(random_vec<float>(size_t(p.M) * p.OUT, rng));
     auto y = test::poisoned(size_t(p.M) * p.OUT);
     auto dw = test::to_device(random_vec<float>(size_t(p.OUT) * p.IN, rng));
-    gpu::linear_fwd_add(g, p, x.data(), w.data(), nullptr, r.data(), y.data(), nullptr);
-    gpu::linear_bwd(g, p, x.data(), w.data(), r.data(), nullptr, dw.data(), nullptr, nullptr, nullptr);
+    gpu::linear_fwd_add(g, p, {.x = x.data(), .w = w.data()}, r.data(), y.data(), nullptr);
+    gpu::linear_bwd(g, p, {.x = x.data(), .w = w.data()}, r.data(), {.dw = dw.data()}, nullptr, nullptr);
     for (const auto& v : {from_device(y), from_device(dw)})
       for (float f : v) ASSERT_TRUE(std::isfinite(f));
   }
@@ -297,7 +304,7 @@ TEST(LinearGpu, OfflineAlgorithmTable) {
     auto w = test::to_device(random_vec<float>(size_t(p.OUT) * p.IN, rng));
     auto dy = test::to_device(random_vec<float>(size_t(p.M) * p.OUT, rng));
     auto dx = test::poisoned(size_t(p.M) * p.IN);
-    gpu::linear_bwd(g, p, nullptr, w.data(), dy.data(), dx.data(), nullptr, nullptr, nullptr, nullptr);
+    gpu::linear_bwd(g, p, {.w = w.data()}, dy.data(), {.dx = dx.data()}, nullptr, nullptr);
     for (float f : from_device(dx)) ASSERT_TRUE(std::isfinite(f));
   }
   const auto plans = g.plan_descriptions();

@@ -53,7 +53,8 @@ GpuResult run_gpu(const Inputs& in) {
   auto dout_g = poisoned(n), loss_g = poisoned(1), ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(in.p));
   DeviceBuffer<int> count_g(1);
   count_g.fill_bytes(0xFF);
-  gpu::loss_fwd_bwd(in.p, out_g.data(), y_g.data(), dout_g.data(), loss_g.data(), count_g.data(), ws.data(), nullptr);
+  gpu::loss_fwd_bwd(in.p, {.out = out_g.data(), .y = y_g.data()},
+                    {.loss = loss_g.data(), .count = count_g.data(), .dout = dout_g.data()}, ws.data(), nullptr);
   GpuResult r{from_device(loss_g), from_device(dout_g), {}};
   r.count = count_g.download();
   return r;
@@ -66,7 +67,7 @@ void check_case(int B, int L, int K, LossKind kind, float delta, int burn_in, ui
   const size_t n = in.out.size();
   const auto outd = cast_vec<double>(in.out), yd = cast_vec<double>(in.y);
   std::vector<double> dout_ref(n);
-  const auto ref = ref::loss_fwd_bwd<double>(in.p, outd.data(), yd.data(), dout_ref.data());
+  const auto ref = ref::loss_fwd_bwd<double>(in.p, {.out = outd.data(), .y = yd.data()}, dout_ref.data());
 
   const GpuResult g = run_gpu(in);
   EXPECT_EQ(g.count[0], ref.count);

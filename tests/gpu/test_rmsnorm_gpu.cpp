@@ -43,10 +43,10 @@ void check_shape(int M, int D, bool accumulate, uint64_t salt) {
   // forward
   const auto xd = cast_vec<double>(x), wd = cast_vec<double>(w), dyd = cast_vec<double>(dy);
   std::vector<double> y_ref(n), rstd_ref(M);
-  ref::rmsnorm_fwd<double>(p, xd.data(), wd.data(), y_ref.data(), rstd_ref.data());
+  ref::rmsnorm_fwd<double>(p, {.x = xd.data(), .w = wd.data()}, y_ref.data(), rstd_ref.data());
   auto x_g = to_device(x), w_g = to_device(w), dy_g = to_device(dy);
   auto y_g = poisoned(n), rstd_g = poisoned(M);
-  gpu::rmsnorm_fwd(p, x_g.data(), w_g.data(), y_g.data(), rstd_g.data(), nullptr);
+  gpu::rmsnorm_fwd(p, {.x = x_g.data(), .w = w_g.data()}, y_g.data(), rstd_g.data(), nullptr);
   EXPECT_TRUE(all_close(from_device(y_g), y_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "y"));
   EXPECT_TRUE(all_close(from_device(rstd_g), rstd_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "rstd"));
 
@@ -54,8 +54,8 @@ void check_shape(int M, int D, bool accumulate, uint64_t salt) {
   const auto rstd = cast_vec<float>(rstd_ref);
   const auto rstdd = cast_vec<double>(rstd);
   std::vector<double> dx_ref = cast_vec<double>(dx0), dw_ref = cast_vec<double>(dw0);
-  ref::rmsnorm_bwd<double>(p, xd.data(), wd.data(), rstdd.data(), dyd.data(), dx_ref.data(), dw_ref.data(),
-                           accumulate);
+  ref::rmsnorm_bwd<double>(p, {.x = xd.data(), .w = wd.data()}, rstdd.data(), dyd.data(),
+                           {.dx = dx_ref.data(), .dw = dw_ref.data()}, accumulate);
   // dx_i = r·w_i·dy_i − x_i·c is a difference that can cancel far below its terms (D = 1 gives
   // dx ∝ eps / (x² + eps)), so dx and dw are checked against the size of their terms (close_to_terms).
   std::vector<double> mag(n);  // |r·w·dy| + |x·c| (+ |dx0| when accumulating)
@@ -74,8 +74,8 @@ void check_shape(int M, int D, bool accumulate, uint64_t salt) {
   auto rstd_in = to_device(rstd), dw_g = to_device(dw0);
   auto dx_g = accumulate ? to_device(dx0) : poisoned(n);
   auto ws = poisoned(gpu::rmsnorm_bwd_workspace_floats(p));  // must not rely on zeroed scratch
-  gpu::rmsnorm_bwd(p, x_g.data(), w_g.data(), rstd_in.data(), dy_g.data(), dx_g.data(), dw_g.data(), accumulate,
-                   ws.data(), nullptr);
+  gpu::rmsnorm_bwd(p, {.x = x_g.data(), .w = w_g.data()}, rstd_in.data(), dy_g.data(),
+                   {.dx = dx_g.data(), .dw = dw_g.data()}, accumulate, ws.data(), nullptr);
   EXPECT_TRUE(close_to_terms(from_device(dx_g), dx_ref, mag, tol::kGpuElemAbs, tol::kGpuElemRel, "dx"));
   // dw: per element against its terms (a short dw can cancel: dw0 ≈ −Σ), and as a whole vector where D is
   // long enough for the norm to be meaningful (there a single lost row would stand out).
@@ -109,9 +109,9 @@ TEST(RmsNormGpu, Deterministic) {
   auto run = [&](bool accumulate) {
     auto x_g = to_device(x), w_g = to_device(w), dy_g = to_device(dy), dx_g = to_device(dx0), dw_g = to_device(dw0);
     auto y_g = poisoned(n), rstd_g = poisoned(p.M), ws = poisoned(gpu::rmsnorm_bwd_workspace_floats(p));
-    gpu::rmsnorm_fwd(p, x_g.data(), w_g.data(), y_g.data(), rstd_g.data(), nullptr);
-    gpu::rmsnorm_bwd(p, x_g.data(), w_g.data(), rstd_g.data(), dy_g.data(), dx_g.data(), dw_g.data(), accumulate,
-                     ws.data(), nullptr);
+    gpu::rmsnorm_fwd(p, {.x = x_g.data(), .w = w_g.data()}, y_g.data(), rstd_g.data(), nullptr);
+    gpu::rmsnorm_bwd(p, {.x = x_g.data(), .w = w_g.data()}, rstd_g.data(), dy_g.data(),
+                     {.dx = dx_g.data(), .dw = dw_g.data()}, accumulate, ws.data(), nullptr);
     return std::vector<std::vector<float>>{from_device(y_g), from_device(rstd_g), from_device(dx_g),
                                            from_device(dw_g)};
   };
@@ -145,9 +145,10 @@ TEST(RmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
         auto x_g = put(x), w_g = put(w), dy_g = put(dy), dx_g = put(dx0), dw_g = put(dw0);
         auto y_g = put(std::vector<float>(n)), rstd_g = put(std::vector<float>(p.M));
         auto ws = put(std::vector<float>(gpu::rmsnorm_bwd_workspace_floats(p)));
-        gpu::rmsnorm_fwd(p, x_g.data() + off, w_g.data() + off, y_g.data() + off, rstd_g.data() + off, nullptr);
-        gpu::rmsnorm_bwd(p, x_g.data() + off, w_g.data() + off, rstd_g.data() + off, dy_g.data() + off,
-                         dx_g.data() + off, dw_g.data() + off, acc, ws.data() + off, nullptr);
+        gpu::rmsnorm_fwd(p, {.x = x_g.data() + off, .w = w_g.data() + off}, y_g.data() + off, rstd_g.data() + off,
+                         nullptr);
+        gpu::rmsnorm_bwd(p, {.x = x_g.data() + off, .w = w_g.data() + off}, rstd_g.data() + off, dy_g.data() + off,
+                         {.dx = dx_g.data() + off, .dw = dw_g.data() + off}, acc, ws.data() + off, nullptr);
         auto get = [&](const DeviceBuffer<float>& d) { return from_device_at(d, off); };
         return std::vector<std::vector<float>>{get(y_g), get(rstd_g), get(dx_g), get(dw_g)};
       };
@@ -156,10 +157,9 @@ TEST(RmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
 }
 
 TEST(RmsNormGpu, RejectsBadShapes) {
-  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 0, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
-  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 8193, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr), Error);
-  EXPECT_THROW(gpu::rmsnorm_bwd(RmsNormParams{4, 8193, 1e-5f}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                false, nullptr, nullptr),
+  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 0, 1e-5f}, {}, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 8193, 1e-5f}, {}, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::rmsnorm_bwd(RmsNormParams{4, 8193, 1e-5f}, {}, nullptr, nullptr, {}, false, nullptr, nullptr),
                Error);
 }
 

@@ -67,15 +67,17 @@ Outputs run_gpu(const Inputs& in) {
   auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
        dy = to_device(in.dy);
   auto y = poisoned(rows * p.H * p.P), states = poisoned(gpu::ssd_saved_floats(p));
-  gpu::ssd_fwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(), y.data(),
-               states.data(), nullptr);
+  const SsdInputs<float> args{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                              .Bm = xbc.data() + in.bo, .Cm = xbc.data() + in.co, .Dskip = D.data()};
+  gpu::ssd_fwd(p, args, y.data(), states.data(), nullptr);
   Outputs o;
   o.y = from_device(y);
   auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
   auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
-  gpu::ssd_bwd(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(),
-               states.data(), dy.data(), dxbc.data(), ddelta.data(), dA_log.data(), dxbc.data() + in.bo,
-               dxbc.data() + in.co, dD.data(), ws.data(), nullptr);
+  gpu::ssd_bwd(p, args, states.data(), dy.data(),
+               {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(), .dB = dxbc.data() + in.bo,
+                .dC = dxbc.data() + in.co, .dD = dD.data()},
+               ws.data(), nullptr);
   o.states = from_device(states);
   o.states.resize(gpu::ssd_chunk_states_floats(p));  // the saved buffer starts with them
   o.dxbc = from_device(dxbc);
@@ -139,11 +141,12 @@ void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
   const size_t rows = size_t(p.B) * p.L;
   std::vector<double> y(rows * p.H * p.P), dxbc(rows * p.ld, 0.0), ddelta(rows * p.H);
   auto dA_log = cast_vec<double>(in.dA_log0), dD = cast_vec<double>(in.dD0);
-  ref::ssd_fwd_recurrent<double>(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co,
-                                 D.data(), y.data());
-  ref::ssd_bwd<double>(p, xbc.data(), delta.data(), A_log.data(), xbc.data() + in.bo, xbc.data() + in.co, D.data(),
-                       dy.data(), dxbc.data(), ddelta.data(), dA_log.data(), dxbc.data() + in.bo, dxbc.data() + in.co,
-                       dD.data());
+  const SsdInputs<double> args{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                               .Bm = xbc.data() + in.bo, .Cm = xbc.data() + in.co, .Dskip = D.data()};
+  ref::ssd_fwd_recurrent<double>(p, args, y.data());
+  ref::ssd_bwd<double>(p, args, dy.data(),
+                       {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(), .dB = dxbc.data() + in.bo,
+                        .dC = dxbc.data() + in.co, .dD = dD.data()});
 
   const double tol = tf32 ? tol::kGpuSsdTf32RelL2 : tol::kGpuSsdRelL2;
   // MLALPHA_TEST_VERBOSE=1 prints every measured error (the 3xTF32 tolerance's evidence too).

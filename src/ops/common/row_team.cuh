@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/reduce.cuh"
 
 namespace mlalpha::gpu {
 
@@ -101,22 +101,17 @@ __device__ __forceinline__ void store_quads(float* __restrict__ row, int n, int 
 }
 
 // Σ of v over the team of the calling thread, the same bits in every thread of the team: a butterfly in each
-// warp (warp_sum), then the team's warps in ascending order. Every thread of the block must call it (one
-// __syncthreads). slots: 2 × (warps of the block) shared floats; pass parity = call count % 2: a thread that
-// writes a slot set again has passed the barrier of the call in between, which no thread reaches before it
-// has read that set, so one barrier per call is enough.
+// warp, then the team's warps in ascending order (put_warp_sum, sum_slots: reduce.cuh). Every thread of the
+// block must call it (one __syncthreads). slots: 2 × (warps of the block) shared floats; pass parity = call
+// count % 2: a thread that writes a slot set again has passed the barrier of the call in between, which no
+// thread reaches before it has read that set, so one barrier per call is enough.
 template <int kThreads, int kBlock>
 __device__ __forceinline__ float team_sum(float v, float (&slots)[2][kBlock / 32], int parity) {
   constexpr int kWarps = kThreads / 32;
-  v = warp_sum(v);
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) slots[parity][warp] = v;
+  put_warp_sum(v, slots[parity]);
   __syncthreads();
-  const int first = warp - warp % kWarps;  // the team's first warp
-  float t = slots[parity][first];
-#pragma unroll
-  for (int k = 1; k < kWarps; ++k) t += slots[parity][first + k];
-  return t;
+  const int warp = threadIdx.x / 32, first = warp - warp % kWarps;  // the team's first warp
+  return sum_slots<kWarps - 1>(slots[parity], first + 1, slots[parity][first]);
 }
 
 }  // namespace mlalpha::gpu

@@ -316,8 +316,8 @@ bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-void conv1d_silu_fwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, float* y,
-                     cudaStream_t stream) {
+void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
+  const float *x = in.x, *w = in.w, *bias = in.bias;
   check_params(p);
   if (p.B == 0 || p.L == 0 || p.C == 0) return;
   require(x && w && bias && y, "conv1d_silu_fwd: x, w, bias and y must be non-null");
@@ -339,8 +339,10 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
   return nblocks * size_t(p.W + 1) * size_t(p.C);
 }
 
-void conv1d_silu_bwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, const float* dy,
-                     float* dx, float* dw, float* dbias, float* workspace, cudaStream_t stream) {
+void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream) {
+  const float *x = in.x, *w = in.w, *bias = in.bias;
+  float *dx = g.dx, *dw = g.dw, *dbias = g.dbias;
   check_params(p);
   if (p.B == 0 || p.L == 0 || p.C == 0) return;  // dx empty; dw, dbias += empty sums
   require(x && w && bias && dy && dx && dw && dbias, "conv1d_silu_bwd: all tensors must be non-null");

@@ -15,35 +15,47 @@ struct Conv1dParams {
   int ld_x = 0;  // row stride of x and dx in elements (x is a column slice of the in_proj output)
 };
 
+// The op's inputs and the gradients with respect to them.
+template <typename T>
+struct Conv1dInputs {
+  const T* x = nullptr;     // (B, L, ld_x) first C columns used
+  const T* w = nullptr;     // (C, W)
+  const T* bias = nullptr;  // (C)
+};
+template <typename T>
+struct Conv1dGrads {
+  T* dx = nullptr;     // (B, L, ld_x): the C columns written, the others untouched
+  T* dw = nullptr;     // (C, W) +=
+  T* dbias = nullptr;  // (C) +=
+};
+
 namespace ref {
-// x (B, L, ld_x) first C columns used, w (C, W), bias (C), y (B, L, C)
+// y (B, L, C) written
 template <typename T>
-void conv1d_silu_fwd(const Conv1dParams& p, const T* x, const T* w, const T* bias, T* y);
-// dx (B, L, ld_x): the C columns written; dw (C, W) +=; dbias (C) +=. The pre-activation is recomputed.
+void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<T>& in, T* y);
+// dy (B, L, C) -> g. The pre-activation is recomputed.
 template <typename T>
-void conv1d_silu_bwd(const Conv1dParams& p, const T* x, const T* w, const T* bias, const T* dy, T* dx, T* dw,
-                     T* dbias);
+void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<T>& in, const T* dy, const Conv1dGrads<T>& g);
 }  // namespace ref
 
 namespace gpu {
 // Widest kernel the GPU supports (the register window is sized at compile time).
 constexpr int kConv1dMaxW = 8;
 
-// x (B, L, ld_x) first C columns used, w (C, W), bias (C), y (B, L, C) written.
-void conv1d_silu_fwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, float* y,
-                     cudaStream_t stream);
+// y (B, L, C) written.
+void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream);
 
 // Floats of scratch conv1d_silu_bwd needs: one partial of dw (C, W) and of dbias (C) per block of
 // 128 time steps of one sequence, i.e. B · ceil(L / 128) · (W + 1) · C (all dw partials, then all dbias).
 size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
 
-// x (B, L, ld_x), w (C, W), bias (C), dy (B, L, C); dx (B, L, ld_x): the C columns written (the other
-// columns untouched); dw (C, W) +=; dbias (C) +=; workspace (conv1d_silu_bwd_workspace_floats(p) floats).
+// dy (B, L, C) -> g (Conv1dGrads says what is written and what accumulated); workspace
+// (conv1d_silu_bwd_workspace_floats(p) floats).
 // The pre-activation is recomputed; dw, dbias are summed as per-block partials, then in a fixed order
 // (colsum_add): bitwise reproducible. Fast path (float4) when C % 4 == 0, ld_x % 4 == 0 and x, dy, dx
 // (fwd: x, y) are 16-byte aligned; otherwise a scalar path with the same bits.
-void conv1d_silu_bwd(const Conv1dParams& p, const float* x, const float* w, const float* bias, const float* dy,
-                     float* dx, float* dw, float* dbias, float* workspace, cudaStream_t stream);
+void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -19,15 +19,17 @@ T conv_pre(const Conv1dParams& p, const T* x, const T* w, const T* bias, int b, 
 }  // namespace
 
 template <typename T>
-void conv1d_silu_fwd(const Conv1dParams& p, const T* x, const T* w, const T* bias, T* y) {
+void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<T>& in, T* y) {
+  const T *x = in.x, *w = in.w, *bias = in.bias;
   for (int b = 0; b < p.B; ++b)
     for (int t = 0; t < p.L; ++t)
       for (int c = 0; c < p.C; ++c) y[(size_t(b) * p.L + t) * p.C + c] = silu(conv_pre(p, x, w, bias, b, t, c));
 }
 
 template <typename T>
-void conv1d_silu_bwd(const Conv1dParams& p, const T* x, const T* w, const T* bias, const T* dy, T* dx, T* dw,
-                     T* dbias) {
+void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<T>& in, const T* dy, const Conv1dGrads<T>& grads) {
+  const T *x = in.x, *w = in.w, *bias = in.bias;
+  T *dx = grads.dx, *dw = grads.dw, *dbias = grads.dbias;
   std::vector<T> dpre(size_t(p.L) * p.C);
   for (int b = 0; b < p.B; ++b) {
     for (int t = 0; t < p.L; ++t)
@@ -57,11 +59,11 @@ void conv1d_silu_bwd(const Conv1dParams& p, const T* x, const T* w, const T* bia
   }
 }
 
-template void conv1d_silu_fwd<float>(const Conv1dParams&, const float*, const float*, const float*, float*);
-template void conv1d_silu_fwd<double>(const Conv1dParams&, const double*, const double*, const double*, double*);
-template void conv1d_silu_bwd<float>(const Conv1dParams&, const float*, const float*, const float*, const float*,
-                                     float*, float*, float*);
-template void conv1d_silu_bwd<double>(const Conv1dParams&, const double*, const double*, const double*, const double*,
-                                      double*, double*, double*);
+template void conv1d_silu_fwd<float>(const Conv1dParams&, const Conv1dInputs<float>&, float*);
+template void conv1d_silu_fwd<double>(const Conv1dParams&, const Conv1dInputs<double>&, double*);
+template void conv1d_silu_bwd<float>(const Conv1dParams&, const Conv1dInputs<float>&, const float*,
+                                     const Conv1dGrads<float>&);
+template void conv1d_silu_bwd<double>(const Conv1dParams&, const Conv1dInputs<double>&, const double*,
+                                      const Conv1dGrads<double>&);
 
 }  // namespace mlalpha::ref

@@ -66,7 +66,8 @@ void check_params(const DtParams& p, const char* who) {
 
 }  // namespace
 
-void dt_softplus_fwd(const DtParams& p, const float* dt, const float* dt_bias, float* delta, cudaStream_t stream) {
+void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta, cudaStream_t stream) {
+  const float *dt = in.dt, *dt_bias = in.dt_bias;
   check_params(p, "gpu::dt_softplus_fwd");
   const long long n = (long long)p.M * p.H;
   if (n == 0) return;
@@ -78,8 +79,10 @@ void dt_softplus_fwd(const DtParams& p, const float* dt, const float* dt_bias, f
 
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p) { return size_t(bwd_blocks(p)) * size_t(p.H); }
 
-void dt_softplus_bwd(const DtParams& p, const float* dt, const float* dt_bias, const float* ddelta, float* ddt,
-                     float* ddt_bias, float* workspace, cudaStream_t stream) {
+void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
+                     float* workspace, cudaStream_t stream) {
+  const float *dt = in.dt, *dt_bias = in.dt_bias;
+  float *ddt = g.ddt, *ddt_bias = g.ddt_bias;
   check_params(p, "gpu::dt_softplus_bwd");
   if (p.M == 0) return;  // ddt_bias += 0
   require(workspace != nullptr, "gpu::dt_softplus_bwd: workspace is null (needs dt_softplus_bwd_workspace_floats)");

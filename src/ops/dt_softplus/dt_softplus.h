@@ -13,25 +13,37 @@ struct DtParams {
   float lo = 0.0f, hi = 0.0f;  // clamp range; hi = +inf disables the upper clamp
 };
 
+// The op's inputs and the gradients with respect to them.
+template <typename T>
+struct DtInputs {
+  const T* dt = nullptr;       // (M, ld_dt) first H columns used
+  const T* dt_bias = nullptr;  // (H)
+};
+template <typename T>
+struct DtGrads {
+  T* ddt = nullptr;       // (M, ld_dt): the H columns written, the others untouched
+  T* ddt_bias = nullptr;  // (H) +=
+};
+
 namespace ref {
-// dt (M, ld_dt) first H columns, dt_bias (H), delta (M, H)
+// delta (M, H) written
 template <typename T>
-void dt_softplus_fwd(const DtParams& p, const T* dt, const T* dt_bias, T* delta);
-// ddt (M, ld_dt): the H columns written; ddt_bias (H) +=. Zero gradient where the clamp is active.
+void dt_softplus_fwd(const DtParams& p, const DtInputs<T>& in, T* delta);
+// ddelta (M, H) -> g. Zero gradient where the clamp is active.
 template <typename T>
-void dt_softplus_bwd(const DtParams& p, const T* dt, const T* dt_bias, const T* ddelta, T* ddt, T* ddt_bias);
+void dt_softplus_bwd(const DtParams& p, const DtInputs<T>& in, const T* ddelta, const DtGrads<T>& g);
 }  // namespace ref
 
 namespace gpu {
 // Same semantics as ref:: (float, device pointers); ld_dt >= H, lo <= hi.
-// dt (M, ld_dt) first H columns, dt_bias (H) -> delta (M, H)
-void dt_softplus_fwd(const DtParams& p, const float* dt, const float* dt_bias, float* delta, cudaStream_t stream);
+// delta (M, H) written
+void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta, cudaStream_t stream);
 // Floats of scratch dt_softplus_bwd needs: one ddt_bias partial (H) per block of 64 rows.
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p);
-// dt (M, ld_dt), dt_bias (H), ddelta (M, H) -> ddt (M, ld_dt): the H columns written, the others untouched;
-// ddt_bias (H) +=. workspace: dt_softplus_bwd_workspace_floats(p) floats.
-void dt_softplus_bwd(const DtParams& p, const float* dt, const float* dt_bias, const float* ddelta, float* ddt,
-                     float* ddt_bias, float* workspace, cudaStream_t stream);
+// ddelta (M, H) -> g (DtGrads says what is written and what accumulated). workspace:
+// dt_softplus_bwd_workspace_floats(p) floats.
+void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
+                     float* workspace, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -6,7 +6,8 @@
 namespace mlalpha::ref {
 
 template <typename T>
-void dt_softplus_fwd(const DtParams& p, const T* dt, const T* dt_bias, T* delta) {
+void dt_softplus_fwd(const DtParams& p, const DtInputs<T>& in, T* delta) {
+  const T *dt = in.dt, *dt_bias = in.dt_bias;
   for (int m = 0; m < p.M; ++m)
     for (int h = 0; h < p.H; ++h) {
       T v = softplus(dt[size_t(m) * p.ld_dt + h] + dt_bias[h]);
@@ -16,7 +17,9 @@ void dt_softplus_fwd(const DtParams& p, const T* dt, const T* dt_bias, T* delta)
 }
 
 template <typename T>
-void dt_softplus_bwd(const DtParams& p, const T* dt, const T* dt_bias, const T* ddelta, T* ddt, T* ddt_bias) {
+void dt_softplus_bwd(const DtParams& p, const DtInputs<T>& in, const T* ddelta, const DtGrads<T>& grads) {
+  const T *dt = in.dt, *dt_bias = in.dt_bias;
+  T *ddt = grads.ddt, *ddt_bias = grads.ddt_bias;
   for (int m = 0; m < p.M; ++m)
     for (int h = 0; h < p.H; ++h) {
       const T u = dt[size_t(m) * p.ld_dt + h] + dt_bias[h];
@@ -28,9 +31,9 @@ void dt_softplus_bwd(const DtParams& p, const T* dt, const T* dt_bias, const T* 
     }
 }
 
-template void dt_softplus_fwd<float>(const DtParams&, const float*, const float*, float*);
-template void dt_softplus_fwd<double>(const DtParams&, const double*, const double*, double*);
-template void dt_softplus_bwd<float>(const DtParams&, const float*, const float*, const float*, float*, float*);
-template void dt_softplus_bwd<double>(const DtParams&, const double*, const double*, const double*, double*, double*);
+template void dt_softplus_fwd<float>(const DtParams&, const DtInputs<float>&, float*);
+template void dt_softplus_fwd<double>(const DtParams&, const DtInputs<double>&, double*);
+template void dt_softplus_bwd<float>(const DtParams&, const DtInputs<float>&, const float*, const DtGrads<float>&);
+template void dt_softplus_bwd<double>(const DtParams&, const DtInputs<double>&, const double*, const DtGrads<double>&);
 
 }  // namespace mlalpha::ref

@@ -157,8 +157,9 @@ bool vec_ok(const GatedNormParams& p, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-void gated_rmsnorm_fwd(const GatedNormParams& p, const float* y, const float* z, const float* w, float* out,
-                       float* rstd, cudaStream_t stream) {
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd,
+                       cudaStream_t stream) {
+  const float *y = in.y, *z = in.z, *w = in.w;
   check_params(p, "gpu::gated_rmsnorm_fwd");
   if (p.M == 0) return;
   const bool vec = vec_ok(p, {y, z, w, out});
@@ -177,8 +178,10 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
   return size_t(bwd_blocks(p)) * size_t(p.Dn);
 }
 
-void gated_rmsnorm_bwd(const GatedNormParams& p, const float* y, const float* z, const float* w, const float* rstd,
-                       const float* dout, float* dy, float* dz, float* dw, float* workspace, cudaStream_t stream) {
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
+                       const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream) {
+  const float *y = in.y, *z = in.z, *w = in.w;
+  float *dy = g.dy, *dz = g.dz, *dw = g.dw;
   check_params(p, "gpu::gated_rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, nothing written
   require(workspace != nullptr, "gpu::gated_rmsnorm_bwd: workspace is null (needs gated_rmsnorm_bwd_workspace_floats)");

@@ -15,29 +15,43 @@ struct GatedNormParams {
   float eps = 1e-5f;
 };
 
+// The op's inputs and the gradients with respect to them.
+template <typename T>
+struct GatedNormInputs {
+  const T* y = nullptr;  // (M, Dn) the SSD output
+  const T* z = nullptr;  // (M, ld_z) first Dn columns: the gate
+  const T* w = nullptr;  // (Dn)
+};
+template <typename T>
+struct GatedNormGrads {
+  T* dy = nullptr;  // (M, Dn) written
+  T* dz = nullptr;  // (M, ld_z): the first Dn columns written, the others untouched
+  T* dw = nullptr;  // (Dn) +=
+};
+
 namespace ref {
-// y (M, Dn), z (M, ld_z), w (Dn) -> out (M, Dn), rstd (M, G)
+// out (M, Dn), rstd (M, G) written
 template <typename T>
-void gated_rmsnorm_fwd(const GatedNormParams& p, const T* y, const T* z, const T* w, T* out, T* rstd);
-// dy (M, Dn) written; dz (M, ld_z) Dn columns written; dw (Dn) +=
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<T>& in, T* out, T* rstd);
+// rstd (M, G) from the forward, dout (M, Dn) -> g
 template <typename T>
-void gated_rmsnorm_bwd(const GatedNormParams& p, const T* y, const T* z, const T* w, const T* rstd, const T* dout,
-                       T* dy, T* dz, T* dw);
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<T>& in, const T* rstd, const T* dout,
+                       const GatedNormGrads<T>& g);
 }  // namespace ref
 
 namespace gpu {
 // Same semantics as ref:: (float, device pointers). A team of threads holds one (row, group) in registers
 // (ops/common/row_team.cuh); Dn % G == 0, G <= 65535, group size Dn / G <= 8192, ld_z >= Dn. float4 loads
 // where Dn / G and ld_z are multiples of 4 and the pointers 16-byte aligned, else scalar: the same bits.
-// y (M, Dn), z (M, ld_z), w (Dn) -> out (M, Dn), rstd (M, G)
-void gated_rmsnorm_fwd(const GatedNormParams& p, const float* y, const float* z, const float* w, float* out,
-                       float* rstd, cudaStream_t stream);
+// out (M, Dn), rstd (M, G) written
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd,
+                       cudaStream_t stream);
 // Floats of scratch gated_rmsnorm_bwd needs: one dw partial (Dn) per block of 16 rows.
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);
-// y (M, Dn), z (M, ld_z), w (Dn), rstd (M, G), dout (M, Dn) -> dy (M, Dn) written; dz (M, ld_z): the first Dn
-// columns written, the others untouched; dw (Dn) +=. workspace: gated_rmsnorm_bwd_workspace_floats(p) floats.
-void gated_rmsnorm_bwd(const GatedNormParams& p, const float* y, const float* z, const float* w, const float* rstd,
-                       const float* dout, float* dy, float* dz, float* dw, float* workspace, cudaStream_t stream);
+// rstd (M, G), dout (M, Dn) -> g (GatedNormGrads says what is written and what accumulated).
+// workspace: gated_rmsnorm_bwd_workspace_floats(p) floats.
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
+                       const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

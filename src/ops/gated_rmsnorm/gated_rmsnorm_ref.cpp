@@ -7,7 +7,8 @@
 namespace mlalpha::ref {
 
 template <typename T>
-void gated_rmsnorm_fwd(const GatedNormParams& p, const T* y, const T* z, const T* w, T* out, T* rstd) {
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<T>& in, T* out, T* rstd) {
+  const T *y = in.y, *z = in.z, *w = in.w;
   const int gs = p.Dn / p.G;
   for (int m = 0; m < p.M; ++m)
     for (int g = 0; g < p.G; ++g) {
@@ -25,8 +26,10 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const T* y, const T* z, const T
 
 // RMSNorm backward on u (see rmsnorm_ref.cpp), then through u = y·SiLU(z).
 template <typename T>
-void gated_rmsnorm_bwd(const GatedNormParams& p, const T* y, const T* z, const T* w, const T* rstd, const T* dout,
-                       T* dy, T* dz, T* dw) {
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<T>& in, const T* rstd, const T* dout,
+                       const GatedNormGrads<T>& grads) {
+  const T *y = in.y, *z = in.z, *w = in.w;
+  T *dy = grads.dy, *dz = grads.dz, *dw = grads.dw;
   const int gs = p.Dn / p.G;
   for (int m = 0; m < p.M; ++m)
     for (int g = 0; g < p.G; ++g) {
@@ -49,13 +52,11 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const T* y, const T* z, const T
     }
 }
 
-template void gated_rmsnorm_fwd<float>(const GatedNormParams&, const float*, const float*, const float*, float*,
-                                       float*);
-template void gated_rmsnorm_fwd<double>(const GatedNormParams&, const double*, const double*, const double*, double*,
-                                        double*);
-template void gated_rmsnorm_bwd<float>(const GatedNormParams&, const float*, const float*, const float*, const float*,
-                                       const float*, float*, float*, float*);
-template void gated_rmsnorm_bwd<double>(const GatedNormParams&, const double*, const double*, const double*,
-                                        const double*, const double*, double*, double*, double*);
+template void gated_rmsnorm_fwd<float>(const GatedNormParams&, const GatedNormInputs<float>&, float*, float*);
+template void gated_rmsnorm_fwd<double>(const GatedNormParams&, const GatedNormInputs<double>&, double*, double*);
+template void gated_rmsnorm_bwd<float>(const GatedNormParams&, const GatedNormInputs<float>&, const float*,
+                                       const float*, const GatedNormGrads<float>&);
+template void gated_rmsnorm_bwd<double>(const GatedNormParams&, const GatedNormInputs<double>&, const double*,
+                                        const double*, const GatedNormGrads<double>&);
 
 }  // namespace mlalpha::ref

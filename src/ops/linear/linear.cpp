@@ -286,8 +286,8 @@ void check_shape(const LinearParams& p) {
 
 }  // namespace
 
-void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b, float* y,
-                cudaStream_t stream) {
+void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, float* y, cudaStream_t stream) {
+  const float *x = in.x, *w = in.w, *b = in.b;
   check_shape(p);
   if (p.M == 0) return;
   require(x && w && y, "linear_fwd: x, w and y must be non-null");
@@ -297,8 +297,9 @@ void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, 
   run_gemm(g, s, w, x, 0.f, nullptr, y, b, p, stream);
 }
 
-void linear_fwd_add(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b,
-                    const float* r, float* y, cudaStream_t stream) {
+void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* r, float* y,
+                    cudaStream_t stream) {
+  const float *x = in.x, *w = in.w, *b = in.b;
   check_shape(p);
   if (p.M == 0) return;
   require(x && w && r && y, "linear_fwd_add: x, w, r and y must be non-null");
@@ -312,8 +313,10 @@ void linear_fwd_add(Gemm& g, const LinearParams& p, const float* x, const float*
   run_gemm(g, s, w, x, 1.f, r, y, b, p, stream);
 }
 
-void linear_bwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* dy, float* dx,
-                float* dw, float* db, float* workspace, cudaStream_t stream) {
+void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream) {
+  const float *x = in.x, *w = in.w;
+  float *dx = grads.dx, *dw = grads.dw, *db = grads.db;
   check_shape(p);
   if (p.M == 0) return;  // dx has no rows; dw, db += empty sums
   require(dy != nullptr, "linear_bwd: dy must be non-null");

@@ -21,16 +21,31 @@ struct LinearParams {
   int OUT = 0;  // output features
 };
 
+// The layer's inputs and the gradients with respect to them. Members left out of a designated initialiser
+// are null.
+template <typename T>
+struct LinearInputs {
+  const T* x = nullptr;  // (M, IN)
+  const T* w = nullptr;  // (OUT, IN)
+  const T* b = nullptr;  // (OUT) or null (no bias); the backward does not read it
+};
+template <typename T>
+struct LinearGrads {
+  T* dx = nullptr;  // (M, IN) = dy · w, written; skipped if null
+  T* dw = nullptr;  // (OUT, IN) += dyᵀ · x; skipped if null (GPU; required on the CPU)
+  T* db = nullptr;  // (OUT) += Σ_m dy; skipped if null
+};
+
 namespace ref {
-// y (M, OUT) = x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null)
+// y (M, OUT) = x · wᵀ + b
 template <typename T>
-void linear_fwd(const LinearParams& p, const T* x, const T* w, const T* b, T* y);
-// y (M, OUT) = r (M, OUT) + x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null); r == y allowed (in place)
+void linear_fwd(const LinearParams& p, const LinearInputs<T>& in, T* y);
+// y (M, OUT) = r (M, OUT) + x · wᵀ + b; r == y allowed (in place)
 template <typename T>
-void linear_fwd_add(const LinearParams& p, const T* x, const T* w, const T* b, const T* r, T* y);
-// dx (M, IN) = dy · w (written; skipped if null); dw (OUT, IN) += dyᵀ · x; db (OUT) += Σ_m dy (if non-null)
+void linear_fwd_add(const LinearParams& p, const LinearInputs<T>& in, const T* r, T* y);
+// dy (M, OUT) -> g
 template <typename T>
-void linear_bwd(const LinearParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db);
+void linear_bwd(const LinearParams& p, const LinearInputs<T>& in, const T* dy, const LinearGrads<T>& g);
 }  // namespace ref
 
 namespace gpu {
@@ -46,7 +61,7 @@ struct GemmPlanCache;  // opaque (linear.cpp): one cuBLASLt plan per problem, sh
 // Not thread-safe (one Gemm per stream/thread).
 struct Gemm {
   cublasLtHandle_t lt = nullptr;
-  void* workspace = nullptr;     // cuBLASLt workspace (device), used stream-ordered
+  void* workspace = nullptr;  // cuBLASLt workspace (device), used stream-ordered
   size_t workspace_bytes = 0;
   bool tf32 = false;             // true: CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores); false: exact fp32
   std::unique_ptr<GemmPlanCache> cache;
@@ -65,27 +80,26 @@ struct Gemm {
   std::vector<std::string> plan_descriptions() const;
 };
 
-// y (M, OUT) = x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null). y written.
-void linear_fwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b, float* y,
-                cudaStream_t stream);
+// y (M, OUT) = x · wᵀ + b. y written.
+void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, float* y, cudaStream_t stream);
 
-// y (M, OUT) = r (M, OUT) + x (M, IN) · w (OUT, IN)ᵀ + b (OUT, may be null). y written, r read; r == y
+// y (M, OUT) = r (M, OUT) + x · wᵀ + b. y written, r read; r == y
 // (in place) or r and y disjoint, never partly overlapping. One GEMM: r is cuBLASLt's C with beta = 1,
 // added in the fp32 epilogue (also with tf32 = true, which rounds only the product's inputs), so the
 // residual add costs no kernel and no extra pass over y. Its own plans (separate from linear_fwd's).
-void linear_fwd_add(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* b,
-                    const float* r, float* y, cudaStream_t stream);
+void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* r, float* y,
+                    cudaStream_t stream);
 
 // Floats of scratch linear_bwd needs for db: ceil(M / 256) · OUT partial sums. The workspace may be
 // nullptr when db is null.
 size_t linear_bwd_workspace_floats(const LinearParams& p);
 
-// dx (M, IN) = dy (M, OUT) · w (OUT, IN)   written; skipped if dx is null
-// dw (OUT, IN) += dyᵀ · x (M, IN)         accumulated (cuBLASLt beta = 1); skipped if dw is null
-// db (OUT) += Σ_m dy                      accumulated; skipped if db is null; needs workspace
-//                                         (linear_bwd_workspace_floats(p) floats, device)
-void linear_bwd(Gemm& g, const LinearParams& p, const float* x, const float* w, const float* dy, float* dx,
-                float* dw, float* db, float* workspace, cudaStream_t stream);
+// dy (M, OUT) -> grads (each skipped if null):
+//   dx (M, IN) = dy · w        written (needs in.w)
+//   dw (OUT, IN) += dyᵀ · x    accumulated, cuBLASLt beta = 1 (needs in.x)
+//   db (OUT) += Σ_m dy         accumulated; needs workspace (linear_bwd_workspace_floats(p) floats, device)
+void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream);
 
 // The two non-GEMM pieces (linear.cu), usable on their own:
 // y (M, OUT) += b (OUT) broadcast over rows (used when cuBLASLt offers no BIAS-epilogue algorithm).

@@ -5,7 +5,8 @@
 namespace mlalpha::ref {
 
 template <typename T>
-void linear_fwd(const LinearParams& p, const T* x, const T* w, const T* b, T* y) {
+void linear_fwd(const LinearParams& p, const LinearInputs<T>& in, T* y) {
+  const T *x = in.x, *w = in.w, *b = in.b;
   for (int m = 0; m < p.M; ++m)
     for (int o = 0; o < p.OUT; ++o) {
       T acc = b ? b[o] : T(0);
@@ -17,7 +18,8 @@ void linear_fwd(const LinearParams& p, const T* x, const T* w, const T* b, T* y)
 }
 
 template <typename T>
-void linear_fwd_add(const LinearParams& p, const T* x, const T* w, const T* b, const T* r, T* y) {
+void linear_fwd_add(const LinearParams& p, const LinearInputs<T>& in, const T* r, T* y) {
+  const T *x = in.x, *w = in.w, *b = in.b;
   for (int m = 0; m < p.M; ++m)
     for (int o = 0; o < p.OUT; ++o) {
       T acc = b ? b[o] : T(0);
@@ -30,7 +32,9 @@ void linear_fwd_add(const LinearParams& p, const T* x, const T* w, const T* b, c
 }
 
 template <typename T>
-void linear_bwd(const LinearParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+void linear_bwd(const LinearParams& p, const LinearInputs<T>& in, const T* dy, const LinearGrads<T>& g) {
+  const T *x = in.x, *w = in.w;
+  T *dx = g.dx, *dw = g.dw, *db = g.db;
   for (int m = 0; m < p.M; ++m) {
     const T* dyr = dy + size_t(m) * p.OUT;
     const T* xr = x + size_t(m) * p.IN;
@@ -47,14 +51,13 @@ void linear_bwd(const LinearParams& p, const T* x, const T* w, const T* dy, T* d
   }
 }
 
-template void linear_fwd<float>(const LinearParams&, const float*, const float*, const float*, float*);
-template void linear_fwd<double>(const LinearParams&, const double*, const double*, const double*, double*);
-template void linear_fwd_add<float>(const LinearParams&, const float*, const float*, const float*, const float*,
-                                    float*);
-template void linear_fwd_add<double>(const LinearParams&, const double*, const double*, const double*,
-                                     const double*, double*);
-template void linear_bwd<float>(const LinearParams&, const float*, const float*, const float*, float*, float*, float*);
-template void linear_bwd<double>(const LinearParams&, const double*, const double*, const double*, double*, double*,
-                                 double*);
+template void linear_fwd<float>(const LinearParams&, const LinearInputs<float>&, float*);
+template void linear_fwd<double>(const LinearParams&, const LinearInputs<double>&, double*);
+template void linear_fwd_add<float>(const LinearParams&, const LinearInputs<float>&, const float*, float*);
+template void linear_fwd_add<double>(const LinearParams&, const LinearInputs<double>&, const double*, double*);
+template void linear_bwd<float>(const LinearParams&, const LinearInputs<float>&, const float*,
+                                const LinearGrads<float>&);
+template void linear_bwd<double>(const LinearParams&, const LinearInputs<double>&, const double*,
+                                 const LinearGrads<double>&);
 
 }  // namespace mlalpha::ref

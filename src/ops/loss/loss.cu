@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "core/cuda_check.h"
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/reduce.cuh"
 #include "ops/loss/loss.h"
 
 namespace mlalpha::gpu {
@@ -38,18 +38,12 @@ __device__ __forceinline__ void loss_term(bool huber, float d, float e, float& l
   }
 }
 
-// Block-wide sum of (s, c) in a fixed order (warp butterflies, then warps 0..kWarps−1); valid in thread 0.
+// Block-wide sum of (s, c) in a fixed order (warp butterflies, then warps 0..kWarps−1: reduce.cuh); valid in
+// thread 0.
 __device__ __forceinline__ void block_sum(float& s, int& c) {
   __shared__ float ss[kWarps];
   __shared__ int sc[kWarps];
-  s = warp_sum(s);
-  c = warp_sum(c);
-  if (threadIdx.x % 32 == 0) ss[threadIdx.x / 32] = s, sc[threadIdx.x / 32] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    s = 0.f, c = 0;
-    for (int k = 0; k < kWarps; ++k) s += ss[k], c += sc[k];
-  }
+  block_sum2_first<kWarps>(s, c, ss, sc);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -111,8 +105,11 @@ int partial_blocks(const LossParams& p) { return int((numel(p) + kChunk - 1) / k
 
 size_t loss_fwd_bwd_workspace_floats(const LossParams& p) { return 2 * size_t(partial_blocks(p)) + 1; }
 
-void loss_fwd_bwd(const LossParams& p, const float* out, const float* y, float* dout, float* loss_out, int* count_out,
-                  float* workspace, cudaStream_t stream) {
+void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOutputs& o, float* workspace,
+                  cudaStream_t stream) {
+  const float *out = in.out, *y = in.y;
+  float *dout = o.dout, *loss_out = o.loss;
+  int* count_out = o.count;
   require(p.B >= 0 && p.L >= 0 && p.K >= 0, "gpu::loss_fwd_bwd: B, L, K must be >= 0, got B=" + std::to_string(p.B) +
                                                 " L=" + std::to_string(p.L) + " K=" + std::to_string(p.K));
   require(numel(p) <= INT_MAX, "gpu::loss_fwd_bwd: B·L·K must be < 2^31 (int mask count)");

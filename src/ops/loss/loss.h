@@ -17,15 +17,22 @@ struct LossParams {
   int burn_in = 0;
 };
 
+// The op's inputs: both (B, L, K), so named rather than positional.
+template <typename T>
+struct LossInputs {
+  const T* out = nullptr;  // (B, L, K) the model's predictions
+  const T* y = nullptr;    // (B, L, K) the targets; NaN: masked
+};
+
 namespace ref {
 template <typename T>
 struct LossResult {
   T loss;
   long long count;  // Σ m
 };
-// out, y (B, L, K); dout (B, L, K) = ∂loss/∂out, written when non-null (0 where masked)
+// dout (B, L, K) = ∂loss/∂out, written when non-null (0 where masked)
 template <typename T>
-LossResult<T> loss_fwd_bwd(const LossParams& p, const T* out, const T* y, T* dout);
+LossResult<T> loss_fwd_bwd(const LossParams& p, const LossInputs<T>& in, T* dout);
 }  // namespace ref
 
 namespace gpu {
@@ -37,10 +44,15 @@ namespace gpu {
 //      moved as writing an unscaled dout in pass 1 and rescaling it).
 // Floats of scratch loss_fwd_bwd needs (the per-block count partials are stored as int in float slots).
 size_t loss_fwd_bwd_workspace_floats(const LossParams& p);
-// out, y (B, L, K) -> loss_out (1), count_out (1, may be null), dout (B, L, K) (may be null: loss only;
-// 0 where masked). B·L·K < 2^31. workspace: loss_fwd_bwd_workspace_floats(p) floats, need not be initialised.
-void loss_fwd_bwd(const LossParams& p, const float* out, const float* y, float* dout, float* loss_out, int* count_out,
-                  float* workspace, cudaStream_t stream);
+// What the GPU loss writes, all device memory.
+struct LossOutputs {
+  float* loss = nullptr;  // (1) required
+  int* count = nullptr;   // (1) Σ m; may be null
+  float* dout = nullptr;  // (B, L, K) ∂loss/∂out, 0 where masked; may be null (loss only)
+};
+// B·L·K < 2^31. workspace: loss_fwd_bwd_workspace_floats(p) floats, need not be initialised.
+void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOutputs& o, float* workspace,
+                  cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

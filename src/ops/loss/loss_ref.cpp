@@ -6,7 +6,8 @@
 namespace mlalpha::ref {
 
 template <typename T>
-LossResult<T> loss_fwd_bwd(const LossParams& p, const T* out, const T* y, T* dout) {
+LossResult<T> loss_fwd_bwd(const LossParams& p, const LossInputs<T>& in, T* dout) {
+  const T *out = in.out, *y = in.y;
   const size_t n = size_t(p.B) * p.L * p.K;
   auto masked = [&](size_t i) {
     const int t = int((i / p.K) % p.L);
@@ -40,7 +41,7 @@ LossResult<T> loss_fwd_bwd(const LossParams& p, const T* out, const T* y, T* dou
   return {sum * inv, count};
 }
 
-template LossResult<float> loss_fwd_bwd<float>(const LossParams&, const float*, const float*, float*);
-template LossResult<double> loss_fwd_bwd<double>(const LossParams&, const double*, const double*, double*);
+template LossResult<float> loss_fwd_bwd<float>(const LossParams&, const LossInputs<float>&, float*);
+template LossResult<double> loss_fwd_bwd<double>(const LossParams&, const LossInputs<double>&, double*);
 
 }  // namespace mlalpha::ref

@@ -113,7 +113,8 @@ void check_params(const RmsNormParams& p, const char* who) {
 
 }  // namespace
 
-void rmsnorm_fwd(const RmsNormParams& p, const float* x, const float* w, float* y, float* rstd, cudaStream_t stream) {
+void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, float* y, float* rstd, cudaStream_t stream) {
+  const float *x = in.x, *w = in.w;
   check_params(p, "gpu::rmsnorm_fwd");
   if (p.M == 0) return;
   const bool vec = p.D % 4 == 0 && all_aligned16({x, w, y});
@@ -130,8 +131,10 @@ void rmsnorm_fwd(const RmsNormParams& p, const float* x, const float* w, float* 
 
 size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p) { return size_t(bwd_blocks(p)) * size_t(p.D); }
 
-void rmsnorm_bwd(const RmsNormParams& p, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
-                 float* dw, bool accumulate, float* workspace, cudaStream_t stream) {
+void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd, const float* dy,
+                 const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream) {
+  const float *x = in.x, *w = in.w;
+  float *dx = g.dx, *dw = g.dw;
   check_params(p, "gpu::rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, no dx rows
   require(workspace != nullptr, "gpu::rmsnorm_bwd: workspace is null (needs rmsnorm_bwd_workspace_floats)");

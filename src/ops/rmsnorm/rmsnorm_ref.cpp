@@ -6,7 +6,8 @@
 namespace mlalpha::ref {
 
 template <typename T>
-void rmsnorm_fwd(const RmsNormParams& p, const T* x, const T* w, T* y, T* rstd) {
+void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<T>& in, T* y, T* rstd) {
+  const T *x = in.x, *w = in.w;
   for (int m = 0; m < p.M; ++m) {
     const T* xr = x + size_t(m) * p.D;
     T ss = 0;
@@ -19,8 +20,10 @@ void rmsnorm_fwd(const RmsNormParams& p, const T* x, const T* w, T* y, T* rstd) 
 
 // With r = (mean(x²)+eps)^-1/2:  dx_i = r·w_i·dy_i − x_i · r³/D · Σ_j dy_j w_j x_j ;  dw_i += dy_i x_i r.
 template <typename T>
-void rmsnorm_bwd(const RmsNormParams& p, const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,
-                 bool accumulate) {
+void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<T>& in, const T* rstd, const T* dy,
+                 const RmsNormGrads<T>& g, bool accumulate) {
+  const T *x = in.x, *w = in.w;
+  T *dx = g.dx, *dw = g.dw;
   for (int m = 0; m < p.M; ++m) {
     const T* xr = x + size_t(m) * p.D;
     const T* dyr = dy + size_t(m) * p.D;
@@ -37,11 +40,11 @@ void rmsnorm_bwd(const RmsNormParams& p, const T* x, const T* w, const T* rstd, 
   }
 }
 
-template void rmsnorm_fwd<float>(const RmsNormParams&, const float*, const float*, float*, float*);
-template void rmsnorm_fwd<double>(const RmsNormParams&, const double*, const double*, double*, double*);
-template void rmsnorm_bwd<float>(const RmsNormParams&, const float*, const float*, const float*, const float*, float*,
-                                 float*, bool);
-template void rmsnorm_bwd<double>(const RmsNormParams&, const double*, const double*, const double*, const double*,
-                                  double*, double*, bool);
+template void rmsnorm_fwd<float>(const RmsNormParams&, const RmsNormInputs<float>&, float*, float*);
+template void rmsnorm_fwd<double>(const RmsNormParams&, const RmsNormInputs<double>&, double*, double*);
+template void rmsnorm_bwd<float>(const RmsNormParams&, const RmsNormInputs<float>&, const float*, const float*,
+                                 const RmsNormGrads<float>&, bool);
+template void rmsnorm_bwd<double>(const RmsNormParams&, const RmsNormInputs<double>&, const double*, const double*,
+                                  const RmsNormGrads<double>&, bool);
 
 }  // namespace mlalpha::ref

@@ -4,7 +4,7 @@
 //   s_t = a_t s_{t−1} + Δ_t x_t B_tᵀ        (state P×N, s_{−1} = 0)
 //   y_t = s_t C_t + D_h x_t
 // x, B, C are column slices of one activation (B, L, ld): x at column h·P + p, B at g·N + n, C at g·N + n,
-// each through its own base pointer; head h reads group ⌊h·G/H⌋.
+// each through its own base pointer (SsdInputs); head h reads group ⌊h·G/H⌋.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -21,21 +21,41 @@ struct SsdParams {
                      // false: 3xTF32, fp32 accuracy
 };
 
-namespace ref {
-// x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
+// The op's inputs. x, B, C are column slices of one (B, L, ld) activation (the conv output), each through
+// its own base pointer.
 template <typename T>
-void ssd_fwd_recurrent(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm,
-                       const T* Dskip, T* y);
+struct SsdInputs {
+  const T* x = nullptr;      // (B, L, ld)→(H, P): x_t of head h at column h·P + p
+  const T* delta = nullptr;  // (B, L, H) Δ
+  const T* A_log = nullptr;  // (H)
+  const T* Bm = nullptr;     // (B, L, ld)→(G, N): B_t of group g at column g·N + n
+  const T* Cm = nullptr;     // (B, L, ld)→(G, N)
+  const T* Dskip = nullptr;  // (H) D
+};
+// Gradients with respect to SsdInputs: dx, dB, dC have x's, B's, C's layout (row stride ld; only the used
+// columns are written); ddelta written; dA_log, dD accumulated (+=).
+template <typename T>
+struct SsdGrads {
+  T* dx = nullptr;      // (B, L, ld)→(H, P) written
+  T* ddelta = nullptr;  // (B, L, H) written
+  T* dA_log = nullptr;  // (H) +=
+  T* dB = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
+  T* dC = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
+  T* dD = nullptr;      // (H) +=
+};
+
+namespace ref {
+// y (B, L, H, P) written.
+template <typename T>
+void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y);
 // The same function through the chunked form: chunk cumsum of ΔA, intra-chunk (C·Bᵀ ⊙ decay)·(Δx),
 // chunk states, sequential state passing, state → output. Any Q ≥ 1, L need not be a multiple of Q.
 template <typename T>
-void ssd_fwd_chunked(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm,
-                     const T* Dskip, T* y);
-// The recurrence's backward (DESIGN section 1 formulas). dx, dB, dC: the used columns of (B, L, ld) written;
-// ddelta (B, L, H) written; dA_log (H) += ; dD (H) +=. States are recomputed per chunk of Q steps.
+void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y);
+// The recurrence's backward (DESIGN section 1 formulas) with the accumulation of SsdGrads. dy (B, L, H, P).
+// States are recomputed per chunk of Q steps.
 template <typename T>
-void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm, const T* Dskip,
-             const T* dy, T* dx, T* ddelta, T* dA_log, T* dB, T* dC, T* dD);
+void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdGrads<T>& g);
 }  // namespace ref
 
 namespace gpu {
@@ -60,18 +80,15 @@ size_t ssd_saved_floats(const SsdParams& p);
 // pair of heads on the 'L' head shape, which uses half), per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
 
-// x (B, L, ld)→(H, P); delta (B, L, H); A_log (H); Bm, Cm (B, L, ld)→(G, N); Dskip (H); y (B, L, H, P)
-// written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first, then each chunk's
-// C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).
-void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, float* y, float* saved, cudaStream_t stream);
+// y (B, L, H, P) written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first,
+// then each chunk's C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).
+void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream);
 
-// The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer.
-// dy (B, L, H, P); dx (B, L, ld)→(H, P), dB, dC (B, L, ld)→(G, N): the used columns written;
-// ddelta (B, L, H) written; dA_log (H) +=; dD (H) +=; workspace: ssd_bwd_workspace_floats(p) floats.
-void ssd_bwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, const float* saved, const float* dy, float* dx,
-             float* ddelta, float* dA_log, float* dB, float* dC, float* dD, float* workspace, cudaStream_t stream);
+// The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer (ssd_saved_floats)
+// and dy (B, L, H, P), into g (SsdGrads says what is written and what accumulated); workspace:
+// ssd_bwd_workspace_floats(p) floats.
+void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
+             const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -24,7 +24,7 @@ namespace {
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
 // one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
 // chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
-template <bool kReverse, bool kExact, int kTilesN, int kN, int kP, bool kFull>
+template <bool kReverse, bool kExact, int kTilesN, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   auto chunk_of = [&](int k) { return kReverse ? a.nchunks - 1 - k : k; };
   LaneDeltas next;  // warp 0: the Δ of the chunk prefetched last
   auto prefetch = [&](int k) {  // chunk k's slices into buffer k % 2, as one copy group; its Δ into `next`
-    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
+    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
     if (threadIdx.x < 32) next = load_deltas(a, b, h, t0, tc);
     float* sR = buf + (k & 1) * buf_floats;
     float* sV = sR + a.T * ldR;
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   if (steps > 0) prefetch(0);
   float dt_next = 0.f;  // reverse: Δ at the first step of chunk c + 1 (the chunk before in the walk)
   for (int k = 0; k < steps; ++k) {
-    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
+    const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
     const LaneDeltas cur = next;
     if (k + 1 < steps) prefetch(k + 1);  // buffer (k + 1) % 2 was freed by the barrier ending step k − 1
     else stage_commit();                 // an empty group, so that "all but the newest" means chunk k

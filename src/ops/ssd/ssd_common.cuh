@@ -28,12 +28,11 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/common/tf32_mma.cuh"
-#include "ops/common/warp_sum.cuh"
+#include "ops/common/reduce.cuh"
 #include "ops/ssd/ssd.h"
 
 namespace mlalpha::gpu::ssd_detail {
 
-constexpr unsigned kFull = 0xffffffffu;
 constexpr int kTile = 64;                    // rows or columns of one output tile
 constexpr int kRowWarps = 4;                 // warps along an output tile's rows, 16 rows each
 constexpr int kMaxChunk = 64;                // T ≤ 64: one output tile spans the chunk
@@ -94,10 +93,10 @@ __host__ __device__ __forceinline__ Args fixed_dims(Args a) {
   }
   return a;
 }
-// The fixed-shape instances also come with kFull = true when every chunk has kMaxChunk steps (L a multiple of
-// 64, as in the benchmark configurations): the chunk length is then a constant too (chunk_steps), which
-// removes the bounds checks of the products and their last partial k-step and lets the compiler unroll the
-// loops over a chunk's steps.
+// The fixed-shape instances also come with kFullChunks = true when every chunk has kMaxChunk steps (L a
+// multiple of 64, as in the benchmark configurations): the chunk length is then a constant too
+// (chunk_steps), which removes the bounds checks of the products and their last partial k-step and lets the
+// compiler unroll the loops over a chunk's steps.
 template <class F>
 void with_dims(const Args& a, F f) {
   auto is = [&](int n, int p) { return a.T == kMaxChunk && a.N == n && a.P == p; };
@@ -114,11 +113,11 @@ void with_dims(const Args& a, F f) {
   else if (is(64, 32)) go(I64{}, I32{});
   else f(I0{}, I0{}, std::false_type{});
 }
-// Steps of chunk c (starting at step t0 = c·T; the last chunk may be shorter): a constant in the kFull
-// instances.
-template <bool kFull>
+// Steps of chunk c (starting at step t0 = c·T; the last chunk may be shorter): a constant in the
+// kFullChunks instances.
+template <bool kFullChunks>
 __device__ __forceinline__ int chunk_steps(const Args& a, int c, int t0) {
-  if constexpr (kFull) return kMaxChunk;
+  if constexpr (kFullChunks) return kMaxChunk;
   else return min(a.L, (c + 1) * a.T) - t0;
 }
 // Row stride ≡ 8 (mod 32) for tiles that are only read as 4 rows × 8 columns (operand element (k, j) at
@@ -463,10 +462,7 @@ struct RowSums {
   __device__ __forceinline__ void end_tile() {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float v = part[h];
-      v += __shfl_xor_sync(kFull, v, 1);
-      v += __shfl_xor_sync(kFull, v, 2);
-      total[h] += v;
+      total[h] += lane_group_sum<4>(part[h]);
       part[h] = 0.f;
     }
   }
@@ -494,32 +490,14 @@ __device__ __forceinline__ float partial_sum(const float* src, int ld, int i) {
   return v;
 }
 
-// Fixed-order block sum (warp butterflies, then warps in order); every thread gets the result. `red` holds
-// kThreads / 32 values; the block is synchronised on entry and exit.
+// The block sums of reduce.cuh over this file's block: `red` holds kThreads / 32 values (block_sum), `red2`
+// 2·kThreads / 32 (block_sum2_first: results in thread 0 only, one barrier).
 template <typename T>
 __device__ inline T block_sum(T v, T* red) {
-  v = warp_sum(v);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T s = 0;
-  for (int w = 0; w < kThreads / 32; ++w) s += red[w];
-  __syncthreads();
-  return s;
+  return gpu::block_sum<kThreads / 32>(v, red);
 }
-
-// Two fixed-order block sums whose results only thread 0 needs (the same order and bits as block_sum): one
-// barrier instead of six. `red2` holds 2·kThreads/32 values that no thread touches around the call.
 __device__ inline void block_sum2_first(float& u, float& v, float* red2) {
-  u = warp_sum(u);
-  v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) red2[threadIdx.x >> 5] = u, red2[kThreads / 32 + (threadIdx.x >> 5)] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float su = 0.f, sv = 0.f;
-    for (int w = 0; w < kThreads / 32; ++w) su += red2[w], sv += red2[kThreads / 32 + w];
-    u = su, v = sv;
-  }
+  gpu::block_sum2_first<kThreads / 32>(u, v, red2, red2 + kThreads / 32);
 }
 
 }  // inline namespace warps<N>
@@ -528,6 +506,10 @@ __device__ inline void block_sum2_first(float& u, float& v, float* red2) {
 void validate(const SsdParams& p);
 // The chunk length and strides from the shape only (so results never depend on the device).
 Args make_layout(const SsdParams& p);
+// The op's inputs into the argument block.
+inline void set_inputs(Args& a, const SsdInputs<float>& in) {
+  a.x = in.x, a.delta = in.delta, a.A_log = in.A_log, a.Bm = in.Bm, a.Cm = in.Cm, a.Dskip = in.Dskip;
+}
 // Dynamic shared memory of each kernel for a layout.
 size_t fwd_smem_bytes(const Args& a);
 size_t bwd_smem_bytes(const Args& a);

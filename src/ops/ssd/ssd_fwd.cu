@@ -11,12 +11,12 @@ namespace {
 
 // The chunk's C·Bᵀ comes from chunk_cb (ssd_group.cu, once per group), so the block stages it, x, C and S_in
 // and needs no B: C·Bᵀ and x first (the M X product starts on them), C and S_in while it runs.
-template <bool kExact, int kN, int kP, bool kFull>
+template <bool kExact, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
+  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
   double* scs = smem_d;                               // (T) cs_t
   float* sdt = reinterpret_cast<float*>(scs + a.Ts);  // (T) Δ_t
   float* sdec = sdt + a.Ts;                           // (T) e^{cs_t}
@@ -64,14 +64,14 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
 }  // namespace
 }  // namespace ssd_detail
 
-void ssd_fwd(const SsdParams& p, const float* x, const float* delta, const float* A_log, const float* Bm,
-             const float* Cm, const float* Dskip, float* y, float* saved, cudaStream_t stream) {
+void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0 || p.L == 0) return;
   require(saved != nullptr, "ssd_fwd: saved is required (the chunks run in parallel from it, ssd_bwd reads it)");
   Args a = make_layout(p);
-  a.x = x, a.delta = delta, a.A_log = A_log, a.Bm = Bm, a.Cm = Cm, a.Dskip = Dskip, a.y = y;
+  set_inputs(a, in);
+  a.y = y;
   a.states = saved, a.cb = saved + saved_cb_offset(a);
   chunk_cb(a, stream);
   chunk_entry_states(a, stream);

@@ -14,12 +14,12 @@ namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
 
-template <bool kExact, int kN, int kP, bool kFull>
+template <bool kExact, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads) cb_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
   const int c = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
-  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
+  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
   float* sC = reinterpret_cast<float*>(smem_d);  // (T, ldN)
   float* sB = sC + a.T * a.ldN;                  // (T, ldN)
   stage(group_rows(a, a.Cm, b, g, t0), a.ld, tc, a.N, sC, a.ldN);
@@ -73,12 +73,12 @@ __device__ void sum_heads(const Args& a, int b, int c, int g, int tc, float* sD)
   }
 }
 
-template <bool kExact, int kN, int kP, bool kFull>
+template <bool kExact, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads) dx_group_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
   const int c = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
-  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFull>(a, c, t0);
+  const int t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
   float* sD = reinterpret_cast<float*>(smem_d);  // (T, ldT) Σ_h DX_h diag(Δ_h)
   float* sC = sD + a.T * a.ldT;                  // (T, ldN)
   float* sB = sC + a.T * a.ldN;                  // (T, ldN)

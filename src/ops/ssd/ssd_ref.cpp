@@ -22,8 +22,8 @@ int group_of(const SsdParams& p, int h) { return h * p.G / p.H; }
 }  // namespace
 
 template <typename T>
-void ssd_fwd_recurrent(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm,
-                       const T* Dskip, T* y) {
+void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y) {
+  const T *x = in.x, *delta = in.delta, *A_log = in.A_log, *Bm = in.Bm, *Cm = in.Cm, *Dskip = in.Dskip;
   std::vector<T> s(size_t(p.P) * p.N);
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
@@ -47,8 +47,8 @@ void ssd_fwd_recurrent(const SsdParams& p, const T* x, const T* delta, const T* 
 }
 
 template <typename T>
-void ssd_fwd_chunked(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm,
-                     const T* Dskip, T* y) {
+void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y) {
+  const T *x = in.x, *delta = in.delta, *A_log = in.A_log, *Bm = in.Bm, *Cm = in.Cm, *Dskip = in.Dskip;
   std::vector<T> state(size_t(p.P) * p.N), chunk_state(size_t(p.P) * p.N), acum(p.Q);
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
@@ -93,8 +93,9 @@ void ssd_fwd_chunked(const SsdParams& p, const T* x, const T* delta, const T* A_
 }
 
 template <typename T>
-void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, const T* Bm, const T* Cm, const T* Dskip,
-             const T* dy, T* dx, T* ddelta, T* dA_log, T* dB, T* dC, T* dD) {
+void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdGrads<T>& grads) {
+  const T *x = in.x, *delta = in.delta, *A_log = in.A_log, *Bm = in.Bm, *Cm = in.Cm, *Dskip = in.Dskip;
+  T *dx = grads.dx, *ddelta = grads.ddelta, *dA_log = grads.dA_log, *dB = grads.dB, *dC = grads.dC, *dD = grads.dD;
   const size_t PN = size_t(p.P) * p.N;
   const int nchunks = (p.L + p.Q - 1) / p.Q;
   // B and C are shared by the heads of a group: their gradients are sums, so start from zero.
@@ -161,12 +162,10 @@ void ssd_bwd(const SsdParams& p, const T* x, const T* delta, const T* A_log, con
     }
 }
 
-#define MLALPHA_SSD_INSTANTIATE(T)                                                                                  \
-  template void ssd_fwd_recurrent<T>(const SsdParams&, const T*, const T*, const T*, const T*, const T*, const T*,   \
-                                     T*);                                                                           \
-  template void ssd_fwd_chunked<T>(const SsdParams&, const T*, const T*, const T*, const T*, const T*, const T*, T*); \
-  template void ssd_bwd<T>(const SsdParams&, const T*, const T*, const T*, const T*, const T*, const T*, const T*, T*, \
-                           T*, T*, T*, T*, T*);
+#define MLALPHA_SSD_INSTANTIATE(T)                                           \
+  template void ssd_fwd_recurrent<T>(const SsdParams&, const SsdInputs<T>&, T*); \
+  template void ssd_fwd_chunked<T>(const SsdParams&, const SsdInputs<T>&, T*);   \
+  template void ssd_bwd<T>(const SsdParams&, const SsdInputs<T>&, const T*, const SsdGrads<T>&);
 MLALPHA_SSD_INSTANTIATE(float)
 MLALPHA_SSD_INSTANTIATE(double)
 
