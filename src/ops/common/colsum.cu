@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kColTile* kSlices)
 
 void colsum_add(int nb, int D, const float* partial, float* dw, cudaStream_t stream) {
   colsum_add_kernel<<<(D + kColTile - 1) / kColTile, dim3(kColTile, kSlices), 0, stream>>>(nb, D, partial, dw);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace mlalpha::gpu

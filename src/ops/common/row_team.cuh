@@ -89,7 +89,7 @@ __device__ __forceinline__ void store_quads(float* __restrict__ row, int n, int 
     if constexpr (kVec) {
       const float4 t = make_float4(v[k][0], v[k][1], v[k][2], v[k][3]);
       if (c >= n) continue;
-      // __stwb: an ordinary (write-back) store; a plain float4 assignment was split into four 4-byte stores
+      // __stwb: one 16-byte write-back store (nvcc splits a plain float4 assignment here into four 4-byte ones)
       if constexpr (kShared) *reinterpret_cast<float4*>(row + c) = t;
       else __stwb(reinterpret_cast<float4*>(row + c), t);
     } else {

@@ -329,7 +329,7 @@ void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float
       conv1d_silu_fwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, y);
     else
       conv1d_silu_fwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, y);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   });
 }
 
@@ -360,7 +360,7 @@ void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const
       conv1d_silu_bwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
     else
       conv1d_silu_bwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add(int(nblocks), p.C * p.W, part_w, dw, stream);  // dw (C, W) has the partials' row layout
   colsum_add(int(nblocks), p.C, part_b, dbias, stream);

@@ -74,7 +74,7 @@ void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta,
   const long long grid = (n + kThreads - 1) / kThreads;
   require(grid < (1ll << 31), "gpu::dt_softplus_fwd: M·H too large");
   dt_softplus_fwd_kernel<<<unsigned(grid), kThreads, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, delta);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p) { return size_t(bwd_blocks(p)) * size_t(p.H); }
@@ -91,7 +91,7 @@ void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* 
   require(tiles <= 65535, "gpu::dt_softplus_bwd: H too large");
   dt_softplus_bwd_kernel<<<dim3(nb, tiles), dim3(kTileH, kRowSlices), 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt,
                                                                                   dt_bias, ddelta, ddt, workspace);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
   colsum_add(nb, p.H, workspace, ddt_bias, stream);
 }
 

@@ -170,7 +170,7 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& i
       gated_rmsnorm_fwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
     else
       gated_rmsnorm_fwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   });
 }
 
@@ -194,7 +194,7 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& i
       gated_rmsnorm_bwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
     else
       gated_rmsnorm_bwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add(nb, p.Dn, workspace, dw, stream);
 }

@@ -311,7 +311,7 @@ void gemm3_run(const Gemm3Params& p, const Gemm3Config& c, float* workspace, cud
     const dim3 grid(cdiv(p.N, c.tile_n), cdiv(p.M, c.tile_m), c.splits);
     require(grid.y <= 65535 && grid.z <= 65535, "gemm3: too many rows (" + std::to_string(p.M) + ")");
     kernel<<<grid, 32 * c.warps_m * c.warps_n, smem, stream>>>(p, c.k_per_split, workspace);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   }
   if (c.splits > 1) {
     // One float4 a thread, 64-thread blocks: the weight gradients have few elements (S: 83K), so small
@@ -319,7 +319,7 @@ void gemm3_run(const Gemm3Params& p, const Gemm3Config& c, float* workspace, cud
     const size_t work = size_t(p.M) * (p.N / 4);
     const int blocks = int(std::min<size_t>((work + 63) / 64, 65535));
     reduce_kernel<<<blocks, 64, 0, stream>>>(p, c.splits, workspace);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   }
 }
 

@@ -237,7 +237,7 @@ void gemm3w_launch(const Gemm3Params& p, int k_per_split, int splits, float* par
   const dim3 grid((p.N + kBN - 1) / kBN, (p.M + kBM - 1) / kBM, splits);
   require(grid.y <= 65535 && grid.z <= 65535, "gemm3 (wgmma): too many rows (" + std::to_string(p.M) + ")");
   k<<<grid, kThreads, smem, stream>>>(p, k_per_split, partial);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -71,7 +71,7 @@ void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream
   const size_t want = (n + threads - 1) / threads;
   const int blocks = int(want < 8192 ? want : 8192);
   add_bias_kernel<<<blocks, threads, 0, stream>>>(n, p.OUT, b, y);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream) {
@@ -83,9 +83,9 @@ void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* 
   require(chunks <= 65535, "linear_bias_grad: M too large (" + std::to_string(p.M) + " rows > 65535·256)");
   const dim3 grid1((p.OUT + kDbCols - 1) / kDbCols, chunks);
   db_partial_kernel<<<grid1, dim3(kDbCols, kDbRowThreads), 0, stream>>>(p.M, p.OUT, dy, workspace);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
   db_final_kernel<<<(p.OUT + 255) / 256, 256, 0, stream>>>(chunks, p.OUT, workspace, db);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -124,16 +124,16 @@ void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOu
   float* inv = workspace + 2 * size_t(nb);
   if (nb > 0) {
     loss_partials_kernel<<<nb, kThreads, 0, stream>>>(n, p.L, p.K, p.burn_in, huber, p.delta, out, y, psum, pcnt);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   }
   // Runs even for n = 0 so the scalars are always written (loss 0, count 0).
   loss_finalize_kernel<<<1, kThreads, 0, stream>>>(nb, psum, pcnt, inv, loss_out, count_out);
-  MLALPHA_CHECK_LAUNCH();
+  MLALPHA_CHECK_LAUNCH(stream);
   if (dout && n > 0) {
     const long long grid = (n + kThreads - 1) / kThreads;
     loss_grad_kernel<<<unsigned(grid), kThreads, 0, stream>>>(n, p.L, p.K, p.burn_in, huber, p.delta, out, y, inv,
                                                               dout);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   }
 }
 

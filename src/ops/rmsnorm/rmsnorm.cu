@@ -125,7 +125,7 @@ void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, float* 
       rmsnorm_fwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, x, w, y, rstd);
     else
       rmsnorm_fwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, x, w, y, rstd);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   });
 }
 
@@ -146,7 +146,7 @@ void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const f
       rmsnorm_bwd_kernel<Tm, true><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, accumulate, workspace);
     else
       rmsnorm_bwd_kernel<Tm, false><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, accumulate, workspace);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add(nb, p.D, workspace, dw, stream);
 }

@@ -555,12 +555,12 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
     const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
     group_sum_kernel<<<blocks, threads, 0, stream>>>(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB,
                                                      a.wsC, g.dB, g.dC);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   }
   group_dx_products(a, stream);  // (d)
   {  // (e) parameter gradients
     param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD);
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   }
 }
 

@@ -39,8 +39,9 @@ constexpr int kMaxChunk = 64;                // T ≤ 64: one output tile spans 
 constexpr int kStateCols = 2 * kTile;        // columns of N per block of the chunk-state walk (ssd_chunks.cu)
 constexpr int kMinChunk = 8;
 constexpr int kSmemLimitBytes = 227 * 1024;  // sm_90 opt-in maximum per block
-// Warps per block of the backward kernel (ssd_bwd.cu sets MLALPHA_SSD_WARPS to it). Its tiles take up to
-// 200 KB of shared memory, so for the M and L layers one block runs per SM; 16 warps instead of 8 then keep
+// Warps per block of the backward kernel (ssd_bwd.cu sets MLALPHA_SSD_WARPS to it). Its tiles take
+// bwd_smem_bytes (ssd_layout.cu): 221 KiB for L's layers, 157 KiB for M's, 112 KiB for S's, so for M and L
+// one block runs per SM; 16 warps instead of 8 then keep
 // twice as many warps per scheduler to hide the shared-memory and mma latencies (H200, L: 2.54 → 2.17 ms
 // per layer, M: 0.60 → 0.49 ms; S, whose 8-warp blocks ran two per SM, lost 5%). ssd_bwd.cu caps the
 // registers at 64 so that S's 16-warp blocks still run two per SM.
@@ -83,8 +84,8 @@ __host__ __device__ constexpr int scalar_stride(int T) { return (T + 3) / 4 * 4;
 // or (64, 32) — with those sizes as compile-time constants, and once generic (kN = kP = 0: every size
 // from Args). A kernel starts with `const Args a = fixed_dims<kN, kP>(args)`: with the tile strides known,
 // the compiler folds the operand addresses of the products into the load instructions' offsets and
-// unrolls their loops (the products' pointer arithmetic was about half of the backward's instructions on
-// 'L', Nsight Compute). The arithmetic is the same in both; with_dims() on the host picks the instance.
+// unrolls their loops (without it the products' pointer arithmetic is about half of the backward's
+// instructions on 'L', Nsight Compute). The arithmetic is the same in both; with_dims() on the host picks the instance.
 template <int kN, int kP>
 __host__ __device__ __forceinline__ Args fixed_dims(Args a) {
   if constexpr (kN > 0) {
@@ -541,7 +542,7 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
       cfg.attrs = &attr, cfg.numAttrs = 1;
       MLALPHA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
     }
-    MLALPHA_CHECK_LAUNCH();
+    MLALPHA_CHECK_LAUNCH(stream);
   };
   if (a.tf32) go(std::false_type{});
   else go(std::true_type{});
