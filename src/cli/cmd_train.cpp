@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "mlalpha/run.h"
-#include "train/report.h"
+#include "mlalpha/progress.h"
 
 namespace mlalpha {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoints (issue 5, item 5; docs/checkpoints.md). A checkpoint at path P is two safetensors files:
+// Checkpoints (docs/checkpoints.md). A checkpoint at path P is two safetensors files:
 //   P                       the weights, tensor names and shapes of DESIGN section 1 (ModelLayout's
 //                           ParamTable), so mamba_ssm / PyTorch load them unchanged; __metadata__ holds
 //                           the format version, model and train configs, feature statistics and names,
