@@ -28,7 +28,8 @@ for w in $what; do
     sanitize)
       # synccheck: __syncthreads / __syncwarp / *_sync reached by a subset of the threads or lanes named (the
       # warp-mask bug class that scripts/check_ptx.sh catches statically for constant masks).
-      for tool in memcheck racecheck synccheck; do
+      # All three over every suite take more than one 10-minute device call: SANITIZERS="racecheck" picks.
+      for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
         for t in $tests; do
           case $(basename "$t") in test_cupti_gpu|test_trainer_gpu) continue ;; esac  # CUPTI clashes; the trainer's kernels are covered by the op suites
           filt='*'
