@@ -1,8 +1,6 @@
 // Model (include/mlalpha/model.h): a checkpoint's weights and settings, prediction and scoring.
 #include "mlalpha/model.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -14,6 +12,7 @@
 #include "train/backend.h"
 #include "train/checkpoint.h"
 #include "train/predict.h"
+#include "train/run_record.h"
 
 namespace mlalpha {
 
@@ -47,17 +46,11 @@ Model Model::load(const std::string& path) {
     impl->state.adam_step = w.step;
     impl->state.seed = impl->meta.train.seed;
   }
-  for (size_t i = 0; i < impl->state.params.size(); ++i)
-    require(std::isfinite(impl->state.params[i]),
-            path + ": the weights hold a non-finite value (parameter " + std::to_string(i) + "): the model diverged");
-  if (!impl->meta.data_json.empty()) {
-    const auto j = nlohmann::json::parse(impl->meta.data_json, nullptr, false);
-    if (j.is_object() && j.contains("settings") && j["settings"].is_string()) {
-      impl->recorded = parse_run_config(j["settings"].get<std::string>(), path + " (recorded run settings)");
-      impl->has_data = true;
-      if (j.contains("fold") && j["fold"].is_number_integer()) impl->fold = j["fold"].get<int>();
-    }
-  }
+  // Non-finite weights and corrupted bytes were refused by the checkpoint reader.
+  const RunRecord rec = decode_run_record(impl->meta.data_json, path);
+  impl->has_data = rec.present;
+  impl->recorded = rec.settings;
+  impl->fold = rec.fold;
   return Model(std::move(impl));
 }
 

@@ -19,46 +19,13 @@
 #include "train/folds.h"
 #include "train/report.h"
 #include "train/run_config.h"
+#include "train/run_record.h"
 
 namespace mlalpha {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// ---- what a checkpoint records about its run (CheckpointMeta::data_json)
-
-struct RunRecord {
-  bool present = false;
-  RunConfig data;  // its data and split sections
-  int fold = 0;
-  uint64_t fingerprint = 0;
-};
-
-std::string hex64(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string encode_record(const RunConfig& c, int fold, uint64_t fingerprint) {
-  return nlohmann::json{{"settings", to_toml(c, {"data", "split"})}, {"fold", fold}, {"fingerprint", hex64(fingerprint)}}
-      .dump();
-}
-
-RunRecord decode_record(const std::string& text, const std::string& path) {
-  RunRecord r;
-  if (text.empty()) return r;
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  require(j.is_object() && j.contains("settings") && j["settings"].is_string() && j.contains("fold") &&
-              j["fold"].is_number_integer() && j.contains("fingerprint") && j["fingerprint"].is_string(),
-          path + ": metadata 'data_config' is not a run record {settings, fold, fingerprint}");
-  r.present = true;
-  r.data = parse_run_config(j["settings"].get<std::string>(), path + " (recorded run settings)");
-  r.fold = j["fold"].get<int>();
-  r.fingerprint = std::stoull(j["fingerprint"].get<std::string>(), nullptr, 16);
-  return r;
-}
 
 // ---- output folders and files
 
@@ -161,7 +128,7 @@ std::vector<FoldReport> earlier_folds(const fs::path& json, int first) {
 class Reporter {
  public:
   Reporter(const RunOptions& o) : opt_(o) {}
-  // False when the callback asked to stop.
+  // Passes the event on; a callback that returns false requests a stop (stop_requested).
   void emit(const RunEvent& e) {
     if (opt_.callback && !opt_.callback(e)) stop_ = true;
   }
@@ -211,7 +178,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   const ModelLayout layout(cfg.model);
   auto be = make_backend(cfg, train);
   CheckpointMeta meta{cfg.model, cfg.train, plan.stats, panel.feature_names, panel.target_names, {}};
-  meta.data_json = encode_record(cfg, plan.fold, fingerprint);
+  meta.data_json = encode_run_record(cfg, plan.fold, fingerprint);
 
   int64_t start = 0;
   if (resume) {
@@ -353,13 +320,13 @@ const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr
 RunConfig resolve_run_config(const RunConfig& config, const std::string& resume, std::vector<std::string>* changes) {
   if (resume.empty()) return config;
   const CheckpointWeights ck = load_checkpoint_weights(resume);
-  const RunRecord rec = decode_record(ck.meta.data_json, resume);
+  const RunRecord rec = decode_run_record(ck.meta.data_json, resume);
   RunConfig base = config;  // run settings stay the caller's
   base.model = ck.meta.model;
   base.train = ck.meta.train;
   if (rec.present) {
-    base.data = rec.data.data;
-    base.split = rec.data.split;
+    base.data = rec.settings.data;
+    base.split = rec.settings.split;
   }
   const auto want = run_config_values(config), have = run_config_values(base);
   RunConfig out = base;
@@ -441,7 +408,7 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
   int first_fold = 0;
   if (!options.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(options.resume, cfg.model));
-    const RunRecord rec = decode_record(resume->meta.data_json, options.resume);
+    const RunRecord rec = decode_run_record(resume->meta.data_json, options.resume);
     if (rec.present) {
       require(rec.fingerprint == fingerprint,
               "--resume " + options.resume + ": the data differs from the data the checkpoint was trained on (" +
