@@ -114,6 +114,7 @@ struct DataConfig {
   std::string delimiter = ",";       // source = csv: one character
   std::string time_column = "time", instrument_column = "instrument";
   std::vector<std::string> feature_columns, target_columns;
+  bool allow_target_features = false;  // a target column that is also a feature column (a label leak) is an error unless set
 };
 
 struct SplitConfig {

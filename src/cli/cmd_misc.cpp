@@ -36,9 +36,11 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
   p.model.check_panel(p.panel, a.checkpoint);
   const std::vector<Split> splits = make_splits(p.cfg.split, p.panel);
   const int fold = a.fold >= 0 ? a.fold : (p.model.fold() < int(splits.size()) ? p.model.fold() : 0);
-  require(fold < int(splits.size()), "--fold " + std::to_string(fold) + " does not exist (" +
-                                         std::to_string(splits.size()) + " folds: 0.." +
-                                         std::to_string(splits.size() - 1) + ")");
+  require(fold < int(splits.size()),
+          "--fold " + std::to_string(fold) + " does not exist: " +
+              (splits.size() == 1 ? std::string("the split is a single one (fold 0)")
+                                  : "the split has " + std::to_string(splits.size()) + " folds, 0 to " +
+                                        std::to_string(splits.size() - 1)));
   p.split = splits[fold];
   p.range = split_range(p.split, a.split, p.panel.T);
   return p;

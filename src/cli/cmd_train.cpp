@@ -84,8 +84,12 @@ int cmd_train(const TrainArgs& a) {
   const RunResult r = run_training(given, panel, opt);
   for (const FoldResult& f : r.folds) {
     const std::string prefix = r.folds.size() > 1 || f.fold > 0 ? "fold " + std::to_string(f.fold) + ": " : "";
-    std::printf("%sbest %s %.5g at step %lld (checkpoint %s/best.safetensors)\n", prefix.c_str(),
-                r.config.run.metric.c_str(), f.best_value, static_cast<long long>(f.best_step), f.dir.c_str());
+    if (f.best_step > 0)
+      std::printf("%sbest %s %.5g at step %lld (checkpoint %s/best.safetensors)\n", prefix.c_str(),
+                  r.config.run.metric.c_str(), f.best_value, static_cast<long long>(f.best_step), f.dir.c_str());
+    else
+      std::printf("%sno validation ran before the end at step %lld: no best checkpoint\n", prefix.c_str(),
+                  static_cast<long long>(f.steps));
     if (f.has_test) std::printf("%stest  %s\n", prefix.c_str(), fmt_metrics(f.test.mean).c_str());
   }
   if (r.config.split.walk_forward_folds > 1)

@@ -190,7 +190,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // Flag errors read like every other error, and exit 1 like them.
+    std::fprintf(stderr, "ml-alpha: error: %s\nRun with --help for more information.\n", e.what());
+    return 1;
   }
   try {
     if (*train) {

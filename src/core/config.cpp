@@ -1,5 +1,6 @@
 #include "mlalpha/config.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -8,6 +9,14 @@
 
 namespace mlalpha {
 namespace {
+
+// A float as the user would write it: the shortest text that reads back to the same float (1e-09, 0.1),
+// not std::to_string's six decimals (-0.000000).
+std::string num(float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
 template <typename T>
 void positive(const char* name, T v) {
@@ -46,11 +55,11 @@ void ModelConfig::validate() const {
                             std::to_string(H()));
   require(d_inner() % G == 0, "model.groups = " + std::to_string(G) + " must divide d_inner = " + std::to_string(d_inner()));
   require(dt_min > 0 && dt_max >= dt_min, "model.dt_min/dt_max must satisfy 0 < dt_min <= dt_max, got " +
-                                              std::to_string(dt_min) + ", " + std::to_string(dt_max));
-  require(dt_init_floor > 0, "model.dt_init_floor must be > 0, got " + std::to_string(dt_init_floor));
+                                              num(dt_min) + ", " + num(dt_max));
+  require(dt_init_floor > 0, "model.dt_init_floor must be > 0, got " + num(dt_init_floor));
   require(dt_limit_lo >= 0 && dt_limit_hi > dt_limit_lo,
-          "model.dt_limit_lo and model.dt_limit_hi must satisfy 0 <= dt_limit_lo < dt_limit_hi, got (" + std::to_string(dt_limit_lo) + ", " +
-              std::to_string(dt_limit_hi) + ")");
+          "model.dt_limit_lo and model.dt_limit_hi must satisfy 0 <= dt_limit_lo < dt_limit_hi, got (" + num(dt_limit_lo) + ", " +
+              num(dt_limit_hi) + ")");
 }
 
 void TrainConfig::validate() const {
@@ -60,17 +69,17 @@ void TrainConfig::validate() const {
   positive("train.steps", steps);
   require(steps <= kMaxSteps, "train.steps = " + std::to_string(steps) + " is beyond the supported " +
                                   std::to_string(kMaxSteps) + " (2^40)");
-  require(std::isfinite(lr) && lr > 0, "train.lr must be a finite number > 0, got " + std::to_string(lr));
-  require(min_lr_ratio >= 0 && min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1], got " + std::to_string(min_lr_ratio));
+  require(std::isfinite(lr) && lr > 0, "train.lr must be a finite number > 0, got " + num(lr));
+  require(min_lr_ratio >= 0 && min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1], got " + num(min_lr_ratio));
   require(warmup >= 0, "train.warmup must be >= 0, got " + std::to_string(warmup));
   require(warmup < steps, "train.warmup = " + std::to_string(warmup) + " must be less than train.steps = " +
                               std::to_string(steps) + " (the learning rate would never reach train.lr)");
-  require(weight_decay >= 0, "train.weight_decay must be >= 0, got " + std::to_string(weight_decay));
-  require(beta1 >= 0 && beta1 < 1, "train.beta1 must be in [0, 1), got " + std::to_string(beta1));
-  require(beta2 >= 0 && beta2 < 1, "train.beta2 must be in [0, 1), got " + std::to_string(beta2));
-  require(eps > 0, "train.eps must be > 0, got " + std::to_string(eps));
-  require(std::isfinite(clip), "train.clip must be finite (<= 0 disables clipping), got " + std::to_string(clip));
-  require(huber_delta > 0, "train.huber_delta must be > 0, got " + std::to_string(huber_delta));
+  require(weight_decay >= 0, "train.weight_decay must be >= 0, got " + num(weight_decay));
+  require(beta1 >= 0 && beta1 < 1, "train.beta1 must be in [0, 1), got " + num(beta1));
+  require(beta2 >= 0 && beta2 < 1, "train.beta2 must be in [0, 1), got " + num(beta2));
+  require(eps > 0, "train.eps must be > 0, got " + num(eps));
+  require(std::isfinite(clip), "train.clip must be finite (<= 0 disables clipping), got " + num(clip));
+  require(huber_delta > 0, "train.huber_delta must be > 0, got " + num(huber_delta));
   require(burn_in >= 0 && burn_in < L, "train.burn_in must be in [0, train.seq_len) = [0, " + std::to_string(L) + "), got " +
                                            std::to_string(burn_in));
   positive("train.log_every", log_every);

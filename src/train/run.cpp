@@ -306,7 +306,9 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   e.step = res.steps;
   e.split = split;
   e.message = "wrote " + (out / "metrics.jsonl").string() + ", " + (out / "curves.svg").string() + ", " +
-              (out / "best.safetensors").string() + ", " + (out / "last.safetensors").string();
+              (best_params.empty() ? std::string() : (out / "best.safetensors").string() + ", ") +
+              (out / "last.safetensors").string() +
+              (best_params.empty() ? " (no validation ran, so there is no best checkpoint)" : "");
   rep.emit(e);
   return res;
 }

@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,14 @@
 namespace mlalpha {
 
 namespace {
+
+// The shortest text that reads back to v (0.1, 1.0000001), for messages.
+template <typename F>
+std::string shortest(F v) {
+  char buf[40];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
 // Where each value came from, for messages: "file:line", or the override's own text.
 struct Origins {
@@ -64,7 +73,7 @@ class Section {
     const toml::node* n = node(key);
     if (!n) return;
     if (auto f = n->value_exact<double>()) {
-      if (!(*f > 0 && *f <= 1)) fail(*n, key, "a fraction must be in (0, 1], got " + std::to_string(*f));
+      if (!(*f > 0 && *f <= 1)) fail(*n, key, "a fraction must be in (0, 1], got " + shortest(*f));
       out = SplitPoint::at_fraction(*f);
     } else if (auto i = n->value_exact<int64_t>()) {
       out = SplitPoint::at_index(*i);
@@ -134,7 +143,7 @@ class Section {
     auto v = n.value<double>();  // integers are accepted where a number is expected
     if (!v) fail(n, key, "expected a number");
     if (std::isfinite(*v) && std::fabs(*v) > double(std::numeric_limits<float>::max()))
-      fail(n, key, "value " + std::to_string(*v) + " is out of range");
+      fail(n, key, "value " + shortest(*v) + " is out of range for a 32-bit float");
     out = float(*v);
   }
   void convert(const toml::node& n, const char* key, std::vector<std::string>& out) {
@@ -293,6 +302,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   d.get("instrument_column", c.data.instrument_column);
   d.get("feature_columns", c.data.feature_columns);
   d.get("target_columns", c.data.target_columns);
+  d.get("allow_target_features", c.data.allow_target_features);
   d.check_unknown();
 
   Section s(table("split"), "split", origins, c.given, keys);
@@ -406,6 +416,11 @@ void RunConfig::validate() const {
     require(!data.csv.empty(), "data.source = 'csv' needs data.csv (the path of the long-format file)");
     require(!data.feature_columns.empty(), "data.source = 'csv' needs data.feature_columns (the feature column names)");
     require(!data.target_columns.empty(), "data.source = 'csv' needs data.target_columns (the target column names)");
+    for (const std::string& t : data.target_columns)
+      require(data.allow_target_features ||
+                  std::find(data.feature_columns.begin(), data.feature_columns.end(), t) == data.feature_columns.end(),
+              "data.target_columns: '" + t + "' is also in data.feature_columns, so the model would see the label it "
+              "predicts; remove it from data.feature_columns (or set data.allow_target_features = true)");
   }
   csv_delimiter_from_string(data.delimiter, "data.delimiter");
   if (data.source == "synthetic") {
@@ -451,6 +466,17 @@ namespace mlalpha {
 
 namespace {
 
+// A float setting as the double the user wrote (0.1f → 0.1, not 0.10000000149011612): its shortest
+// decimal text read back as a double, which parses to the same float.
+double as_written(float f) {
+  if (!std::isfinite(f)) return double(f);
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);
+  double d = 0;
+  std::from_chars(buf, r.ptr, d);
+  return d;
+}
+
 toml::array string_array(const std::vector<std::string>& v) {
   toml::array a;
   for (const auto& s : v) a.push_back(s);
@@ -471,7 +497,7 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("timesteps", c.data.synth.T);
   data.insert_or_assign("n_features", c.data.synth.F);
   data.insert_or_assign("n_targets", c.data.synth.K);
-  data.insert_or_assign("noise", double(c.data.synth.noise));
+  data.insert_or_assign("noise", as_written(c.data.synth.noise));
   data.insert_or_assign("seed", int64_t(c.data.synth.seed));
   data.insert_or_assign("features", c.data.features);
   data.insert_or_assign("targets", c.data.targets);
@@ -481,6 +507,7 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("instrument_column", c.data.instrument_column);
   data.insert_or_assign("feature_columns", string_array(c.data.feature_columns));
   data.insert_or_assign("target_columns", string_array(c.data.target_columns));
+  data.insert_or_assign("allow_target_features", c.data.allow_target_features);
   put_boundary(split, "train_end", c.split.spec.train_end);
   put_boundary(split, "valid_end", c.split.spec.valid_end);
   split.insert_or_assign("gap", c.split.spec.gap);
@@ -497,26 +524,26 @@ toml::table to_table(const RunConfig& c) {
   model.insert_or_assign("d_state", m.N);
   model.insert_or_assign("conv_width", m.W);
   model.insert_or_assign("chunk", m.Q);
-  model.insert_or_assign("dt_min", double(m.dt_min));
-  model.insert_or_assign("dt_max", double(m.dt_max));
-  model.insert_or_assign("dt_init_floor", double(m.dt_init_floor));
-  model.insert_or_assign("dt_limit_lo", double(m.dt_limit_lo));
-  model.insert_or_assign("dt_limit_hi", double(m.dt_limit_hi));
+  model.insert_or_assign("dt_min", as_written(m.dt_min));
+  model.insert_or_assign("dt_max", as_written(m.dt_max));
+  model.insert_or_assign("dt_init_floor", as_written(m.dt_init_floor));
+  model.insert_or_assign("dt_limit_lo", as_written(m.dt_limit_lo));
+  model.insert_or_assign("dt_limit_hi", as_written(m.dt_limit_hi));
   const TrainConfig& t = c.train;
   train.insert_or_assign("batch", t.B);
   train.insert_or_assign("seq_len", t.L);
   train.insert_or_assign("steps", t.steps);
-  train.insert_or_assign("lr", double(t.lr));
-  train.insert_or_assign("min_lr_ratio", double(t.min_lr_ratio));
+  train.insert_or_assign("lr", as_written(t.lr));
+  train.insert_or_assign("min_lr_ratio", as_written(t.min_lr_ratio));
   train.insert_or_assign("warmup", t.warmup);
   train.insert_or_assign("schedule", to_string(t.schedule));
-  train.insert_or_assign("weight_decay", double(t.weight_decay));
-  train.insert_or_assign("beta1", double(t.beta1));
-  train.insert_or_assign("beta2", double(t.beta2));
-  train.insert_or_assign("eps", double(t.eps));
-  train.insert_or_assign("clip", double(t.clip));
+  train.insert_or_assign("weight_decay", as_written(t.weight_decay));
+  train.insert_or_assign("beta1", as_written(t.beta1));
+  train.insert_or_assign("beta2", as_written(t.beta2));
+  train.insert_or_assign("eps", as_written(t.eps));
+  train.insert_or_assign("clip", as_written(t.clip));
   train.insert_or_assign("loss", to_string(t.loss));
-  train.insert_or_assign("huber_delta", double(t.huber_delta));
+  train.insert_or_assign("huber_delta", as_written(t.huber_delta));
   train.insert_or_assign("burn_in", t.burn_in);
   train.insert_or_assign("seed", int64_t(t.seed));
   train.insert_or_assign("log_every", t.log_every);
@@ -537,10 +564,25 @@ toml::table to_table(const RunConfig& c) {
   return root;
 }
 
+// A value as TOML text. Floats take their shortest exact form (0.1, not toml++'s 0.10000000000000001): every
+// float setting is stored as the double as_written() gives, so the text is what the user wrote.
 std::string node_text(const toml::node& n) {
+  if (const auto* f = n.as_floating_point()) {
+    const double v = f->get();
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[40];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    std::string t(buf, r.ptr);
+    if (t.find_first_of(".en") == std::string::npos) t += ".0";  // stays a TOML float
+    return t;
+  }
+  toml::table t;
+  t.insert_or_assign("v", n);
   std::ostringstream s;
-  n.visit([&](const auto& v) { s << v; });
-  return s.str();
+  s << t;
+  const std::string line = s.str();  // "v = <value>"
+  return line.substr(line.find('=') + 2);
 }
 
 }  // namespace
@@ -557,12 +599,14 @@ std::string to_toml(const RunConfig& c, const std::vector<std::string>& sections
   const toml::table all = to_table(c);
   const std::vector<std::string> sections =
       sections_in.empty() ? std::vector<std::string>{"data", "split", "model", "train", "run"} : sections_in;
-  toml::table out;
-  for (const auto& s : sections)
-    if (const toml::node* n = all.get(s)) out.insert_or_assign(s, *n);
-  std::ostringstream text;
-  text << out;
-  return text.str() + "\n";
+  std::string text;
+  for (const auto& s : sections) {
+    const toml::table* t = all.get_as<toml::table>(s);
+    if (!t) continue;
+    text += (text.empty() ? "[" : "\n[") + s + "]\n";
+    for (const auto& [key, v] : *t) text += std::string(key.str()) + " = " + node_text(v) + "\n";
+  }
+  return text;
 }
 
 }  // namespace mlalpha

@@ -164,6 +164,23 @@ TEST_F(Run, PathsInATomlFileResolveAgainstItsFolder) {
   EXPECT_FALSE(c.was_given("train.lr"));
 }
 
+TEST(RunConfigChecks, ATargetThatIsAFeatureIsALeak) {
+  const std::string csv = "[data]\nsource = \"csv\"\ncsv = \"p.csv\"\nfeature_columns = [\"f0\", \"y0\"]\n"
+                          "target_columns = [\"y0\"]\n";
+  const std::string e = error_of([&] { parse_run_config(csv, "t").validate(); });
+  EXPECT_NE(e.find("data.target_columns: 'y0' is also in data.feature_columns"), std::string::npos) << e;
+  EXPECT_NO_THROW(parse_run_config(csv + "allow_target_features = true\n", "t").validate());
+}
+
+TEST(RunConfigChecks, NumbersInMessagesAreAsWritten) {
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"train.lr=-1e-9"}).validate(); }).find("got -1e-09"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_run_config("[split]\ntrain_end = 1.0000001\n", "t"); }).find("got 1.0000001"),
+            std::string::npos);
+  // A recorded float reads back as written (a resume names 0.1, not 0.10000000149011612).
+  EXPECT_NE(to_toml(parse_run_config("", "t", {"data.noise=0.1"}), {"data"}).find("noise = 0.1\n"), std::string::npos);
+}
+
 TEST(RunConfigText, RoundTripsThroughToml) {
   RunConfig c = parse_run_config("[data]\nsource = \"csv\"\ncsv = \"a b.csv\"\nfeature_columns = [\"x\", \"y\"]\n"
                                  "target_columns = [\"r\"]\ndelimiter = \";\"\n[split]\ntrain_end = 500\nvalid_end = \"2020-01-01\"\n"
