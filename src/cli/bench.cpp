@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/cuda_event.h"
 #include "data/synthetic.h"
 #include "train/trainer_gpu.h"
 
@@ -31,17 +32,15 @@ double median(std::vector<float> v) {
 // Times `steps` calls of f with CUDA events around each; returns per-call milliseconds.
 template <typename F>
 std::vector<float> time_calls(cudaStream_t st, int steps, F&& f) {
-  std::vector<cudaEvent_t> ev(steps + 1);
-  for (auto& e : ev) MLALPHA_CUDA_CHECK(cudaEventCreate(&e));
-  MLALPHA_CUDA_CHECK(cudaEventRecord(ev[0], st));
+  std::vector<CudaEvent> ev(steps + 1);
+  ev[0].record(st);
   for (int i = 0; i < steps; ++i) {
     f();
-    MLALPHA_CUDA_CHECK(cudaEventRecord(ev[i + 1], st));
+    ev[i + 1].record(st);
   }
-  MLALPHA_CUDA_CHECK(cudaEventSynchronize(ev[steps]));
+  ev[steps].synchronize();
   std::vector<float> ms(steps);
-  for (int i = 0; i < steps; ++i) MLALPHA_CUDA_CHECK(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
-  for (auto& e : ev) cudaEventDestroy(e);
+  for (int i = 0; i < steps; ++i) ms[i] = elapsed_ms(ev[i], ev[i + 1]);
   return ms;
 }
 
@@ -66,7 +65,7 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
   n = (n + 63) / 64 * 64;
   DeviceBuffer<float> p(n), g(n), m(n), v(n), partials(gpu::grad_norm_blocks(n)), copy_src(n), copy_dst(n);
   DeviceBuffer<unsigned char> decay(n);
-  // Non-zero, non-constant contents (METHOD.md: never time on zeros).
+  // Non-zero, non-constant contents: zeros can time faster than real data.
   for (auto* b : {&p, &g, &m, &v, &copy_src}) b->fill_bytes(0x3C, ctx.stream());  // 0x3C3C3C3C ≈ 0.0115f
   decay.fill_bytes(1, ctx.stream());
   DeviceBuffer<DeviceStepState> st(1);
