@@ -60,13 +60,15 @@ class Config:
     Config.from_toml("configs/example.toml", train={"steps": 50})
 
     Every value goes to the engine as a `section.key=value` override (as `--set` on the command line), so
-    unknown keys and bad values raise ValueError with the engine's message and its "did you mean".
+    unknown keys and bad values raise ValueError with the engine's message and its "did you mean"; the
+    settings are checked (RunConfig::validate) when the Config is made.
     """
 
     def __init__(self, settings: Mapping[str, Any] | None = None, /, **sections: Any):
         self._path = ""
         self._overrides = self._overrides_of(settings, sections)
         self._cfg = _core.load_run_config("", self._overrides)
+        self._cfg.validate()
 
     @staticmethod
     def _overrides_of(settings, sections) -> list[str]:
@@ -85,6 +87,7 @@ class Config:
         self._path = os.fspath(path)
         self._overrides = cls._overrides_of(settings, sections)
         self._cfg = _core.load_run_config(self._path, self._overrides)
+        self._cfg.validate()
         return self
 
     def replace(self, settings: Mapping[str, Any] | None = None, /, **sections: Any) -> "Config":
@@ -93,6 +96,7 @@ class Config:
         new._path = self._path
         new._overrides = self._overrides + self._overrides_of(settings, sections)
         new._cfg = _core.load_run_config(new._path, new._overrides)
+        new._cfg.validate()
         return new
 
     def to_toml(self) -> str:

@@ -305,6 +305,7 @@ NB_MODULE(_core, m) {
   nb::class_<mlalpha::RunConfig>(m, "RunConfig")
       .def("to_toml", [](const mlalpha::RunConfig& c, const std::vector<std::string>& s) { return mlalpha::to_toml(c, s); },
            "sections"_a = std::vector<std::string>{})
+      .def("validate", &mlalpha::RunConfig::validate)
       .def_prop_ro("given", [](const mlalpha::RunConfig& c) { return std::vector<std::string>(c.given.begin(), c.given.end()); })
       .def_prop_ro("device", [](const mlalpha::RunConfig& c) { return c.run.device; })
       .def_prop_ro("out_dir", [](const mlalpha::RunConfig& c) { return c.run.out_dir; });
