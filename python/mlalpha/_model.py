@@ -15,6 +15,14 @@ except ImportError:  # Python < 3.11
     import tomli as tomllib
 
 
+def _is_frame(data) -> bool:
+    try:
+        import pandas as pd
+    except ImportError:
+        return False
+    return isinstance(data, pd.DataFrame)
+
+
 class Model:
     """A trained model. mlalpha.load(path) reads a checkpoint of `ml-alpha train` or Model.save."""
 
@@ -32,8 +40,14 @@ class Model:
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", tf32: bool = False) -> np.ndarray:
         """Predictions for time steps [t0, t1) (NaN elsewhere), windows of the training length.
 
-        data: a Panel -> (N, T, K); or features as an array, (N, T, F) -> (N, T, K) or (T, F) -> (T, K).
+        data: a Panel -> (N, T, K), or a DataFrame aligned to its rows when it came from Panel.from_frame;
+        a DataFrame (long, as Panel.from_frame takes; the model's feature columns) -> a DataFrame aligned to
+        its rows, one column per target; features as an array, (N, T, F) -> (N, T, K) or (T, F) -> (T, K).
         """
+        if _is_frame(data):
+            if not self.feature_names:
+                raise ValueError("predict: the model records no feature names; build the panel with Panel.from_frame(df, features=[...])")
+            data = Panel.from_frame(data, self.feature_names, None, _n_targets=self.K)
         if isinstance(data, Panel):
             panel, series = data, False
         else:
@@ -44,6 +58,8 @@ class Model:
             y = np.full(x.shape[:-1] + (self.K,), np.nan, dtype=np.float32)
             panel = Panel.from_numpy(x, y)
         pred = self._core.predict(panel._core, t0, -1 if t1 is None else t1, device, tf32)
+        if panel._frame is not None:
+            return panel.to_frame(pred, self.target_names or [f"y{k}" for k in range(self.K)])
         return pred[0] if series else pred
 
     @property
