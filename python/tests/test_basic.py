@@ -286,3 +286,10 @@ def test_metrics_nan_and_shapes():
         mlalpha.metrics(pred, y[:, :3])
     with pytest.raises(TypeError, match="pred: expected a float array"):
         mlalpha.metrics(np.zeros((3, 4), dtype=np.int32), y)
+
+
+def test_fit_progress_bar_is_optional(arrays):
+    x, y = arrays
+    cfg = mlalpha.Config(SMALL).replace(train={"steps": 10})
+    r = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, progress=True)  # tqdm when installed, else nothing
+    assert r.last.step == 10
