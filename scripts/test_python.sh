@@ -10,22 +10,25 @@ py=${PYTHON:-python3}
 env_dir="$build/python-env"
 fail() { echo "test_python: $*" >&2; exit 1; }
 
-has_python() {
+apt_install() {  # Debian/Ubuntu packages, as root or with sudo
+  command -v apt-get >/dev/null || return 1
+  local sudo_cmd=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || return 1
+    sudo_cmd=sudo
+  fi
+  echo "test_python: installing $*"
+  $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null
+}
+has_python() {  # >= 3.9 with its headers (Python.h, for the extension)
   command -v "$py" >/dev/null && "$py" - <<'PY' 2>/dev/null
-import os, sys, sysconfig, venv, ensurepip
+import os, sys, sysconfig
 sys.exit(0 if sys.version_info >= (3, 9) and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)
 PY
 }
 if ! has_python; then
-  command -v apt-get >/dev/null || fail "$py (>= 3.9) with its headers (Python.h) and the venv module is required"
-  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
-    fail "$py with headers and venv is required: install python3 python3-dev python3-venv (as root)"
-  fi
-  sudo_cmd=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
-  echo "test_python: installing python3 python3-dev python3-venv"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3 python3-dev python3-venv >/dev/null
-  has_python || fail "$py still lacks its headers (Python.h) or the venv module after apt-get install"
+  apt_install python3 python3-dev python3-venv || fail "$py >= 3.9 with its headers (Python.h) is required: install python3 python3-dev python3-venv"
+  has_python || fail "$py still lacks its headers (Python.h) after apt-get install python3-dev"
 fi
 
 # The package builds against the installed engine: the library, headers and find_package(mlalpha) files.
@@ -33,8 +36,13 @@ cmake --install "$build" --prefix "$build/install" >/dev/null || fail "cmake --i
 
 # A virtual environment that sees the system's packages: what is installed already is used, the rest comes
 # from PyPI (Debian's own python refuses pip installs outside one).
-if [ ! -x "$env_dir/bin/python" ]; then
-  "$py" -m venv --system-site-packages "$env_dir" || fail "could not create the virtual environment $env_dir"
+if [ ! -x "$env_dir/bin/pip" ]; then
+  rm -rf "$env_dir"
+  if ! "$py" -m venv --system-site-packages "$env_dir"; then  # Debian: venv's pip comes with python3-venv
+    rm -rf "$env_dir"
+    apt_install python3-venv || fail "could not create the virtual environment $env_dir (install python3-venv)"
+    "$py" -m venv --system-site-packages "$env_dir" || fail "could not create the virtual environment $env_dir"
+  fi
 fi
 vpy="$env_dir/bin/python"
 missing=()
