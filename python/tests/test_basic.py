@@ -2,6 +2,7 @@
 command line (MLALPHA_BIN), metrics."""
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -227,7 +228,9 @@ def test_python_checkpoint_read_by_cli(run, tmp_path):
     run.best.save(path)
     out = subprocess.run([exe, "info", "--checkpoint", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "d_model" in out.stdout or "model" in out.stdout
+    # The command reads the settings and the tensors Python wrote: SMALL's model, F = 3 inputs.
+    assert "d_model = 16" in out.stdout and "steps = 30" in out.stdout
+    assert re.search(r"input_proj\.weight\s+\(16, 3\)", out.stdout), out.stdout
 
 
 def test_cli_training_matches_python_bitwise(arrays, tmp_path):
