@@ -296,3 +296,13 @@ def test_fit_progress_bar_is_optional(arrays):
     cfg = mlalpha.Config(SMALL).replace(train={"steps": 10})
     r = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, progress=True)  # tqdm when installed, else nothing
     assert r.last.step == 10
+
+
+def test_fit_walk_forward_folds(arrays):
+    x, y = arrays
+    cfg = mlalpha.Config(SMALL).replace(split={"walk_forward_folds": 2}, train={"steps": 10})
+    r = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg)
+    assert [f.fold for f in r.folds] == [0, 1]
+    assert r.folds[0].split["test"][1] <= r.folds[1].split["test"][0]  # fold 0 the earlier test block
+    assert r.last.fold == 1 and r.folds[0].last.fold == 0
+    assert sorted(set(r.history["fold"])) == [0, 1] and len(r.history) == 20
