@@ -1,0 +1,175 @@
+"""mlalpha.Panel: N instruments x T time steps x F features with K targets (docs/data.md)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import _core
+
+
+def _as_float32(a, name: str) -> np.ndarray:
+    """A C-contiguous float32 array; float32 C-contiguous input is passed on as is, other floats converted."""
+    arr = np.asarray(a)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{name}: expected a float array (float16/32/64), got dtype {arr.dtype}"
+                        + (" (convert integers with .astype(np.float32) if that is what you mean)" if arr.dtype.kind in "iub" else ""))
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _labels(values, name: str) -> list[str]:
+    if values is None:
+        return []
+    return [str(v) for v in values]
+
+
+def _frame_keys(df, time: str, instrument: str):
+    """The (time, instrument) label of every row: from a two-level MultiIndex (Qlib's (datetime,
+    instrument); levels found by name, else by position) or from the columns `time` and `instrument`."""
+    import pandas as pd
+
+    idx = df.index
+    if isinstance(idx, pd.MultiIndex):
+        if idx.nlevels != 2:
+            raise ValueError(f"from_frame: a MultiIndex must have two levels (datetime, instrument), got {idx.nlevels}")
+        names = list(idx.names)
+        t_level = names.index(time) if time in names else names.index("datetime") if "datetime" in names else 0
+        return idx.get_level_values(t_level), idx.get_level_values(1 - t_level)
+    missing = [c for c in (time, instrument) if c not in df.columns]
+    if missing:
+        raise ValueError(f"from_frame: the frame has neither a (datetime, instrument) MultiIndex nor the column(s) "
+                         f"{', '.join(map(repr, missing))}; columns: {', '.join(map(str, df.columns[:20]))}")
+    return pd.Index(df[time]), pd.Index(df[instrument])
+
+
+def _frame_values(df, columns, what: str) -> np.ndarray:
+    """The columns as float32 (rows, len(columns)); errors name the column (and the row for ±Inf)."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"from_frame: {what} column(s) {', '.join(map(repr, missing))} not in the frame; "
+                         f"columns: {', '.join(map(str, df.columns[:20]))}")
+    out = np.empty((len(df), len(columns)), dtype=np.float32)
+    for j, c in enumerate(columns):
+        col = df[c]
+        if col.dtype.kind not in "fiu":
+            raise TypeError(f"from_frame: {what} column {c!r} has dtype {col.dtype}; values must be numbers or NaN")
+        v = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(over="ignore"):
+            out[:, j] = v
+        bad = np.flatnonzero(np.isinf(out[:, j]))
+        if bad.size:
+            label = df.index[bad[0]]
+            label = "(" + ", ".join(map(str, label)) + ")" if isinstance(label, tuple) else str(label)
+            raise ValueError(f"from_frame: {what} column {c!r} at row {label} is {float(v[bad[0]]):g} "
+                             "(infinite or outside the float32 range); values must be finite or NaN")
+    return out
+
+
+class Panel:
+    """A panel for the engine: Panel.from_numpy or Panel.from_frame.
+
+    The values are copied into the engine's panel (a std::vector), so later changes to the source
+    arrays do not reach it.
+    """
+
+    def __init__(self, core: "_core.Panel", frame=None):
+        self._core = core
+        # From a frame: (the frame's index, instrument slot and time slot of each row), for aligned output.
+        self._frame = frame
+
+    @classmethod
+    def from_frame(cls, df, features: Sequence[str], targets: Sequence[str] | None = None, time: str = "time",
+                   instrument: str = "instrument", *, _n_targets: int = 0) -> "Panel":
+        """A long DataFrame, one row per (time, instrument), indexed by a (datetime, instrument) MultiIndex
+        (Qlib's layout) or with `time` and `instrument` columns.
+
+        The panel is the union of the times and instruments seen, both sorted (so row order does not
+        matter); a missing (time, instrument) row gives NaN features and targets; a (time, instrument)
+        seen twice, ±Inf, and non-numeric columns are errors. Labels become strings (dates as
+        2020-01-01). targets=None: no targets (NaN), for prediction.
+        """
+        import pandas as pd
+
+        features = list(features)
+        targets = [] if targets is None else list(targets)
+        if not features:
+            raise ValueError("from_frame: features must name at least one column")
+        if len(df) == 0:
+            raise ValueError("from_frame: the frame has no rows")
+        t_raw, i_raw = _frame_keys(df, time, instrument)
+        if t_raw.hasnans or i_raw.hasnans:
+            raise ValueError("from_frame: a time or instrument label is missing (NaN/NaT)")
+        try:
+            times = t_raw.unique().sort_values()
+            instruments = i_raw.unique().sort_values()
+        except TypeError as e:
+            raise ValueError(f"from_frame: time or instrument labels of mixed kinds cannot be ordered ({e})") from None
+        t_slot = times.get_indexer(t_raw)
+        i_slot = instruments.get_indexer(i_raw)
+        N, T = len(instruments), len(times)
+        flat = i_slot.astype(np.int64) * T + t_slot
+        dup = np.flatnonzero(np.bincount(flat, minlength=N * T) > 1)
+        if dup.size:
+            i, t = divmod(int(dup[0]), T)
+            raise ValueError(f"from_frame: (time {times[t]}, instrument {instruments[i]}) appears in more than one row")
+        xv = _frame_values(df, features, "feature")
+        x = np.full((N, T, len(features)), np.nan, dtype=np.float32)
+        x[i_slot, t_slot] = xv
+        K = len(targets) or max(_n_targets, 1)
+        y = np.full((N, T, K), np.nan, dtype=np.float32)
+        if targets:
+            y[i_slot, t_slot] = _frame_values(df, targets, "target")
+        core = _core.panel_from_arrays(x, y, list(times.astype(str)), list(instruments.astype(str)),
+                                       [str(f) for f in features], [str(t) for t in targets])
+        return cls(core, frame=(df.index, i_slot, t_slot))
+
+    @classmethod
+    def from_numpy(cls, x, y, times: Sequence | None = None, instruments: Sequence | None = None,
+                   feature_names: Sequence[str] | None = None, target_names: Sequence[str] | None = None) -> "Panel":
+        """x (N, T, F) with y (N, T, K) or (N, T); or one series: x (T, F) with y (T, K) or (T,).
+
+        NaN is allowed in both (NaN targets are masked, NaN features get the training mean); ±Inf, integer
+        or object arrays and shapes that disagree raise ValueError / TypeError. Labels become strings;
+        times must be in chronological order.
+        """
+        xa = _as_float32(x, "x")
+        ya = _as_float32(y, "y")
+        return cls(_core.panel_from_arrays(xa, ya, _labels(times, "times"), _labels(instruments, "instruments"),
+                                           _labels(feature_names, "feature_names"), _labels(target_names, "target_names")))
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(N, T, F, K)."""
+        c = self._core
+        return (c.N, c.T, c.F, c.K)
+
+    N = property(lambda self: self._core.N)
+    T = property(lambda self: self._core.T)
+    F = property(lambda self: self._core.F)
+    K = property(lambda self: self._core.K)
+    times = property(lambda self: list(self._core.times))
+    instruments = property(lambda self: list(self._core.instruments))
+    feature_names = property(lambda self: list(self._core.feature_names))
+    target_names = property(lambda self: list(self._core.target_names))
+
+    @property
+    def x(self) -> np.ndarray:
+        """A copy of the features, (N, T, F)."""
+        return self._core.x()
+
+    @property
+    def y(self) -> np.ndarray:
+        """A copy of the targets, (N, T, K)."""
+        return self._core.y()
+
+    def to_frame(self, values: np.ndarray, columns: Sequence[str]):
+        """(N, T, K) values as a DataFrame aligned to the rows of the frame this panel came from."""
+        import pandas as pd
+
+        if self._frame is None:
+            raise ValueError("to_frame: this panel did not come from a DataFrame (Panel.from_frame)")
+        index, i_slot, t_slot = self._frame
+        return pd.DataFrame(values[i_slot, t_slot], index=index, columns=list(columns))
+
+    def __repr__(self) -> str:
+        return "mlalpha.Panel(N={}, T={}, F={}, K={})".format(*self.shape)

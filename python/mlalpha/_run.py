@@ -1,0 +1,165 @@
+"""mlalpha.fit: a training run in the engine (run_training), its models and records."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import _core
+from ._config import Config
+from ._model import Model
+from ._panel import Panel
+
+try:
+    import pandas as _pd
+except ImportError:
+    _pd = None
+
+
+def _table(rows: list[dict]):
+    """A DataFrame when pandas is importable, else the list of dicts."""
+    return _pd.DataFrame(rows) if _pd is not None else rows
+
+
+def _eval_row(fold: int, e: dict) -> dict:
+    m = e["metrics"]
+    row = {"fold": fold, "step": e["step"], "value": e["value"], "best": e["best"]}
+    row.update({k: m[k] for k in ("mse", "ic", "rank_ic", "icir", "dir_acc", "points")})
+    return row
+
+
+@dataclass
+class Fold:
+    """One fold of a run (a single split is fold 0)."""
+    fold: int
+    split: dict          # {"train": (t0, t1), "valid": ..., "test": ...} time indices
+    steps: int           # the last step trained
+    best_step: int
+    best_value: float    # run.metric at best_step
+    early_stopped: bool
+    stopped: bool
+    test: dict | None    # metrics of the best weights on the test range
+    best: Model | None
+    last: Model | None
+    history: list[dict] = field(repr=False)
+    evaluations: list[dict] = field(repr=False)
+
+
+@dataclass
+class Run:
+    """What fit returns. best / last: the models of the last fold (the latest data)."""
+    folds: list[Fold]
+    config: Config
+    dir: str | None      # the run folder, None when fit used a temporary one
+    stopped: bool        # the callback, Ctrl-C or the stop flag ended it before the planned end
+    interrupted: bool    # Ctrl-C (SIGINT) ended it
+
+    @property
+    def best(self) -> Model | None:
+        return self.folds[-1].best if self.folds else None
+
+    @property
+    def last(self) -> Model | None:
+        return self.folds[-1].last if self.folds else None
+
+    @property
+    def history(self):
+        """Every training step: fold, step, loss, lr, grad_norm, skipped."""
+        return _table([{"fold": f.fold, **p} for f in self.folds for p in f.history])
+
+    @property
+    def evaluations(self):
+        """Every validation: fold, step, value (run.metric), best, mse, ic, rank_ic, icir, dir_acc, points."""
+        return _table([_eval_row(f.fold, e) for f in self.folds for e in f.evaluations])
+
+
+def _load_if(path: str) -> Model | None:
+    return Model.load(path) if os.path.exists(path) else None
+
+
+class _Progress:
+    """A tqdm bar over the training steps of each fold, when tqdm is installed."""
+
+    def __init__(self, steps: int):
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+        self._tqdm, self._steps, self._bar = tqdm, steps, None
+
+    def __call__(self, e: dict) -> None:
+        if self._tqdm is None:
+            return
+        if e["kind"] == "fold_start":
+            self.close()
+            self._bar = self._tqdm(total=self._steps, initial=e["start_step"], desc=f"fold {e['fold']}" if e["folds"] > 1 else "train")
+        elif e["kind"] == "log" and self._bar is not None and e["points"]:
+            self._bar.update(len(e["points"]))
+            self._bar.set_postfix(loss=f"{e['points'][-1]['loss']:.4g}")
+        elif e["kind"] == "fold_end":
+            self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def fit(panel: Panel, config: Config | dict | None = None, device: str | None = None,
+        callback: Callable[[dict], Any] | None = None, out_dir: str | os.PathLike | None = None,
+        overwrite: bool = True, progress: bool = False) -> Run:
+    """Trains on `panel` in the engine, as `ml-alpha train` does (walk-forward folds included).
+
+    device: "auto" | "cpu" | "gpu"; None keeps the config's run.device (default auto).
+    callback(event: dict) is called at each fold start, log point (every train.log_every steps), validation
+    and message; returning False stops the run after the current step (as Ctrl-C does).
+    out_dir: the run folder; None uses the config's run.out_dir when it was set, otherwise a temporary folder
+    removed once the models are loaded (Run.dir is then None).
+    Ctrl-C (KeyboardInterrupt) while the engine trains stops it after the current step: fit returns the Run
+    with stopped and interrupted True and `last` holding the weights of that step.
+    """
+    if not isinstance(panel, Panel):
+        raise TypeError(f"fit: panel must be an mlalpha.Panel (Panel.from_numpy), got {type(panel).__name__}")
+    if config is None:
+        config = Config()
+    elif isinstance(config, dict):
+        config = Config(config)
+    elif not isinstance(config, Config):
+        raise TypeError(f"fit: config must be an mlalpha.Config or a dict, got {type(config).__name__}")
+    changes: dict[str, Any] = {}
+    if device is not None:
+        changes["run.device"] = device
+    tmp = None
+    if out_dir is not None:
+        changes["run.out_dir"] = os.fspath(out_dir)
+    elif "run.out_dir" not in config.given:
+        tmp = tempfile.mkdtemp(prefix="mlalpha-run-")
+        changes["run.out_dir"] = tmp
+    if changes:
+        config = config.replace(changes)
+
+    bar = _Progress(config["train.steps"]) if progress else None
+
+    def on_event(e: dict):
+        if bar is not None:
+            bar(e)
+        return True if callback is None else callback(e)
+
+    try:
+        result, _, interrupted = _core.fit(config._cfg, panel._core, on_event if (callback or bar) else None,
+                                           overwrite, "", threading.current_thread() is threading.main_thread())
+        folds = [Fold(fold=f["fold"], split=f["split"], steps=f["steps"], best_step=f["best_step"],
+                      best_value=f["best_value"], early_stopped=f["early_stopped"], stopped=f["stopped"],
+                      test=f["test"], best=_load_if(os.path.join(f["dir"], "best.safetensors")),
+                      last=_load_if(os.path.join(f["dir"], "last.safetensors")), history=f["history"],
+                      evaluations=f["evaluations"]) for f in result["folds"]]
+    finally:
+        if bar is not None:
+            bar.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Run(folds=folds, config=config, dir=None if tmp else config["run.out_dir"],
+               stopped=bool(result["stopped"]) or interrupted, interrupted=interrupted)

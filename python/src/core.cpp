@@ -1,0 +1,349 @@
+// mlalpha._core: the engine's public API (include/mlalpha/) for Python. Thin by design: configs go through
+// parse_run_config, training through run_training, models through mlalpha::Model, metrics through
+// compute_metrics; this file only converts arrays and results. The GIL is released while the engine
+// works and taken back inside the run callback to call Python.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <mlalpha/config.h>
+#include <mlalpha/error.h>
+#include <mlalpha/metrics.h>
+#include <mlalpha/model.h>
+#include <mlalpha/panel.h>
+#include <mlalpha/run.h>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using FloatArray = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using OutArray = nb::ndarray<nb::numpy, float>;
+
+// A float32 numpy array owning `v` (moved to the heap, freed with the array).
+OutArray to_numpy(std::vector<float>&& v, const std::vector<size_t>& shape) {
+  auto* heap = new std::vector<float>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  return OutArray(heap->data(), shape.size(), shape.data(), owner);
+}
+
+std::string shape_text(const FloatArray& a) {
+  std::string s = "(";
+  for (size_t d = 0; d < a.ndim(); ++d) s += (d ? ", " : "") + std::to_string(a.shape(d));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// The first ±Inf of `a` as "[i, j, k] is +inf", or "" when there is none (NaN is allowed: docs/data.md).
+std::string find_inf(const FloatArray& a) {
+  const float* d = a.data();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isinf(d[i])) continue;
+    std::string idx;
+    size_t rest = i;
+    for (size_t k = a.ndim(); k-- > 0;) {
+      idx = std::to_string(rest % a.shape(k)) + (idx.empty() ? "" : ", ") + idx;
+      rest /= a.shape(k);
+    }
+    return "[" + idx + "] is " + (d[i] > 0 ? "+inf" : "-inf");
+  }
+  return "";
+}
+
+// (T, F) / (N, T, F) features with (T,) / (T, K) / (N, T) / (N, T, K) targets, with the shape rules and
+// messages of the .npy reader (docs/data.md). The values are copied into the Panel's vectors.
+mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::string> times,
+                                 std::vector<std::string> instruments, std::vector<std::string> feature_names,
+                                 std::vector<std::string> target_names) {
+  const size_t rx = x.ndim(), ry = y.ndim();
+  if (rx != 2 && rx != 3)
+    throw mlalpha::Error("x: features must have shape (T, F) for one series or (N, T, F) for a panel, got " +
+                         shape_text(x));
+  const bool panel = rx == 3;
+  if (ry != rx - 1 && ry != rx)
+    throw mlalpha::Error(std::string("y: targets must have shape ") + (panel ? "(N, T) or (N, T, K)" : "(T,) or (T, K)") +
+                         " for features of shape " + shape_text(x) + ", got " + shape_text(y));
+  for (size_t d = 0; d < rx; ++d)
+    if (x.shape(d) < 1 || x.shape(d) > size_t(INT32_MAX))
+      throw mlalpha::Error("x: every dimension must be in [1, 2147483647], got shape " + shape_text(x));
+  for (size_t d = 0; d < ry; ++d)
+    if (y.shape(d) < 1 || y.shape(d) > size_t(INT32_MAX))
+      throw mlalpha::Error("y: every dimension must be in [1, 2147483647], got shape " + shape_text(y));
+  const size_t N = panel ? x.shape(0) : 1, T = x.shape(rx - 2), F = x.shape(rx - 1);
+  const size_t Ny = panel ? y.shape(0) : 1, Ty = y.shape(panel ? 1 : 0), K = ry == rx ? y.shape(ry - 1) : 1;
+  if (N != Ny || T != Ty)
+    throw mlalpha::Error("features x of shape " + shape_text(x) + " and targets y of shape " + shape_text(y) +
+                         " disagree on " +
+                         (N != Ny ? "N (" + std::to_string(N) + " vs " + std::to_string(Ny) + ")"
+                                  : "T (" + std::to_string(T) + " vs " + std::to_string(Ty) + ")"));
+  if (const std::string at = find_inf(x); !at.empty())
+    throw mlalpha::Error("x: feature value at " + at + " (or outside the float32 range); values must be finite or NaN");
+  if (const std::string at = find_inf(y); !at.empty())
+    throw mlalpha::Error("y: target value at " + at + " (or outside the float32 range); values must be finite or NaN");
+  mlalpha::Panel p;
+  p.N = int(N), p.T = int(T), p.F = int(F), p.K = int(K);
+  // (T, F) and (N, T, F) in C order are the panel's (N, T, F) layout; likewise the targets.
+  p.x.assign(x.data(), x.data() + x.size());
+  p.y.assign(y.data(), y.data() + y.size());
+  p.times = std::move(times);
+  p.instruments = std::move(instruments);
+  p.feature_names = std::move(feature_names);
+  p.target_names = std::move(target_names);
+  p.validate();
+  return p;
+}
+
+nb::dict metrics_dict(const mlalpha::Metrics& m) {
+  nb::dict d;
+  d["mse"] = m.mse, d["ic"] = m.ic, d["rank_ic"] = m.rank_ic, d["icir"] = m.icir, d["dir_acc"] = m.dir_acc;
+  d["points"] = m.points, d["steps"] = m.steps;
+  return d;
+}
+
+nb::dict metrics_result_dict(const mlalpha::MetricsResult& r) {
+  nb::dict d = metrics_dict(r.mean);
+  nb::list per;
+  for (const mlalpha::Metrics& m : r.per_target) per.append(metrics_dict(m));
+  d["per_target"] = per;
+  return d;
+}
+
+nb::dict split_dict(const mlalpha::Split& s) {
+  nb::dict d;
+  d["train"] = nb::make_tuple(s.train_begin, s.train_end);
+  d["valid"] = nb::make_tuple(s.valid_begin, s.valid_end);
+  d["test"] = nb::make_tuple(s.test_begin, s.test_end);
+  return d;
+}
+
+nb::dict point_dict(const mlalpha::TrainPoint& p) {
+  nb::dict d;
+  d["step"] = p.step, d["loss"] = p.loss, d["lr"] = p.lr, d["grad_norm"] = p.grad_norm, d["skipped"] = p.skipped;
+  return d;
+}
+
+nb::dict evaluation_dict(const mlalpha::Evaluation& e) {
+  nb::dict d;
+  d["step"] = e.step, d["value"] = e.value, d["best"] = e.best;
+  d["metrics"] = metrics_result_dict(e.metrics);
+  return d;
+}
+
+const char* kind_name(mlalpha::RunEvent::Kind k) {
+  switch (k) {
+    case mlalpha::RunEvent::Kind::fold_start: return "fold_start";
+    case mlalpha::RunEvent::Kind::log: return "log";
+    case mlalpha::RunEvent::Kind::eval: return "eval";
+    case mlalpha::RunEvent::Kind::message: return "message";
+    case mlalpha::RunEvent::Kind::fold_end: return "fold_end";
+  }
+  return "message";
+}
+
+nb::dict event_dict(const mlalpha::RunEvent& e) {
+  nb::dict d;
+  d["kind"] = kind_name(e.kind), d["fold"] = e.fold, d["folds"] = e.folds, d["step"] = e.step;
+  switch (e.kind) {
+    case mlalpha::RunEvent::Kind::fold_start:
+      d["split"] = split_dict(e.split), d["device"] = e.device, d["params"] = e.params, d["start_step"] = e.start_step;
+      break;
+    case mlalpha::RunEvent::Kind::log: {
+      nb::list pts;
+      for (const mlalpha::TrainPoint& p : e.points) pts.append(point_dict(p));
+      d["points"] = pts;
+      break;
+    }
+    case mlalpha::RunEvent::Kind::eval: d["evaluation"] = evaluation_dict(e.evaluation); break;
+    default: break;
+  }
+  d["message"] = e.message;
+  return d;
+}
+
+nb::dict fold_dict(const mlalpha::FoldResult& f) {
+  nb::dict d;
+  d["fold"] = f.fold, d["split"] = split_dict(f.split), d["dir"] = f.dir, d["steps"] = f.steps;
+  d["best_step"] = f.best_step, d["best_value"] = f.best_value, d["early_stopped"] = f.early_stopped;
+  d["stopped"] = f.stopped, d["paused"] = f.paused, d["has_test"] = f.has_test;
+  if (f.has_test) d["test"] = metrics_result_dict(f.test);
+  else d["test"] = nb::none();
+  nb::list hist, evals;
+  for (const mlalpha::TrainPoint& p : f.history) hist.append(point_dict(p));
+  for (const mlalpha::Evaluation& e : f.evaluations) evals.append(evaluation_dict(e));
+  d["history"] = hist, d["evaluations"] = evals;
+  return d;
+}
+
+// SIGINT during a run sets the engine's stop flag, so Ctrl-C ends the run after the current step with
+// `last` saved (as the command line does); the previous handler is restored when the run returns.
+std::atomic<bool>& interrupt_flag() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+extern "C" void on_interrupt(int) { interrupt_flag().store(true); }
+
+struct SigintGuard {
+  struct sigaction previous {};
+  bool active = false;
+  explicit SigintGuard(bool install) {
+    if (!install) return;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    active = sigaction(SIGINT, &sa, &previous) == 0;
+  }
+  ~SigintGuard() {
+    if (active) sigaction(SIGINT, &previous, nullptr);
+  }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+};
+
+// Trains on `panel`. callback: None or a callable taking an event dict; a False return stops the run.
+// Returns (the results as a dict, the config as run, whether Ctrl-C stopped it). An exception raised by
+// the callback stops the run and is raised again once the engine has returned.
+nb::tuple fit(const mlalpha::RunConfig& config, const mlalpha::Panel& panel, nb::object callback, bool overwrite,
+              const std::string& resume, bool catch_sigint) {
+  std::unique_ptr<nb::python_error> callback_error;
+  mlalpha::RunOptions opt;
+  opt.overwrite = overwrite;
+  opt.resume = resume;
+  interrupt_flag().store(false);
+  opt.stop = &interrupt_flag();
+  opt.callback = [&](const mlalpha::RunEvent& e) -> bool {
+    nb::gil_scoped_acquire gil;
+    if (callback_error) return false;
+    if (PyErr_CheckSignals() != 0) {  // a signal whose Python handler raised (e.g. SIGINT outside the guard)
+      callback_error = std::make_unique<nb::python_error>();
+      return false;
+    }
+    if (callback.is_none()) return true;
+    try {
+      nb::object r = callback(event_dict(e));
+      return r.is_none() || nb::cast<bool>(r);
+    } catch (nb::python_error& err) {
+      callback_error = std::make_unique<nb::python_error>(std::move(err));
+    } catch (const std::exception& err) {
+      PyErr_SetString(PyExc_RuntimeError, (std::string("run callback: ") + err.what()).c_str());
+      callback_error = std::make_unique<nb::python_error>();
+    }
+    return false;
+  };
+  std::optional<mlalpha::RunResult> result;
+  {
+    SigintGuard guard(catch_sigint);
+    nb::gil_scoped_release release;
+    result = mlalpha::run_training(config, panel, opt);
+  }
+  if (callback_error) throw nb::python_error(std::move(*callback_error));
+  nb::dict out;
+  nb::list folds;
+  for (const mlalpha::FoldResult& f : result->folds) folds.append(fold_dict(f));
+  out["folds"] = folds;
+  out["stopped"] = result->stopped;
+  return nb::make_tuple(out, result->config, interrupt_flag().load());
+}
+
+// metrics(pred, y) over (N, T, K) arrays of one shape, time steps [t0, t1).
+nb::dict metrics(FloatArray pred, FloatArray y, int t0, int t1, int min_pairs) {
+  if (pred.ndim() != 3 || y.ndim() != 3)
+    throw mlalpha::Error("metrics: pred and y must be (N, T, K) arrays, got " + shape_text(pred) + " and " + shape_text(y));
+  for (size_t d = 0; d < 3; ++d)
+    if (pred.shape(d) != y.shape(d))
+      throw mlalpha::Error("metrics: pred " + shape_text(pred) + " and y " + shape_text(y) + " differ in shape");
+  mlalpha::MetricsInput in;
+  in.pred = {pred.data(), pred.size()};
+  in.y = {y.data(), y.size()};
+  in.N = int(pred.shape(0)), in.T = int(pred.shape(1)), in.K = int(pred.shape(2));
+  in.t0 = t0, in.t1 = t1, in.min_pairs = min_pairs;
+  mlalpha::MetricsResult r;
+  {
+    nb::gil_scoped_release release;
+    r = mlalpha::compute_metrics(in);
+  }
+  return metrics_result_dict(r);
+}
+
+std::string model_toml(const mlalpha::Model& m) {
+  mlalpha::RunConfig c;
+  c.model = m.model_config();
+  c.train = m.train_config();
+  return mlalpha::to_toml(c, {"model", "train"});
+}
+
+OutArray model_predict(const mlalpha::Model& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device,
+                       bool tf32) {
+  std::vector<float> pred;
+  {
+    nb::gil_scoped_release release;
+    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, tf32);
+  }
+  return to_numpy(std::move(pred), {size_t(p.N), size_t(p.T), size_t(p.K)});
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "ml-alpha's C++/CUDA engine (include/mlalpha/); use the mlalpha package, not this module";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const mlalpha::Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  nb::class_<mlalpha::RunConfig>(m, "RunConfig")
+      .def("to_toml", [](const mlalpha::RunConfig& c, const std::vector<std::string>& s) { return mlalpha::to_toml(c, s); },
+           "sections"_a = std::vector<std::string>{})
+      .def("validate", &mlalpha::RunConfig::validate)
+      .def_prop_ro("given", [](const mlalpha::RunConfig& c) { return std::vector<std::string>(c.given.begin(), c.given.end()); })
+      .def_prop_ro("device", [](const mlalpha::RunConfig& c) { return c.run.device; })
+      .def_prop_ro("out_dir", [](const mlalpha::RunConfig& c) { return c.run.out_dir; });
+  m.def("parse_run_config", &mlalpha::parse_run_config, "text"_a, "source_name"_a, "overrides"_a, "base_dir"_a);
+  m.def("load_run_config", &mlalpha::load_run_config, "path"_a, "overrides"_a);
+  m.def("run_config_keys", &mlalpha::run_config_keys);
+  m.def("suggest_run_config_key", &mlalpha::suggest_run_config_key, "key"_a);
+
+  nb::class_<mlalpha::Panel>(m, "Panel")
+      .def_ro("N", &mlalpha::Panel::N)
+      .def_ro("T", &mlalpha::Panel::T)
+      .def_ro("F", &mlalpha::Panel::F)
+      .def_ro("K", &mlalpha::Panel::K)
+      .def_ro("times", &mlalpha::Panel::times)
+      .def_ro("instruments", &mlalpha::Panel::instruments)
+      .def_ro("feature_names", &mlalpha::Panel::feature_names)
+      .def_ro("target_names", &mlalpha::Panel::target_names)
+      .def("x", [](const mlalpha::Panel& p) { return to_numpy(std::vector<float>(p.x), {size_t(p.N), size_t(p.T), size_t(p.F)}); })
+      .def("y", [](const mlalpha::Panel& p) { return to_numpy(std::vector<float>(p.y), {size_t(p.N), size_t(p.T), size_t(p.K)}); });
+  m.def("panel_from_arrays", &panel_from_arrays, "x"_a, "y"_a, "times"_a, "instruments"_a, "feature_names"_a,
+        "target_names"_a);
+
+  nb::class_<mlalpha::Model>(m, "Model")
+      .def_static("load", &mlalpha::Model::load, "path"_a)
+      .def("save", &mlalpha::Model::save, "path"_a)
+      .def("predict", &model_predict, "panel"_a, "t0"_a, "t1"_a, "device"_a, "tf32"_a)
+      .def("check_panel", &mlalpha::Model::check_panel, "panel"_a, "what"_a)
+      .def("config_toml", &model_toml)
+      .def_prop_ro("step", &mlalpha::Model::step)
+      .def_prop_ro("parameters", &mlalpha::Model::parameters)
+      .def_prop_ro("fold", &mlalpha::Model::fold)
+      .def_prop_ro("F", [](const mlalpha::Model& md) { return md.model_config().F; })
+      .def_prop_ro("K", [](const mlalpha::Model& md) { return md.model_config().K; })
+      .def_prop_ro("feature_names", &mlalpha::Model::feature_names)
+      .def_prop_ro("target_names", &mlalpha::Model::target_names)
+      .def_prop_ro("has_optimizer_state", &mlalpha::Model::has_optimizer_state);
+
+  m.def("fit", &fit, "config"_a, "panel"_a, "callback"_a.none(), "overwrite"_a, "resume"_a, "catch_sigint"_a);
+  m.def("metrics", &metrics, "pred"_a, "y"_a, "t0"_a, "t1"_a, "min_pairs"_a);
+  m.def("metric_names", &mlalpha::metric_names);
+}

@@ -1,0 +1,80 @@
+"""Panel.from_frame on long pandas frames (Qlib's (datetime, instrument) MultiIndex, or columns) and
+predictions aligned to the frame's rows."""
+import numpy as np
+import pytest
+
+import mlalpha
+
+pd = pytest.importorskip("pandas", reason="pandas is not installed")
+
+SMALL = {
+    "model": {"d_model": 16, "layers": 1, "head_dim": 8, "d_state": 8, "chunk": 16},
+    "train": {"batch": 4, "seq_len": 32, "steps": 20, "warmup": 5, "log_every": 5},
+    "run": {"eval_every": 10, "device": "cpu"},
+}
+
+
+def long_frame(N=3, T=120, seed=0):
+    rng = np.random.default_rng(seed)
+    dates = pd.date_range("2020-01-01", periods=T, freq="D")
+    inst = [f"SH60000{i}" for i in range(N)]
+    idx = pd.MultiIndex.from_product([dates, inst], names=["datetime", "instrument"])
+    df = pd.DataFrame({"f0": rng.standard_normal(len(idx)), "f1": rng.standard_normal(len(idx))}, index=idx)
+    df["ret"] = 0.5 * df["f0"] + 0.1 * rng.standard_normal(len(idx))
+    return df
+
+
+def test_multiindex_labels_and_values():
+    df = long_frame(N=2, T=5)
+    p = mlalpha.Panel.from_frame(df, features=["f0", "f1"], targets=["ret"])
+    assert p.shape == (2, 5, 2, 1)
+    assert p.times == [f"2020-01-0{d}" for d in range(1, 6)] and p.instruments == ["SH600000", "SH600001"]
+    assert p.feature_names == ["f0", "f1"] and p.target_names == ["ret"]
+    row = df.loc[(pd.Timestamp("2020-01-03"), "SH600001")]
+    np.testing.assert_array_equal(p.x[1, 2], np.float32(row[["f0", "f1"]].to_numpy()))
+    assert p.y[1, 2, 0] == np.float32(row["ret"])
+
+
+def test_unsorted_columns_and_missing_rows():
+    df = long_frame(N=2, T=6).reset_index().rename(columns={"datetime": "time"})
+    shuffled = df.sample(frac=1.0, random_state=1)
+    dropped = shuffled.drop(shuffled.index[(shuffled["time"] == "2020-01-04") & (shuffled["instrument"] == "SH600000")])
+    a = mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"])
+    b = mlalpha.Panel.from_frame(dropped, ["f0", "f1"], ["ret"])
+    assert a.times == b.times and a.instruments == b.instruments  # sorted, whatever the row order
+    assert np.isnan(b.x[0, 3]).all() and np.isnan(b.y[0, 3]).all()  # the missing row
+    mask = np.ones((2, 6), dtype=bool)
+    mask[0, 3] = False
+    np.testing.assert_array_equal(a.x[mask], b.x[mask])
+
+
+def test_frame_errors():
+    df = long_frame(N=2, T=4)
+    with pytest.raises(ValueError, match="'g' not in the frame"):
+        mlalpha.Panel.from_frame(df, ["f0", "g"], ["ret"])
+    bad = df.copy()
+    bad.iloc[3, 0] = np.inf
+    with pytest.raises(ValueError, match=r"feature column 'f0' at row \(2020-01-02 00:00:00, SH600001\) is inf"):
+        mlalpha.Panel.from_frame(bad, ["f0", "f1"], ["ret"])
+    txt = df.copy()
+    txt["f1"] = "a"
+    with pytest.raises(TypeError, match="feature column 'f1' has dtype"):
+        mlalpha.Panel.from_frame(txt, ["f0", "f1"], ["ret"])
+    with pytest.raises(ValueError, match="appears in more than one row"):
+        mlalpha.Panel.from_frame(pd.concat([df, df.iloc[:1]]), ["f0", "f1"], ["ret"])
+    with pytest.raises(ValueError, match="neither a \\(datetime, instrument\\) MultiIndex"):
+        mlalpha.Panel.from_frame(df.reset_index(drop=True), ["f0", "f1"], ["ret"])
+
+
+def test_fit_and_predict_aligned_to_the_frame():
+    df = long_frame()
+    r = mlalpha.fit(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]), mlalpha.Config(SMALL))
+    shuffled = df.sample(frac=1.0, random_state=2)
+    pred = r.best.predict(shuffled)  # features taken by the model's names
+    assert isinstance(pred, pd.DataFrame) and list(pred.columns) == ["ret"]
+    assert pred.index.equals(shuffled.index)
+    ordered = r.best.predict(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]))
+    pd.testing.assert_frame_equal(pred.loc[df.index], ordered)  # the same numbers, whatever the row order
+    arr = r.best.predict(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]).x)  # an array: (N, T, K) back
+    assert arr.shape == (3, 120, 1)
+    np.testing.assert_array_equal(arr[1, 5, 0], ordered.loc[(pd.Timestamp("2020-01-06"), "SH600001"), "ret"])

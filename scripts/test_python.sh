@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs the engine from BUILD_DIR, builds the Python package (python/) against it (nothing of the engine
+# is recompiled) in a virtual environment BUILD_DIR/python-env, and runs the pytest suite python/tests.
+# Usage: scripts/test_python.sh [BUILD_DIR]   (default: build). PYTHON picks the interpreter (python3).
+# On Debian/Ubuntu, missing Python headers or venv support are installed with apt (as root or with sudo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(cd "${1:-build}" && pwd)
+py=${PYTHON:-python3}
+env_dir="$build/python-env"
+fail() { echo "test_python: $*" >&2; exit 1; }
+
+apt_install() {  # Debian/Ubuntu packages, as root or with sudo
+  command -v apt-get >/dev/null || return 1
+  local sudo_cmd=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || return 1
+    sudo_cmd=sudo
+  fi
+  echo "test_python: installing $*"
+  $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null
+}
+has_python() {  # >= 3.9 with its headers (Python.h, for the extension)
+  command -v "$py" >/dev/null && "$py" - <<'PY' 2>/dev/null
+import os, sys, sysconfig
+sys.exit(0 if sys.version_info >= (3, 9) and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)
+PY
+}
+if ! has_python; then
+  apt_install python3 python3-dev python3-venv || fail "$py >= 3.9 with its headers (Python.h) is required: install python3 python3-dev python3-venv"
+  has_python || fail "$py still lacks its headers (Python.h) after apt-get install python3-dev"
+fi
+
+# The package builds against the installed engine: the library, headers and find_package(mlalpha) files.
+cmake --install "$build" --prefix "$build/install" >/dev/null || fail "cmake --install $build failed"
+
+# A virtual environment that sees the system's packages: what is installed already is used, the rest comes
+# from PyPI (Debian's own python refuses pip installs outside one).
+if [ ! -x "$env_dir/bin/pip" ]; then
+  rm -rf "$env_dir"
+  if ! "$py" -m venv --system-site-packages "$env_dir"; then  # Debian: venv's pip comes with python3-venv
+    rm -rf "$env_dir"
+    apt_install python3-venv || fail "could not create the virtual environment $env_dir (install python3-venv)"
+    "$py" -m venv --system-site-packages "$env_dir" || fail "could not create the virtual environment $env_dir"
+  fi
+fi
+vpy="$env_dir/bin/python"
+missing=()
+for mod in nanobind:nanobind scikit_build_core:scikit-build-core numpy:numpy pandas:pandas pytest:pytest; do
+  "$vpy" -c "import ${mod%%:*}" 2>/dev/null || missing+=("${mod##*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test_python: pip install ${missing[*]}"
+  "$vpy" -m pip install -q --disable-pip-version-check "${missing[@]}" || fail "pip install ${missing[*]} failed (is PyPI reachable?)"
+fi
+
+echo "test_python: building the mlalpha package against $build/install"
+CMAKE_PREFIX_PATH="$build/install" "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
+  >"$build/python-install.log" 2>&1 || { cat "$build/python-install.log"; fail "pip install ./python failed (log above)"; }
+
+# -rs prints why a test was skipped. Run outside the source tree so `import mlalpha` finds the installed package.
+cd "$build"
+MLALPHA_BIN="$build/ml-alpha" "$vpy" -m pytest -q -rs -p no:cacheprovider "$OLDPWD/python/tests" || {
+  rc=$?
+  [ $rc -eq 5 ] && fail "pytest collected no tests in python/tests"
+  fail "pytest failed (exit $rc)"
+}
