@@ -152,8 +152,8 @@ struct RunConfig {
 
 // Parses a TOML file (empty path: defaults only), then applies command-line overrides written as
 // "section.key=value" (the value in TOML syntax; a bare word is taken as a string), with the same checks
-// as the file. Relative paths written in the file (data.features, data.targets, data.csv, run.out_dir)
-// resolve against the file's folder; those given as overrides or defaults against the working directory.
+// as the file. Relative data paths written in the file (data.features, data.targets, data.csv) resolve
+// against the file's folder; those given as overrides, and run.out_dir, against the working directory.
 // Throws Error naming the file or override, line and key on any problem; an unknown key gets the most
 // similar valid key as a suggestion.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});

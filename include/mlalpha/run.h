@@ -66,6 +66,10 @@ struct RunOptions {
   // Checked after every step: set from a signal handler (Ctrl-C, SIGTERM) or another thread to stop
   // the run like a callback returning false. May be null.
   const std::atomic<bool>* stop = nullptr;
+  // The panel is what config.data loads (run_training(config) sets it): checkpoints then record the data
+  // settings, so eval / predict / resume can load the data again. A panel built in memory (numpy, pandas)
+  // is recorded by its fingerprint only.
+  bool panel_from_config = false;
 };
 
 struct FoldResult {

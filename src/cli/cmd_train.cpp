@@ -47,6 +47,7 @@ int cmd_train(const TrainArgs& a) {
   opt.resume = a.resume;
   opt.overwrite = a.overwrite;
   opt.stop = &stop_flag();
+  opt.panel_from_config = true;  // the panel is load_panel(cfg.data)
   opt.callback = [&](const RunEvent& e) {
     switch (e.kind) {
       case RunEvent::Kind::fold_start: {

@@ -48,7 +48,7 @@ Model Model::load(const std::string& path) {
   }
   // Non-finite weights and corrupted bytes were refused by the checkpoint reader.
   const RunRecord rec = decode_run_record(impl->meta.data_json, path);
-  impl->has_data = rec.present;
+  impl->has_data = rec.present && rec.described;
   impl->recorded = rec.settings;
   impl->fold = rec.fold;
   return Model(std::move(impl));

@@ -170,7 +170,7 @@ struct FoldPlan {
 };
 
 FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan, int folds, const Checkpoint* resume,
-                      uint64_t fingerprint, Reporter& rep) {
+                      bool described, uint64_t fingerprint, Reporter& rep) {
   const Split& split = plan.split;
   const fs::path& out = plan.dir;
   const Panel norm = normalized(panel, plan.stats);
@@ -178,7 +178,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   const ModelLayout layout(cfg.model);
   auto be = make_backend(cfg, train);
   CheckpointMeta meta{cfg.model, cfg.train, plan.stats, panel.feature_names, panel.target_names, {}};
-  meta.data_json = encode_run_record(cfg, plan.fold, fingerprint);
+  meta.data_json = encode_run_record(cfg, described, plan.fold, fingerprint);
 
   int64_t start = 0;
   if (resume) {
@@ -327,7 +327,7 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
   base.model = ck.meta.model;
   base.train = ck.meta.train;
   if (rec.present) {
-    base.data = rec.settings.data;
+    if (rec.described) base.data = rec.settings.data;
     base.split = rec.settings.split;
   }
   const auto want = run_config_values(config), have = run_config_values(base);
@@ -335,7 +335,9 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
   for (const std::string& key : config.given) {
     const std::string section = key.substr(0, key.find('.'));
     if (section == "run" || want.at(key) == have.at(key)) continue;
-    if ((section == "data" || section == "split") && !rec.present) continue;  // an old checkpoint: the caller's data
+    // An old checkpoint, or one trained on a panel built in memory: the caller's data (the fingerprint decides).
+    if (section == "data" && !(rec.present && rec.described)) continue;
+    if (section == "split" && !rec.present) continue;
     const bool may = std::find(std::begin(kResumeMayChange), std::end(kResumeMayChange), key) != std::end(kResumeMayChange);
     require(may, "--resume " + resume + ": " + key + " = " + want.at(key) + " but the checkpoint was trained with " +
                      have.at(key) + "; a resume continues the checkpoint's model, data, split, batch and seed " +
@@ -355,7 +357,8 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
           "--resume " + resume + ": the checkpoint has trained " + std::to_string(ck.step) + " of train.steps = " +
               std::to_string(out.train.steps) + " steps, so the run is finished; to train longer set train.steps " +
               "above " + std::to_string(ck.step) + " explicitly (--steps N)");
-  if (!rec.present && changes) changes->push_back("the checkpoint does not record its data: continuing on the configured data");
+  if (!(rec.present && rec.described) && changes)
+    changes->push_back("the checkpoint does not record how to load its data: continuing on the given data");
   out.given = config.given;
   return out;
 }
@@ -365,7 +368,9 @@ RunResult run_training(const RunConfig& config, const RunOptions& options) {
   const RunConfig cfg = resolve_run_config(config, options.resume, &changes);
   cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
   const Panel panel = load_panel(cfg.data);
-  return run_training(cfg, panel, options);
+  RunOptions o = options;
+  o.panel_from_config = true;
+  return run_training(cfg, panel, o);
 }
 
 RunResult run_training(const RunConfig& config, const Panel& panel, const RunOptions& options) {
@@ -443,7 +448,8 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
   std::vector<FoldReport> summary = folds > 1 ? earlier_folds(out / "folds.json", first_fold) : std::vector<FoldReport>{};
   for (int f = first_fold; f < folds; ++f) {
     dirs.create(plans[f].dir);
-    result.folds.push_back(train_fold(cfg, panel, plans[f], folds, f == first_fold ? resume.get() : nullptr, fingerprint, rep));
+    result.folds.push_back(train_fold(cfg, panel, plans[f], folds, f == first_fold ? resume.get() : nullptr,
+                                     options.panel_from_config, fingerprint, rep));
     if (folds > 1) {  // after every fold, so an interrupted walk-forward keeps what it finished
       summary.push_back(report_of(result.folds.back()));
       write_folds_csv(out / "folds.csv", summary, panel.times, cfg.run.metric);

@@ -15,8 +15,11 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-std::string encode_run_record(const RunConfig& c, int fold, uint64_t fingerprint) {
-  return nlohmann::json{{"settings", to_toml(c, {"data", "split"})}, {"fold", fold}, {"fingerprint", hex64(fingerprint)}}
+std::string encode_run_record(const RunConfig& c, bool described, int fold, uint64_t fingerprint) {
+  return nlohmann::json{{"settings", to_toml(c, {"data", "split"})},
+                        {"data_described", described},
+                        {"fold", fold},
+                        {"fingerprint", hex64(fingerprint)}}
       .dump();
 }
 
@@ -32,6 +35,7 @@ RunRecord decode_run_record(const std::string& text, const std::string& path) {
   const auto res = std::from_chars(fp.data(), fp.data() + fp.size(), r.fingerprint, 16);
   require(res.ec == std::errc() && res.ptr == fp.data() + fp.size() && !fp.empty(), bad + " (fingerprint '" + fp + "')");
   r.present = true;
+  r.described = !j.contains("data_described") || (j["data_described"].is_boolean() && j["data_described"].get<bool>());
   r.settings = parse_run_config(j["settings"].get<std::string>(), path + " (recorded run settings)");
   r.fold = j["fold"].get<int>();
   return r;

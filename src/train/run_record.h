@@ -10,13 +10,14 @@
 namespace mlalpha {
 
 struct RunRecord {
-  bool present = false;  // false: the checkpoint predates the record
-  RunConfig settings;    // its data and split sections (the rest at their defaults)
+  bool present = false;    // false: the checkpoint predates the record
+  bool described = false;  // settings.data loads the data (false: a panel built in memory)
+  RunConfig settings;      // its data and split sections (the rest at their defaults)
   int fold = 0;
   uint64_t fingerprint = 0;
 };
 
-std::string encode_run_record(const RunConfig& c, int fold, uint64_t fingerprint);
+std::string encode_run_record(const RunConfig& c, bool described, int fold, uint64_t fingerprint);
 // `path` names the checkpoint in messages; empty text gives a record with present = false.
 RunRecord decode_run_record(const std::string& text, const std::string& path);
 std::string hex64(uint64_t v);

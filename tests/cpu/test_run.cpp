@@ -126,6 +126,21 @@ TEST_F(Run, WalkForwardWritesOneSummaryNumberedFromZero) {
   EXPECT_TRUE(fs::exists(dir_ / "wf/folds.json"));
 }
 
+TEST_F(Run, APanelBuiltInMemoryIsRecordedByItsFingerprintOnly) {
+  RunConfig c = config("mem", {"train.steps=10", "run.eval_every=0"});
+  Panel p = load_panel(c.data);
+  for (float& x : p.x) x *= 2;  // no longer what c.data loads
+  run_training(c, p);
+  const Model m = Model::load((dir_ / "mem/last.safetensors").string());
+  EXPECT_FALSE(m.has_data_config());  // eval / predict must be given the data
+  // A resume on other data is refused by the fingerprint, on the same panel it continues.
+  RunConfig more = config("mem", {"train.steps=12", "run.eval_every=0"});
+  RunOptions opt;
+  opt.resume = (dir_ / "mem/last.safetensors").string();
+  EXPECT_NE(error_of([&] { run_training(more, load_panel(more.data), opt); }).find("the data differs"), std::string::npos);
+  EXPECT_EQ(run_training(more, p, opt).folds.at(0).steps, 12);
+}
+
 TEST_F(Run, NoValidTargetIsRefusedBeforeAnyOutput) {
   RunConfig c = config("nan");
   Panel p = load_panel(c.data);
