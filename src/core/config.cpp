@@ -73,7 +73,7 @@ void TrainConfig::validate() const {
   require(min_lr_ratio >= 0 && min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1], got " + num(min_lr_ratio));
   require(warmup >= 0, "train.warmup must be >= 0, got " + std::to_string(warmup));
   require(warmup < steps, "train.warmup = " + std::to_string(warmup) + " must be less than train.steps = " +
-                              std::to_string(steps) + " (the learning rate would never reach train.lr)");
+                              std::to_string(steps) + " (the learning rate would never reach train.lr): lower train.warmup (--warmup) or raise train.steps");
   require(weight_decay >= 0, "train.weight_decay must be >= 0, got " + num(weight_decay));
   require(beta1 >= 0 && beta1 < 1, "train.beta1 must be in [0, 1), got " + num(beta1));
   require(beta2 >= 0 && beta2 < 1, "train.beta2 must be in [0, 1), got " + num(beta2));
