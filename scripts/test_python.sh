@@ -54,6 +54,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$vpy" -m pip install -q --disable-pip-version-check "${missing[@]}" || fail "pip install ${missing[*]} failed (is PyPI reachable?)"
 fi
 
+# pyqlib, for python/tests/test_qlib.py (mlalpha.contrib.qlib), is optional: when it cannot be installed that
+# test is skipped with its reason. MLALPHA_SKIP_QLIB=1 does not try (the first install takes about a minute).
+if [ "${MLALPHA_SKIP_QLIB:-0}" != 1 ] && ! "$vpy" -c "import qlib" 2>/dev/null; then
+  echo "test_python: pip install pyqlib (for the Qlib adapter's test)"
+  "$vpy" -m pip install -q --disable-pip-version-check pyqlib >"$build/pyqlib-install.log" 2>&1 ||
+    echo "test_python: pip install pyqlib failed ($(tail -n 1 "$build/pyqlib-install.log")); the Qlib test will be skipped"
+fi
+
 echo "test_python: building the mlalpha package against $build/install"
 CMAKE_PREFIX_PATH="$build/install" "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
   >"$build/python-install.log" 2>&1 || { cat "$build/python-install.log"; fail "pip install ./python failed (log above)"; }
