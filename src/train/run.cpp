@@ -363,21 +363,15 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
   return out;
 }
 
-RunResult run_training(const RunConfig& config, const RunOptions& options) {
-  std::vector<std::string> changes;
-  const RunConfig cfg = resolve_run_config(config, options.resume, &changes);
-  cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
-  const Panel panel = load_panel(cfg.data);
-  RunOptions o = options;
-  o.panel_from_config = true;
-  return run_training(cfg, panel, o);
-}
+namespace {
 
-RunResult run_training(const RunConfig& config, const Panel& panel, const RunOptions& options) {
+// The run of an already resolved config (resolve_run_config reads the resume checkpoint once per run);
+// `changes` are the settings the resume changed, for the log.
+RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>& changes, const Panel& panel,
+                       const RunOptions& options) {
   Reporter rep(options);
-  std::vector<std::string> changes;
   RunResult result;
-  result.config = resolve_run_config(config, options.resume, &changes);
+  result.config = resolved;
   RunConfig& cfg = result.config;
   panel.validate();
   cfg.model.F = panel.F;
@@ -462,6 +456,24 @@ RunResult run_training(const RunConfig& config, const Panel& panel, const RunOpt
     if (result.folds.back().paused) break;
   }
   return result;
+}
+
+}  // namespace
+
+RunResult run_training(const RunConfig& config, const RunOptions& options) {
+  std::vector<std::string> changes;
+  const RunConfig cfg = resolve_run_config(config, options.resume, &changes);
+  cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
+  const Panel panel = load_panel(cfg.data);
+  RunOptions o = options;
+  o.panel_from_config = true;
+  return run_resolved(cfg, changes, panel, o);
+}
+
+RunResult run_training(const RunConfig& config, const Panel& panel, const RunOptions& options) {
+  std::vector<std::string> changes;
+  const RunConfig cfg = resolve_run_config(config, options.resume, &changes);
+  return run_resolved(cfg, changes, panel, options);
 }
 
 }  // namespace mlalpha
