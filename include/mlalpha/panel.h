@@ -21,7 +21,12 @@ struct Panel {
   std::vector<float> y;  // (N, T, K)
   // Labels for output alignment; empty means "use indices".
   std::vector<std::string> instruments;  // (N)
-  std::vector<std::string> times;        // (T), in chronological order
+  std::vector<std::string> times;        // (T), in chronological order, spelled as in the file
+  // (T) the times as numbers, for ordering, date splits and the periods per year: seconds since
+  // 1970-01-01T00:00:00Z for dates and datetimes, the value itself for numeric times. Empty when the
+  // panel has no time labels or they are not parsed.
+  std::vector<double> time_values;
+  bool times_are_dates = false;  // time_values are seconds since the epoch (not plain numbers)
   std::vector<std::string> feature_names, target_names;  // (F), (K)
 
   void validate() const;  // shapes agree, sizes positive, label counts match when present
@@ -33,6 +38,10 @@ struct FeatureStats {
   std::vector<float> mean;   // (F)
   std::vector<float> stdev;  // (F), > 0
 };
+
+// Time steps per year implied by the time axis (365.25 days over the median spacing of time_values) when
+// the times are dates; NaN otherwise (then the periods per year must come from a setting).
+double periods_per_year(const Panel& p);
 
 // The panel the data settings describe (synthetic, .npy or CSV), validated. Errors name the file, line
 // and setting.

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <vector>
 
 #include "core/error.h"
 #include "data/csv.h"
@@ -88,6 +90,8 @@ Panel slice_panel(const Panel& p, int t0, int t1) {
     std::copy_n(p.y.begin() + (size_t(i) * p.T + t0) * p.K, size_t(out.T) * p.K, out.y.begin() + size_t(i) * out.T * p.K);
   }
   if (!p.times.empty()) out.times.assign(p.times.begin() + t0, p.times.begin() + t1);
+  if (!p.time_values.empty()) out.time_values.assign(p.time_values.begin() + t0, p.time_values.begin() + t1);
+  out.times_are_dates = p.times_are_dates;
   return out;
 }
 
@@ -117,6 +121,15 @@ uint64_t panel_fingerprint(const Panel& p) {
   for (const auto* labels : {&p.instruments, &p.times, &p.feature_names, &p.target_names})
     for (const auto& s : *labels) bytes(s.c_str(), s.size() + 1);
   return h;
+}
+
+double periods_per_year(const Panel& p) {
+  if (!p.times_are_dates || p.time_values.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> gaps(p.time_values.size() - 1);
+  for (size_t t = 1; t < p.time_values.size(); ++t) gaps[t - 1] = p.time_values[t] - p.time_values[t - 1];
+  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+  const double median = gaps[gaps.size() / 2];
+  return median > 0 ? 365.25 * 86400.0 / median : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace mlalpha

@@ -19,6 +19,8 @@ void Panel::validate() const {
                                                                      " instrument labels for N = " + std::to_string(N));
   require(times.empty() || times.size() == size_t(T),
           "panel has " + std::to_string(times.size()) + " time labels for T = " + std::to_string(T));
+  require(time_values.empty() || time_values.size() == size_t(T),
+          "panel has " + std::to_string(time_values.size()) + " time values for T = " + std::to_string(T));
   require(feature_names.empty() || feature_names.size() == size_t(F), "panel feature names do not match F");
   require(target_names.empty() || target_names.size() == size_t(K), "panel target names do not match K");
 }
