@@ -62,6 +62,13 @@ if [ "${MLALPHA_SKIP_QLIB:-0}" != 1 ] && ! "$vpy" -c "import qlib" 2>/dev/null; 
     echo "test_python: pip install pyqlib failed ($(tail -n 1 "$build/pyqlib-install.log")); the Qlib test will be skipped"
 fi
 
+# optuna, for python/tests/test_optuna.py (the docs' pruning snippet), is optional in the same way.
+if [ "${MLALPHA_SKIP_OPTUNA:-0}" != 1 ] && ! "$vpy" -c "import optuna" 2>/dev/null; then
+  echo "test_python: pip install optuna (for the Optuna snippet's test)"
+  "$vpy" -m pip install -q --disable-pip-version-check optuna >"$build/optuna-install.log" 2>&1 ||
+    echo "test_python: pip install optuna failed ($(tail -n 1 "$build/optuna-install.log")); the Optuna test will be skipped"
+fi
+
 echo "test_python: building the mlalpha package against $build/install"
 CMAKE_PREFIX_PATH="$build/install" "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
   >"$build/python-install.log" 2>&1 || { cat "$build/python-install.log"; fail "pip install ./python failed (log above)"; }

@@ -12,13 +12,14 @@
 
 #include "mlalpha/config.h"
 #include "mlalpha/error.h"
+#include "mlalpha/float_values.h"
 
 namespace mlalpha {
 
 struct Panel {
   int N = 0, T = 0, F = 0, K = 0;
-  std::vector<float> x;  // (N, T, F)
-  std::vector<float> y;  // (N, T, K)
+  FloatValues x;  // (N, T, F), owned or borrowed (a memory-mapped file, a NumPy array)
+  FloatValues y;  // (N, T, K)
   // Labels for output alignment; empty means "use indices".
   std::vector<std::string> instruments;  // (N)
   std::vector<std::string> times;        // (T), in chronological order, spelled as in the file

@@ -68,8 +68,9 @@ def _frame_values(df, columns, what: str) -> np.ndarray:
 class Panel:
     """A panel for the engine: Panel.from_numpy or Panel.from_frame.
 
-    The values are copied into the engine's panel (a std::vector), so later changes to the source
-    arrays do not reach it.
+    The engine reads the arrays in place: float32 C-contiguous input is not copied (other float dtypes
+    are converted once), and the panel keeps the arrays alive. Do not modify them while the panel is
+    in use: the checks (shapes, ±Inf) ran when it was made.
     """
 
     def __init__(self, core: "_core.Panel", frame=None):

@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <csignal>
 #include <memory>
@@ -59,8 +60,19 @@ std::string find_inf(const FloatArray& a) {
   return "";
 }
 
+// A FloatValues that reads `a` in place. The last copy of the panel may be dropped on a thread that
+// does not hold the GIL (inside fit), so releasing the array's reference takes the GIL.
+mlalpha::FloatValues borrow(const FloatArray& a) {
+  std::shared_ptr<const void> owner(new FloatArray(a), [](const FloatArray* held) {
+    nb::gil_scoped_acquire gil;
+    delete held;
+  });
+  return mlalpha::FloatValues::borrow(a.data(), a.size(), std::move(owner));
+}
+
 // (T, F) / (N, T, F) features with (T,) / (T, K) / (N, T) / (N, T, K) targets, with the shape rules and
-// messages of the .npy reader (docs/data.md). The values are copied into the Panel's vectors.
+// messages of the .npy reader (docs/data.md). The panel borrows the arrays' memory (no copy); the owner
+// keeps a reference to each array for as long as any copy of the panel lives.
 mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::string> times,
                                  std::vector<std::string> instruments, std::vector<std::string> feature_names,
                                  std::vector<std::string> target_names) {
@@ -92,8 +104,8 @@ mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::st
   mlalpha::Panel p;
   p.N = int(N), p.T = int(T), p.F = int(F), p.K = int(K);
   // (T, F) and (N, T, F) in C order are the panel's (N, T, F) layout; likewise the targets.
-  p.x.assign(x.data(), x.data() + x.size());
-  p.y.assign(y.data(), y.data() + y.size());
+  p.x = borrow(x);
+  p.y = borrow(y);
   p.times = std::move(times);
   p.instruments = std::move(instruments);
   p.feature_names = std::move(feature_names);
@@ -323,8 +335,12 @@ NB_MODULE(_core, m) {
       .def_ro("instruments", &mlalpha::Panel::instruments)
       .def_ro("feature_names", &mlalpha::Panel::feature_names)
       .def_ro("target_names", &mlalpha::Panel::target_names)
-      .def("x", [](const mlalpha::Panel& p) { return to_numpy(std::vector<float>(p.x), {size_t(p.N), size_t(p.T), size_t(p.F)}); })
-      .def("y", [](const mlalpha::Panel& p) { return to_numpy(std::vector<float>(p.y), {size_t(p.N), size_t(p.T), size_t(p.K)}); });
+      .def("x", [](const mlalpha::Panel& p) { return to_numpy(p.x.to_vector(), {size_t(p.N), size_t(p.T), size_t(p.F)}); })
+      .def("y", [](const mlalpha::Panel& p) { return to_numpy(p.y.to_vector(), {size_t(p.N), size_t(p.T), size_t(p.K)}); })
+      // Where the engine reads the features and targets: the tests compare it with the array handed in.
+      .def_prop_ro("x_address", [](const mlalpha::Panel& p) { return reinterpret_cast<uintptr_t>(p.x.data()); })
+      .def_prop_ro("y_address", [](const mlalpha::Panel& p) { return reinterpret_cast<uintptr_t>(p.y.data()); })
+      .def_prop_ro("borrowed", [](const mlalpha::Panel& p) { return p.x.borrowed() && p.y.borrowed(); });
   m.def("panel_from_arrays", &panel_from_arrays, "x"_a, "y"_a, "times"_a, "instruments"_a, "feature_names"_a,
         "target_names"_a);
 

@@ -306,3 +306,19 @@ def test_fit_walk_forward_folds(arrays):
     assert r.folds[0].split["test"][1] <= r.folds[1].split["test"][0]  # fold 0 the earlier test block
     assert r.last.fold == 1 and r.folds[0].last.fold == 0
     assert sorted(set(r.history["fold"])) == [0, 1] and len(r.history) == 20
+
+
+def test_from_numpy_reads_float32_in_place():
+    x, y = make_arrays(N=2, T=120, F=3)
+    p = mlalpha.Panel.from_numpy(x, y)
+    assert p._core.borrowed
+    assert p._core.x_address == x.ctypes.data and p._core.y_address == y.ctypes.data  # no copy
+    x64 = x.astype(np.float64)
+    q = mlalpha.Panel.from_numpy(x64, y)                   # converted once, then held by the panel
+    assert q._core.x_address != x64.ctypes.data and q._core.y_address == y.ctypes.data
+    np.testing.assert_array_equal(q.x, x)
+    strided = np.asfortranarray(x)                         # not C-contiguous: converted
+    assert mlalpha.Panel.from_numpy(strided, y)._core.x_address != strided.ctypes.data
+    del x64, strided
+    run = mlalpha.fit(q, mlalpha.Config(SMALL))            # the held arrays outlive the caller's names
+    assert run.last is not None and np.array_equal(q.x, x)

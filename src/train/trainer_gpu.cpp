@@ -39,9 +39,9 @@ GpuTrainer::GpuTrainer(Context& ctx, const ModelConfig& mc, const TrainConfig& t
   opt_.ring_size = ring_slots(opt_, tc_);
   // The dataset lives in device memory for the whole run (DESIGN section 2, step 1).
   data_x_ = DeviceBuffer<float>(data.x.size());
-  data_x_.upload(data.x);
+  data_x_.upload(data.x.data(), data.x.size());
   data_y_ = DeviceBuffer<float>(data.y.size());
-  data_y_.upload(data.y);
+  data_y_.upload(data.y.data(), data.y.size());
   xb_ = DeviceBuffer<float>(size_t(tc_.B) * tc_.L * mc.F);
   yb_ = DeviceBuffer<float>(size_t(tc_.B) * tc_.L * mc.K);
   norm_partials_ = DeviceBuffer<float>(gpu::grad_norm_blocks(layout_.table.total()));

@@ -109,7 +109,7 @@ TEST(Normalize, RejectsInfAndMismatchedStatsWithoutTouchingThePanel) {
   p.times = {"d0", "d1", "d2", "d3", "d4"};
   for (size_t j = 0; j < p.x.size(); ++j) p.x[j] = float(j);
   X(p, 2, 4, 1) = -INFINITY;
-  const std::vector<float> before = p.x;
+  const std::vector<float> before = p.x.to_vector();
   FeatureStats s{{1, 2}, {3, 4}};
   EXPECT_TRUE(contains(error_of([&] { normalize_features(p, s); }),
                        "-inf at instrument 2 ('C'), time 4 ('d4'), feature 1: features must be finite"));

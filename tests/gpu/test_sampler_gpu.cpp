@@ -18,7 +18,7 @@ TEST(SamplerGpu, MatchesCpuGather) {
   for (auto [N, T, F, K, B, L] : {std::tuple{5, 97, 3, 2, 7, 13}, std::tuple{1, 40, 1, 1, 1, 40},
                                   std::tuple{4, 700, 9, 3, 5, 300}, std::tuple{3, 2100, 2, 1, 3, 2048}}) {
     const Panel panel = make_synthetic({N, T, F, K, 0.1f, 9});
-    const auto dx = to_device(panel.x), dy = to_device(panel.y);
+    const auto dx = to_device(panel.x.to_vector()), dy = to_device(panel.y.to_vector());
     for (long long step : {0LL, 1LL, 12345LL}) {
       DeviceBuffer<long long> dstep(1);
       dstep.upload(&step, 1);
