@@ -6,8 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string_view>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "data/fileio.h"
@@ -283,8 +288,34 @@ NpyArray parse_npy(std::span<const unsigned char> b, const std::string& name) {
   return out;
 }
 
-// Reads the header, then the data straight into the result in chunks: peak memory is the array, not
-// the file plus the array.
+namespace {
+
+// A read-only private mapping of a whole file; unmapped when the last panel borrowing it is gone.
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, size_t size) : size_(size) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(path + ": cannot open for reading: " + std::strerror(errno));
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) throw Error(path + ": cannot map " + std::to_string(size) + " bytes: " + std::strerror(err));
+    base_ = static_cast<const unsigned char*>(p);
+  }
+  ~MappedFile() { ::munmap(const_cast<unsigned char*>(base_), size_); }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const unsigned char* data() const { return base_; }
+
+ private:
+  const unsigned char* base_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+// Reads the header; float32 data is then borrowed from a mapping of the file, float64 data read in chunks
+// and converted: peak memory is at most the array, never the file plus the array.
 NpyArray read_npy(const std::string& path) {
   const size_t size = regular_file_size(path);
   std::ifstream in(path, std::ios::binary);
@@ -300,12 +331,19 @@ NpyArray read_npy(const std::string& path) {
   head.resize(end);
   if (end > first) read(head.data() + first, end - first);
   DataLayout layout = parse_layout(head, size, path);
-  in.seekg(std::streamoff(end));
   NpyArray out;
-  out.data.resize(layout.count);
-  if (layout.itemsize == 4) {
-    read(reinterpret_cast<unsigned char*>(out.data.data()), layout.count * 4);  // little-endian host
+  if (layout.itemsize == 4 && end % alignof(float) == 0 && layout.count > 0) {
+    // numpy pads the header to a multiple of 64 bytes, so the floats are aligned in the mapping.
+    auto file = std::make_shared<const MappedFile>(path, size);
+    const auto* values = reinterpret_cast<const float*>(file->data() + end);  // little-endian host
+    out.data = FloatValues::borrow(values, layout.count, std::move(file));
+  } else if (layout.itemsize == 4) {
+    in.seekg(std::streamoff(end));
+    out.data.resize(layout.count);
+    read(reinterpret_cast<unsigned char*>(out.data.data()), layout.count * 4);
   } else {
+    in.seekg(std::streamoff(end));
+    out.data.resize(layout.count);
     std::vector<unsigned char> chunk(std::min<size_t>(layout.count * 8, size_t(1) << 24));
     for (size_t done = 0; done < layout.count;) {
       const size_t n = std::min(layout.count - done, chunk.size() / 8);

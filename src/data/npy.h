@@ -16,11 +16,13 @@ namespace mlalpha {
 
 struct NpyArray {
   std::vector<int64_t> shape;  // empty for a 0-d array (one element)
-  std::vector<float> data;     // C order, product(shape) values
+  FloatValues data;            // C order, product(shape) values; a float32 file is memory-mapped (borrowed)
 };
 
 // Parse the bytes of a whole .npy file. `name` (usually the path) starts every error message.
 NpyArray parse_npy(std::span<const unsigned char> bytes, const std::string& name);
+// A float32 file is memory-mapped read-only and its data borrowed in place (no copy: pages are read as
+// they are first touched); a float64 file is read and converted.
 NpyArray read_npy(const std::string& path);
 
 // The bytes of a float32 .npy file ('<f4', C order, format 1.0, or 2.0 when the header needs it).

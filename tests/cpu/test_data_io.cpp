@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -72,6 +73,39 @@ TEST(Npy, Float32RoundTripIsExactAndAtomic) {
   EXPECT_EQ(b.shape, (std::vector<int64_t>{3}));
   EXPECT_EQ(b.data, small);
   EXPECT_EQ(dir.listing().size(), 1u);
+}
+
+TEST(Npy, Float32FileIsMappedNotCopied) {
+  // A float32 file is borrowed from a read-only mapping: a panel of it costs no second host copy, the
+  // first write copies (the file is never written), and an atomic overwrite of the file leaves the
+  // mapping of the old contents intact.
+  TempDir dir;
+  auto rng = test::make_rng(11);
+  const std::vector<float> x = test::random_vec<float>(2 * 50 * 3, rng, -5, 5);
+  const std::vector<float> y = test::random_vec<float>(2 * 50, rng, -1, 1);
+  write_npy(dir / "x.npy", x, std::vector<int64_t>{2, 50, 3});
+  write_npy(dir / "y.npy", y, std::vector<int64_t>{2, 50});
+  Panel p = load_npy_panel({dir / "x.npy", dir / "y.npy"});
+  const Panel& view = p;
+  EXPECT_TRUE(view.x.borrowed() && view.y.borrowed());
+  EXPECT_EQ(view.x, x);
+  EXPECT_EQ(view.y, y);
+  Panel copy = view;  // copies share the borrow
+  EXPECT_TRUE(copy.x.borrowed());
+  EXPECT_EQ(std::as_const(copy).x.data(), view.x.data());
+
+  write_npy(dir / "x.npy", std::vector<float>(x.size(), 7.0f), std::vector<int64_t>{2, 50, 3});
+  EXPECT_EQ(view.x, x) << "the mapping keeps the replaced file's contents";
+
+  p.x[5] = 123.0f;  // copy on write
+  EXPECT_FALSE(p.x.borrowed());
+  EXPECT_EQ(p.x[5], 123.0f);
+  EXPECT_EQ(copy.x[5], x[5]);
+  EXPECT_EQ(read_npy(dir / "x.npy").data[5], 7.0f);
+
+  // float64 is converted into owned memory.
+  write_bytes(dir / "d.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", raw(std::vector<double>{1, 2})));
+  EXPECT_FALSE(read_npy(dir / "d.npy").data.borrowed());
 }
 
 TEST(Npy, Float64IsConvertedToFloat32) {
