@@ -46,9 +46,13 @@ std::string read_file_bytes(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, std::initializer_list<std::string_view>{bytes});
+}
+
+void write_file_atomic(const std::string& path, std::initializer_list<std::string_view> parts) {
   try {
     AtomicFile f(path);
-    f.write(bytes.data(), bytes.size());
+    for (const std::string_view part : parts) f.write(part.data(), part.size());
     f.commit();
   } catch (const AtomicFileError& e) {
     // This function's own wording: "<path>: <what failed>: <system error>".

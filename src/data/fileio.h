@@ -3,6 +3,7 @@
 // directory, fsync, rename): a reader never sees a half-written file and a failed write leaves the old file
 // untouched.
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -18,5 +19,7 @@ size_t regular_file_size(const std::string& path);
 // Writes `bytes` to `path` atomically (an AtomicFile written and committed). On failure the temporary file is
 // removed and `path` is unchanged; the error names the path, the step that failed and the system's reason.
 void write_file_atomic(const std::string& path, std::string_view bytes);
+// The same for bytes in several pieces, written in order (a header and a large array, without joining them).
+void write_file_atomic(const std::string& path, std::initializer_list<std::string_view> parts);
 
 }  // namespace mlalpha

@@ -356,14 +356,17 @@ NpyArray read_npy(const std::string& path) {
   return out;
 }
 
-std::string encode_npy(std::span<const float> data, std::span<const int64_t> shape) {
-  size_t count = 1;
+namespace {
+
+// The header of a float32 .npy file of `shape` holding `count` values (checked against the shape).
+std::string npy_header(std::span<const int64_t> shape, size_t count) {
+  size_t expect = 1;
   for (const int64_t dim : shape) {
     require(dim >= 0, "encode_npy: negative dimension in shape " + shape_text(shape));
-    count *= size_t(dim);
+    expect *= size_t(dim);
   }
-  require(count == data.size(), "encode_npy: shape " + shape_text(shape) + " holds " + std::to_string(count) +
-                                    " values, the data has " + std::to_string(data.size()));
+  require(count == expect, "encode_npy: shape " + shape_text(shape) + " holds " + std::to_string(expect) +
+                               " values, the data has " + std::to_string(count));
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
   // numpy pads so the data starts on a 64-byte boundary; the header ends with '\n'.
   const bool v2 = dict.size() + 1 + 10 > 65535;
@@ -376,13 +379,21 @@ std::string encode_npy(std::span<const float> data, std::span<const int64_t> sha
   out += char(0);
   const uint32_t len = uint32_t(dict.size());
   for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out += char((len >> (8 * i)) & 0xff);
-  out += dict;
+  return out + dict;
+}
+
+}  // namespace
+
+std::string encode_npy(std::span<const float> data, std::span<const int64_t> shape) {
+  std::string out = npy_header(shape, data.size());
   out.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));  // x86/ARM: little-endian
   return out;
 }
 
+// Streams the header and the values into the temporary file: no second copy of a large array in memory.
 void write_npy(const std::string& path, std::span<const float> data, std::span<const int64_t> shape) {
-  write_file_atomic(path, encode_npy(data, shape));
+  const std::string header = npy_header(shape, data.size());
+  write_file_atomic(path, {header, {reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float)}});
 }
 
 Panel panel_from_arrays(NpyArray x, NpyArray y, const std::string& xname, const std::string& yname) {
