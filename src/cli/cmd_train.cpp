@@ -1,5 +1,6 @@
 // `ml-alpha train`: parse, call run_training (include/mlalpha/run.h), print what it reports.
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -33,9 +34,13 @@ int cmd_train(const TrainArgs& a) {
   const RunConfig given = load_run_config(a.config, a.overrides);
   const RunConfig cfg = resolve_run_config(given, a.resume, nullptr);
   cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
+  const auto t_read = std::chrono::steady_clock::now();
   const Panel panel = load_panel(cfg.data);
+  char read_in[48];
+  std::snprintf(read_in, sizeof read_in, " (read in %.2f s)",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count());
   std::cout << "ml-alpha train: data " << cfg.data.source << ": N=" << panel.N << " instruments, T=" << panel.T
-            << " steps, F=" << panel.F << " features, K=" << panel.K << " targets" << std::endl;
+            << " steps, F=" << panel.F << " features, K=" << panel.K << " targets" << read_in << std::endl;
 
   std::unique_ptr<ProgressReporter> progress;
   std::string metric;

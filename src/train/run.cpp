@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -162,21 +163,38 @@ MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, in
   return compute_metrics(in);
 }
 
+// "1.23 s": for the progress messages of long preparations.
+std::string seconds_text(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", seconds);
+  return buf;
+}
+std::string seconds_text(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return seconds_text(std::chrono::duration<double>(b - a).count());
+}
+
 struct FoldPlan {
   int fold = 0;
   Split split;
   FeatureStats stats;
   fs::path dir;
+  double read_seconds = -1;  // >= 0: the run read the panel from the data settings in that time (reported)
 };
 
 FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan, int folds, const Checkpoint* resume,
                       bool described, uint64_t fingerprint, Reporter& rep) {
   const Split& split = plan.split;
   const fs::path& out = plan.dir;
+  const auto t_prepare = std::chrono::steady_clock::now();
   const Panel norm = normalized(panel, plan.stats);
   const Panel train = slice_panel(norm, split.train_begin, split.train_end);
+  const auto t_setup = std::chrono::steady_clock::now();
   const ModelLayout layout(cfg.model);
   auto be = make_backend(cfg, train);
+  std::string prepared = plan.read_seconds >= 0 ? "panel read in " + seconds_text(plan.read_seconds) + "; " : "";
+  prepared += "data prepared in " + seconds_text(t_prepare, t_setup) +
+                               " (normalised, training range sliced); " + be->name() + " engine set up in " +
+                               seconds_text(t_setup, std::chrono::steady_clock::now()) + " (training panel in its memory)";
   CheckpointMeta meta{cfg.model, cfg.train, plan.stats, panel.feature_names, panel.target_names, {}};
   meta.data_json = encode_run_record(cfg, described, plan.fold, fingerprint);
 
@@ -201,6 +219,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
     e.step = start;
     rep.emit(e);
   }
+  rep.message(prepared, plan.fold, start);
 
   JsonlWriter jsonl(out / "metrics.jsonl", start > 0 ? JsonlWriter::Mode::append : JsonlWriter::Mode::truncate);
   CurvesPlot plot;
@@ -367,8 +386,9 @@ namespace {
 
 // The run of an already resolved config (resolve_run_config reads the resume checkpoint once per run);
 // `changes` are the settings the resume changed, for the log.
+// load_seconds >= 0: the panel was read from the data settings in that time (reported with fold 0's start).
 RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>& changes, const Panel& panel,
-                       const RunOptions& options) {
+                       const RunOptions& options, double load_seconds = -1) {
   Reporter rep(options);
   RunResult result;
   result.config = resolved;
@@ -392,6 +412,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     p.fold = f;
     p.split = splits[f];
     p.dir = folds > 1 ? out / fold_dir_name(f) : out;
+    if (f == 0) p.read_seconds = load_seconds;
     const std::string where = folds > 1 ? "walk-forward fold " + std::to_string(f) + ": " : std::string();
     const int train_len = p.split.train_end - p.split.train_begin;
     require(cfg.train.L <= train_len, where + "train.seq_len = " + std::to_string(cfg.train.L) +
@@ -464,10 +485,12 @@ RunResult run_training(const RunConfig& config, const RunOptions& options) {
   std::vector<std::string> changes;
   const RunConfig cfg = resolve_run_config(config, options.resume, &changes);
   cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
+  const auto t0 = std::chrono::steady_clock::now();
   const Panel panel = load_panel(cfg.data);
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   RunOptions o = options;
   o.panel_from_config = true;
-  return run_resolved(cfg, changes, panel, o);
+  return run_resolved(cfg, changes, panel, o, load_seconds);
 }
 
 RunResult run_training(const RunConfig& config, const Panel& panel, const RunOptions& options) {
