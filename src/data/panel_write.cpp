@@ -1,7 +1,9 @@
 // write_panel_files (include/mlalpha/panel.h): a panel as .npy arrays and a long-format CSV.
+#include <charconv>
 #include <filesystem>
-#include <sstream>
+#include <string>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/fileio.h"
 #include "data/npy.h"
@@ -32,20 +34,32 @@ std::vector<std::string> write_panel_files(const Panel& p, const std::string& di
     written.push_back((d / "targets.npy").string());
   }
   if (format != "npy") {
-    std::ostringstream csv;
-    csv.precision(9);
-    csv << "time,instrument";
-    for (int f = 0; f < p.F; ++f) csv << "," << label(p.feature_names, f, "f");
-    for (int k = 0; k < p.K; ++k) csv << "," << label(p.target_names, k, "y");
-    csv << "\n";
+    // Streamed in chunks through an atomic file (a 10M-row panel is a gigabyte of text); values in their
+    // shortest form that reads back to the same float (std::to_chars), NaN as "nan".
+    AtomicFile file((d / "panel.csv").string());
+    std::string buf;
+    const auto num = [&](float v) {
+      char tmp[32];
+      const auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+      buf += ',';
+      buf.append(tmp, r.ptr);
+    };
+    buf += "time,instrument";
+    for (int f = 0; f < p.F; ++f) buf += "," + label(p.feature_names, f, "f");
+    for (int k = 0; k < p.K; ++k) buf += "," + label(p.target_names, k, "y");
+    buf += '\n';
     for (int t = 0; t < p.T; ++t)
       for (int i = 0; i < p.N; ++i) {
-        csv << label(p.times, t, "") << "," << label(p.instruments, i, "inst");
-        for (int f = 0; f < p.F; ++f) csv << "," << p.x[(size_t(i) * p.T + t) * p.F + f];
-        for (int k = 0; k < p.K; ++k) csv << "," << p.y[(size_t(i) * p.T + t) * p.K + k];
-        csv << "\n";
+        buf += label(p.times, t, "");
+        buf += ',';
+        buf += label(p.instruments, i, "inst");
+        for (int f = 0; f < p.F; ++f) num(p.x[(size_t(i) * p.T + t) * p.F + f]);
+        for (int k = 0; k < p.K; ++k) num(p.y[(size_t(i) * p.T + t) * p.K + k]);
+        buf += '\n';
+        if (buf.size() > (size_t(1) << 23)) file.write(buf.data(), buf.size()), buf.clear();
       }
-    write_file_atomic((d / "panel.csv").string(), csv.str());
+    file.write(buf.data(), buf.size());
+    file.commit();
     written.push_back((d / "panel.csv").string());
   }
   return written;
