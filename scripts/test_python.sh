@@ -36,12 +36,17 @@ cmake --install "$build" --prefix "$build/install" >/dev/null || fail "cmake --i
 
 # A virtual environment that sees the system's packages: what is installed already is used, the rest comes
 # from PyPI (Debian's own python refuses pip installs outside one).
-if [ ! -x "$env_dir/bin/pip" ]; then
+if [ ! -x "$env_dir/bin/python" ]; then
   rm -rf "$env_dir"
-  if ! "$py" -m venv --system-site-packages "$env_dir"; then  # Debian: venv's pip comes with python3-venv
+  if ! "$py" -m venv --system-site-packages "$env_dir" 2>"$build/venv.log"; then  # Debian: venv's pip comes with python3-venv
     rm -rf "$env_dir"
-    apt_install python3-venv || fail "could not create the virtual environment $env_dir (install python3-venv)"
-    "$py" -m venv --system-site-packages "$env_dir" || fail "could not create the virtual environment $env_dir"
+    if apt_install python3-venv; then
+      "$py" -m venv --system-site-packages "$env_dir" || fail "could not create the virtual environment $env_dir"
+    elif "$py" -m pip --version >/dev/null 2>&1 && "$py" -m venv --without-pip --system-site-packages "$env_dir"; then
+      echo "test_python: no ensurepip here; the environment uses the system's pip"  # it installs into the venv
+    else
+      fail "could not create the virtual environment $env_dir ($(tail -n 1 "$build/venv.log"); install python3-venv)"
+    fi
   fi
 fi
 vpy="$env_dir/bin/python"

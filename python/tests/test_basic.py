@@ -15,7 +15,8 @@ import mlalpha
 SMALL = {
     "model": {"d_model": 16, "layers": 1, "head_dim": 8, "d_state": 8, "chunk": 16},
     "train": {"batch": 4, "seq_len": 32, "steps": 30, "warmup": 5, "log_every": 5, "seed": 3},
-    "run": {"eval_every": 10, "device": "cpu"},
+    # MLALPHA_TEST_DEVICE=gpu runs the suite's training on the GPU (scripts/test_python.sh on a GPU machine).
+    "run": {"eval_every": 10, "device": os.environ.get("MLALPHA_TEST_DEVICE", "cpu")},
 }
 
 

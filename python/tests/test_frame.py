@@ -1,5 +1,7 @@
 """Panel.from_frame on long pandas frames (Qlib's (datetime, instrument) MultiIndex, or columns) and
 predictions aligned to the frame's rows."""
+import os
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,8 @@ pd = pytest.importorskip("pandas", reason="pandas is not installed")
 SMALL = {
     "model": {"d_model": 16, "layers": 1, "head_dim": 8, "d_state": 8, "chunk": 16},
     "train": {"batch": 4, "seq_len": 32, "steps": 20, "warmup": 5, "log_every": 5},
-    "run": {"eval_every": 10, "device": "cpu"},
+    # MLALPHA_TEST_DEVICE=gpu runs the suite's training on the GPU (scripts/test_python.sh on a GPU machine).
+    "run": {"eval_every": 10, "device": os.environ.get("MLALPHA_TEST_DEVICE", "cpu")},
 }
 
 
