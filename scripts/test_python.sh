@@ -50,6 +50,12 @@ if [ ! -x "$env_dir/bin/python" ]; then
   fi
 fi
 vpy="$env_dir/bin/python"
+# When $py itself runs in a virtual environment (e.g. a PyTorch venv), --system-site-packages shows the base
+# interpreter's packages, not that environment's: a .pth file adds its site-packages behind ours.
+parent_site=$("$py" -c 'import site, sys; print("\n".join(site.getsitepackages()) if sys.prefix != sys.base_prefix else "")')
+if [ -n "$parent_site" ]; then
+  echo "$parent_site" >"$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mlalpha_parent_env.pth"
+fi
 missing=()
 for mod in nanobind:nanobind scikit_build_core:scikit-build-core numpy:numpy pandas:pandas pytest:pytest; do
   "$vpy" -c "import ${mod%%:*}" 2>/dev/null || missing+=("${mod##*:}")
