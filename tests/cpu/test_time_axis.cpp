@@ -14,6 +14,7 @@
 #include "data/time_axis.h"
 #include "mlalpha/config.h"
 #include "mlalpha/panel.h"
+#include "train/run_record.h"
 #include "test_files.h"
 #include "test_util.h"
 
@@ -339,6 +340,9 @@ TEST(TimeAxis, TimeFormatIsAConfigKeyThatRoundTrips) {
   EXPECT_EQ(parse_run_config(to_toml(c, {"data"}), "back").data.time_format, "%d.%m.%Y");
   EXPECT_EQ(parse_run_config("", "t", {"data.time_format=%b %d %Y"}).data.time_format, "%b %d %Y");
   EXPECT_EQ(suggest_run_config_key("data.time_fmt"), "data.time_format");
+  // A checkpoint records the data settings, so eval / predict read new files with the same layout.
+  const RunRecord r = decode_run_record(encode_run_record(c, true, 0, 42), "m.ckpt");
+  EXPECT_EQ(r.settings.data.time_format, "%d.%m.%Y");
 }
 
 }  // namespace
