@@ -53,6 +53,7 @@ bool utc_offset(std::string_view s, size_t i, int64_t& offset) {
 // abbreviated name); both are listed so the hint spells the file's form.
 constexpr const char* kCommonFormats[] = {"%b %d %Y", "%B %d %Y", "%b %d, %Y", "%B %d, %Y", "%d %b %Y", "%d %B %Y",
                                           "%d-%b-%Y", "%m/%d/%Y", "%d/%m/%Y", "%Y%m%d",   "%d.%m.%Y", "%Y/%m/%d",
+                                          "%Y-%m-%d",  // ISO 8601 without the leading zeros: 2024-1-2
                                           "%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M", "%m/%d/%Y %H:%M:%S",
                                           "%d/%m/%Y %H:%M:%S", "%d.%m.%Y %H:%M", "%Y/%m/%d %H:%M:%S"};
 

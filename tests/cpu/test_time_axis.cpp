@@ -101,6 +101,7 @@ TEST(TimeAxis, CommonLayoutsAreGuessed) {
   // Both ways round, until another label tells: 13/01/2000 is day-first only.
   EXPECT_EQ(guess_time_formats("01/02/2000"), (std::vector<std::string>{"%m/%d/%Y", "%d/%m/%Y"}));
   EXPECT_EQ(guess_time_formats("01/02/2000", {"01/02/2000", "13/02/2000"}), std::vector<std::string>{"%d/%m/%Y"});
+  EXPECT_EQ(guess_time_formats("2024-1-2"), std::vector<std::string>{"%Y-%m-%d"});
   EXPECT_TRUE(guess_time_formats("soon").empty());
 }
 
