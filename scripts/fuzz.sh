@@ -25,9 +25,9 @@ command -v "$CXX" >/dev/null || { echo "fuzz.sh: $CXX not found (apt-get install
 COMMON=(src/data/fileio.cpp src/core/atomic_file.cpp)
 declare -A SOURCES=(
   [npy]="src/data/npy.cpp"
-  [csv]="src/data/csv.cpp"
+  [csv]="src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp"
   [safetensors]="src/train/safetensors.cpp src/train/config_json.cpp src/core/config.cpp"
-  [toml]="src/cli/run_config.cpp src/core/config.cpp src/data/split.cpp src/data/csv.cpp"
+  [toml]="src/cli/run_config.cpp src/core/config.cpp src/data/split.cpp src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp"
 )
 TARGETS=("${@:2}")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy csv safetensors toml)

@@ -84,8 +84,8 @@ struct SplitPoint {
   Kind kind = Kind::fraction;
   double fraction = 0;  // kind fraction: in [0, 1]; the boundary index is round(fraction · T)
   int64_t index = 0;    // kind index: a time index in [0, T]
-  std::string time;     // kind time: the boundary is the first time step whose label is >= this value
-                        // (numeric comparison when this value and every time label are numbers)
+  std::string time;     // kind time: the boundary is the first time step at or after this time, compared
+                        // as parsed values (a number on a numeric axis, a date on a date axis)
 
   static SplitPoint at_fraction(double f);
   static SplitPoint at_index(int64_t i);
@@ -112,6 +112,8 @@ struct DataConfig {
   std::string features, targets;     // source = npy: paths of the feature and target arrays
   std::string csv;                   // source = csv: path of the long-format file
   std::string delimiter = ",";       // source = csv: one character
+  std::string time_format;           // source = csv: "" reads numbers or ISO 8601; else a strftime-style layout
+                                     // ("%b %d %Y") that every time must match (docs/data.md, "Time axis")
   std::string time_column = "time", instrument_column = "instrument";
   std::vector<std::string> feature_columns, target_columns;
   bool allow_target_features = false;  // a target column that is also a feature column (a label leak) is an error unless set

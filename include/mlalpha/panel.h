@@ -28,6 +28,7 @@ struct Panel {
   // panel has no time labels or they are not parsed.
   std::vector<double> time_values;
   bool times_are_dates = false;  // time_values are seconds since the epoch (not plain numbers)
+  std::string time_format;       // the data.time_format the times were read with ("": numbers or ISO 8601)
   std::vector<std::string> feature_names, target_names;  // (F), (K)
 
   void validate() const;  // shapes agree, sizes positive, label counts match when present
@@ -40,8 +41,10 @@ struct FeatureStats {
   std::vector<float> stdev;  // (F), > 0
 };
 
-// Time steps per year implied by the time axis (365.25 days over the median spacing of time_values) when
-// the times are dates; NaN otherwise (then the periods per year must come from a setting).
+// Time steps per year implied by the time axis when the times are dates; NaN otherwise (then the periods
+// per year must come from a setting). Over a span of at least a quarter of a year it counts steps: (T − 1)
+// over the span in years, so business-daily data gives ~252-261 (weekends and holidays are no steps);
+// over a shorter span, 365.25 days over the median spacing (docs/data.md).
 double periods_per_year(const Panel& p);
 
 // The panel the data settings describe (synthetic, .npy or CSV), validated. Errors name the file, line

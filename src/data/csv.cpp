@@ -13,7 +13,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "data/fileio.h"
+#include "data/time_axis.h"
 
 namespace mlalpha {
 namespace {
@@ -178,10 +180,9 @@ struct Interner {
   }
 };
 
-// Ranks the labels: numerically when every label is a finite number, else bytewise. Returns the slot of each
-// label id; with merge_equal, numerically equal labels share a slot. `slot_labels` gets one label per slot.
-std::vector<int> order_labels(const std::vector<std::string>& labels, bool merge_equal,
-                              std::vector<std::string>& slot_labels) {
+// Ranks the instrument labels: numerically when every label is a finite number (ties by string), else
+// bytewise; never merged. Returns the slot of each label id; `slot_labels` gets the labels in slot order.
+std::vector<int> order_instruments(const std::vector<std::string>& labels, std::vector<std::string>& slot_labels) {
   const size_t n = labels.size();
   std::vector<double> num(n);
   bool numeric = true;
@@ -189,20 +190,45 @@ std::vector<int> order_labels(const std::vector<std::string>& labels, bool merge
     numeric = parse_csv_number(labels[i], num[i]) && std::isfinite(num[i]);
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
-  if (numeric)
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-      if (num[a] != num[b]) return num[a] < num[b];
-      return merge_equal ? a < b : labels[a] < labels[b];  // merged: the first spelling seen labels the slot
-    });
-  else
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return labels[a] < labels[b]; });
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (numeric && num[a] != num[b]) return num[a] < num[b];
+    return labels[a] < labels[b];
+  });
   std::vector<int> slot(n);
   slot_labels.clear();
   for (size_t r = 0; r < n; ++r) {
-    const int id = order[r];
-    if (!(merge_equal && numeric && r > 0 && num[id] == num[order[r - 1]])) slot_labels.push_back(labels[id]);
-    slot[id] = int(slot_labels.size()) - 1;
+    slot[order[r]] = int(r);
+    slot_labels.push_back(labels[order[r]]);
   }
+  return slot;
+}
+
+// Orders the time labels by their parsed values (time_axis.h). Equal values ("1" and "1.0", or
+// "2020-01-31" and "2020-01-31T00:00:00Z") are one time step labelled with the first spelling seen: ids
+// are in order of first appearance. Fills p.times, p.time_values, p.times_are_dates.
+std::vector<int> order_times(const Interner& times, const std::string& format, const std::string& name, Panel& p) {
+  const ParsedTimes parsed = parse_time_labels(times.labels, format, [&](size_t i) {
+    return name + ":" + std::to_string(times.first_line[i]);
+  });
+  const size_t n = times.labels.size();
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (parsed.values[a] != parsed.values[b]) return parsed.values[a] < parsed.values[b];
+    return a < b;
+  });
+  std::vector<int> slot(n);
+  p.times.clear();
+  p.time_values.clear();
+  for (size_t r = 0; r < n; ++r) {
+    const int id = order[r];
+    if (r == 0 || parsed.values[id] != p.time_values.back()) {
+      p.times.push_back(times.labels[id]);
+      p.time_values.push_back(parsed.values[id]);
+    }
+    slot[id] = int(p.times.size()) - 1;
+  }
+  p.times_are_dates = parsed.are_dates;
   return slot;
 }
 
@@ -231,52 +257,66 @@ std::vector<std::string_view> split_plain(std::string_view line, char delim) {
   }
 }
 
+// The checks that need no header; the column names are checked against the header in parse_csv_panel.
 void check_spec(const CsvSpec& spec) {
-  require(!spec.time_column.empty(), "CSV spec: the time column name is empty");
-  require(!spec.feature_columns.empty(), "CSV spec: no feature columns are named");
-  require(!spec.target_columns.empty(), "CSV spec: no target columns are named");
-  check_csv_delimiter(spec.delimiter, "CSV spec: the delimiter");
+  require(!spec.time_column.empty(), "data.time_column is empty: name the column that holds the times");
+  check_csv_delimiter(spec.delimiter, "data.delimiter");
   require(spec.instrument_column != spec.time_column,
-          "CSV spec: the time and instrument columns are both '" + spec.time_column + "'");
-  auto unique = [](const std::vector<std::string>& v, const char* what) {
+          "data.time_column and data.instrument_column are both '" + spec.time_column +
+              "': name two different columns (or set data.instrument_column = \"\" for a single series)");
+  auto unique = [](const std::vector<std::string>& v, const char* key) {
     for (size_t i = 0; i < v.size(); ++i)
       for (size_t j = 0; j < i; ++j)
-        require(v[i] != v[j], std::string("CSV spec: ") + what + " column '" + v[i] + "' is listed twice");
+        require(v[i] != v[j], std::string(key) + " lists '" + v[i] + "' twice");
   };
-  unique(spec.feature_columns, "feature");
-  unique(spec.target_columns, "target");
+  unique(spec.feature_columns, "data.feature_columns");
+  unique(spec.target_columns, "data.target_columns");
+}
+
+// Column names a time or instrument column often has, for the hint when the configured one is missing and
+// no header name is close to it.
+constexpr const char* kTimeNames[] = {"date", "datetime", "timestamp", "time", "dt", "trade_date", "day"};
+constexpr const char* kInstrumentNames[] = {"instrument", "ticker", "symbol", "asset", "code", "permno", "secid",
+                                            "stock", "id"};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "; did you mean 'date'?" for a column name not in the header, or "": the same name in another case, then
+// (for the time and instrument columns) a header name such columns usually have, then the most similar name.
+std::string column_hint(const std::string& col, const std::vector<std::string>& header, const char* key) {
+  auto named = [&](const std::string& want) {
+    for (const std::string& h : header)
+      if (lower(h) == want) return h;
+    return std::string();
+  };
+  auto by_role = [&](const auto& names) {
+    for (const char* want : names)
+      if (std::string h = named(want); !h.empty()) return h;
+    return std::string();
+  };
+  const std::string k(key);
+  std::string best = named(lower(col));
+  if (best.empty() && k == "data.time_column") best = by_role(kTimeNames);
+  if (best.empty() && k == "data.instrument_column") best = by_role(kInstrumentNames);
+  if (best.empty()) best = closest_name(col, header);
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+// "date, ticker, close, ..." (at most 30 names).
+std::string header_list(const std::vector<std::string>& header) {
+  std::string list;
+  for (size_t i = 0; i < header.size() && i < 30; ++i) list += (i == 0 ? "" : ", ") + header[i];
+  if (header.size() > 30) list += ", ... (" + std::to_string(header.size()) + " columns)";
+  return list;
 }
 
 struct Row {
   int time, instrument;
   int64_t line;
 };
-
-// Times must be all numbers (ordered numerically) or all text (ordered bytewise): one stray label in a
-// numeric column would silently reorder the whole axis as text ("10" < "9"). The error names the first
-// label of the minority kind, where it first appears, and an example of the majority.
-void check_time_kinds(const Interner& times, const std::string& name, const std::string& column) {
-  const size_t n = times.labels.size();
-  std::vector<char> numeric(n);
-  size_t numbers = 0;
-  for (size_t i = 0; i < n; ++i) {
-    double v;
-    numeric[i] = parse_csv_number(times.labels[i], v) && std::isfinite(v);
-    numbers += numeric[i];
-  }
-  if (numbers == 0 || numbers == n) return;
-  const bool stray_is_text = numbers * 2 >= n;  // the minority is the likely mistake
-  size_t stray = 0, example = 0;
-  while (bool(numeric[stray]) == stray_is_text) ++stray;
-  while (bool(numeric[example]) != stray_is_text) ++example;
-  const size_t others = stray_is_text ? numbers : n - numbers;
-  throw Error(name + ":" + std::to_string(times.first_line[stray]) + ": column '" + column + "': time '" +
-              times.labels[stray].substr(0, 80) + "' is " + (stray_is_text ? "not a number" : "a number") +
-              ", but " + std::to_string(others) + " other time value" + (others == 1 ? " is" : "s are") +
-              (stray_is_text ? " numbers" : " text") + " (e.g. '" + times.labels[example].substr(0, 80) +
-              "' on line " + std::to_string(times.first_line[example]) +
-              "); times must be all numbers (ordered numerically) or all text (ordered as text)");
-}
 
 }  // namespace
 
@@ -319,7 +359,10 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
   for (const std::string_view c : cells) header.emplace_back(trim(c));
   const std::string_view header_line = records.raw();
   const int64_t header_lineno = records.line();
-  auto column = [&](const std::string& col, const char* role) {
+  // `key` is the setting that names the column ("data.time_column", "data.feature_columns").
+  auto column = [&](const std::string& col, const char* key) {
+    const bool list = std::string_view(key).find("columns") != std::string_view::npos;
+    const std::string setting = list ? std::string(key) + ": '" + col + "'" : std::string(key) + " = '" + col + "'";
     const auto it = std::find(header.begin(), header.end(), col);
     if (it == header.end()) {
       // A header that another common delimiter splits into the wanted column: the delimiter is wrong.
@@ -327,28 +370,32 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
       if (guess != 0) {
         const std::vector<std::string_view> alt = split_plain(header_line, guess);
         if (std::find(alt.begin(), alt.end(), col) != alt.end())
-          throw Error(name + ":" + std::to_string(header_lineno) + ": " + role + " column '" + col +
-                      "' is not in the header split at " + describe_csv_delimiter(spec.delimiter) + " (" +
-                      std::to_string(header.size()) + (header.size() == 1 ? " column" : " columns") +
-                      "), but the header line looks " + describe_csv_delimiter(guess) +
-                      "-separated: set the delimiter to " + describe_csv_delimiter(guess));
+          throw Error(name + ":" + std::to_string(header_lineno) + ": " + setting + " is not in the header split at " +
+                      describe_csv_delimiter(spec.delimiter) + " (" + std::to_string(header.size()) +
+                      (header.size() == 1 ? " column" : " columns") + "), but the header line looks " +
+                      describe_csv_delimiter(guess) + "-separated: set data.delimiter to " +
+                      describe_csv_delimiter(guess));
       }
-      std::string list;
-      for (const std::string& h : header) list += (list.empty() ? "'" : ", '") + h + "'";
-      throw Error(name + ": " + role + " column '" + col + "' is not in the header; the header has " + list);
+      throw Error(setting + " is not a column of " + name + " (header: " + header_list(header) + ")" +
+                  column_hint(col, header, key));
     }
     const auto again = std::find(it + 1, header.end(), col);
     if (again != header.end())
-      throw Error(name + ": column '" + col + "' appears twice in the header (columns " +
-                  std::to_string(it - header.begin() + 1) + " and " + std::to_string(again - header.begin() + 1) + ")");
+      throw Error(name + ":" + std::to_string(header_lineno) + ": column '" + col + "' appears twice in the header (columns " +
+                  std::to_string(it - header.begin() + 1) + " and " + std::to_string(again - header.begin() + 1) +
+                  "), so " + setting + " is ambiguous; rename one of them");
     return int(it - header.begin());
   };
-  const int time_col = column(spec.time_column, "time");
-  const int inst_col = spec.instrument_column.empty() ? -1 : column(spec.instrument_column, "instrument");
+  require(!spec.feature_columns.empty(), "data.feature_columns is empty: list the feature columns of " + name +
+                                             " (header: " + header_list(header) + ")");
+  require(!spec.target_columns.empty(), "data.target_columns is empty: list the target columns of " + name +
+                                            " (header: " + header_list(header) + ")");
+  const int time_col = column(spec.time_column, "data.time_column");
+  const int inst_col = spec.instrument_column.empty() ? -1 : column(spec.instrument_column, "data.instrument_column");
   const int F = int(spec.feature_columns.size()), K = int(spec.target_columns.size());
   std::vector<int> value_cols;  // features then targets
-  for (const std::string& c : spec.feature_columns) value_cols.push_back(column(c, "feature"));
-  for (const std::string& c : spec.target_columns) value_cols.push_back(column(c, "target"));
+  for (const std::string& c : spec.feature_columns) value_cols.push_back(column(c, "data.feature_columns"));
+  for (const std::string& c : spec.target_columns) value_cols.push_back(column(c, "data.target_columns"));
 
   // Pass 1: read every row, keeping its time/instrument ids, its line and its values.
   Interner times, instruments;
@@ -393,14 +440,13 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
   }
   if (rows.empty()) throw Error(name + ": no data rows after the header");
 
-  check_time_kinds(times, name, header[time_col]);
-
   // Pass 2: place the rows on the sorted (instrument, time) grid; missing cells stay NaN.
   Panel p;
-  const std::vector<int> time_slot = order_labels(times.labels, /*merge_equal=*/true, p.times);
+  const std::vector<int> time_slot = order_times(times, spec.time_format, name, p);
+  p.time_format = spec.time_format;
   std::vector<std::string> inst_labels;
   const std::vector<int> inst_slot =
-      inst_col >= 0 ? order_labels(instruments.labels, /*merge_equal=*/false, inst_labels) : std::vector<int>{0};
+      inst_col >= 0 ? order_instruments(instruments.labels, inst_labels) : std::vector<int>{0};
   p.N = inst_col >= 0 ? int(inst_labels.size()) : 1;
   p.T = int(p.times.size());
   p.F = F;
@@ -434,7 +480,7 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
 }
 
 Panel load_csv_panel(const CsvSpec& spec) {
-  require(!spec.path.empty(), "CSV spec: the file path is empty");
+  require(!spec.path.empty(), "data.csv is empty: give the path of the long-format file");
   const std::string text = read_file_bytes(spec.path);
   return parse_csv_panel(text, spec, spec.path);
 }

@@ -2,10 +2,12 @@
 // CSV in long format: one row per (time, instrument), a header row naming the columns. The config picks
 // the time column, the instrument column and the feature and target columns; everything else is ignored.
 // The panel is built on the union of the times and instruments seen (docs/data.md):
-//   times        all numbers: sorted numerically, numerically equal times ("1", "1.0") being one time
-//                step labelled with the first spelling seen; all text: sorted bytewise (which orders
-//                ISO 8601 dates and timestamps correctly); a mix of both is an error naming the stray value
-//   instruments  sorted the same way (numerically when all are numbers, ties by string; never merged), so
+//   times        parsed (data/time_axis.h): all numbers, all ISO 8601 dates/datetimes (offsets converted
+//                to UTC), or, with data.time_format, all in that strftime-style layout; sorted by value, equal
+//                values ("1" and "1.0"; "2020-01-31" and "2020-01-31T00:00Z") being one time step labelled
+//                with the first spelling seen. A label that reads as none of them, or a mix of kinds, is an
+//                error naming file:line and the value, with the data.time_format that would read it
+//   instruments  sorted numerically when all are numbers (ties by string), else bytewise; never merged, so
 //                the panel does not depend on the order of the rows
 //   missing (instrument, time) rows → NaN features and NaN targets
 //   cells: empty, NaN (any case), NA, N/A, n/a, null, NULL, None, <NA>, #N/A → NaN; numbers as C/Python
@@ -30,6 +32,7 @@ struct CsvSpec {
   std::vector<std::string> feature_columns;      // F >= 1 names, in the order the model sees them
   std::vector<std::string> target_columns;       // K >= 1 names
   char delimiter = ',';                          // ',' for CSV, '\t' for TSV, ';' ...: see check_csv_delimiter
+  std::string time_format;                       // data.time_format: "" = numbers or ISO 8601; else strftime-style
 };
 
 // Throws unless `c` can separate cells: not a quote, CR, LF, NUL, letter, digit, '.', '+' or '-'.
@@ -45,7 +48,9 @@ std::string describe_csv_delimiter(char c);
 // whole text is not one. Values beyond the double range come back as ±inf; "nan"/"inf" parse as such.
 bool parse_csv_number(std::string_view s, double& v);
 
-// Parse CSV text already in memory; `name` starts every error message (spec.path is not read).
+// Parse CSV text already in memory; `name` starts every error message (spec.path is not read). Errors name
+// the setting to change (data.time_column, data.feature_columns, data.time_format, ...). Fills the panel's
+// times (as spelled in the file), time_values and times_are_dates.
 Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::string& name);
 // Read spec.path and parse it.
 Panel load_csv_panel(const CsvSpec& spec);

@@ -60,7 +60,10 @@ FeatureStats compute_feature_stats(const Panel& p, int t0, int t1) {
     }
   for (int f = 0; f < p.F; ++f)
     require(count[f] > 0, "compute_feature_stats: " + feature_name(p, f) + " has no value (all NaN) in the training range [" +
-                              std::to_string(t0) + ", " + std::to_string(t1) + ")");
+                              std::to_string(t0) + ", " + std::to_string(t1) + ")" +
+                              (p.times.size() == size_t(p.T) ? " (times '" + p.times[t0] + "' to '" + p.times[t1 - 1] + "')"
+                                                            : std::string()) +
+                              "; drop it from data.feature_columns or move split.train_end");
   std::vector<double> mean(p.F);
   for (int f = 0; f < p.F; ++f) mean[f] = sum[f] / double(count[f]);
   for (int i = 0; i < p.N; ++i)

@@ -435,8 +435,8 @@ Panel panel_from_arrays(NpyArray x, NpyArray y, const std::string& xname, const 
 }
 
 Panel load_npy_panel(const NpyPanelSpec& spec) {
-  require(!spec.features.empty(), "data: the features .npy path is empty");
-  require(!spec.targets.empty(), "data: the targets .npy path is empty");
+  require(!spec.features.empty(), "data.features is empty: give the path of the features .npy file");
+  require(!spec.targets.empty(), "data.targets is empty: give the path of the targets .npy file");
   return panel_from_arrays(read_npy(spec.features), read_npy(spec.targets), spec.features, spec.targets);
 }
 

@@ -33,6 +33,8 @@ void require_input_file(const char* key, const std::string& path) {
   require(!std::filesystem::is_directory(st), std::string(key) + " = '" + path + "': is a directory, expected a file");
 }
 
+SplitTimes time_axis_of(const Panel& p) { return SplitTimes{p.times, p.time_values, p.times_are_dates, p.time_format}; }
+
 }  // namespace
 
 Panel load_panel(const DataConfig& d) {
@@ -41,6 +43,8 @@ Panel load_panel(const DataConfig& d) {
     p = make_synthetic(d.synth);
   } else if (d.source == "npy") {
     require(!d.features.empty() && !d.targets.empty(), "data.source = 'npy' needs data.features and data.targets");
+    require(d.time_format.empty(), "data.time_format = '" + d.time_format +
+                                       "' is for CSV times; .npy files carry no time labels (leave it unset)");
     require_input_file("data.features", d.features);
     require_input_file("data.targets", d.targets);
     p = load_npy_panel({d.features, d.targets});
@@ -54,6 +58,12 @@ Panel load_panel(const DataConfig& d) {
     spec.feature_columns = d.feature_columns;
     spec.target_columns = d.target_columns;
     spec.delimiter = csv_delimiter_from_string(d.delimiter, "data.delimiter");
+    spec.time_format = d.time_format;
+    for (const std::string& t : d.target_columns)
+      require(d.allow_target_features ||
+                  std::find(d.feature_columns.begin(), d.feature_columns.end(), t) == d.feature_columns.end(),
+              "data.target_columns: '" + t + "' is also in data.feature_columns, so the model would see the label it "
+              "predicts; remove it from data.feature_columns (or set data.allow_target_features = true)");
     p = load_csv_panel(spec);
   } else {
     throw Error("data.source must be 'synthetic', 'npy' or 'csv', got '" + d.source + "'");
@@ -72,7 +82,7 @@ std::vector<Split> make_splits(const SplitConfig& s, const Panel& p) {
     w.train_size = s.walk_forward_train_size;
     return walk_forward(p.T, w);
   }
-  return {make_split(s.spec, p.T, p.times)};
+  return {make_split(s.spec, p.T, time_axis_of(p))};
 }
 
 Panel slice_panel(const Panel& p, int t0, int t1) {
@@ -92,6 +102,7 @@ Panel slice_panel(const Panel& p, int t0, int t1) {
   if (!p.times.empty()) out.times.assign(p.times.begin() + t0, p.times.begin() + t1);
   if (!p.time_values.empty()) out.time_values.assign(p.time_values.begin() + t0, p.time_values.begin() + t1);
   out.times_are_dates = p.times_are_dates;
+  out.time_format = p.time_format;
   return out;
 }
 
@@ -124,12 +135,17 @@ uint64_t panel_fingerprint(const Panel& p) {
 }
 
 double periods_per_year(const Panel& p) {
+  constexpr double kYear = 365.25 * 86400.0;  // seconds in a Julian year
   if (!p.times_are_dates || p.time_values.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  // Counting steps over the span is right for calendars with holes (no weekends, no holidays); the median
+  // spacing is the only estimate a short span allows.
+  const double span = p.time_values.back() - p.time_values.front();
+  if (span >= kYear / 4) return double(p.time_values.size() - 1) / (span / kYear);
   std::vector<double> gaps(p.time_values.size() - 1);
   for (size_t t = 1; t < p.time_values.size(); ++t) gaps[t - 1] = p.time_values[t] - p.time_values[t - 1];
   std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
   const double median = gaps[gaps.size() / 2];
-  return median > 0 ? 365.25 * 86400.0 / median : std::numeric_limits<double>::quiet_NaN();
+  return median > 0 ? kYear / median : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace mlalpha

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/csv.h"
+#include "data/time_axis.h"
 
 namespace mlalpha {
 namespace {
@@ -60,7 +61,7 @@ std::string Split::to_string() const {
   return s + (has_test() ? " test " + range(test_begin, test_end) : " test none");
 }
 
-int resolve_split_point(const SplitPoint& p, int T, const std::vector<std::string>& times, const std::string& field) {
+int resolve_split_point(const SplitPoint& p, int T, const SplitTimes& axis, const std::string& field) {
   switch (p.kind) {
     case SplitPoint::Kind::fraction:
       require(std::isfinite(p.fraction) && p.fraction >= 0 && p.fraction <= 1,
@@ -71,49 +72,76 @@ int resolve_split_point(const SplitPoint& p, int T, const std::vector<std::strin
               field + " = " + p.to_string() + " must be a time index in [0, T=" + std::to_string(T) + "]");
       return int(p.index);
     case SplitPoint::Kind::time: {
+      const std::vector<std::string>& times = axis.labels;
       require(!times.empty(), field + " = " + p.to_string() +
                                   ": this panel has no time labels (.npy or synthetic data); split by index or fraction");
       require(times.size() == size_t(T), field + ": the panel has " + std::to_string(times.size()) +
                                              " time labels for T = " + std::to_string(T));
-      // Same order as the CSV reader sorted the axis: numeric when every label is a number. A value that
-      // is not a number cannot be placed on a numeric axis (text order would put it anywhere).
-      std::vector<double> num(times.size());
-      bool numeric = true;
-      for (size_t i = 0; i < times.size() && numeric; ++i) numeric = as_number(times[i], num[i]);
-      if (numeric) {
-        double v = 0;
-        require(as_number(p.time, v), field + " = " + p.to_string() + " is not a number, but the time labels are (from '" +
-                                          times.front() + "' to '" + times.back() + "'); give a number on that scale");
-        return int(std::lower_bound(num.begin(), num.end(), v) - num.begin());
+      ParsedTimes parsed;
+      if (axis.values.size() == times.size()) {
+        parsed.values = axis.values;
+        parsed.are_dates = axis.are_dates;
+      } else {
+        parsed = parse_time_labels(times, axis.format, [&](size_t i) { return field + ": time label " + std::to_string(i); });
       }
-      return int(std::lower_bound(times.begin(), times.end(), p.time) - times.begin());
+      const std::string span = "'" + times.front() + "' to '" + times.back() + "'";
+      double v = 0;
+      if (!parsed.are_dates) {
+        require(as_number(p.time, v), field + " = " + p.to_string() + " is not a number, but the time labels are (from " +
+                                          span + "); give a number on that scale");
+      } else if (!axis.format.empty()) {
+        // The file's layout, or ISO 8601, which reads the same whatever the file's layout.
+        require(parse_formatted_time(p.time, axis.format, v) || parse_iso8601(p.time, v),
+                field + " = " + p.to_string() + " is not a date in the layout data.time_format = \"" + axis.format +
+                    "\" (the time labels run from " + span + ") nor an ISO 8601 date (2020-01-31)");
+      } else {
+        require(parse_iso8601(p.time, v), field + " = " + p.to_string() +
+                                              " is not an ISO 8601 date or datetime (e.g. \"2020-01-31\"), as the "
+                                              "time labels are (from " + span + ")");
+      }
+      return int(std::lower_bound(parsed.values.begin(), parsed.values.end(), v) - parsed.values.begin());
     }
   }
   throw Error(field + ": unknown split point kind");
 }
 
-Split make_split(const SplitSpec& spec, int T, const std::vector<std::string>& times) {
+int resolve_split_point(const SplitPoint& p, int T, const std::vector<std::string>& times, const std::string& field) {
+  return resolve_split_point(p, T, SplitTimes{times, {}, false, ""}, field);
+}
+
+Split make_split(const SplitSpec& spec, int T, const SplitTimes& times) {
   require(T >= 1, "split: the time axis is empty (T = " + std::to_string(T) + ")");
   require(spec.gap >= 0, "split.gap must be >= 0, got " + std::to_string(spec.gap));
   const int te = resolve_split_point(spec.train_end, T, times, "split.train_end");
   const int ve = resolve_split_point(spec.valid_end, T, times, "split.valid_end");
   const std::string tes = "split.train_end = " + spec.train_end.to_string() + " (index " + std::to_string(te) + ")";
   const std::string ves = "split.valid_end = " + spec.valid_end.to_string() + " (index " + std::to_string(ve) + ")";
-  require(te >= 1, tes + " leaves the training range empty");
+  // A time point that lands outside the data reads best against the data's first and last time.
+  const bool by_time = spec.train_end.kind == SplitPoint::Kind::time || spec.valid_end.kind == SplitPoint::Kind::time;
+  const std::string axis = by_time && times.labels.size() == size_t(T)
+                               ? " (the panel's times run from '" + times.labels.front() + "' to '" +
+                                     times.labels.back() + "')"
+                               : "";
+  require(te >= 1, tes + " leaves the training range empty" + axis);
   Split s;
   s.train_begin = 0;
   s.train_end = te;
   s.valid_begin = te + spec.gap;
   s.valid_end = ve;
   require(s.valid_begin < ve, "the validation range " + range(s.valid_begin, ve) + " is empty: " + tes + ", gap " +
-                                  std::to_string(spec.gap) + ", " + ves + "; valid_end must be after train_end + gap");
+                                  std::to_string(spec.gap) + ", " + ves + "; valid_end must be after train_end + gap" +
+                                  axis);
   s.test_end = T;
   s.test_begin = ve == T ? T : ve + spec.gap;  // valid_end = T means "no test range"
   require(ve == T || s.test_begin < T, "the test range " + range(s.test_begin, T) + " is empty: " + ves + ", gap " +
                                            std::to_string(spec.gap) + ", T = " + std::to_string(T) +
-                                           " (set valid_end to the end of the data for no test range)");
+                                           " (set valid_end to the end of the data for no test range)" + axis);
   validate_split(s, T);
   return s;
+}
+
+Split make_split(const SplitSpec& spec, int T, const std::vector<std::string>& times) {
+  return make_split(spec, T, SplitTimes{times, {}, false, ""});
 }
 
 void validate_split(const Split& s, int T) {

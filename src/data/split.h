@@ -12,12 +12,25 @@
 
 namespace mlalpha {
 
-// The time index a point stands for on an axis of T steps with these labels (empty: no labels, so a
-// time point is an error). `field` names the point in messages ("split.train_end").
+// The time axis as a time split point reads it (from a Panel: its times, time_values, times_are_dates and
+// time_format).
+struct SplitTimes {
+  std::vector<std::string> labels;  // (T) as spelled in the data; empty: no labels (a time point is an error)
+  std::vector<double> values;       // (T) the parsed labels, ascending; empty: parsed here (data/time_axis.h)
+  bool are_dates = false;           // values are seconds since the epoch
+  std::string format;               // data.time_format ("" = numbers or ISO 8601)
+};
+
+// The time index a point stands for on an axis of T steps. A time point is read with the axis' rules (a
+// number on a numeric axis; ISO 8601, or data.time_format when set, on a date axis) and is the first step
+// at or after it. `field` names the point in messages ("split.train_end").
+int resolve_split_point(const SplitPoint& point, int T, const SplitTimes& times, const std::string& field);
 int resolve_split_point(const SplitPoint& point, int T, const std::vector<std::string>& times, const std::string& field);
 
 // Resolves and checks a spec: train and valid non-empty, test non-empty unless valid_end is T (then there
-// is no test range: [T, T)). Errors name the fields and the resolved indices.
+// is no test range: [T, T)). Errors name the fields and the resolved indices (and, for time points, the
+// axis' first and last time).
+Split make_split(const SplitSpec& spec, int T, const SplitTimes& times);
 Split make_split(const SplitSpec& spec, int T, const std::vector<std::string>& times = {});
 
 // Checks the invariants of any split on an axis of T steps (one loaded from a checkpoint, a fold):

@@ -33,7 +33,8 @@ void require_valid_targets(const Panel& p, int t0, int t1, const std::string& wh
     const int64_t values = int64_t(p.N) * (t1 - t0);
     throw Error(range + " has no finite value of " + target + (source.empty() ? "" : " in " + source) + ": all " +
                 std::to_string(values) + (values == 1 ? " value there is NaN" : " values there are NaN") +
-                "; check the label columns (a forward-looking target is NaN where its horizon runs past the data)");
+                "; check the label columns (data.target_columns; a forward-looking target is NaN where its horizon runs past "
+                "the data) or move the split (split.train_end, split.valid_end)");
   }
 }
 

@@ -298,6 +298,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   d.get_path("targets", c.data.targets, base_dir);
   d.get_path("csv", c.data.csv, base_dir);
   d.get("delimiter", c.data.delimiter);
+  d.get("time_format", c.data.time_format);
   d.get("time_column", c.data.time_column);
   d.get("instrument_column", c.data.instrument_column);
   d.get("feature_columns", c.data.feature_columns);

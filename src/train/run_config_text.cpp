@@ -53,6 +53,7 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("targets", c.data.targets);
   data.insert_or_assign("csv", c.data.csv);
   data.insert_or_assign("delimiter", c.data.delimiter);
+  data.insert_or_assign("time_format", c.data.time_format);
   data.insert_or_assign("time_column", c.data.time_column);
   data.insert_or_assign("instrument_column", c.data.instrument_column);
   data.insert_or_assign("feature_columns", string_array(c.data.feature_columns));

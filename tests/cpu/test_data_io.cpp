@@ -424,18 +424,22 @@ TEST(Csv, TimesMixingNumbersAndTextAreAnError) {
   const auto err = [](const std::string& body) {
     return error_of([&] { parse_csv_panel("date,ticker,f1,y\n" + body, spec_of({"f1"}, {"y"}), "t.csv"); });
   };
-  // One stray label would turn the numeric order (9 < 10) into a text order ("10" < "9"): the error names
-  // the file, the line where the label first appears, the column and the value.
+  // One stray label among numbers: the error names the file, the line where the label first appears and
+  // the value.
   EXPECT_EQ(err("10,A,1,1\n9,A,2,2\n9,B,2,2\nx,A,3,3\nx,B,3,3\n"),
-            "t.csv:5: column 'date': time 'x' is not a number, but 2 other time values are numbers (e.g. '10' on "
-            "line 2); times must be all numbers (ordered numerically) or all text (ordered as text)");
+            "t.csv:5: time 'x' is not a number or an ISO 8601 date, but 2 other times are numbers (e.g. '10' at "
+            "t.csv:2); write every time in one layout");
   // A missing-value spelling and an infinite time are not numbers either.
-  EXPECT_TRUE(contains(err("1,A,1,1\n2,A,1,1\nNaN,A,1,1\n"), "t.csv:4: column 'date': time 'NaN' is not a number"));
-  EXPECT_TRUE(contains(err("1,A,1,1\n2,A,1,1\ninf,A,1,1\n"), "t.csv:4: column 'date': time 'inf' is not a number"));
-  // Mostly text: the one number is the stray value.
+  EXPECT_TRUE(contains(err("1,A,1,1\n2,A,1,1\nNaN,A,1,1\n"), "t.csv:4: time 'NaN' is not a number or an ISO 8601 date"));
+  EXPECT_TRUE(contains(err("1,A,1,1\n2,A,1,1\ninf,A,1,1\n"), "t.csv:4: time 'inf' is not a number or an ISO 8601 date"));
+  // Mostly dates: the one number is the stray value.
   EXPECT_EQ(err("2024-01-02,A,1,1\n2024-01-03,A,1,1\n20240104,A,1,1\n"),
-            "t.csv:4: column 'date': time '20240104' is a number, but 2 other time values are text (e.g. "
-            "'2024-01-02' on line 2); times must be all numbers (ordered numerically) or all text (ordered as text)");
+            "t.csv:4: time '20240104' is a number, but 2 other times are ISO 8601 dates (e.g. '2024-01-02' at "
+            "t.csv:2); times must be all numbers or all dates");
+  // Mostly numbers: the one date is the stray value.
+  EXPECT_EQ(err("1,A,1,1\n2,A,1,1\n2024-01-02,A,1,1\n"),
+            "t.csv:4: time '2024-01-02' is an ISO 8601 date, but 2 other times are numbers (e.g. '1' at t.csv:2); "
+            "times must be all numbers or all dates");
   // Instruments may mix (their order carries no meaning): "1301" and "AAPL" are two instruments.
   const Panel p = parse_csv_panel("date,ticker,f1,y\n1,AAPL,1,1\n1,1301,2,2\n", spec_of({"f1"}, {"y"}), "t.csv");
   EXPECT_EQ(p.instruments, (std::vector<std::string>{"1301", "AAPL"}));
@@ -477,21 +481,21 @@ TEST(Csv, DelimiterTabSemicolonAndPipe) {
 TEST(Csv, WrongDelimiterNamesTheLikelyOne) {
   const CsvSpec comma = spec_of({"f1"}, {"y"});
   EXPECT_EQ(error_of([&] { parse_csv_panel("date;ticker;f1;y\n1;A;1;1\n", comma, "s.csv"); }),
-            "s.csv:1: time column 'date' is not in the header split at ',' (1 column), but the header line looks "
-            "';'-separated: set the delimiter to ';'");
+            "s.csv:1: data.time_column = 'date' is not in the header split at ',' (1 column), but the header line "
+            "looks ';'-separated: set data.delimiter to ';'");
   // A TSV read as CSV; the header starts after a BOM and blank lines, on line 3.
   EXPECT_EQ(error_of([&] { parse_csv_panel("\xEF\xBB\xBF\n\ndate\tticker\tf1\ty\n1\tA\t1\t1\n", comma, "t.tsv"); }),
-            "t.tsv:3: time column 'date' is not in the header split at ',' (1 column), but the header line looks "
-            "tab ('\\t')-separated: set the delimiter to tab ('\\t')");
+            "t.tsv:3: data.time_column = 'date' is not in the header split at ',' (1 column), but the header line "
+            "looks tab ('\\t')-separated: set data.delimiter to tab ('\\t')");
   // A CSV read as TSV.
   CsvSpec tab = comma;
   tab.delimiter = '\t';
   EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n", tab, "c.csv"); }),
-                       "c.csv:1: time column 'date' is not in the header split at tab ('\\t') (1 column), but the "
-                       "header line looks ','-separated: set the delimiter to ','"));
+                       "c.csv:1: data.time_column = 'date' is not in the header split at tab ('\\t') (1 column), "
+                       "but the header line looks ','-separated: set data.delimiter to ','"));
   // A header that is fine but a column really missing: the usual message, no delimiter hint.
   EXPECT_EQ(error_of([&] { parse_csv_panel("Date,ticker,f1,y\n1,A,1,1\n", comma, "m.csv"); }),
-            "m.csv: time column 'date' is not in the header; the header has 'Date', 'ticker', 'f1', 'y'");
+            "data.time_column = 'date' is not a column of m.csv (header: Date, ticker, f1, y); did you mean 'Date'?");
   // A data row written with another delimiter.
   EXPECT_EQ(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n2;A;1;1\n", comma, "r.csv"); }),
             "r.csv:3: 1 fields, the header has 4 (the line looks ';'-separated, the file's delimiter is ',')");
@@ -518,10 +522,10 @@ TEST(Csv, DelimiterSettingIsValidated) {
   CsvSpec s = spec_of({"f1"}, {"y"});
   s.delimiter = '\r';
   EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n", s, "d.csv"); }),
-                       "CSV spec: the delimiter byte 0x0d cannot be used"));
+                       "data.delimiter byte 0x0d cannot be used"));
   s.delimiter = '5';
   EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,y\n1,A,1,1\n", s, "d.csv"); }),
-                       "CSV spec: the delimiter '5' cannot be used"));
+                       "data.delimiter '5' cannot be used"));
 }
 
 TEST(Csv, InstrumentsAreSortedAndSingleSeriesNeedsNoInstrumentColumn) {
@@ -572,19 +576,38 @@ TEST(Csv, BadCellsNameFileLineAndColumn) {
 
 TEST(Csv, MissingColumnsAndBadSpecs) {
   const std::string text = "date,ticker,f1,y\n1,A,1,1\n";
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, spec_of({"f1", "f9"}, {"y"}), "m.csv"); }),
-              "m.csv: feature column 'f9' is not in the header; the header has 'date', 'ticker', 'f1', 'y'"));
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, spec_of({"f1"}, {"ret"}), "m.csv"); }),
-              "target column 'ret' is not in the header"));
+  // Each message names the setting, shows the header and suggests the nearest column.
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, spec_of({"f1", "f9"}, {"y"}), "m.csv"); }),
+            "data.feature_columns: 'f9' is not a column of m.csv (header: date, ticker, f1, y); did you mean 'f1'?");
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, spec_of({"f1"}, {"ret"}), "m.csv"); }),
+            "data.target_columns: 'ret' is not a column of m.csv (header: date, ticker, f1, y)");
   CsvSpec s = spec_of({"f1"}, {"y"});
   s.time_column = "time";
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, s, "m.csv"); }), "time column 'time' is not in the header"));
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel("date,ticker,f1,f1,y\n1,A,1,1,1\n", spec_of({"f1"}, {"y"}), "m.csv"); }),
-              "column 'f1' appears twice in the header (columns 3 and 4)"));
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, spec_of({"f1", "f1"}, {"y"}), "m.csv"); }),
-              "feature column 'f1' is listed twice"));
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, spec_of({}, {"y"}), "m.csv"); }), "no feature columns"));
-  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, spec_of({"f1"}, {}), "m.csv"); }), "no target columns"));
+  // No name is close to 'time', but 'date' is what time columns are called.
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, s, "m.csv"); }),
+            "data.time_column = 'time' is not a column of m.csv (header: date, ticker, f1, y); did you mean 'date'?");
+  s = spec_of({"f1"}, {"y"});
+  s.instrument_column = "instrument";
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, s, "m.csv"); }),
+            "data.instrument_column = 'instrument' is not a column of m.csv (header: date, ticker, f1, y); did you "
+            "mean 'ticker'?");
+  s = spec_of({"ret_1", "ret5"}, {"fwd_ret_1"});
+  EXPECT_EQ(error_of([&] { parse_csv_panel("date,ticker,ret_1,ret_5,fwd_ret_1\n1,A,1,1,1\n", s, "r.csv"); }),
+            "data.feature_columns: 'ret5' is not a column of r.csv (header: date, ticker, ret_1, ret_5, fwd_ret_1); "
+            "did you mean 'ret_5'?");
+  EXPECT_EQ(error_of([&] { parse_csv_panel("date,ticker,f1,f1,y\n1,A,1,1,1\n", spec_of({"f1"}, {"y"}), "m.csv"); }),
+            "m.csv:1: column 'f1' appears twice in the header (columns 3 and 4), so data.feature_columns: 'f1' is "
+            "ambiguous; rename one of them");
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, spec_of({"f1", "f1"}, {"y"}), "m.csv"); }),
+            "data.feature_columns lists 'f1' twice");
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, spec_of({}, {"y"}), "m.csv"); }),
+            "data.feature_columns is empty: list the feature columns of m.csv (header: date, ticker, f1, y)");
+  EXPECT_EQ(error_of([&] { parse_csv_panel(text, spec_of({"f1"}, {}), "m.csv"); }),
+            "data.target_columns is empty: list the target columns of m.csv (header: date, ticker, f1, y)");
+  s = spec_of({"f1"}, {"y"});
+  s.instrument_column = "date";
+  EXPECT_TRUE(contains(error_of([&] { parse_csv_panel(text, s, "m.csv"); }),
+                       "data.time_column and data.instrument_column are both 'date'"));
 }
 
 TEST(Csv, ReadsFilesAndReportsMissingOnes) {

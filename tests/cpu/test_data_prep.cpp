@@ -270,14 +270,16 @@ TEST(ValidTargets, CountsFiniteTargetsPerTargetInTheRange) {
   // Unnamed targets, no time labels.
   EXPECT_EQ(error_of([&] { require_valid_targets(p, 0, 3, "the training range", "data.targets = 'y.npy'"); }),
             "the training range [0, 3) has no finite value of target 2 of 2 in data.targets = 'y.npy': all 6 values "
-            "there are NaN; check the label columns (a forward-looking target is NaN where its horizon runs past the data)");
+            "there are NaN; check the label columns (data.target_columns; a forward-looking target is NaN where its "
+            "horizon runs past the data) or move the split (split.train_end, split.valid_end)");
   // Named targets and time labels.
   p.target_names = {"fwd_1", "fwd_5"};
   p.times = {"2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"};
   EXPECT_EQ(error_of([&] { require_valid_targets(p, 1, 3, "the validation range of fold 2"); }),
             "the validation range of fold 2 [1, 3) (times '2024-01-03' to '2024-01-04') has no finite value of target "
-            "'fwd_5' (target 2 of 2): all 4 values there are NaN; check the label columns (a forward-looking target is "
-            "NaN where its horizon runs past the data)");
+            "'fwd_5' (target 2 of 2): all 4 values there are NaN; check the label columns (data.target_columns; a "
+            "forward-looking target is NaN where its horizon runs past the data) or move the split (split.train_end, "
+            "split.valid_end)");
   // Every target empty: the first one is named.
   for (float& v : p.y) v = NAN;
   EXPECT_TRUE(contains(error_of([&] { require_valid_targets(p, 0, 4, "the training range", "data.csv = 'd.csv'"); }),
