@@ -173,7 +173,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
                       bool described, uint64_t fingerprint, Reporter& rep) {
   const Split& split = plan.split;
   const fs::path& out = plan.dir;
-  const Panel norm = normalized(panel, plan.stats);
+  const Panel norm = prepared(panel, cfg.data, plan.stats);
   const Panel train = slice_panel(norm, split.train_begin, split.train_end);
   const ModelLayout layout(cfg.model);
   auto be = make_backend(cfg, train);
@@ -401,7 +401,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     require_finite_targets(panel, p.split.valid_begin, p.split.valid_end, where + "the validation range", source);
     if (p.split.has_test())
       require_finite_targets(panel, p.split.test_begin, p.split.test_end, where + "the test range", source);
-    p.stats = feature_stats(panel, p.split.train_begin, p.split.train_end);
+    p.stats = fit_feature_stats(panel, cfg.data, p.split.train_begin, p.split.train_end);
     plans.push_back(std::move(p));
   }
   const uint64_t fingerprint = panel_fingerprint(panel);
