@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <string>
@@ -167,8 +169,12 @@ void targets_by_date(Panel& p, CrossNorm kind, int d0, int d1) {
     }
 }
 
-// The median of sorted values s[0..m).
-double median_sorted(const double* s, int m) { return m % 2 ? s[m / 2] : 0.5 * (s[m / 2 - 1] + s[m / 2]); }
+// The median of s[0..m) (reordered): the middle value, or the mean of the two middle ones for even m.
+double median_of(double* s, int m) {
+  std::nth_element(s, s + m / 2, s + m);
+  const double hi = s[m / 2];
+  return m % 2 ? hi : 0.5 * (*std::max_element(s, s + m / 2) + hi);
+}
 
 }  // namespace
 
@@ -208,29 +214,34 @@ void cross_normalize(float* v, int n, CrossNorm kind, float clip, CrossScratch& 
     const double sd = std::sqrt(sq / m);
     for (int i : idx) v[i] = float((v[i] - mean) / sd);
   } else if (kind == CrossNorm::rank) {
-    // Ascending by value, ties by instrument (the order inside a tie group does not change the result).
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return v[a] < v[b] || (v[a] == v[b] && a < b); });
-    std::vector<double>& r = sc.sorted;
-    r.resize(m);
+    // Sort keys: the value's bits mapped to an unsigned order (−0 taken as +0, so the two tie), then the
+    // instrument; equal high halves are a tie group.
+    std::vector<uint64_t>& key = sc.keys;
+    key.resize(m);
+    for (int q = 0; q < m; ++q) {
+      const float x = v[idx[q]] == 0.0f ? 0.0f : v[idx[q]];
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+      key[q] = (uint64_t(u) << 32) | uint32_t(idx[q]);
+    }
+    std::sort(key.begin(), key.end());
     for (int j = 0; j < m;) {
       int k = j + 1;
-      while (k < m && v[idx[k]] == v[idx[j]]) ++k;
+      while (k < m && (key[k] >> 32) == (key[j] >> 32)) ++k;
       const double avg = 0.5 * double(j + k - 1);  // the average 0-based rank of positions j .. k-1
-      for (int q = j; q < k; ++q) r[q] = 2.0 * avg / double(m - 1) - 1.0;
+      const float r = float(2.0 * avg / double(m - 1) - 1.0);
+      for (int q = j; q < k; ++q) v[uint32_t(key[q])] = r;
       j = k;
     }
-    for (int q = 0; q < m; ++q) v[idx[q]] = float(r[q]);
   } else {
     std::vector<double>& s = sc.sorted;
     s.resize(m);
     for (int q = 0; q < m; ++q) s[q] = v[idx[q]];
-    std::sort(s.begin(), s.end());
-    const double med = median_sorted(s.data(), m);
+    const double med = median_of(s.data(), m);
     double abs_sum = 0;
-    for (int q = 0; q < m; ++q) abs_sum += std::abs(double(v[idx[q]]) - med);
-    for (int q = 0; q < m; ++q) s[q] = std::abs(double(v[idx[q]]) - med);
-    std::sort(s.begin(), s.end());
-    const double mad = median_sorted(s.data(), m);
+    for (int q = 0; q < m; ++q) abs_sum += (s[q] = std::abs(double(v[idx[q]]) - med));
+    const double mad = median_of(s.data(), m);
     // 1.4826 = 1 / Φ⁻¹(3/4) and 1.2533 = √(π/2) make both scales the standard deviation of normal data.
     const double scale = mad > 0 ? 1.4826 * mad : 1.2533 * (abs_sum / m);
     const double c = clip;

@@ -21,6 +21,7 @@
 // Large panels: the work is split into contiguous blocks of instruments or dates, one thread each
 // (`threads`; 0: the hardware's). Every value is computed by one thread with the same arithmetic in the
 // same order whatever the split, so the result is bitwise the same for any thread count.
+#include <cstdint>
 #include <vector>
 
 #include "data/panel.h"
@@ -47,6 +48,7 @@ enum class CrossNorm { zscore, rank, robust };
 struct CrossScratch {  // reused between calls: no allocation per date once grown
   std::vector<int> valid;
   std::vector<double> sorted;
+  std::vector<uint64_t> keys;
 };
 void cross_normalize(float* v /* (n) */, int n, CrossNorm kind, float clip, CrossScratch& scratch);
 
