@@ -313,6 +313,10 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   return res;
 }
 
+bool is_processing_key(const std::string& key) {
+  return key == "data.feature_norm" || key == "data.robust_clip" || key == "data.target_norm" || key == "data.nan_fill";
+}
+
 // Train settings a resume may change when the caller sets them explicitly; the rest must match.
 const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr_ratio", "train.warmup",
                                         "train.schedule", "train.weight_decay", "train.clip", "train.log_every"};
@@ -329,6 +333,12 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
   if (rec.present) {
     if (rec.described) base.data = rec.settings.data;
     base.split = rec.settings.split;
+    // How the data is processed is the checkpoint's even for a panel built in memory (the fingerprint
+    // covers the raw values only).
+    base.data.feature_norm = rec.settings.data.feature_norm;
+    base.data.robust_clip = rec.settings.data.robust_clip;
+    base.data.target_norm = rec.settings.data.target_norm;
+    base.data.nan_fill = rec.settings.data.nan_fill;
   }
   const auto want = run_config_values(config), have = run_config_values(base);
   RunConfig out = base;
@@ -336,7 +346,7 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
     const std::string section = key.substr(0, key.find('.'));
     if (section == "run" || want.at(key) == have.at(key)) continue;
     // An old checkpoint, or one trained on a panel built in memory: the caller's data (the fingerprint decides).
-    if (section == "data" && !(rec.present && rec.described)) continue;
+    if (section == "data" && !(rec.present && (rec.described || is_processing_key(key)))) continue;
     if (section == "split" && !rec.present) continue;
     const bool may = std::find(std::begin(kResumeMayChange), std::end(kResumeMayChange), key) != std::end(kResumeMayChange);
     require(may, "--resume " + resume + ": " + key + " = " + want.at(key) + " but the checkpoint was trained with " +

@@ -278,3 +278,36 @@ TEST(CrossSection, CheckpointPredictsAsAtTheEndOfTraining) {
 
 }  // namespace
 }  // namespace mlalpha
+
+namespace mlalpha {
+namespace {
+
+// A resume keeps the checkpoint's processing, also for a panel built in memory, and refuses another one.
+TEST(CrossSection, ResumeKeepsTheProcessing) {
+  const fs::path dir = fs::temp_directory_path() / ("mlalpha_xs_resume_" + std::to_string(std::random_device{}()));
+  auto config = [&](int steps, std::vector<std::string> extra) {
+    std::vector<std::string> ov = {"run.device=\"cpu\"", "data.instruments=5", "data.timesteps=120", "data.n_features=2",
+                                   "model.d_model=16", "model.head_dim=8", "train.batch=4", "train.seq_len=16",
+                                   "train.warmup=1", "run.eval_every=0", "train.steps=" + std::to_string(steps),
+                                   "run.out_dir=\"" + (dir / "r").string() + "\""};
+    ov.insert(ov.end(), extra.begin(), extra.end());
+    return parse_run_config("", "test", ov);
+  };
+  const RunConfig first = config(4, {"data.feature_norm=\"rank\"", "data.nan_fill=\"mean\""});
+  Panel p = load_panel(first.data);
+  for (float& x : p.x) x *= 3;  // a panel built in memory: the record does not describe how to load it
+  run_training(first, p);
+  const std::string ck = (dir / "r/last.safetensors").string();
+  const RunConfig again = resolve_run_config(config(6, {}), ck, nullptr);
+  EXPECT_EQ(again.data.feature_norm, "rank");
+  EXPECT_EQ(again.data.nan_fill, "mean");
+  EXPECT_TRUE(contains(error_of([&] { resolve_run_config(config(6, {"data.feature_norm=\"zscore\""}), ck, nullptr); }),
+                       "data.feature_norm = 'zscore' but the checkpoint was trained with 'rank'"));
+  RunOptions opt;
+  opt.resume = ck;
+  EXPECT_EQ(run_training(config(6, {}), p, opt).folds.at(0).steps, 6);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mlalpha
