@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -182,8 +183,8 @@ inline ::testing::AssertionResult rel_l2_close_to_terms(const std::vector<float>
 }
 
 // Same length and the same bits (NaN payloads and −0 included).
-inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+inline bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), 4 * a.size()) == 0);
 }
 
 // The message of the Error `fn` throws ("" and a test failure if it throws none).

@@ -117,6 +117,12 @@ struct DataConfig {
   std::string time_column = "time", instrument_column = "instrument";
   std::vector<std::string> feature_columns, target_columns;
   bool allow_target_features = false;  // a target column that is also a feature column (a label leak) is an error unless set
+  // What the model sees (docs/data.md, "Normalisation"): fitted on the training range only where a
+  // statistic is fitted at all, recorded in the checkpoint so eval and predict process new data the same way.
+  std::string feature_norm = "global";  // global | zscore | rank | robust (the last three per date)
+  float robust_clip = 3.0f;             // feature_norm = robust: values clipped to ±robust_clip (> 0)
+  std::string target_norm = "none";     // none | zscore | rank, per date
+  std::string nan_fill = "zero";        // zero | ffill | mean: what a missing feature becomes
 };
 
 struct SplitConfig {

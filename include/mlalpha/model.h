@@ -51,11 +51,19 @@ class Model {
   const DataConfig& data_config() const;
   const SplitConfig& split_config() const;
 
-  // Normalises `raw` with the training statistics, then predicts (N, T, K), NaN outside `range`, with
-  // windows of the training length exactly as in validation. device: "auto" | "cpu" | "gpu".
+  // `raw` as the model sees it: processed with the training's data settings (data.feature_norm,
+  // robust_clip, target_norm, nan_fill, as recorded in the checkpoint; today's defaults for a checkpoint
+  // that records none) and statistics (feature_stats()). Targets included: processed targets are what
+  // the predictions estimate.
+  Panel prepare(const Panel& raw) const;
+  // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, with windows of the training
+  // length exactly as in validation; in the units of the processed targets. device: "auto" | "cpu" | "gpu".
+  std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const std::string& device = "auto",
+                                      bool tf32 = false) const;
+  // predict_prepared(prepare(raw)).
   std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
                              bool tf32 = false) const;
-  // predict(), then the metrics over `range` against raw's targets.
+  // Predicts, then the metrics over `range` against the processed targets (as validation computes them).
   MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto",
                          bool tf32 = false) const;
   // Refuses a panel whose feature / target counts or feature names differ from the model's.

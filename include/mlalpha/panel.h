@@ -3,8 +3,8 @@
 // settings say, split its time axis, slice and normalise it (docs/data.md).
 //
 // N instruments × T time steps × F features, targets N × T × K, all instruments on one shared time axis.
-// NaN targets are allowed (masked out of the loss and metrics); NaN features are replaced by the
-// training-split mean before training.
+// NaN targets are allowed (masked out of the loss and metrics); NaN features are filled before training
+// (data.nan_fill).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@ struct Panel {
 };
 
 // Per-feature statistics of the training split, stored with the model so inference normalises the
-// same way: x ← (x − mean) / stdev.
+// same way: x ← (x − mean) / stdev (data.feature_norm = "global"; the per-date modes fit nothing).
 struct FeatureStats {
   std::vector<float> mean;   // (F)
   std::vector<float> stdev;  // (F), > 0
@@ -58,6 +58,15 @@ Panel slice_panel(const Panel& p, int t0, int t1);
 FeatureStats feature_stats(const Panel& p, int t0, int t1);
 // A copy of p normalised with `stats` (NaN features → 0, docs/data.md).
 Panel normalized(const Panel& p, const FeatureStats& stats);
+// What a run fits on the training range [t0, t1) for the data settings `d`: the global statistics when
+// d.feature_norm = "global" (of the forward-filled values when d.nan_fill = "ffill"), none (empty) for
+// the per-date modes.
+FeatureStats fit_feature_stats(const Panel& p, const DataConfig& d, int t0, int t1);
+// A copy of p as the model sees it under the data settings `d` (feature_norm, robust_clip, target_norm,
+// nan_fill; docs/data.md, "Normalisation"): features normalised and filled, targets processed. Training,
+// validation, eval and predict all go through this, so metrics are on the processed targets and
+// predictions are in their units. Multi-threaded; the result does not depend on the thread count.
+Panel prepared(const Panel& p, const DataConfig& d, const FeatureStats& stats);
 // Refuses a time range in which some target has no finite value: `what` names the range ("the training
 // range"), `source` where the targets came from ("data.csv = 'd.csv'"; may be empty).
 void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what, const std::string& source = "");

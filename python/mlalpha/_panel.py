@@ -129,7 +129,7 @@ class Panel:
                    feature_names: Sequence[str] | None = None, target_names: Sequence[str] | None = None) -> "Panel":
         """x (N, T, F) with y (N, T, K) or (N, T); or one series: x (T, F) with y (T, K) or (T,).
 
-        NaN is allowed in both (NaN targets are masked, NaN features get the training mean); ±Inf, integer
+        NaN is allowed in both (NaN targets are masked, NaN features are filled as data.nan_fill says); ±Inf, integer
         or object arrays and shapes that disagree raise ValueError / TypeError. Labels become strings;
         times must be in chronological order.
         """

@@ -30,6 +30,17 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
     std::cout << "data: as recorded in " << a.checkpoint << " (data.source = " << p.cfg.data.source << ")" << std::endl;
   }
   if (!p.cfg.was_given_in("split") && p.model.has_data_config()) p.cfg.split = p.model.split_config();
+  // The data is processed as in training (Model::prepare): a different processing setting is a mistake.
+  const DataConfig& trained = p.model.data_config();
+  auto same = [&](const char* key, const std::string& given, const std::string& have) {
+    require(!p.cfg.was_given(key) || given == have, std::string(key) + " = '" + given + "' but " + a.checkpoint +
+                                                        " was trained with '" + have + "'; eval and predict process " +
+                                                        "the data as the training did (drop the setting)");
+  };
+  same("data.feature_norm", p.cfg.data.feature_norm, trained.feature_norm);
+  same("data.target_norm", p.cfg.data.target_norm, trained.target_norm);
+  same("data.nan_fill", p.cfg.data.nan_fill, trained.nan_fill);
+  same("data.robust_clip", std::to_string(p.cfg.data.robust_clip), std::to_string(trained.robust_clip));
   require(a.split == "train" || a.split == "valid" || a.split == "test" || (allow_all && a.split == "all"),
           "--split must be train, valid, test" + std::string(allow_all ? " or all" : "") + ", got '" + a.split + "'");
   p.panel = load_panel(p.cfg.data);
@@ -70,8 +81,10 @@ int cmd_eval(const EvalArgs& a) {
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
   const Prepared p = prepare(a, true);
-  const std::vector<float> pred = p.model.predict(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32);
-  const PredictionFiles f = write_predictions(a.out, p.panel, pred, p.range);
+  // The targets written beside the predictions are the processed ones the predictions estimate.
+  const Panel norm = p.model.prepare(p.panel);
+  const std::vector<float> pred = p.model.predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.run.tf32);
+  const PredictionFiles f = write_predictions(a.out, norm, pred, p.range);
   std::printf("wrote %s (%d, %d, %d; NaN outside the %s split) and %s (%zu rows)\n", f.npy.c_str(), p.panel.N,
               p.panel.T, p.panel.K, a.split.c_str(), f.csv.c_str(), f.rows);
   return 0;

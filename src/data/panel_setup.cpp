@@ -114,6 +114,18 @@ Panel normalized(const Panel& p, const FeatureStats& stats) {
   return out;
 }
 
+FeatureStats fit_feature_stats(const Panel& p, const DataConfig& d, int t0, int t1) {
+  check_preprocessing(d);
+  if (d.feature_norm != "global") return {};
+  return compute_feature_stats(p, t0, t1, d.nan_fill == "ffill");
+}
+
+Panel prepared(const Panel& p, const DataConfig& d, const FeatureStats& stats) {
+  Panel out = p;
+  prepare_panel(out, d, stats);
+  return out;
+}
+
 void require_finite_targets(const Panel& p, int t0, int t1, const std::string& what, const std::string& source) {
   require_valid_targets(p, t0, t1, what, source);
 }

@@ -48,7 +48,10 @@ std::vector<float> init_params(const ModelLayout& lay, uint64_t seed) {
   };
   const int di = c.d_inner(), H = c.H(), D = c.D, cd = c.conv_dim();
   uniform(lay.in_w, size_t(D) * c.F, 1.0 / std::sqrt(double(c.F)));  // PyTorch Linear default U(±1/√fan_in)
-  fill(lay.in_b, D, 0.0f);                                            // linear biases 0 (DESIGN section 1)
+  // The input bias too (PyTorch's Linear default): with a zero bias an all-missing input row (x = 0 after
+  // the NaN fill) gives h = 0 exactly, where every RMSNorm's Jacobian is 1/√ε ≈ 316 and the first
+  // gradients grow by orders of magnitude per layer (docs/data.md, "Missing rows").
+  uniform(lay.in_b, D, 1.0 / std::sqrt(double(c.F)));
   for (const LayerOffsets& o : lay.layers) {
     fill(o.norm_w, D, 1.0f);
     uniform(o.in_proj_w, size_t(c.in_proj_dim()) * D, 1.0 / std::sqrt(double(D)));

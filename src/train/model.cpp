@@ -105,20 +105,36 @@ void Model::check_panel(const Panel& raw, const std::string& what) const {
   }
 }
 
+Panel Model::prepare(const Panel& raw) const {
+  raw.validate();
+  check_panel(raw, "predict");
+  return prepared(raw, impl_->recorded.data, impl_->meta.stats);
+}
+
+std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, const std::string& device,
+                                           bool tf32) const {
+  norm.validate();
+  check_panel(norm, "predict");
+  require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= norm.T,
+          "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
+              ") is empty or outside the data's [0, " + std::to_string(norm.T) + ")");
+  const TrainConfig& tc = impl_->meta.train;
+  const ModelLayout layout(impl_->meta.model);
+  return predict_with(device, tf32, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.B, range.t0, range.t1});
+}
+
 std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {
   raw.validate();
   check_panel(raw, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= raw.T,
           "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
               ") is empty or outside the data's [0, " + std::to_string(raw.T) + ")");
-  const Panel norm = normalized(raw, impl_->meta.stats);
-  const TrainConfig& tc = impl_->meta.train;
-  const ModelLayout layout(impl_->meta.model);
-  return predict_with(device, tf32, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.B, range.t0, range.t1});
+  return predict_prepared(prepare(raw), range, device, tf32);
 }
 
 MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {
-  return score(predict(raw, range, device, tf32), raw, range);
+  const Panel norm = prepare(raw);
+  return score(predict_prepared(norm, range, device, tf32), norm, range);
 }
 
 MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range) {

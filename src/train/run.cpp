@@ -186,15 +186,15 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   const Split& split = plan.split;
   const fs::path& out = plan.dir;
   const auto t_prepare = std::chrono::steady_clock::now();
-  const Panel norm = normalized(panel, plan.stats);
+  const Panel norm = prepared(panel, cfg.data, plan.stats);
   const Panel train = slice_panel(norm, split.train_begin, split.train_end);
   const auto t_setup = std::chrono::steady_clock::now();
   const ModelLayout layout(cfg.model);
   auto be = make_backend(cfg, train);
-  std::string prepared = plan.read_seconds >= 0 ? "panel read in " + seconds_text(plan.read_seconds) + "; " : "";
-  prepared += "data prepared in " + seconds_text(t_prepare, t_setup) +
-                               " (normalised, training range sliced); " + be->name() + " engine set up in " +
-                               seconds_text(t_setup, std::chrono::steady_clock::now()) + " (training panel in its memory)";
+  std::string prep_note = plan.read_seconds >= 0 ? "panel read in " + seconds_text(plan.read_seconds) + "; " : "";
+  prep_note += "data prepared in " + seconds_text(t_prepare, t_setup) +
+               " (processed as the data settings say, training range sliced); " + be->name() + " engine set up in " +
+               seconds_text(t_setup, std::chrono::steady_clock::now()) + " (training panel in its memory)";
   CheckpointMeta meta{cfg.model, cfg.train, plan.stats, panel.feature_names, panel.target_names, {}};
   meta.data_json = encode_run_record(cfg, described, plan.fold, fingerprint);
 
@@ -219,7 +219,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
     e.step = start;
     rep.emit(e);
   }
-  rep.message(prepared, plan.fold, start);
+  rep.message(prep_note, plan.fold, start);
 
   JsonlWriter jsonl(out / "metrics.jsonl", start > 0 ? JsonlWriter::Mode::append : JsonlWriter::Mode::truncate);
   CurvesPlot plot;
@@ -332,6 +332,10 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   return res;
 }
 
+bool is_processing_key(const std::string& key) {
+  return key == "data.feature_norm" || key == "data.robust_clip" || key == "data.target_norm" || key == "data.nan_fill";
+}
+
 // Train settings a resume may change when the caller sets them explicitly; the rest must match.
 const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr_ratio", "train.warmup",
                                         "train.schedule", "train.weight_decay", "train.clip", "train.log_every"};
@@ -348,6 +352,12 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
   if (rec.present) {
     if (rec.described) base.data = rec.settings.data;
     base.split = rec.settings.split;
+    // How the data is processed is the checkpoint's even for a panel built in memory (the fingerprint
+    // covers the raw values only).
+    base.data.feature_norm = rec.settings.data.feature_norm;
+    base.data.robust_clip = rec.settings.data.robust_clip;
+    base.data.target_norm = rec.settings.data.target_norm;
+    base.data.nan_fill = rec.settings.data.nan_fill;
   }
   const auto want = run_config_values(config), have = run_config_values(base);
   RunConfig out = base;
@@ -355,7 +365,7 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
     const std::string section = key.substr(0, key.find('.'));
     if (section == "run" || want.at(key) == have.at(key)) continue;
     // An old checkpoint, or one trained on a panel built in memory: the caller's data (the fingerprint decides).
-    if (section == "data" && !(rec.present && rec.described)) continue;
+    if (section == "data" && !(rec.present && (rec.described || is_processing_key(key)))) continue;
     if (section == "split" && !rec.present) continue;
     const bool may = std::find(std::begin(kResumeMayChange), std::end(kResumeMayChange), key) != std::end(kResumeMayChange);
     require(may, "--resume " + resume + ": " + key + " = " + want.at(key) + " but the checkpoint was trained with " +
@@ -422,7 +432,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     require_finite_targets(panel, p.split.valid_begin, p.split.valid_end, where + "the validation range", source);
     if (p.split.has_test())
       require_finite_targets(panel, p.split.test_begin, p.split.test_end, where + "the test range", source);
-    p.stats = feature_stats(panel, p.split.train_begin, p.split.train_end);
+    p.stats = fit_feature_stats(panel, cfg.data, p.split.train_begin, p.split.train_end);
     plans.push_back(std::move(p));
   }
   const uint64_t fingerprint = panel_fingerprint(panel);

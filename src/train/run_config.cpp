@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/suggest.h"
 #include "data/csv.h"
+#include "data/normalize.h"
 #include "mlalpha/config.h"
 #include "mlalpha/metrics.h"
 
@@ -304,6 +305,10 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   d.get("feature_columns", c.data.feature_columns);
   d.get("target_columns", c.data.target_columns);
   d.get("allow_target_features", c.data.allow_target_features);
+  d.get_choice("feature_norm", c.data.feature_norm, {"global", "zscore", "rank", "robust"});
+  d.get("robust_clip", c.data.robust_clip);
+  d.get_choice("target_norm", c.data.target_norm, {"none", "zscore", "rank"});
+  d.get_choice("nan_fill", c.data.nan_fill, {"zero", "ffill", "mean"});
   d.check_unknown();
 
   Section s(table("split"), "split", origins, c.given, keys);
@@ -424,6 +429,7 @@ void RunConfig::validate() const {
               "predicts; remove it from data.feature_columns (or set data.allow_target_features = true)");
   }
   csv_delimiter_from_string(data.delimiter, "data.delimiter");
+  check_preprocessing(data);
   if (data.source == "synthetic") {
     require(data.synth.N >= 1, "data.instruments must be >= 1, got " + std::to_string(data.synth.N));
     require(data.synth.T >= 2, "data.timesteps must be >= 2, got " + std::to_string(data.synth.T));

@@ -59,6 +59,10 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("feature_columns", string_array(c.data.feature_columns));
   data.insert_or_assign("target_columns", string_array(c.data.target_columns));
   data.insert_or_assign("allow_target_features", c.data.allow_target_features);
+  data.insert_or_assign("feature_norm", c.data.feature_norm);
+  data.insert_or_assign("robust_clip", as_written(c.data.robust_clip));
+  data.insert_or_assign("target_norm", c.data.target_norm);
+  data.insert_or_assign("nan_fill", c.data.nan_fill);
   put_boundary(split, "train_end", c.split.spec.train_end);
   put_boundary(split, "valid_end", c.split.spec.valid_end);
   split.insert_or_assign("gap", c.split.spec.gap);

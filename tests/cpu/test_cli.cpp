@@ -193,6 +193,30 @@ TEST_F(Cli, EvalUsesTheCheckpointsData) {
   EXPECT_NE(r.out.find("time steps [280, 340)"), std::string::npos) << r.out;  // T = 400: valid is [0.7T, 0.85T)
 }
 
+// eval and predict process the data as the training did; predict writes the processed targets.
+TEST_F(Cli, EvalAndPredictKeepTheTrainingsProcessing) {
+  ASSERT_EQ(run(std::string(kSmall) + "--steps 10 --eval-every 0 --timesteps 300 --set data.feature_norm=zscore "
+                "--set data.target_norm=rank -o " + p("run")).code, 0);
+  Result r = run("eval --device cpu --checkpoint " + p("run/last.safetensors") + " --split valid");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("eval --device cpu --checkpoint " + p("run/last.safetensors") + " --split valid --set data.feature_norm=rank");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("data.feature_norm = 'rank' but " + p("run/last.safetensors") + " was trained with 'zscore'"),
+            std::string::npos) << r.out;
+  r = run("predict --device cpu --checkpoint " + p("run/last.safetensors") + " --split test -o " + p("pred"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream csv(p("pred.csv"));
+  std::string line;
+  std::getline(csv, line);
+  int rows = 0;
+  for (; std::getline(csv, line); ++rows) {
+    const double target = std::stod(line.substr(line.rfind(',') + 1));
+    // The rank of 4 instruments: −1, −1/3, 1/3 or 1, not a raw target.
+    EXPECT_NEAR(std::abs(std::abs(target) - 2.0 / 3) - 1.0 / 3, 0.0, 1e-6) << line;
+  }
+  EXPECT_GT(rows, 0);
+}
+
 TEST_F(Cli, SigtermSavesTheLastCheckpoint) {
   const std::string cmd = std::string(MLALPHA_BIN) + " " + kSmall + "--steps 1000000 --eval-every 0 -o " + p("run") +
                           " > " + p("log") + " 2>&1 & pid=$!; sleep 3; kill -TERM $pid; wait $pid";
