@@ -297,6 +297,38 @@ TEST(CurvesSvg, LinearScaleForANarrowRangeAndDecimationOfLongRuns) {
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"c.svg"});
 }
 
+TEST(CurvesSvg, ValidationLossSharesTheLossPanel) {
+  TempDir dir;
+  const fs::path path = dir.path / "curves.svg";
+  CurvesPlot plot = sample_plot(20, 1.0);
+  plot.valid_loss = {{5, 0.9}, {10, 0.8}, {15, 0.85}};
+  plot.valid_loss_label = "validation mse";
+  write_curves_svg(path, plot);
+  const std::string svg = read_bytes(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count(svg, "<path d='"), 3u);  // loss, validation loss, validation metric
+  EXPECT_NE(svg.find("stroke='#ff7f0e'"), std::string::npos);
+  EXPECT_NE(svg.find("validation mse"), std::string::npos);
+}
+
+TEST(LongShortSvg, OneLinePerTargetAndEmptyIsReadable) {
+  TempDir dir;
+  const fs::path path = dir.path / "long_short.svg";
+  LongShortPlot plot;
+  plot.title = "cumulative long-short, test [10, 14)";
+  plot.lines = {{"ret_1d", {{10, 0.5}, {11, 0.25}, {13, 1.0}}}, {"ret_5d", {{10, -0.5}, {12, 0.0}}}};
+  write_long_short_svg(path, plot);
+  std::string svg = read_bytes(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count(svg, "<path d='"), 2u);
+  EXPECT_NE(svg.find("ret_1d"), std::string::npos);
+  EXPECT_NE(svg.find("ret_5d"), std::string::npos);
+  EXPECT_NE(svg.find("time index"), std::string::npos);
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"long_short.svg"});
+  write_long_short_svg(path, LongShortPlot{});
+  EXPECT_EQ(count(read_bytes(path), "no data"), 1u);
+}
+
 TEST(CurvesSvg, FailureLeavesNothingBehind) {
   TempDir dir;
   EXPECT_THROW(write_curves_svg(dir.path / "missing_dir" / "c.svg", sample_plot(10, 1)), Error);
