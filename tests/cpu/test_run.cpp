@@ -199,6 +199,33 @@ TEST_F(Run, WalkForwardPoolsOutOfSamplePredictionsFoldByFold) {
   EXPECT_TRUE(fs::exists(dir_ / "oos/fold-2/long_short.svg"));
 }
 
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_F(Run, AResumedWalkForwardPoolsTheEarlierFoldsAgain) {
+  const std::vector<std::string> wf = {"split.walk_forward_folds=3", "split.walk_forward_train_size=60", "train.steps=10",
+                                       "run.eval_every=5", "train.log_every=1"};
+  run_training(config("straight", wf));
+  // Stopped at the first step of fold 1: fold 0 is finished, fold 1 continues from its last checkpoint.
+  RunOptions stop;
+  stop.callback = [](const RunEvent& e) { return !(e.kind == RunEvent::Kind::log && e.fold == 1); };
+  const RunResult first = run_training(config("split", wf), stop);
+  ASSERT_TRUE(first.stopped);
+  ASSERT_EQ(first.folds.size(), 2u);
+  RunOptions resume;
+  resume.resume = (dir_ / "split/fold-1/last.safetensors").string();
+  const RunResult rest = run_training(config("split", wf), resume);
+  ASSERT_EQ(rest.folds.size(), 2u);  // folds 1 and 2; fold 0 came from folds.json and its best checkpoint
+  ASSERT_TRUE(rest.has_oos);
+  const std::string a = file_text(dir_ / "straight/oos_pred.csv"), b = file_text(dir_ / "split/oos_pred.csv");
+  EXPECT_GT(a.size(), 100u);
+  EXPECT_EQ(a, b) << "the resumed walk-forward pooled different out-of-sample predictions";
+}
+
 TEST(Predictions, ObservedColumnAndShortestFloatsRoundTrip) {
   // N = 2, T = 3, F = 2, K = 1. (i1, t1) is a missing row (all NaN); (i0, t2) has a NaN target only.
   Panel p;
