@@ -330,6 +330,27 @@ TEST(RunConfigChecks, NumbersInMessagesAreAsWritten) {
   EXPECT_NE(to_toml(parse_run_config("", "t", {"data.noise=0.1"}), {"data"}).find("noise = 0.1\n"), std::string::npos);
 }
 
+TEST(RunConfigChecks, PortfolioSettings) {
+  const RunConfig c = parse_run_config("[run]\nquantiles = 10\nperiods_per_year = 252\nmetric = \"q10\"\n", "t");
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.run.quantiles, 10);
+  EXPECT_EQ(c.run.periods_per_year, 252.0);
+  const RunConfig back = parse_run_config(to_toml(c, {"run"}), "round trip");
+  EXPECT_EQ(back.run.quantiles, 10);
+  EXPECT_EQ(back.run.periods_per_year, 252.0);
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.quantiles=1"}).validate(); }).find("run.quantiles must be >= 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.periods_per_year=-1"}).validate(); })
+                .find("run.periods_per_year must be a finite number >= 0"),
+            std::string::npos);
+  // q6 does not exist with the default 5 quantiles; ls_sharpe drives early stopping like any metric.
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.metric=\"q6\""}).validate(); }).find("q1 .. q5, got 'q6'"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse_run_config("", "t", {"run.metric=\"ls_sharpe\""}).validate());
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.periods_per_year=\"daily\""}); }).find("expected a number"),
+            std::string::npos);
+}
+
 TEST(RunConfigText, RoundTripsThroughToml) {
   RunConfig c = parse_run_config("[data]\nsource = \"csv\"\ncsv = \"a b.csv\"\nfeature_columns = [\"x\", \"y\"]\n"
                                  "target_columns = [\"r\"]\ndelimiter = \";\"\n[split]\ntrain_end = 500\nvalid_end = \"2020-01-01\"\n"
