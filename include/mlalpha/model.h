@@ -87,6 +87,10 @@ class Model {
 MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options = {});
 // The periods per year the options give: options.periods_per_year when > 0, else periods_per_year(p).
 double score_periods_per_year(const Panel& p, const ScoreOptions& options);
+// Writes the cumulative long-short plot of `r` (docs/metrics.md, "Long-short plot") as an SVG, atomically:
+// one line per target, the running sum of the long-short return over the steps that formed portfolios.
+// `what` starts the title ("test, best checkpoint").
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& p, const std::string& what);
 // "[12, 40) (2020-01-02 .. 2020-02-07)": a range with its first and last time labels when the panel has them.
 std::string range_text(const Panel& p, TimeRange r);
 

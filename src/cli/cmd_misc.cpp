@@ -88,6 +88,10 @@ int cmd_eval(const EvalArgs& a) {
     std::printf("ls_sharpe is NaN: the time labels are not dates, so the periods per year are unknown "
                 "(set run.periods_per_year, e.g. --set run.periods_per_year=252)\n");
   if (so.train.empty()) std::printf("mse_mean is NaN: the checkpoint does not record its training range\n");
+  if (!a.long_short_svg.empty()) {
+    write_long_short_plot(a.long_short_svg, r, p.panel, a.split + " (" + a.checkpoint + ")");
+    std::printf("wrote %s\n", a.long_short_svg.c_str());
+  }
   return 0;
 }
 

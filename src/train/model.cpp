@@ -14,6 +14,7 @@
 #include "train/backend.h"
 #include "train/checkpoint.h"
 #include "train/predict.h"
+#include "train/report.h"
 #include "train/run_record.h"
 
 namespace mlalpha {
@@ -153,6 +154,24 @@ std::string range_text(const Panel& p, TimeRange r) {
   std::string s = "[" + std::to_string(r.t0) + ", " + std::to_string(r.t1) + ")";
   if (!r.empty() && size_t(r.t1) <= p.times.size()) s += " (" + p.times[size_t(r.t0)] + " .. " + p.times[size_t(r.t1 - 1)] + ")";
   return s;
+}
+
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& panel, const std::string& what) {
+  LongShortPlot plot;
+  for (size_t k = 0; k < r.portfolios.size(); ++k) {
+    const PortfolioSeries& ps = r.portfolios[k];
+    LongShortPlot::Line line;
+    line.label = k < panel.target_names.size() ? panel.target_names[k] : "target " + std::to_string(k);
+    double cum = 0;
+    for (size_t i = 0; i < ps.long_short.size(); ++i)
+      if (ps.formed[i]) line.points.push_back({double(ps.t0 + int(i)), cum += ps.long_short[i]});
+    plot.lines.push_back(std::move(line));
+  }
+  const int t0 = r.portfolios.empty() ? 0 : r.portfolios[0].t0;
+  const int t1 = r.portfolios.empty() ? 0 : t0 + int(r.portfolios[0].long_short.size());
+  plot.title = "cumulative long-short (top − bottom of " + std::to_string(r.portfolios.empty() ? 0 : r.portfolios[0].quantiles) +
+               " quantiles), " + what + " " + range_text(panel, {t0, t1});
+  write_long_short_svg(path, plot);
 }
 
 double score_periods_per_year(const Panel& p, const ScoreOptions& o) {

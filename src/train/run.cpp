@@ -175,25 +175,6 @@ MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, co
   return r;
 }
 
-// The cumulative long-short plot of one evaluation (docs/metrics.md): one line per target.
-void write_long_short_plot(const fs::path& path, const MetricsResult& r, const Panel& panel, const std::string& what) {
-  LongShortPlot plot;
-  for (size_t k = 0; k < r.portfolios.size(); ++k) {
-    const PortfolioSeries& ps = r.portfolios[k];
-    LongShortPlot::Line line;
-    line.label = k < panel.target_names.size() ? panel.target_names[k] : "target " + std::to_string(k);
-    double cum = 0;
-    for (size_t i = 0; i < ps.long_short.size(); ++i)
-      if (ps.formed[i]) line.points.push_back({double(ps.t0 + int(i)), cum += ps.long_short[i]});
-    plot.lines.push_back(std::move(line));
-  }
-  const int t0 = r.portfolios.empty() ? 0 : r.portfolios[0].t0;
-  const int t1 = r.portfolios.empty() ? 0 : t0 + int(r.portfolios[0].long_short.size());
-  plot.title = "cumulative long-short (top − bottom of " + std::to_string(r.portfolios.empty() ? 0 : r.portfolios[0].quantiles) +
-               " quantiles), " + what + " " + range_text(panel, {t0, t1});
-  write_long_short_svg(path, plot);
-}
-
 struct FoldPlan {
   int fold = 0;
   Split split;
@@ -344,10 +325,10 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
     res.test = evaluate(*be, norm, cfg.train, sc, split.test_begin, split.test_end, &best_params, test_pred);
     res.has_test = true;
     jsonl.metrics(res.best_step, "test", res.test);
-    write_long_short_plot(ls_svg, res.test, panel, "test, best checkpoint (step " + std::to_string(res.best_step) + "),");
+    write_long_short_plot(ls_svg.string(), res.test, panel, "test, best checkpoint (step " + std::to_string(res.best_step) + "),");
     wrote_ls = true;
   } else if (!best_eval.portfolios.empty()) {
-    write_long_short_plot(ls_svg, best_eval, panel, "validation, best step " + std::to_string(res.best_step) + ",");
+    write_long_short_plot(ls_svg.string(), best_eval, panel, "validation, best step " + std::to_string(res.best_step) + ",");
     wrote_ls = true;
   }
   RunEvent e;

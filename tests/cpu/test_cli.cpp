@@ -218,8 +218,14 @@ TEST_F(Cli, EvalWarnsWhenTheRangeOverlapsTheTrainingRange) {
       << r.out;
   EXPECT_NE(r.out.find("ls_sharpe is NaN: the time labels are not dates"), std::string::npos) << r.out;
   r = run("eval --device cpu --checkpoint " + p("run/best.safetensors") +
-          " --split test --set run.periods_per_year=252 --set run.quantiles=3");
+          " --split test --set run.periods_per_year=252 --set run.quantiles=3 --long-short-svg " + p("ls.svg"));
   ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(fs::exists(p("ls.svg"))) << r.out;
+  std::ifstream svg(p("ls.svg"));
+  std::stringstream ss;
+  ss << svg.rdbuf();
+  EXPECT_NE(ss.str().find("cumulative long-short (top − bottom of 3 quantiles), test"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("<path d='"), std::string::npos);  // 4 instruments, 3 quantiles: every date forms portfolios
   EXPECT_EQ(r.out.find("ls_sharpe is NaN"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| target | q1 | q2 | q3 | ls_mean |"), std::string::npos) << r.out;
   r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("pred"));
