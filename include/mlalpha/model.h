@@ -67,7 +67,8 @@ class Model {
   MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto",
                          bool tf32 = false, const ScoreOptions& options = {}) const;
   // The range the checkpoint's weights were trained on, on this panel's time axis (its recorded split and
-  // fold applied to `raw`); empty when the checkpoint does not record its split.
+  // fold applied to `raw`); empty when the checkpoint does not record its split or that split does not fit
+  // `raw` (then there is nothing to compare a range with).
   TimeRange training_range(const Panel& raw) const;
   // Warnings for the user (the caller prints them): `range` overlapping the training range, named with
   // both ranges' time labels. Empty when there is nothing to warn about.

@@ -151,8 +151,11 @@ std::vector<std::string> Model::range_warnings(const Panel& raw, TimeRange range
 }
 
 std::string range_text(const Panel& p, TimeRange r) {
-  std::string s = "[" + std::to_string(r.t0) + ", " + std::to_string(r.t1) + ")";
-  if (!r.empty() && size_t(r.t1) <= p.times.size()) s += " (" + p.times[size_t(r.t0)] + " .. " + p.times[size_t(r.t1 - 1)] + ")";
+  // Built with append: GCC 12 reports a false -Wrestrict on "literal" + std::string&&.
+  std::string s(1, '[');
+  s.append(std::to_string(r.t0)).append(", ").append(std::to_string(r.t1)).append(")");
+  if (!r.empty() && size_t(r.t1) <= p.times.size())
+    s.append(" (").append(p.times[size_t(r.t0)]).append(" .. ").append(p.times[size_t(r.t1 - 1)]).append(")");
   return s;
 }
 
@@ -253,7 +256,7 @@ PredictionFiles write_predictions(const std::string& prefix, const Panel& p, con
       const size_t base = (size_t(i) * p.T + t) * p.K;
       if (std::isnan(pred[base])) continue;
       csv += label(p.times, t) + "," + label(p.instruments, i);
-      if (folds) csv += "," + std::to_string(fold_of_time[size_t(t)]);
+      if (folds) csv.append(",").append(std::to_string(fold_of_time[size_t(t)]));
       csv += row_observed(p, i, t) ? ",1" : ",0";
       for (int k = 0; k < p.K; ++k) csv += ",", put_float(csv, pred[base + k]);
       for (int k = 0; k < p.K; ++k) {

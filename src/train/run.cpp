@@ -405,7 +405,7 @@ class OosPool {
   std::vector<float> pred_;  // (N, T, K)
   std::vector<int> fold_;    // (T): the fold whose test block holds t; -1 outside every test block
   std::vector<double> base_;  // (T, K): that fold's training mean
-  int t0_ = INT32_MAX, t1_ = 0;
+  int t0_ = INT_MAX, t1_ = 0;  // the pooled range [first test step, last test end)
 };
 
 // Train settings a resume may change when the caller sets them explicitly; the rest must match.
