@@ -142,6 +142,8 @@ struct RunSettings {
   std::string metric = "ic";    // early-stopping / best-checkpoint metric
   int patience = 0;             // evaluations without improvement before stopping (0 = never stop early)
   int64_t stop_after = 0;       // > 0: end this invocation after that many steps (saving `last`); resume later
+  int quantiles = 5;            // quantile portfolios per time step in the metrics (>= 2)
+  double periods_per_year = 0;  // annualises ls_sharpe; 0: from the time axis (dates only, else NaN)
 };
 
 struct RunConfig {

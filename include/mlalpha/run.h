@@ -91,6 +91,12 @@ struct FoldResult {
 struct RunResult {
   RunConfig config;  // as run (a resume's comes from its checkpoint)
   std::vector<FoldResult> folds;
+  // Walk-forward only: the mean and sample std over the folds of each test metric (every fold the run
+  // folder holds, a resume's earlier folds included), and the pooled out-of-sample predictions (oos_pred.csv).
+  Metrics fold_test_mean, fold_test_std;
+  bool has_oos = false;
+  std::string oos_file;   // out_dir/oos_pred.csv
+  MetricsResult oos;      // metrics of the pooled predictions
   bool stopped = false;  // ended by the callback or the stop flag before the planned end
 };
 

@@ -27,7 +27,8 @@ def _table(rows: list[dict]):
 def _eval_row(fold: int, e: dict) -> dict:
     m = e["metrics"]
     row = {"fold": fold, "step": e["step"], "value": e["value"], "best": e["best"]}
-    row.update({k: m[k] for k in ("mse", "ic", "rank_ic", "icir", "dir_acc", "points")})
+    row.update({k: m[k] for k in ("mse", "ic", "rank_ic", "icir", "dir_acc", "ls_mean", "ls_std", "ls_sharpe",
+                                  "turnover", "mse_zero", "mse_mean", "points")})
     return row
 
 
@@ -56,6 +57,11 @@ class Run:
     dir: str | None      # the run folder, None when fit used a temporary one
     stopped: bool        # the callback, Ctrl-C or the stop flag ended it before the planned end
     interrupted: bool    # Ctrl-C (SIGINT) ended it
+    # Walk-forward only: metrics of the pooled out-of-sample predictions (out_dir/oos_pred.csv) and the
+    # mean / sample std over the folds of each test metric; None for a single split.
+    oos: dict | None = None
+    fold_test_mean: dict | None = None
+    fold_test_std: dict | None = None
 
     @property
     def best(self) -> Model | None:
@@ -72,7 +78,8 @@ class Run:
 
     @property
     def evaluations(self):
-        """Every validation: fold, step, value (run.metric), best, mse, ic, rank_ic, icir, dir_acc, points."""
+        """Every validation: fold, step, value (run.metric), best, mse, ic, rank_ic, icir, dir_acc, ls_mean,
+        ls_std, ls_sharpe, turnover, mse_zero, mse_mean, points."""
         return _table([_eval_row(f.fold, e) for f in self.folds for e in f.evaluations])
 
 
@@ -161,5 +168,8 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
             bar.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    wf = len(result["folds"]) > 1 or result["oos"] is not None
     return Run(folds=folds, config=config, dir=None if tmp else config["run.out_dir"],
-               stopped=bool(result["stopped"]) or interrupted, interrupted=interrupted)
+               stopped=bool(result["stopped"]) or interrupted, interrupted=interrupted, oos=result["oos"],
+               fold_test_mean=result["fold_test_mean"] if wf else None,
+               fold_test_std=result["fold_test_std"] if wf else None)

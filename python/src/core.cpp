@@ -116,8 +116,11 @@ mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::st
 
 nb::dict metrics_dict(const mlalpha::Metrics& m) {
   nb::dict d;
-  d["mse"] = m.mse, d["ic"] = m.ic, d["rank_ic"] = m.rank_ic, d["icir"] = m.icir, d["dir_acc"] = m.dir_acc;
-  d["points"] = m.points, d["steps"] = m.steps;
+  for (const std::string& name : mlalpha::metric_names()) d[name.c_str()] = mlalpha::metric_by_name(m, name);
+  nb::list q;
+  for (double v : m.quantile_means) q.append(v);
+  d["quantile_means"] = q;
+  d["points"] = m.points, d["steps"] = m.steps, d["portfolio_steps"] = m.portfolio_steps;
   return d;
 }
 
@@ -262,11 +265,19 @@ nb::tuple fit(const mlalpha::RunConfig& config, const mlalpha::Panel& panel, nb:
   for (const mlalpha::FoldResult& f : result->folds) folds.append(fold_dict(f));
   out["folds"] = folds;
   out["stopped"] = result->stopped;
+  // Walk-forward: the pooled out-of-sample metrics and the mean / std over folds of each test metric.
+  if (result->has_oos) out["oos"] = metrics_result_dict(result->oos);
+  else out["oos"] = nb::none();
+  out["fold_test_mean"] = metrics_dict(result->fold_test_mean);
+  out["fold_test_std"] = metrics_dict(result->fold_test_std);
   return nb::make_tuple(out, result->config, interrupt_flag().load());
 }
 
-// metrics(pred, y) over (N, T, K) arrays of one shape, time steps [t0, t1).
-nb::dict metrics(FloatArray pred, FloatArray y, int t0, int t1, int min_pairs) {
+// metrics(pred, y) over (N, T, K) arrays of one shape, time steps [t0, t1); train_mean (K) or empty, and
+// periods_per_year NaN for none. Adds "long_short": per target, the long-short series of [t0, t1) (NaN
+// where a time step formed no portfolios).
+nb::dict metrics(FloatArray pred, FloatArray y, int t0, int t1, int min_pairs, int quantiles, double periods_per_year,
+                 std::vector<double> train_mean) {
   if (pred.ndim() != 3 || y.ndim() != 3)
     throw mlalpha::Error("metrics: pred and y must be (N, T, K) arrays, got " + shape_text(pred) + " and " + shape_text(y));
   for (size_t d = 0; d < 3; ++d)
@@ -277,12 +288,21 @@ nb::dict metrics(FloatArray pred, FloatArray y, int t0, int t1, int min_pairs) {
   in.y = {y.data(), y.size()};
   in.N = int(pred.shape(0)), in.T = int(pred.shape(1)), in.K = int(pred.shape(2));
   in.t0 = t0, in.t1 = t1, in.min_pairs = min_pairs;
+  in.quantiles = quantiles, in.periods_per_year = periods_per_year, in.train_mean = train_mean;
   mlalpha::MetricsResult r;
   {
     nb::gil_scoped_release release;
     r = mlalpha::compute_metrics(in);
   }
-  return metrics_result_dict(r);
+  nb::dict d = metrics_result_dict(r);
+  nb::list ls;
+  for (const mlalpha::PortfolioSeries& ps : r.portfolios) {
+    nb::list one;
+    for (double v : ps.long_short) one.append(v);
+    ls.append(one);
+  }
+  d["long_short"] = ls;
+  return d;
 }
 
 std::string model_toml(const mlalpha::Model& m) {
@@ -360,6 +380,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("has_optimizer_state", &mlalpha::Model::has_optimizer_state);
 
   m.def("fit", &fit, "config"_a, "panel"_a, "callback"_a.none(), "overwrite"_a, "resume"_a, "catch_sigint"_a);
-  m.def("metrics", &metrics, "pred"_a, "y"_a, "t0"_a, "t1"_a, "min_pairs"_a);
+  m.def("metrics", &metrics, "pred"_a, "y"_a, "t0"_a, "t1"_a, "min_pairs"_a, "quantiles"_a, "periods_per_year"_a,
+        "train_mean"_a);
   m.def("metric_names", &mlalpha::metric_names);
 }

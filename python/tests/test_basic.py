@@ -280,6 +280,25 @@ def test_metrics_hand_made():
     assert m["ic"] == pytest.approx(1.0) and m["mse"] == pytest.approx(14 / 3)
 
 
+def test_metrics_portfolios():
+    # Four instruments, two dates, two quantiles: groups {lowest two} {highest two} by prediction.
+    pred = np.array([[1.0, 4.0], [2.0, 3.0], [3.0, 2.0], [4.0, 1.0]], dtype=np.float32)
+    y = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0], [5.0, 6.0]], dtype=np.float32)
+    m = mlalpha.metrics(pred, y, quantiles=2, periods_per_year=4, train_mean=1.0)
+    # date 0: bottom {0, 1} → 0.5, top {2, 5} → 3.5, ls 3; date 1: bottom {6, 3} → 4.5, top {2, 1} → 1.5, ls -3
+    assert m["quantile_means"] == pytest.approx([2.5, 2.5])
+    assert m["ls_mean"] == pytest.approx(0.0)
+    assert m["ls_std"] == pytest.approx(np.sqrt(18.0))
+    assert m["ls_sharpe"] == pytest.approx(0.0)
+    assert m["turnover"] == pytest.approx(1.0)  # the top pair changes completely
+    assert m["long_short"][0] == pytest.approx([3.0, -3.0])
+    assert m["mse_zero"] == pytest.approx(np.mean(y.astype(np.float64) ** 2))
+    assert m["mse_mean"] == pytest.approx(np.mean((y.astype(np.float64) - 1.0) ** 2))
+    assert m["portfolio_steps"] == 2
+    bare = mlalpha.metrics(pred, y, quantiles=2)
+    assert np.isnan(bare["ls_sharpe"]) and np.isnan(bare["mse_mean"])
+
+
 def test_metrics_nan_and_shapes():
     y = np.arange(12, dtype=np.float64).reshape(3, 4)
     pred = y.copy()
@@ -307,6 +326,9 @@ def test_fit_walk_forward_folds(arrays):
     assert r.folds[0].split["test"][1] <= r.folds[1].split["test"][0]  # fold 0 the earlier test block
     assert r.last.fold == 1 and r.folds[0].last.fold == 0
     assert sorted(set(r.history["fold"])) == [0, 1] and len(r.history) == 20
+    # The pooled out-of-sample metrics cover both test blocks; the fold summary averages the fold tests.
+    assert r.oos is not None and r.oos["points"] == sum(f.test["points"] for f in r.folds)
+    assert r.fold_test_mean["mse"] == pytest.approx(np.mean([f.test["mse"] for f in r.folds]))
 
 
 def test_from_numpy_reads_float32_in_place():

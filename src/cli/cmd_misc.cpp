@@ -1,4 +1,5 @@
 // `ml-alpha eval | predict | synth | info`: parse, call the library (include/mlalpha/), print.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -65,22 +66,51 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 
 int cmd_eval(const EvalArgs& a) {
   const Prepared p = prepare(a, false);
-  const MetricsResult r = p.model.evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32);
-  std::printf("%s (step %lld) on the %s split, time steps [%d, %d):\n", a.checkpoint.c_str(),
-              static_cast<long long>(p.model.step()), a.split.c_str(), p.range.t0, p.range.t1);
-  std::printf("| target | mse | ic | rank_ic | icir | dir_acc | points |\n|---|---|---|---|---|---|---|\n");
+  for (const std::string& w : p.model.range_warnings(p.panel, p.range, "the evaluated " + a.split + " range"))
+    std::cerr << w << std::endl;
+  ScoreOptions so;
+  so.quantiles = p.cfg.run.quantiles;
+  so.periods_per_year = p.cfg.run.periods_per_year;
+  so.train = p.model.training_range(p.panel);
+  const MetricsResult r = p.model.evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32, so);
+  std::printf("%s (step %lld) on the %s split, time steps %s:\n", a.checkpoint.c_str(),
+              static_cast<long long>(p.model.step()), a.split.c_str(), range_text(p.panel, p.range).c_str());
+  std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
   auto row = [](const std::string& name, const Metrics& m) {
-    std::printf("| %s | %.6g | %.4f | %.4f | %.3f | %.4f | %lld |\n", name.c_str(), m.mse, m.ic, m.rank_ic, m.icir,
-                m.dir_acc, static_cast<long long>(m.points));
+    std::printf("| %s | %.6g | %.6g | %.6g | %.4f | %.4f | %.3f | %.4f | %lld |\n", name.c_str(), m.mse, m.mse_zero,
+                m.mse_mean, m.ic, m.rank_ic, m.icir, m.dir_acc, static_cast<long long>(m.points));
   };
   for (size_t k = 0; k < r.per_target.size(); ++k) row(label(p.panel.target_names, k), r.per_target[k]);
   if (r.per_target.size() > 1) row("mean", r.mean);
+  // The portfolio table: quantile means q1 (lowest predictions) .. qQ, then the long-short statistics.
+  std::string head = "| target |", rule = "|---|";
+  for (const std::string& q : quantile_names(so.quantiles)) head += " " + q + " |", rule += "---|";
+  std::printf("\n%s ls_mean | ls_std | ls_sharpe | turnover | dates |\n%s---|---|---|---|---|\n", head.c_str(), rule.c_str());
+  auto prow = [](const std::string& name, const Metrics& m) {
+    std::printf("| %s |", name.c_str());
+    for (double q : m.quantile_means) std::printf(" %.6g |", q);
+    std::printf(" %.6g | %.6g | %.3f | %.4f | %lld |\n", m.ls_mean, m.ls_std, m.ls_sharpe, m.turnover,
+                static_cast<long long>(m.portfolio_steps));
+  };
+  for (size_t k = 0; k < r.per_target.size(); ++k) prow(label(p.panel.target_names, k), r.per_target[k]);
+  if (r.per_target.size() > 1) prow("mean", r.mean);
+  if (std::isnan(score_periods_per_year(p.panel, so)))
+    std::printf("ls_sharpe is NaN: the time labels are not dates, so the periods per year are unknown "
+                "(set run.periods_per_year, e.g. --set run.periods_per_year=252)\n");
+  if (so.train.empty()) std::printf("mse_mean is NaN: the checkpoint does not record its training range\n");
+  if (!a.long_short_svg.empty()) {
+    write_long_short_plot(a.long_short_svg, r, p.panel, a.split + " (" + a.checkpoint + ")");
+    std::printf("wrote %s\n", a.long_short_svg.c_str());
+  }
   return 0;
 }
 
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
   const Prepared p = prepare(a, true);
+  for (const std::string& w : p.model.range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
+    std::cerr << w << std::endl;
   // The targets written beside the predictions are the processed ones the predictions estimate.
   const Panel norm = p.model.prepare(p.panel);
   const std::vector<float> pred = p.model.predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.run.tf32);

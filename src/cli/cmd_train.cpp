@@ -98,9 +98,19 @@ int cmd_train(const TrainArgs& a) {
                   static_cast<long long>(f.steps));
     if (f.has_test) std::printf("%stest  %s\n", prefix.c_str(), fmt_metrics(f.test.mean).c_str());
   }
-  if (r.config.split.walk_forward_folds > 1)
+  if (r.config.split.walk_forward_folds > 1) {
     std::printf("walk-forward summary (test split of each fold, best checkpoint): %s/folds.csv and folds.json\n",
                 r.config.run.out_dir.c_str());
+    std::printf("folds: metric mean ± std over the folds\n");
+    for (const std::string& name : metric_names())
+      std::printf("  %-10s %.6g ± %.6g\n", name.c_str(), metric_by_name(r.fold_test_mean, name),
+                  metric_by_name(r.fold_test_std, name));
+    if (r.has_oos)
+      std::printf("pooled out-of-sample (%s): %s\n  ls_mean %.5g  ls_sharpe %.3f  turnover %.4f  mse_zero %.5g  "
+                  "mse_mean %.5g\n",
+                  r.oos_file.c_str(), fmt_metrics(r.oos.mean).c_str(), r.oos.mean.ls_mean, r.oos.mean.ls_sharpe,
+                  r.oos.mean.turnover, r.oos.mean.mse_zero, r.oos.mean.mse_mean);
+  }
   std::fflush(stdout);
   return r.stopped ? 130 : 0;
 }

@@ -20,6 +20,7 @@ struct EvalArgs : CommonArgs {
   std::string checkpoint;
   std::string split = "test";  // train | valid | test
   int fold = -1;               // walk-forward fold (0-based); -1: the checkpoint's own
+  std::string long_short_svg;  // eval: where to write the cumulative long-short plot ("" = none)
 };
 int cmd_eval(const EvalArgs& a);
 

@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
   eval->add_option("--checkpoint", eargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
   eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's)");
+  eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
   eflags.add_all(*eval, false);
 
   PredictArgs pargs;

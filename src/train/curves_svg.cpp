@@ -1,7 +1,7 @@
 // The training / validation curves as a self-contained SVG (report.h): no plotting library, just
 // axes, ticks, grid, two polylines and a legend per panel. Layout (default 960 × 640):
 //   title
-//   ┌ training loss (raw light, moving mean dark; log scale over > 2 decades) ┐
+//   ┌ training loss (raw light, moving mean dark; log scale over > 2 decades), validation loss ┐
 //   └ step ticks ─────────────────────────────────────────────────────────────┘
 //   ┌ validation metric (points, best one ringed; dashed zero line)          ┐
 //   └ step ticks, "step" ─────────────────────────────────────────────────────┘
@@ -273,9 +273,9 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
   const double ph = (H - top - bottom - gap) / 2;
   const Rect r1{left, top, W - left - right, ph}, r2{left, top + ph + gap, W - left - right, ph};
 
-  Axis xa = make_axis({&plot.train, &plot.valid}, true, false);
+  Axis xa = make_axis({&plot.train, &plot.valid, &plot.valid_loss}, true, false);
   if (xa.lo > 0 && xa.lo <= 0.05 * xa.hi) xa.lo = 0;  // a run from step 1 reads better from 0
-  const Axis ya1 = make_axis({&plot.train}, false, true);
+  const Axis ya1 = make_axis({&plot.train, &plot.valid_loss}, false, true);
   const Axis ya2 = make_axis({&plot.valid}, false, false);
 
   // Training loss: with many points the raw series is noisy, so it is drawn light under a moving mean.
@@ -288,6 +288,8 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
   } else {
     s1.push_back({plot.train, "#1f77b4", "loss", 2.0, n <= 1});
   }
+  if (!plot.valid_loss.empty())
+    s1.push_back({plot.valid_loss, "#ff7f0e", plot.valid_loss_label, 2.0, plot.valid_loss.size() <= 200});
   const std::vector<Series> s2{{plot.valid, "#d62728", "validation " + plot.metric, 2.0, plot.valid.size() <= 200}};
 
   const CurvePoint* best = nullptr;
@@ -310,6 +312,35 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
     << "step</text>\n";
   o << "</svg>\n";
   // Temporary file + rename (AtomicFile): a failure leaves the old plot, or nothing, never half a plot.
+  const std::string svg = o.str();
+  AtomicFile f(path.string());
+  f.write(svg.data(), svg.size());
+  f.commit();
+}
+
+void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot& plot) {
+  require(plot.width >= 300 && plot.height >= 200, "plot: width x height = " + std::to_string(plot.width) + "x" +
+                                                       std::to_string(plot.height) + ", expected >= 300x200");
+  static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  const double W = plot.width, H = plot.height;
+  const Rect r{84, 48, W - 84 - 32, H - 48 - 56};
+  std::vector<const std::vector<CurvePoint>*> sets;
+  std::vector<Series> series;
+  for (size_t i = 0; i < plot.lines.size(); ++i) {
+    sets.push_back(&plot.lines[i].points);
+    series.push_back({plot.lines[i].points, kColors[i % 6], plot.lines[i].label, 2.0, plot.lines[i].points.size() <= 60});
+  }
+  const Axis xa = make_axis(sets, true, false), ya = make_axis(sets, false, false);
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << plot.width << "' height='" << plot.height
+    << "' viewBox='0 0 " << plot.width << " " << plot.height << "' font-family='sans-serif' font-size='12'>\n";
+  o << "<rect width='100%' height='100%' fill='#fafafa'/>\n";
+  o << "<text x='" << num(W / 2) << "' y='28' text-anchor='middle' font-size='15' font-weight='bold'>"
+    << xml_escape(plot.title) << "</text>\n";
+  draw_panel(o, r, xa, ya, series, "cumulative long-short", nullptr, "");
+  o << "<text x='" << num(r.x + r.w / 2) << "' y='" << num(H - 12) << "' text-anchor='middle' font-size='13'>"
+    << "time index</text>\n";
+  o << "</svg>\n";
   const std::string svg = o.str();
   AtomicFile f(path.string());
   f.write(svg.data(), svg.size());

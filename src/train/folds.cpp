@@ -1,5 +1,6 @@
 #include "train/folds.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -59,9 +60,55 @@ ojson range_json(int b, int e, const std::vector<std::string>& times) {
 ojson metrics_json(const Metrics& m) {
   ojson j;
   for (const auto& name : metric_names()) j[name] = json_number(metric_by_name(m, name));
+  ojson& q = j["quantile_means"] = ojson::array();
+  for (double v : m.quantile_means) q.push_back(json_number(v));
   j["points"] = m.points;
   j["steps"] = m.steps;
+  j["portfolio_steps"] = m.portfolio_steps;
   return j;
+}
+
+// The scalar fields of Metrics by their names in metric_names().
+const std::vector<std::pair<std::string, double Metrics::*>>& scalar_fields() {
+  static const std::vector<std::pair<std::string, double Metrics::*>> f = {
+      {"mse", &Metrics::mse},           {"ic", &Metrics::ic},           {"rank_ic", &Metrics::rank_ic},
+      {"icir", &Metrics::icir},         {"dir_acc", &Metrics::dir_acc}, {"ls_mean", &Metrics::ls_mean},
+      {"ls_std", &Metrics::ls_std},     {"ls_sharpe", &Metrics::ls_sharpe}, {"turnover", &Metrics::turnover},
+      {"mse_zero", &Metrics::mse_zero}, {"mse_mean", &Metrics::mse_mean}};
+  return f;
+}
+
+// Mean (or sample std) over the folds with a test result of each finite value.
+Metrics fold_stat(const std::vector<FoldReport>& folds, bool stdev) {
+  auto stat = [&](auto value) {
+    std::vector<double> v;
+    for (const FoldReport& f : folds)
+      if (f.has_test) {
+        const double x = value(f.test.mean);
+        if (std::isfinite(x)) v.push_back(x);
+      }
+    if (v.empty() || (stdev && v.size() < 2)) return std::nan("");
+    double m = 0;
+    for (double x : v) m += x;
+    m /= double(v.size());
+    if (!stdev) return m;
+    double ss = 0;
+    for (double x : v) ss += (x - m) * (x - m);
+    return std::sqrt(ss / double(v.size() - 1));
+  };
+  Metrics out;
+  for (const auto& [name, field] : scalar_fields()) out.*field = stat([&](const Metrics& m) { return m.*field; });
+  size_t Q = 0;
+  for (const FoldReport& f : folds)
+    if (f.has_test) Q = std::max(Q, f.test.mean.quantile_means.size());
+  out.quantile_means.resize(Q);
+  for (size_t g = 0; g < Q; ++g)
+    out.quantile_means[g] =
+        stat([&](const Metrics& m) { return g < m.quantile_means.size() ? m.quantile_means[g] : std::nan(""); });
+  for (const FoldReport& f : folds)
+    if (f.has_test)
+      out.points += f.test.mean.points, out.steps += f.test.mean.steps, out.portfolio_steps += f.test.mean.portfolio_steps;
+  return out;
 }
 
 }  // namespace
@@ -73,23 +120,22 @@ std::string fold_heading(const FoldReport& f, int folds) {
          ", fold 0 the earliest): " + f.split.to_string();
 }
 
-Metrics mean_test_metrics(const std::vector<FoldReport>& folds) {
-  Metrics out;
-  auto avg = [&](double Metrics::*field) {
-    double s = 0;
-    int n = 0;
-    for (const FoldReport& f : folds)
-      if (f.has_test && std::isfinite(f.test.mean.*field)) s += f.test.mean.*field, ++n;
-    return n ? s / n : std::nan("");
-  };
-  out.mse = avg(&Metrics::mse);
-  out.ic = avg(&Metrics::ic);
-  out.rank_ic = avg(&Metrics::rank_ic);
-  out.icir = avg(&Metrics::icir);
-  out.dir_acc = avg(&Metrics::dir_acc);
-  for (const FoldReport& f : folds)
-    if (f.has_test) out.points += f.test.mean.points, out.steps += f.test.mean.steps;
-  return out;
+Metrics mean_test_metrics(const std::vector<FoldReport>& folds) { return fold_stat(folds, false); }
+Metrics std_test_metrics(const std::vector<FoldReport>& folds) { return fold_stat(folds, true); }
+
+Metrics metrics_from_json_text(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  Metrics m;
+  auto num = [&](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
+  for (const auto& [name, field] : scalar_fields())
+    m.*field = j.is_object() && j.contains(name) ? num(j[name]) : std::nan("");
+  if (!j.is_object()) return m;
+  if (j.contains("quantile_means") && j["quantile_means"].is_array())
+    for (const auto& v : j["quantile_means"]) m.quantile_means.push_back(num(v));
+  m.points = j.value("points", int64_t(0));
+  m.steps = j.value("steps", int64_t(0));
+  m.portfolio_steps = j.value("portfolio_steps", int64_t(0));
+  return m;
 }
 
 void write_folds_csv(const std::filesystem::path& path, const std::vector<FoldReport>& folds,
@@ -98,7 +144,9 @@ void write_folds_csv(const std::filesystem::path& path, const std::vector<FoldRe
   std::string s =
       "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,"
       "train_first_time,train_last_time,valid_first_time,valid_last_time,test_first_time,test_last_time,"
-      "steps,best_step,metric,best_value,test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_points\n";
+      "steps,best_step,metric,best_value";
+  for (const auto& name : metric_names()) s += ",test_" + name;
+  s += ",test_points\n";
   for (const FoldReport& f : folds) {
     const Split& p = f.split;
     const bool test_range = p.has_test();
@@ -122,7 +170,7 @@ void write_folds_csv(const std::filesystem::path& path, const std::vector<FoldRe
 }
 
 void write_folds_json(const std::filesystem::path& path, const std::vector<FoldReport>& folds,
-                      const std::vector<std::string>& times, const std::string& metric) {
+                      const std::vector<std::string>& times, const std::string& metric, const OosSummary* oos) {
   check_inputs(folds, times, metric, path);
   ojson j;
   j["metric"] = metric;
@@ -147,7 +195,16 @@ void write_folds_json(const std::filesystem::path& path, const std::vector<FoldR
     arr.push_back(std::move(r));
   }
   j["mean_test_metrics"] = metrics_json(mean_test_metrics(folds));
+  j["std_test_metrics"] = metrics_json(std_test_metrics(folds));
   j["folds_with_test"] = with_test;
+  if (oos) {
+    j["oos_pred"] = std::filesystem::path(oos->file).filename().string();
+    j["oos_metrics"] = metrics_json(oos->metrics.mean);
+    if (oos->metrics.per_target.size() > 1) {
+      ojson& t = j["oos_targets"] = ojson::array();
+      for (const Metrics& m : oos->metrics.per_target) t.push_back(metrics_json(m));
+    }
+  }
   // Labels with invalid UTF-8 are written with U+FFFD rather than failing at the end of a long run.
   write_file_atomic(path.string(), j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n");
 }

@@ -30,22 +30,36 @@ std::string fold_heading(const FoldReport& f, int folds);
 std::string fold_dir_name(int fold);  // "fold-3"
 
 // Each metric averaged over the folds that have a test result and a finite value of it (NaN when none);
-// points and steps are summed.
+// points and steps are summed. Quantile means are averaged element by element.
 Metrics mean_test_metrics(const std::vector<FoldReport>& folds);
+// The sample standard deviation (n − 1) over the same folds of each metric (NaN with fewer than 2);
+// points and steps are summed as in mean_test_metrics.
+Metrics std_test_metrics(const std::vector<FoldReport>& folds);
+
+// The pooled out-of-sample predictions of a walk-forward run: each test time step predicted by the fold
+// whose test block holds it, and their metrics (docs/data.md, "Walk-forward").
+struct OosSummary {
+  std::string file;       // the oos_pred.csv written
+  MetricsResult metrics;  // of the pooled predictions
+};
+
+// The inverse of the metrics objects in folds.json / metrics.jsonl (missing or null values are NaN).
+Metrics metrics_from_json_text(const std::string& json_object);
 
 // Written atomically. `times` are the panel's time labels (empty: none; then the *_time columns are
 // empty); `metric` is the validation metric that picked best_step. Non-finite values are empty cells
 // (CSV) or null (JSON). Columns of folds.csv:
 //   fold, train_begin, train_end, valid_begin, valid_end, test_begin, test_end   (half-open indices)
 //   train_first_time, train_last_time, valid_first_time, valid_last_time, test_first_time, test_last_time
-//   steps, best_step, metric, best_value, test_mse, test_ic, test_rank_ic, test_icir, test_dir_acc, test_points
+//   steps, best_step, metric, best_value, test_<name> for each of metric_names(), test_points
 void write_folds_csv(const std::filesystem::path& path, const std::vector<FoldReport>& folds,
                      const std::vector<std::string>& times, const std::string& metric);
 // {"metric": "ic", "folds": [{"fold": 0, "train": {"begin", "end", "first_time", "last_time"}, "valid": {...},
 //   "test": {...} | null, "steps", "best_step", "best_value", "test_metrics": {mse, ic, rank_ic, icir, dir_acc,
 //   points, steps} | null, "test_targets": [per-target metrics] (K > 1 only)}, ...],
-//  "mean_test_metrics": {...}, "folds_with_test": n}
+//  "mean_test_metrics": {...}, "std_test_metrics": {...}, "folds_with_test": n, "oos_pred", "oos_metrics"}
+// With `oos` also "std_test_metrics", "oos_pred" (the file name) and "oos_metrics" (+ "oos_targets", K > 1).
 void write_folds_json(const std::filesystem::path& path, const std::vector<FoldReport>& folds,
-                      const std::vector<std::string>& times, const std::string& metric);
+                      const std::vector<std::string>& times, const std::string& metric, const OosSummary* oos = nullptr);
 
 }  // namespace mlalpha

@@ -18,14 +18,18 @@ double sign_of(double v) { return v > 0 ? 1.0 : -1.0; }  // callers exclude zero
 
 // Running sums of one target over the range, filled point by point.
 struct Accum {
-  double sq_err = 0;
+  double sq_err = 0, sq_zero = 0, sq_mean = 0;
+  double base = kNaN;  // the training-mean predictor of this target (NaN: none)
   int64_t points = 0;
   int64_t dir_hits = 0, dir_points = 0;
   bool saw_inf = false;  // an infinite pred or y poisons the correlations (they must not look fine)
   std::vector<double> ic_t, rank_ic_t;  // per time step (panel) or one value (single series)
+  std::vector<double> turnover_t;       // per pair of consecutive portfolio steps
 
   void add_point(double p, double t) {
     sq_err += (p - t) * (p - t);
+    sq_zero += t * t;
+    sq_mean += (base - t) * (base - t);
     ++points;
     if (std::isinf(p) || std::isinf(t)) saw_inf = true;
     if (p != 0 && t != 0) {
@@ -65,9 +69,54 @@ void add_correlations(Accum& acc, const std::vector<double>& p, const std::vecto
   acc.rank_ic_t.push_back(metrics_detail::pearson(rp, rt));
 }
 
+// Quantile portfolios of one time step (docs/metrics.md): the valid pairs (p, t) in instrument order with
+// their instrument indices; the group of 0-based rank r among n is floor(r·Q/n), ties in the prediction
+// ordered by instrument index. Writes the Q group means into `row` and marks the top group in `top`.
+void quantile_step(const std::vector<double>& p, const std::vector<double>& t, const std::vector<int>& inst, int Q,
+                   double* row, std::vector<char>& top) {
+  const size_t n = p.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  std::vector<double> sum(size_t(Q), 0.0);
+  std::vector<int64_t> cnt(size_t(Q), 0);
+  std::fill(top.begin(), top.end(), 0);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t g = size_t(int64_t(r) * Q / int64_t(n));
+    sum[g] += t[order[r]];
+    ++cnt[g];
+    if (g == size_t(Q - 1)) top[size_t(inst[order[r]])] = 1;
+  }
+  for (int g = 0; g < Q; ++g) row[g] = sum[size_t(g)] / double(cnt[size_t(g)]);  // n >= Q: no group is empty
+}
+
+// Summary of a portfolio series into m (ls_mean, ls_std, ls_sharpe, quantile_means, portfolio_steps).
+void finish_portfolio(const PortfolioSeries& ps, double periods_per_year, Metrics& m) {
+  std::vector<double> ls;
+  m.quantile_means.assign(size_t(ps.quantiles), 0.0);
+  for (size_t r = 0; r < ps.long_short.size(); ++r) {
+    if (!ps.formed[r]) continue;
+    ls.push_back(ps.long_short[r]);
+    for (int g = 0; g < ps.quantiles; ++g) m.quantile_means[size_t(g)] += ps.quantile_returns[r * ps.quantiles + g];
+  }
+  m.portfolio_steps = int64_t(ls.size());
+  for (double& q : m.quantile_means) q = ls.empty() ? kNaN : q / double(ls.size());
+  m.ls_mean = mean_of(ls);
+  m.ls_std = kNaN;
+  if (ls.size() >= 2) {
+    double ss = 0;
+    for (double x : ls) ss += (x - m.ls_mean) * (x - m.ls_mean);
+    m.ls_std = std::sqrt(ss / double(ls.size() - 1));
+  }
+  m.ls_sharpe = periods_per_year > 0 && m.ls_std > 0 ? m.ls_mean / m.ls_std * std::sqrt(periods_per_year) : kNaN;
+}
+
 Metrics finish(const Accum& acc, bool panel) {
   Metrics m;
   m.points = acc.points;
+  m.mse_zero = acc.points ? acc.sq_zero / double(acc.points) : kNaN;
+  m.mse_mean = acc.points && !std::isnan(acc.base) ? acc.sq_mean / double(acc.points) : kNaN;
+  m.turnover = mean_of(acc.turnover_t);
   m.steps = panel ? int64_t(acc.ic_t.size()) : (acc.ic_t.empty() ? 0 : acc.points);
   m.mse = acc.points ? acc.sq_err / double(acc.points) : kNaN;
   m.dir_acc = acc.dir_points ? double(acc.dir_hits) / double(acc.dir_points) : kNaN;
@@ -96,14 +145,41 @@ Metrics mean_over_targets(const std::vector<Metrics>& per) {
   out.rank_ic = avg(&Metrics::rank_ic);
   out.icir = avg(&Metrics::icir);
   out.dir_acc = avg(&Metrics::dir_acc);
-  for (const auto& m : per) out.points += m.points, out.steps += m.steps;
+  out.ls_mean = avg(&Metrics::ls_mean);
+  out.ls_std = avg(&Metrics::ls_std);
+  out.ls_sharpe = avg(&Metrics::ls_sharpe);
+  out.turnover = avg(&Metrics::turnover);
+  out.mse_zero = avg(&Metrics::mse_zero);
+  out.mse_mean = avg(&Metrics::mse_mean);
+  size_t Q = 0;
+  for (const auto& m : per) Q = std::max(Q, m.quantile_means.size());
+  out.quantile_means.assign(Q, kNaN);
+  for (size_t g = 0; g < Q; ++g) {
+    double s = 0;
+    int n = 0;
+    for (const auto& m : per)
+      if (g < m.quantile_means.size() && !std::isnan(m.quantile_means[g])) s += m.quantile_means[g], ++n;
+    if (n) out.quantile_means[g] = s / n;
+  }
+  for (const auto& m : per) out.points += m.points, out.steps += m.steps, out.portfolio_steps += m.portfolio_steps;
   return out;
 }
 
 std::string valid_names_text() {
   std::string s;
   for (const auto& n : metric_names()) s += (s.empty() ? "" : ", ") + n;
-  return s;
+  return s + ", q1 .. qQ (quantile means)";
+}
+
+// k for a name "q<k>" with k >= 1 (no sign, no leading zero); 0 for any other name.
+int quantile_index(std::string_view name) {
+  if (name.size() < 2 || name.size() > 6 || name[0] != 'q' || name[1] == '0') return 0;
+  int k = 0;
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return 0;
+    k = k * 10 + (name[i] - '0');
+  }
+  return k;
 }
 
 }  // namespace
@@ -164,6 +240,10 @@ MetricsResult compute_metrics(const MetricsInput& in) {
                                                       std::to_string(t1) + ") is empty or outside [0, " +
                                                       std::to_string(in.T) + ")");
   require(in.min_pairs >= 2, "metrics: min_pairs = " + std::to_string(in.min_pairs) + ", expected >= 2");
+  require(in.quantiles >= 2, "metrics: quantiles = " + std::to_string(in.quantiles) + ", expected >= 2");
+  require(in.train_mean.empty() || in.train_mean.size() == size_t(in.K),
+          "metrics: train_mean has " + std::to_string(in.train_mean.size()) + " values, expected K = " +
+              std::to_string(in.K) + " (or none)");
 
   const bool panel = in.N >= 2;
   const auto at = [&](std::span<const float> a, int i, int t, int k) {
@@ -172,22 +252,49 @@ MetricsResult compute_metrics(const MetricsInput& in) {
   MetricsResult res;
   res.per_target.reserve(in.K);
   std::vector<double> p, t;  // the valid pairs of one time step (panel) or of the whole series
+  std::vector<int> inst;     // their instruments (panel)
   p.reserve(panel ? in.N : t1 - in.t0);
   t.reserve(p.capacity());
+  const int Q = in.quantiles;
+  const size_t rows = size_t(t1 - in.t0);
   for (int k = 0; k < in.K; ++k) {
     Accum acc;
+    if (!in.train_mean.empty()) acc.base = in.train_mean[size_t(k)];
+    PortfolioSeries ps;
+    ps.t0 = in.t0;
+    ps.quantiles = Q;
+    ps.quantile_returns.assign(rows * size_t(Q), kNaN);
+    ps.long_short.assign(rows, kNaN);
+    ps.formed.assign(rows, 0);
     if (panel) {
+      std::vector<char> top(size_t(in.N), 0), prev_top(size_t(in.N), 0);
+      int prev_ts = -2;  // the last time step that formed portfolios
       for (int ts = in.t0; ts < t1; ++ts) {
         p.clear();
         t.clear();
+        inst.clear();
         for (int i = 0; i < in.N; ++i) {
           const double pv = at(in.pred, i, ts, k), yv = at(in.y, i, ts, k);
           if (std::isnan(pv) || std::isnan(yv)) continue;
           acc.add_point(pv, yv);
           p.push_back(pv);
           t.push_back(yv);
+          inst.push_back(i);
         }
         add_correlations(acc, p, t, in.min_pairs);
+        if (int(p.size()) < Q) continue;
+        double* row = ps.quantile_returns.data() + size_t(ts - in.t0) * Q;
+        quantile_step(p, t, inst, Q, row, top);
+        ps.long_short[size_t(ts - in.t0)] = row[Q - 1] - row[0];
+        ps.formed[size_t(ts - in.t0)] = 1;
+        if (prev_ts == ts - 1) {  // turnover only across adjacent time steps that both formed portfolios
+          int64_t size = 0, fresh = 0;
+          for (int i = 0; i < in.N; ++i)
+            if (top[size_t(i)]) ++size, fresh += !prev_top[size_t(i)];
+          acc.turnover_t.push_back(double(fresh) / double(size));
+        }
+        prev_top.swap(top);
+        prev_ts = ts;
       }
     } else {
       p.clear();
@@ -201,15 +308,44 @@ MetricsResult compute_metrics(const MetricsInput& in) {
       }
       add_correlations(acc, p, t, in.min_pairs);
     }
-    res.per_target.push_back(finish(acc, panel));
+    Metrics m = finish(acc, panel);
+    finish_portfolio(ps, in.periods_per_year, m);
+    res.per_target.push_back(std::move(m));
+    res.portfolios.push_back(std::move(ps));
   }
   res.mean = mean_over_targets(res.per_target);
   return res;
 }
 
 const std::vector<std::string>& metric_names() {
-  static const std::vector<std::string> names{"mse", "ic", "rank_ic", "icir", "dir_acc"};
+  static const std::vector<std::string> names{"mse",      "ic",        "rank_ic",  "icir",     "dir_acc", "ls_mean",
+                                              "ls_std",   "ls_sharpe", "turnover", "mse_zero", "mse_mean"};
   return names;
+}
+
+std::vector<std::string> quantile_names(int quantiles) {
+  std::vector<std::string> out;
+  for (int q = 1; q <= quantiles; ++q) out.push_back(std::string(1, 'q').append(std::to_string(q)));
+  return out;
+}
+
+std::vector<double> target_means(std::span<const float> y, int N, int T, int K, int t0, int t1) {
+  require(N >= 1 && T >= 1 && K >= 1 && y.size() == size_t(N) * T * K,
+          "target_means: y has " + std::to_string(y.size()) + " values, expected N*T*K");
+  require(0 <= t0 && t0 < t1 && t1 <= T, "target_means: time range [" + std::to_string(t0) + ", " + std::to_string(t1) +
+                                             ") is empty or outside [0, " + std::to_string(T) + ")");
+  std::vector<double> out(size_t(K), kNaN);
+  for (int k = 0; k < K; ++k) {
+    double s = 0;
+    int64_t n = 0;
+    for (int i = 0; i < N; ++i)
+      for (int t = t0; t < t1; ++t) {
+        const double v = y[(size_t(i) * T + t) * K + k];
+        if (std::isfinite(v)) s += v, ++n;
+      }
+    if (n) out[size_t(k)] = s / double(n);
+  }
+  return out;
 }
 
 double metric_by_name(const Metrics& m, std::string_view name) {
@@ -218,12 +354,19 @@ double metric_by_name(const Metrics& m, std::string_view name) {
   if (name == "rank_ic") return m.rank_ic;
   if (name == "icir") return m.icir;
   if (name == "dir_acc") return m.dir_acc;
+  if (name == "ls_mean") return m.ls_mean;
+  if (name == "ls_std") return m.ls_std;
+  if (name == "ls_sharpe") return m.ls_sharpe;
+  if (name == "turnover") return m.turnover;
+  if (name == "mse_zero") return m.mse_zero;
+  if (name == "mse_mean") return m.mse_mean;
+  if (const int q = quantile_index(name); q > 0) return size_t(q) <= m.quantile_means.size() ? m.quantile_means[size_t(q - 1)] : kNaN;
   throw Error("unknown metric '" + std::string(name) + "'; expected one of: " + valid_names_text());
 }
 
 bool higher_is_better(std::string_view name) {
   metric_by_name(Metrics{}, name);  // validates the name
-  return name != "mse";
+  return !(name == "mse" || name == "mse_zero" || name == "mse_mean" || name == "ls_std" || name == "turnover");
 }
 
 bool is_improvement(std::string_view name, double candidate, double best) {

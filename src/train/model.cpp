@@ -1,6 +1,8 @@
 // Model (include/mlalpha/model.h): a checkpoint's weights and settings, prediction and scoring.
 #include "mlalpha/model.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "train/backend.h"
 #include "train/checkpoint.h"
 #include "train/predict.h"
+#include "train/report.h"
 #include "train/run_record.h"
 
 namespace mlalpha {
@@ -21,6 +24,7 @@ struct Model::Impl {
   TrainState state;  // params always; m, v and counters when has_optim
   bool has_optim = false;
   bool has_data = false;
+  bool has_split = false;  // the run record is present: recorded.split is the split trained with
   RunConfig recorded;  // data and split sections, when has_data
   int fold = 0;
 };
@@ -49,6 +53,7 @@ Model Model::load(const std::string& path) {
   // Non-finite weights and corrupted bytes were refused by the checkpoint reader.
   const RunRecord rec = decode_run_record(impl->meta.data_json, path);
   impl->has_data = rec.present && rec.described;
+  impl->has_split = rec.present;
   impl->recorded = rec.settings;
   impl->fold = rec.fold;
   return Model(std::move(impl));
@@ -132,12 +137,67 @@ std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::
   return predict_prepared(prepare(raw), range, device, tf32);
 }
 
-MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {
+MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, bool tf32,
+                              const ScoreOptions& options) const {
   const Panel norm = prepare(raw);
-  return score(predict_prepared(norm, range, device, tf32), norm, range);
+  return score(predict_prepared(norm, range, device, tf32), norm, range, options);
 }
 
-MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range) {
+TimeRange Model::training_range(const Panel& raw) const {
+  if (!impl_->has_split) return {};
+  try {
+    const std::vector<Split> splits = make_splits(impl_->recorded.split, raw);
+    if (impl_->fold < 0 || impl_->fold >= int(splits.size())) return {};
+    return {splits[size_t(impl_->fold)].train_begin, splits[size_t(impl_->fold)].train_end};
+  } catch (const Error&) {
+    return {};  // the recorded split does not fit this panel: there is no training range on it to compare with
+  }
+}
+
+std::vector<std::string> Model::range_warnings(const Panel& raw, TimeRange range, const std::string& what) const {
+  std::vector<std::string> out;
+  const TimeRange tr = training_range(raw);
+  if (tr.empty() || range.empty()) return out;
+  const int lo = std::max(tr.t0, range.t0), hi = std::min(tr.t1, range.t1);
+  if (lo < hi)
+    out.push_back("warning: " + what + " " + range_text(raw, range) + " overlaps the checkpoint's training range " +
+                  range_text(raw, tr) + " in " + std::to_string(hi - lo) +
+                  " time steps: those metrics are in-sample, not a backtest");
+  return out;
+}
+
+std::string range_text(const Panel& p, TimeRange r) {
+  // Built with append: GCC 12 reports a false -Wrestrict on "literal" + std::string&&.
+  std::string s(1, '[');
+  s.append(std::to_string(r.t0)).append(", ").append(std::to_string(r.t1)).append(")");
+  if (!r.empty() && size_t(r.t1) <= p.times.size())
+    s.append(" (").append(p.times[size_t(r.t0)]).append(" .. ").append(p.times[size_t(r.t1 - 1)]).append(")");
+  return s;
+}
+
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& panel, const std::string& what) {
+  LongShortPlot plot;
+  for (size_t k = 0; k < r.portfolios.size(); ++k) {
+    const PortfolioSeries& ps = r.portfolios[k];
+    LongShortPlot::Line line;
+    line.label = k < panel.target_names.size() ? panel.target_names[k] : "target " + std::to_string(k);
+    double cum = 0;
+    for (size_t i = 0; i < ps.long_short.size(); ++i)
+      if (ps.formed[i]) line.points.push_back({double(ps.t0 + int(i)), cum += ps.long_short[i]});
+    plot.lines.push_back(std::move(line));
+  }
+  const int t0 = r.portfolios.empty() ? 0 : r.portfolios[0].t0;
+  const int t1 = r.portfolios.empty() ? 0 : t0 + int(r.portfolios[0].long_short.size());
+  plot.title = "cumulative long-short (top − bottom of " + std::to_string(r.portfolios.empty() ? 0 : r.portfolios[0].quantiles) +
+               " quantiles), " + what + " " + range_text(panel, {t0, t1});
+  write_long_short_svg(path, plot);
+}
+
+double score_periods_per_year(const Panel& p, const ScoreOptions& o) {
+  return o.periods_per_year > 0 ? o.periods_per_year : periods_per_year(p);
+}
+
+MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options) {
   MetricsInput in;
   in.pred = pred;
   in.y = p.y;
@@ -146,6 +206,11 @@ MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange ra
   in.K = p.K;
   in.t0 = range.t0;
   in.t1 = range.t1;
+  in.quantiles = options.quantiles;
+  in.periods_per_year = score_periods_per_year(p, options);
+  std::vector<double> base;
+  if (!options.train.empty()) base = target_means(p.y, p.N, p.T, p.K, options.train.t0, options.train.t1);
+  in.train_mean = base;
   return compute_metrics(in);
 }
 
@@ -166,35 +231,61 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 }
 }  // namespace
 
+namespace {
+// The shortest decimal that reads back as the same float ("0.1", "-3.25e-07", "inf").
+void put_float(std::string& s, float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  s.append(buf, r.ptr);
+}
+
+// A row that was missing in the input: every feature and every target NaN (docs/data.md).
+bool row_observed(const Panel& p, int i, int t) {
+  const float* x = p.x.data() + (size_t(i) * p.T + t) * p.F;
+  const float* y = p.y.data() + (size_t(i) * p.T + t) * p.K;
+  for (int f = 0; f < p.F; ++f)
+    if (!std::isnan(x[f])) return true;
+  for (int k = 0; k < p.K; ++k)
+    if (!std::isnan(y[k])) return true;
+  return false;
+}
+}  // namespace
+
 PredictionFiles write_predictions(const std::string& prefix, const Panel& p, const std::vector<float>& pred,
-                                  TimeRange range) {
+                                  TimeRange range, const std::vector<int>& fold_of_time) {
   require(pred.size() == size_t(p.N) * p.T * p.K, "write_predictions: " + std::to_string(pred.size()) +
                                                       " predictions for a panel of N × T × K = " +
                                                       std::to_string(size_t(p.N) * p.T * p.K));
+  require(fold_of_time.empty() || fold_of_time.size() == size_t(p.T),
+          "write_predictions: fold_of_time has " + std::to_string(fold_of_time.size()) + " entries, expected T = " +
+              std::to_string(p.T));
+  require(0 <= range.t0 && range.t0 <= range.t1 && range.t1 <= p.T, "write_predictions: the range " +
+                                                                       range_text(p, range) + " is outside [0, T)");
+  const bool folds = !fold_of_time.empty();
   PredictionFiles out{prefix + ".npy", prefix + ".csv", 0};
-  std::ostringstream csv;
-  csv.precision(9);
-  csv << "time,instrument";
-  for (int k = 0; k < p.K; ++k) csv << ",pred_" << label(p.target_names, k);
-  for (int k = 0; k < p.K; ++k) csv << ",target_" << label(p.target_names, k);
-  csv << "\n";
+  std::string csv = folds ? "time,instrument,fold,observed" : "time,instrument,observed";
+  for (int k = 0; k < p.K; ++k) csv += ",pred_" + label(p.target_names, k);
+  for (int k = 0; k < p.K; ++k) csv += ",target_" + label(p.target_names, k);
+  csv += "\n";
   for (int t = range.t0; t < range.t1; ++t)
     for (int i = 0; i < p.N; ++i) {
       const size_t base = (size_t(i) * p.T + t) * p.K;
       if (std::isnan(pred[base])) continue;
-      csv << label(p.times, t) << "," << label(p.instruments, i);
-      for (int k = 0; k < p.K; ++k) csv << "," << pred[base + k];
+      csv += label(p.times, t) + "," + label(p.instruments, i);
+      if (folds) csv.append(",").append(std::to_string(fold_of_time[size_t(t)]));
+      csv += row_observed(p, i, t) ? ",1" : ",0";
+      for (int k = 0; k < p.K; ++k) csv += ",", put_float(csv, pred[base + k]);
       for (int k = 0; k < p.K; ++k) {
-        csv << ",";
-        if (!std::isnan(p.y[base + k])) csv << p.y[base + k];
+        csv += ",";
+        if (!std::isnan(p.y[base + k])) put_float(csv, p.y[base + k]);
       }
-      csv << "\n";
+      csv += "\n";
       ++out.rows;
     }
   // Both files are built before either is written, and each is written atomically.
   const int64_t shape[3] = {p.N, p.T, p.K};
   write_npy(out.npy, pred, shape);
-  write_file_atomic(out.csv, csv.str());
+  write_file_atomic(out.csv, csv);
   return out;
 }
 

@@ -41,7 +41,9 @@ std::string fmt_duration(double s) {
 
 // Metrics shown to people: correlations and accuracy with 4 decimals, MSE with 5 significant digits.
 std::string fmt_metric(std::string_view name, double v) {
-  return fmt(name == "mse" ? "%.5g" : "%.4f", v);
+  const bool scale_free = name == "ic" || name == "rank_ic" || name == "icir" || name == "dir_acc" ||
+                          name == "ls_sharpe" || name == "turnover";
+  return fmt(scale_free ? "%.4f" : "%.5g", v);
 }
 
 }  // namespace
@@ -202,8 +204,11 @@ std::string dump(const nlohmann::ordered_json& j) {
 nlohmann::ordered_json metrics_json(const Metrics& m) {
   nlohmann::ordered_json j;
   for (const auto& name : metric_names()) j[name] = json_number(metric_by_name(m, name));
+  auto& q = j["quantile_means"] = nlohmann::ordered_json::array();
+  for (double v : m.quantile_means) q.push_back(json_number(v));
   j["points"] = m.points;
   j["steps"] = m.steps;
+  j["portfolio_steps"] = m.portfolio_steps;
   return j;
 }
 

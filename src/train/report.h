@@ -24,7 +24,8 @@ namespace mlalpha {
 // shortest decimal that round-trips the float (0.1, not 0.10000000149011612).
 //   {"step":100,"loss":0.0123,"lr":0.001,"grad_norm":0.51}
 //   {"step":1000,"split":"valid","mse":0.98,"ic":0.045,"rank_ic":0.041,"icir":0.61,"dir_acc":0.52,
-//    "points":51200,"steps":200}
+//    "ls_mean":0.002,"ls_std":0.01,"ls_sharpe":3.1,"turnover":0.4,"mse_zero":1.01,"mse_mean":1.0,
+//    "quantile_means":[-0.001,...],"points":51200,"steps":200,"portfolio_steps":200}
 class JsonlWriter {
  public:
   using Value = std::variant<int64_t, double, std::string, std::nullptr_t>;
@@ -51,17 +52,33 @@ class JsonlWriter {
 // ---------------------------------------------------------------------------------------------------
 // The curves plot: a self-contained SVG, two stacked panels sharing the step axis: training loss on top
 // (log scale when its positive values span more than 2 decades; raw points light, a moving mean dark)
-// and the validation metric below (best point marked). Written atomically (temporary file + rename).
+// with the validation loss drawn over it, and the validation metric below (best point marked). Written
+// atomically (temporary file + rename).
 struct CurvePoint {
   double step = 0, value = 0;
 };
 struct CurvesPlot {
   std::vector<CurvePoint> train;  // (step, loss); non-finite values leave a gap
   std::vector<CurvePoint> valid;  // (step, metric value)
+  std::vector<CurvePoint> valid_loss;  // (step, validation loss), drawn in the loss panel; may be empty
+  std::string valid_loss_label = "validation loss";
   std::string metric = "ic";      // a name from metric_names(), labels the lower panel and picks "best"
   std::string title = "ml-alpha training run";
   int width = 960, height = 640;
 };
 void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot);
+
+// The cumulative long-short plot (long_short.svg): one panel, x the time index, one line per target of the
+// running sum of the long-short return over the time steps that formed portfolios (docs/metrics.md).
+struct LongShortPlot {
+  struct Line {
+    std::string label;
+    std::vector<CurvePoint> points;  // (time index, cumulative long-short)
+  };
+  std::vector<Line> lines;
+  std::string title = "cumulative long-short return";
+  int width = 960, height = 420;
+};
+void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot& plot);
 
 }  // namespace mlalpha

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "model/layout.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
+#include "mlalpha/model.h"
 #include "train/folds.h"
 #include "train/report.h"
 #include "train/run_config.h"
@@ -56,8 +59,9 @@ class CreatedDirs {
   std::vector<fs::path> created_;
 };
 
-const char* const kRunFiles[] = {"metrics.jsonl",    "curves.svg",      "best.json",
-                                 "best.safetensors", "last.safetensors", "folds.csv", "folds.json"};
+const char* const kRunFiles[] = {"metrics.jsonl",    "curves.svg",       "best.json", "best.safetensors",
+                                 "last.safetensors", "folds.csv",        "folds.json", "long_short.svg",
+                                 "oos_pred.csv",     "oos_pred.npy"};
 
 // The run files in `dir` and its fold-k folders.
 std::vector<fs::path> run_files(const fs::path& dir) {
@@ -112,12 +116,8 @@ std::vector<FoldReport> earlier_folds(const fs::path& json, int first) {
     if (f.contains("test_metrics") && f["test_metrics"].is_object()) {
       const auto& m = f["test_metrics"];
       r.has_test = true;
-      Metrics& t = r.test.mean;
-      t.mse = num(m.value("mse", nlohmann::json()), NAN), t.ic = num(m.value("ic", nlohmann::json()), NAN);
-      t.rank_ic = num(m.value("rank_ic", nlohmann::json()), NAN), t.icir = num(m.value("icir", nlohmann::json()), NAN);
-      t.dir_acc = num(m.value("dir_acc", nlohmann::json()), NAN);
-      t.points = m.value("points", int64_t(0)), t.steps = m.value("steps", int64_t(0));
-      r.test.per_target = {t};
+      r.test.mean = metrics_from_json_text(m.dump());
+      r.test.per_target = {r.test.mean};
     }
     out.push_back(r);
   }
@@ -148,10 +148,18 @@ class Reporter {
   bool stop_ = false;
 };
 
-MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, int t0, int t1,
-                       const std::vector<float>* params) {
+// How the run scores predictions: run.quantiles, the periods per year, and the training-mean baseline.
+struct ScoreSpec {
+  int quantiles = 5;
+  double periods_per_year = NAN;
+  std::vector<double> train_mean;  // (K)
+};
+
+// Predictions over [t0, t1) and their metrics; the predictions (N, T, K, NaN outside) go to *pred_out.
+MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, const ScoreSpec& sc, int t0, int t1,
+                       const std::vector<float>* params, std::vector<float>* pred_out = nullptr) {
   const PredictSpec spec{tc.L, tc.burn_in, tc.B, t0, t1};
-  const std::vector<float> pred = be.predict(norm, spec, params);
+  std::vector<float> pred = be.predict(norm, spec, params);
   MetricsInput in;
   in.pred = pred;
   in.y = norm.y;
@@ -160,7 +168,12 @@ MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, in
   in.K = norm.K;
   in.t0 = t0;
   in.t1 = t1;
-  return compute_metrics(in);
+  in.quantiles = sc.quantiles;
+  in.periods_per_year = sc.periods_per_year;
+  in.train_mean = sc.train_mean;
+  MetricsResult r = compute_metrics(in);
+  if (pred_out) *pred_out = std::move(pred);
+  return r;
 }
 
 // "1.23 s": for the progress messages of long preparations.
@@ -182,7 +195,7 @@ struct FoldPlan {
 };
 
 FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan, int folds, const Checkpoint* resume,
-                      bool described, uint64_t fingerprint, Reporter& rep) {
+                      bool described, uint64_t fingerprint, Reporter& rep, std::vector<float>* test_pred) {
   const Split& split = plan.split;
   const fs::path& out = plan.dir;
   const auto t_prepare = std::chrono::steady_clock::now();
@@ -222,8 +235,17 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   rep.message(prep_note, plan.fold, start);
 
   JsonlWriter jsonl(out / "metrics.jsonl", start > 0 ? JsonlWriter::Mode::append : JsonlWriter::Mode::truncate);
+  ScoreSpec sc;
+  sc.quantiles = cfg.run.quantiles;
+  sc.periods_per_year = cfg.run.periods_per_year > 0 ? cfg.run.periods_per_year : periods_per_year(panel);
+  sc.train_mean = target_means(panel.y, panel.N, panel.T, panel.K, split.train_begin, split.train_end);
+  if (std::isnan(sc.periods_per_year))
+    rep.message("ls_sharpe is NaN: the time labels are not dates, so the periods per year are unknown "
+                "(set run.periods_per_year, e.g. 252 for trading days)",
+                plan.fold, start);
   CurvesPlot plot;
   plot.metric = cfg.run.metric;
+  plot.valid_loss_label = "validation mse";
   plot.title = "ml-alpha: " + out.string();
 
   res.best_value = higher_is_better(cfg.run.metric) ? -INFINITY : INFINITY;
@@ -238,6 +260,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
       best_params = load_checkpoint_weights((out / "best.safetensors").string(), cfg.model).params;
     }
   }
+  MetricsResult best_eval;  // the best validation of this invocation (its long-short plot when there is no test)
   int bad_evals = 0;
   int64_t reported = start;
   const int64_t eval_every = cfg.run.eval_every > 0 ? cfg.run.eval_every : cfg.train.steps;
@@ -265,12 +288,14 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
     if (eval_now) {
       Evaluation ev;
       ev.step = s;
-      ev.metrics = evaluate(*be, norm, cfg.train, split.valid_begin, split.valid_end, nullptr);
+      ev.metrics = evaluate(*be, norm, cfg.train, sc, split.valid_begin, split.valid_end, nullptr);
       ev.value = metric_by_name(ev.metrics.mean, cfg.run.metric);
       ev.best = is_improvement(cfg.run.metric, ev.value, res.best_value) || best_params.empty();
       jsonl.metrics(s, "valid", ev.metrics);
       plot.valid.push_back({double(s), ev.value});
+      plot.valid_loss.push_back({double(s), ev.metrics.mean.mse});
       if (ev.best) {
+        best_eval = ev.metrics;
         res.best_value = ev.value;
         res.best_step = s;
         bad_evals = 0;
@@ -313,10 +338,17 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   res.steps = std::min<int64_t>(s, cfg.train.steps);
   save_checkpoint((out / "last.safetensors").string(), layout, be->state(), meta);
   write_curves_svg(out / "curves.svg", plot);
+  const fs::path ls_svg = out / "long_short.svg";
+  bool wrote_ls = false;
   if (split.has_test() && !best_params.empty()) {
-    res.test = evaluate(*be, norm, cfg.train, split.test_begin, split.test_end, &best_params);
+    res.test = evaluate(*be, norm, cfg.train, sc, split.test_begin, split.test_end, &best_params, test_pred);
     res.has_test = true;
     jsonl.metrics(res.best_step, "test", res.test);
+    write_long_short_plot(ls_svg.string(), res.test, panel, "test, best checkpoint (step " + std::to_string(res.best_step) + "),");
+    wrote_ls = true;
+  } else if (!best_eval.portfolios.empty()) {
+    write_long_short_plot(ls_svg.string(), best_eval, panel, "validation, best step " + std::to_string(res.best_step) + ",");
+    wrote_ls = true;
   }
   RunEvent e;
   e.kind = RunEvent::Kind::fold_end;
@@ -325,6 +357,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   e.step = res.steps;
   e.split = split;
   e.message = "wrote " + (out / "metrics.jsonl").string() + ", " + (out / "curves.svg").string() + ", " +
+              (wrote_ls ? ls_svg.string() + ", " : std::string()) +
               (best_params.empty() ? std::string() : (out / "best.safetensors").string() + ", ") +
               (out / "last.safetensors").string() +
               (best_params.empty() ? " (no validation ran, so there is no best checkpoint)" : "");
@@ -335,6 +368,67 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
 bool is_processing_key(const std::string& key) {
   return key == "data.feature_norm" || key == "data.robust_clip" || key == "data.target_norm" || key == "data.nan_fill";
 }
+// The pooled out-of-sample predictions of a walk-forward run: each fold's test block, predicted by that
+// fold's best weights, copied into one (N, T, K) array; the fold of each time step is remembered.
+class OosPool {
+ public:
+  OosPool(const Panel& p, const RunConfig& cfg)
+      : p_(p), cfg_(cfg), pred_(size_t(p.N) * p.T * p.K, NAN), fold_(size_t(p.T), -1), base_(size_t(p.T) * p.K, NAN) {}
+  // pred (N, T, K): the fold's predictions, used over its test block.
+  void add(const FoldPlan& plan, const std::vector<float>& pred) {
+    const Split& s = plan.split;
+    const std::vector<double> mean = target_means(p_.y, p_.N, p_.T, p_.K, s.train_begin, s.train_end);
+    for (int t = s.test_begin; t < s.test_end; ++t) {
+      fold_[size_t(t)] = plan.fold;
+      for (int k = 0; k < p_.K; ++k) base_[size_t(t) * p_.K + k] = mean[size_t(k)];
+      for (int i = 0; i < p_.N; ++i)
+        for (int k = 0; k < p_.K; ++k) {
+          const size_t at = (size_t(i) * p_.T + t) * p_.K + k;
+          pred_[at] = pred[at];
+        }
+    }
+    t0_ = std::min(t0_, s.test_begin);
+    t1_ = std::max(t1_, s.test_end);
+  }
+  bool any() const { return t0_ < t1_; }
+  // Writes <prefix>.csv / .npy and scores the pooled predictions; mse_mean uses each time step's own
+  // fold's training mean.
+  OosSummary write(const fs::path& prefix) const {
+    const PredictionFiles f = write_predictions(prefix.string(), p_, pred_, {t0_, t1_}, fold_);
+    OosSummary o;
+    o.file = f.csv;
+    ScoreOptions so;
+    so.quantiles = cfg_.run.quantiles;
+    so.periods_per_year = cfg_.run.periods_per_year;
+    o.metrics = score(pred_, p_, {t0_, t1_}, so);
+    for (int k = 0; k < p_.K; ++k) {  // the training-mean baseline, fold by fold
+      double ss = 0;
+      int64_t n = 0;
+      for (int i = 0; i < p_.N; ++i)
+        for (int t = t0_; t < t1_; ++t) {
+          const size_t at = (size_t(i) * p_.T + t) * p_.K + k;
+          const double y = p_.y[at], b = base_[size_t(t) * p_.K + k];
+          if (std::isnan(pred_[at]) || std::isnan(y) || std::isnan(b)) continue;
+          ss += (b - y) * (b - y), ++n;
+        }
+      o.metrics.per_target[size_t(k)].mse_mean = n ? ss / double(n) : NAN;
+    }
+    double s = 0;
+    int n = 0;
+    for (const Metrics& m : o.metrics.per_target)
+      if (!std::isnan(m.mse_mean)) s += m.mse_mean, ++n;
+    o.metrics.mean.mse_mean = n ? s / n : NAN;
+    return o;
+  }
+
+ private:
+  const Panel& p_;
+  const RunConfig& cfg_;
+  std::vector<float> pred_;  // (N, T, K)
+  std::vector<int> fold_;    // (T): the fold whose test block holds t; -1 outside every test block
+  std::vector<double> base_;  // (T, K): that fold's training mean
+  int t0_ = INT_MAX, t1_ = 0;  // the pooled range [first test step, last test end)
+};
 
 // Train settings a resume may change when the caller sets them explicitly; the rest must match.
 const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr_ratio", "train.warmup",
@@ -471,14 +565,34 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   CreatedDirs dirs;
   dirs.create(out);
   std::vector<FoldReport> summary = folds > 1 ? earlier_folds(out / "folds.json", first_fold) : std::vector<FoldReport>{};
+  // The pooled predictions are scored against the processed targets, as each fold's test is; per-date
+  // target processing does not depend on the fold, so any fold's preparation gives them.
+  const Panel processed = cfg.data.target_norm == "none" ? Panel{} : prepared(panel, cfg.data, plans[0].stats);
+  OosPool oos(cfg.data.target_norm == "none" ? panel : processed, cfg);
+  for (const FoldReport& r : summary)  // folds an earlier invocation finished: their best checkpoints predict again
+    if (r.has_test && fs::exists(plans[r.fold].dir / "best.safetensors"))
+      oos.add(plans[r.fold], Model::load((plans[r.fold].dir / "best.safetensors").string())
+                                 .predict(panel, {plans[r.fold].split.test_begin, plans[r.fold].split.test_end},
+                                          cfg.run.device, cfg.run.tf32));
   for (int f = first_fold; f < folds; ++f) {
     dirs.create(plans[f].dir);
+    std::vector<float> test_pred;
     result.folds.push_back(train_fold(cfg, panel, plans[f], folds, f == first_fold ? resume.get() : nullptr,
-                                     options.panel_from_config, fingerprint, rep));
+                                     options.panel_from_config, fingerprint, rep, &test_pred));
     if (folds > 1) {  // after every fold, so an interrupted walk-forward keeps what it finished
       summary.push_back(report_of(result.folds.back()));
+      if (result.folds.back().has_test) oos.add(plans[f], test_pred);
       write_folds_csv(out / "folds.csv", summary, panel.times, cfg.run.metric);
-      write_folds_json(out / "folds.json", summary, panel.times, cfg.run.metric);
+      OosSummary pooled;
+      if (oos.any()) {
+        pooled = oos.write(out / "oos_pred");
+        result.has_oos = true;
+        result.oos = pooled.metrics;
+        result.oos_file = pooled.file;
+      }
+      write_folds_json(out / "folds.json", summary, panel.times, cfg.run.metric, oos.any() ? &pooled : nullptr);
+      result.fold_test_mean = mean_test_metrics(summary);
+      result.fold_test_std = std_test_metrics(summary);
     }
     if (result.folds.back().stopped || rep.stop_requested()) {
       result.stopped = true;

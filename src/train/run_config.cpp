@@ -147,6 +147,11 @@ class Section {
       fail(n, key, "value " + shortest(*v) + " is out of range for a 32-bit float");
     out = float(*v);
   }
+  void convert(const toml::node& n, const char* key, double& out) {
+    auto v = n.value<double>();  // integers are accepted where a number is expected
+    if (!v) fail(n, key, "expected a number");
+    out = *v;
+  }
   void convert(const toml::node& n, const char* key, std::vector<std::string>& out) {
     const toml::array* a = n.as_array();
     if (!a) fail(n, key, "expected an array of strings");
@@ -369,6 +374,8 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   r.get("metric", c.run.metric);
   r.get("patience", c.run.patience);
   r.get("stop_after", c.run.stop_after);
+  r.get("quantiles", c.run.quantiles);
+  r.get("periods_per_year", c.run.periods_per_year);
   r.check_unknown();
   return c;
 }
@@ -456,10 +463,17 @@ void RunConfig::validate() const {
   require(run.patience >= 0, "run.patience must be >= 0, got " + std::to_string(run.patience));
   require(run.stop_after >= 0, "run.stop_after must be >= 0, got " + std::to_string(run.stop_after));
   require(!run.out_dir.empty(), "run.out_dir must not be empty");
+  require(run.quantiles >= 2, "run.quantiles must be >= 2 (the long-short return is the top minus the bottom group), got " +
+                                  std::to_string(run.quantiles));
+  require(std::isfinite(run.periods_per_year) && run.periods_per_year >= 0,
+          "run.periods_per_year must be a finite number >= 0 (0: from the time axis), got " +
+              std::to_string(run.periods_per_year));
   {
-    const auto& names = metric_names();
+    std::vector<std::string> names = metric_names();
+    for (const std::string& q : quantile_names(run.quantiles)) names.push_back(q);
     std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& n : metric_names()) list += (list.empty() ? "" : ", ") + n;
+    list += ", q1 .. q" + std::to_string(run.quantiles);
     require(std::find(names.begin(), names.end(), run.metric) != names.end(),
             "run.metric must be one of " + list + ", got '" + run.metric + "'");
   }

@@ -110,6 +110,8 @@ toml::table to_table(const RunConfig& c) {
   run.insert_or_assign("metric", c.run.metric);
   run.insert_or_assign("patience", c.run.patience);
   run.insert_or_assign("stop_after", c.run.stop_after);
+  run.insert_or_assign("quantiles", c.run.quantiles);
+  run.insert_or_assign("periods_per_year", c.run.periods_per_year);
   toml::table root;
   root.insert_or_assign("data", std::move(data));
   root.insert_or_assign("split", std::move(split));

@@ -82,7 +82,7 @@ TEST_F(Cli, SynthTrainEvalPredictOnNpy) {
   std::ifstream csv(p("pred.csv"));
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "time,instrument,pred_0,target_0");
+  EXPECT_EQ(header, "time,instrument,observed,pred_0,target_0");
 }
 
 TEST_F(Cli, ResumeIsBitExact) {
@@ -141,7 +141,8 @@ TEST_F(Cli, AnExistingRunIsNeverLost) {
   // A bad setting fails before any output is opened: metrics.jsonl keeps every byte.
   Result r = run(std::string(kSmall) + "--steps 20 --metric sharpe -o " + p("run"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("run.metric must be one of mse, ic, rank_ic, icir, dir_acc, got 'sharpe'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run.metric must be one of mse, ic, rank_ic, icir, dir_acc, ls_mean, ls_std, ls_sharpe, turnover, "
+                       "mse_zero, mse_mean, q1 .. q5, got 'sharpe'"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(p("run/metrics.jsonl")), jsonl);
   // A valid run into the same folder is refused unless told to overwrite or resume.
   r = run(std::string(kSmall) + "--steps 20 -o " + p("run"));
@@ -215,6 +216,45 @@ TEST_F(Cli, EvalAndPredictKeepTheTrainingsProcessing) {
     EXPECT_NEAR(std::abs(std::abs(target) - 2.0 / 3) - 1.0 / 3, 0.0, 1e-6) << line;
   }
   EXPECT_GT(rows, 0);
+}
+
+TEST_F(Cli, EvalWarnsWhenTheRangeOverlapsTheTrainingRange) {
+  ASSERT_EQ(run(std::string(kSmall) + "--steps 20 --eval-every 10 --timesteps 400 -o " + p("run")).code, 0);
+  Result r = run("eval --device cpu --checkpoint " + p("run/best.safetensors") + " --split train");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: the evaluated train range [0, 280) overlaps the checkpoint's training range [0, 280) "
+                       "in 280 time steps"),
+            std::string::npos)
+      << r.out;
+  // A split that moves valid_end into the training range of the checkpoint: the overlap is named.
+  r = run("eval --device cpu --checkpoint " + p("run/best.safetensors") + " --split valid --set split.train_end=0.5");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: the evaluated valid range [200, 340) overlaps the checkpoint's training range [0, 280) "
+                       "in 80 time steps"),
+            std::string::npos)
+      << r.out;
+  r = run("eval --device cpu --checkpoint " + p("run/best.safetensors") + " --split test");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+  // The portfolio table and the notes on what is undefined here (synthetic times are not dates).
+  EXPECT_NE(r.out.find("| target | q1 | q2 | q3 | q4 | q5 | ls_mean | ls_std | ls_sharpe | turnover | dates |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ls_sharpe is NaN: the time labels are not dates"), std::string::npos) << r.out;
+  r = run("eval --device cpu --checkpoint " + p("run/best.safetensors") +
+          " --split test --set run.periods_per_year=252 --set run.quantiles=3 --long-short-svg " + p("ls.svg"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(fs::exists(p("ls.svg"))) << r.out;
+  std::ifstream svg(p("ls.svg"));
+  std::stringstream ss;
+  ss << svg.rdbuf();
+  EXPECT_NE(ss.str().find("cumulative long-short (top − bottom of 3 quantiles), test"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("<path d='"), std::string::npos);  // 4 instruments, 3 quantiles: every date forms portfolios
+  EXPECT_EQ(r.out.find("ls_sharpe is NaN"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| target | q1 | q2 | q3 | ls_mean |"), std::string::npos) << r.out;
+  r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("pred"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: the predicted all range [0, 400) overlaps"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, SigtermSavesTheLastCheckpoint) {

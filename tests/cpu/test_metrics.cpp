@@ -248,7 +248,7 @@ TEST(MetricNames, LookupDirectionAndImprovement) {
   EXPECT_EQ(metric_by_name(m, "rank_ic"), 0.2);
   EXPECT_EQ(metric_by_name(m, "icir"), 0.3);
   EXPECT_EQ(metric_by_name(m, "dir_acc"), 0.6);
-  EXPECT_EQ(metric_names().size(), 5u);
+  EXPECT_EQ(metric_names().size(), 11u);
   EXPECT_FALSE(higher_is_better("mse"));
   EXPECT_TRUE(higher_is_better("ic"));
   EXPECT_TRUE(higher_is_better("dir_acc"));
@@ -256,7 +256,8 @@ TEST(MetricNames, LookupDirectionAndImprovement) {
     higher_is_better("IC ");
     ADD_FAILURE() << "unknown metric accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown metric 'IC '; expected one of: mse, ic, rank_ic, icir, dir_acc");
+    EXPECT_STREQ(e.what(), "unknown metric 'IC '; expected one of: mse, ic, rank_ic, icir, dir_acc, ls_mean, ls_std, "
+                           "ls_sharpe, turnover, mse_zero, mse_mean, q1 .. qQ (quantile means)");
   }
   EXPECT_THROW(metric_by_name(m, "sharpe"), Error);
   const double nan = std::numeric_limits<double>::quiet_NaN();

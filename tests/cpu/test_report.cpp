@@ -44,6 +44,8 @@ size_t count(const std::string& s, const std::string& needle) {
 Metrics sample_metrics() {
   Metrics m;
   m.mse = 0.98765, m.ic = 0.0456, m.rank_ic = 0.0412, m.icir = 0.61, m.dir_acc = 0.5213;
+  m.ls_mean = 0.0021, m.ls_std = 0.0105, m.ls_sharpe = 3.1746, m.turnover = 0.4125, m.mse_zero = 1.0123,
+  m.mse_mean = 1.0009;
   m.points = 51200, m.steps = 200;
   return m;
 }
@@ -68,7 +70,8 @@ TEST(Progress, PlainModeLogsEveryNStepsWithMeanLossRateAndEta) {
   // Mean of losses 1..5 = 3; 5 steps left at 2 steps/s.
   EXPECT_EQ(lines[0], "step 5/10  loss 3  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:03");
   EXPECT_EQ(lines[1],
-            "valid step 5  mse 0.98765  ic 0.0456  rank_ic 0.0412  icir 0.6100  dir_acc 0.5213  (51200 points, "
+            "valid step 5  mse 0.98765  ic 0.0456  rank_ic 0.0412  icir 0.6100  dir_acc 0.5213  ls_mean 0.0021  "
+            "ls_std 0.0105  ls_sharpe 3.1746  turnover 0.4125  mse_zero 1.0123  mse_mean 1.0009  (51200 points, "
             "200 steps)  best ic");
   EXPECT_EQ(lines[2], "step 10/10  loss 8  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:00");
   EXPECT_EQ(lines[3], "early stopping: no improvement");
@@ -294,6 +297,38 @@ TEST(CurvesSvg, LinearScaleForANarrowRangeAndDecimationOfLongRuns) {
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"c.svg"});
 }
 
+TEST(CurvesSvg, ValidationLossSharesTheLossPanel) {
+  TempDir dir;
+  const fs::path path = dir.path / "curves.svg";
+  CurvesPlot plot = sample_plot(20, 1.0);
+  plot.valid_loss = {{5, 0.9}, {10, 0.8}, {15, 0.85}};
+  plot.valid_loss_label = "validation mse";
+  write_curves_svg(path, plot);
+  const std::string svg = read_bytes(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count(svg, "<path d='"), 3u);  // loss, validation loss, validation metric
+  EXPECT_NE(svg.find("stroke='#ff7f0e'"), std::string::npos);
+  EXPECT_NE(svg.find("validation mse"), std::string::npos);
+}
+
+TEST(LongShortSvg, OneLinePerTargetAndEmptyIsReadable) {
+  TempDir dir;
+  const fs::path path = dir.path / "long_short.svg";
+  LongShortPlot plot;
+  plot.title = "cumulative long-short, test [10, 14)";
+  plot.lines = {{"ret_1d", {{10, 0.5}, {11, 0.25}, {13, 1.0}}}, {"ret_5d", {{10, -0.5}, {12, 0.0}}}};
+  write_long_short_svg(path, plot);
+  std::string svg = read_bytes(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count(svg, "<path d='"), 2u);
+  EXPECT_NE(svg.find("ret_1d"), std::string::npos);
+  EXPECT_NE(svg.find("ret_5d"), std::string::npos);
+  EXPECT_NE(svg.find("time index"), std::string::npos);
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"long_short.svg"});
+  write_long_short_svg(path, LongShortPlot{});
+  EXPECT_EQ(count(read_bytes(path), "no data"), 1u);
+}
+
 TEST(CurvesSvg, FailureLeavesNothingBehind) {
   TempDir dir;
   EXPECT_THROW(write_curves_svg(dir.path / "missing_dir" / "c.svg", sample_plot(10, 1)), Error);
@@ -319,6 +354,8 @@ std::vector<FoldReport> sample_folds() {
   f[0].has_test = true;
   Metrics a;
   a.mse = 0.5, a.ic = 0.25, a.rank_ic = kNaN, a.icir = -1.5, a.dir_acc = 0.75, a.points = 40, a.steps = 2;
+  a.ls_mean = 0.25, a.ls_std = 0.5, a.ls_sharpe = kNaN, a.turnover = 0.125, a.mse_zero = 1, a.mse_mean = 0.875;
+  a.quantile_means = {-0.125, 0.125};
   Metrics b = a;
   b.ic = 0.75, b.points = 60;
   f[0].test.per_target = {a, b};
@@ -342,14 +379,15 @@ TEST(Folds, CsvHasOneRowPerFoldWithRangesTimesAndTestMetrics) {
   EXPECT_EQ(lines[0],
             "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,train_first_time,train_last_time,"
             "valid_first_time,valid_last_time,test_first_time,test_last_time,steps,best_step,metric,best_value,"
-            "test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_points");
-  EXPECT_EQ(lines[1], "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,100");
-  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,");
+            "test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_ls_mean,test_ls_std,test_ls_sharpe,"
+            "test_turnover,test_mse_zero,test_mse_mean,test_points");
+  EXPECT_EQ(lines[1], "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,0.25,0.5,,0.125,1,0.875,100");
+  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,,,,,,,");
   EXPECT_EQ(tmp.listing(), std::vector<std::string>{"folds.csv"});  // written atomically, no temporary left
 
   // Without time labels the time cells are empty.
   write_folds_csv(path, sample_folds(), {}, "mse");
-  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,");
+  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,,,,,,,");
 }
 
 TEST(Folds, JsonHoldsPerTargetMetricsAndTheMeanOverFolds) {
@@ -393,6 +431,22 @@ TEST(Folds, JsonHoldsPerTargetMetricsAndTheMeanOverFolds) {
   EXPECT_EQ(m.points, 107);
   EXPECT_EQ(m.steps, 3);
   EXPECT_TRUE(std::isnan(mean_test_metrics({}).ic));
+  // The sample std over the folds: mse 0.5 and 1.5 → 1/√2; icir has one finite value → NaN.
+  const Metrics sd = std_test_metrics(f);
+  EXPECT_DOUBLE_EQ(sd.mse, std::sqrt(0.5));
+  EXPECT_DOUBLE_EQ(sd.ic, std::sqrt(0.5) * 0.75);
+  EXPECT_TRUE(std::isnan(sd.icir));
+  EXPECT_EQ(sd.points, 107);
+  // The quantile means, turnover and the rest of the metrics survive the JSON round trip.
+  write_folds_json(path, f, sample_times(), "ic");
+  const auto j2 = nlohmann::json::parse(read_bytes(path));
+  const Metrics back = metrics_from_json_text(j2["folds"][0]["test_metrics"].dump());
+  EXPECT_EQ(back.quantile_means, (std::vector<double>{-0.125, 0.125}));
+  EXPECT_EQ(back.turnover, 0.125);
+  EXPECT_EQ(back.mse_mean, 0.875);
+  EXPECT_TRUE(std::isnan(back.ls_sharpe));
+  EXPECT_EQ(j2["std_test_metrics"]["mse"], std::sqrt(0.5));
+  EXPECT_FALSE(j2.contains("oos_metrics"));
 }
 
 TEST(Folds, NumberingHeadingsAndBadInputs) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -126,6 +128,138 @@ TEST_F(Run, WalkForwardWritesOneSummaryNumberedFromZero) {
   EXPECT_TRUE(fs::exists(dir_ / "wf/folds.json"));
 }
 
+// The rows of a CSV file split at commas (no quoting in these files), header first.
+std::vector<std::vector<std::string>> read_csv_rows(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+TEST_F(Run, WalkForwardPoolsOutOfSamplePredictionsFoldByFold) {
+  const RunResult r = run_training(config("oos", {"split.walk_forward_folds=3", "split.walk_forward_train_size=60",
+                                                   "train.steps=10", "run.eval_every=5", "run.quantiles=2"}));
+  ASSERT_EQ(r.folds.size(), 3u);
+  ASSERT_TRUE(r.has_oos);
+  const auto rows = read_csv_rows(dir_ / "oos/oos_pred.csv");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"time", "instrument", "fold", "observed", "pred_0", "target_0"}));
+  // Each fold's best checkpoint predicts its own test block again; the pooled file holds exactly those
+  // numbers, every (test time, instrument) once.
+  const Model m0 = Model::load(r.folds[0].dir + "/best.safetensors");
+  const Panel panel = load_panel(m0.data_config());
+  std::map<std::pair<int, int>, float> want;  // (time, instrument) → prediction
+  std::map<int, int> fold_of;
+  for (const FoldResult& f : r.folds) {
+    const TimeRange test{f.split.test_begin, f.split.test_end};
+    const std::vector<float> pred = Model::load(f.dir + "/best.safetensors").predict(panel, test, "cpu");
+    for (int t = test.t0; t < test.t1; ++t) {
+      fold_of[t] = f.fold;
+      for (int i = 0; i < panel.N; ++i) want[{t, i}] = pred[size_t(i) * panel.T + t];
+    }
+  }
+  std::map<std::pair<int, int>, int> seen;
+  for (size_t k = 1; k < rows.size(); ++k) {
+    ASSERT_EQ(rows[k].size(), 6u);
+    const int t = std::stoi(rows[k][0]), i = std::stoi(rows[k][1]);
+    ++seen[{t, i}];
+    ASSERT_TRUE(want.count({t, i})) << "time " << t << " is in no test block";
+    EXPECT_EQ(std::stoi(rows[k][2]), fold_of[t]);
+    EXPECT_EQ(rows[k][3], "1");
+    const float got = std::strtof(rows[k][4].c_str(), nullptr);
+    EXPECT_EQ(std::memcmp(&got, &want[{t, i}], sizeof got), 0) << rows[k][4];  // shortest text, same bits
+  }
+  EXPECT_EQ(seen.size(), want.size());
+  for (const auto& [key, n] : seen) EXPECT_EQ(n, 1);
+  // The pooled metrics are those of the pooled predictions; the fold summary is in folds.json.
+  std::vector<float> pooled(panel.y.size(), std::nanf(""));
+  for (const auto& [key, v] : want) pooled[size_t(key.second) * panel.T + key.first] = v;
+  ScoreOptions so;
+  so.quantiles = 2;
+  const MetricsResult direct = score(pooled, panel, {r.folds.front().split.test_begin, r.folds.back().split.test_end}, so);
+  EXPECT_DOUBLE_EQ(r.oos.mean.mse, direct.mean.mse);
+  EXPECT_DOUBLE_EQ(r.oos.mean.ls_mean, direct.mean.ls_mean);
+  EXPECT_DOUBLE_EQ(r.oos.mean.mse_zero, direct.mean.mse_zero);
+  EXPECT_TRUE(std::isfinite(r.oos.mean.mse_mean));
+  std::ifstream js(dir_ / "oos/folds.json");
+  std::stringstream ss;
+  ss << js.rdbuf();
+  EXPECT_NE(ss.str().find("\"oos_pred\": \"oos_pred.csv\""), std::string::npos);
+  EXPECT_NE(ss.str().find("\"std_test_metrics\""), std::string::npos);
+  EXPECT_NE(ss.str().find("\"oos_metrics\""), std::string::npos);
+  double mse_sum = 0;
+  for (const FoldResult& f : r.folds) mse_sum += f.test.mean.mse;
+  EXPECT_DOUBLE_EQ(r.fold_test_mean.mse, mse_sum / 3);
+  EXPECT_TRUE(fs::exists(dir_ / "oos/fold-2/long_short.svg"));
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_F(Run, AResumedWalkForwardPoolsTheEarlierFoldsAgain) {
+  const std::vector<std::string> wf = {"split.walk_forward_folds=3", "split.walk_forward_train_size=60", "train.steps=10",
+                                       "run.eval_every=5", "train.log_every=1"};
+  run_training(config("straight", wf));
+  // Stopped at the first step of fold 1: fold 0 is finished, fold 1 continues from its last checkpoint.
+  RunOptions stop;
+  stop.callback = [](const RunEvent& e) { return !(e.kind == RunEvent::Kind::log && e.fold == 1); };
+  const RunResult first = run_training(config("split", wf), stop);
+  ASSERT_TRUE(first.stopped);
+  ASSERT_EQ(first.folds.size(), 2u);
+  RunOptions resume;
+  resume.resume = (dir_ / "split/fold-1/last.safetensors").string();
+  const RunResult rest = run_training(config("split", wf), resume);
+  ASSERT_EQ(rest.folds.size(), 2u);  // folds 1 and 2; fold 0 came from folds.json and its best checkpoint
+  ASSERT_TRUE(rest.has_oos);
+  const std::string a = file_text(dir_ / "straight/oos_pred.csv"), b = file_text(dir_ / "split/oos_pred.csv");
+  EXPECT_GT(a.size(), 100u);
+  EXPECT_EQ(a, b) << "the resumed walk-forward pooled different out-of-sample predictions";
+}
+
+TEST(Predictions, ObservedColumnAndShortestFloatsRoundTrip) {
+  // N = 2, T = 3, F = 2, K = 1. (i1, t1) is a missing row (all NaN); (i0, t2) has a NaN target only.
+  Panel p;
+  p.N = 2, p.T = 3, p.F = 2, p.K = 1;
+  const float nan = std::nanf("");
+  p.x = {1, 2, 3, 4, 5, 6, 7, 8, nan, nan, 9, 10};
+  p.y = {0.5f, -1, nan, 2, nan, 3};
+  const std::vector<float> pred{0.1f, 1.0f / 3, -2.5e-7f, 123456.79f, 0.7f, std::nextafter(1.0f, 2.0f)};
+  const fs::path dir = fs::temp_directory_path() / ("mlalpha_pred_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  const PredictionFiles f = write_predictions((dir / "pred").string(), p, pred, {0, 3});
+  EXPECT_EQ(f.rows, 6u);
+  const auto rows = read_csv_rows(dir / "pred.csv");
+  fs::remove_all(dir);
+  ASSERT_EQ(rows.size(), 7u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"time", "instrument", "observed", "pred_0", "target_0"}));
+  // Time-major: t0 i0, t0 i1, t1 i0, t1 i1, t2 i0, t2 i1.
+  const int inst[6] = {0, 1, 0, 1, 0, 1}, time[6] = {0, 0, 1, 1, 2, 2};
+  const char* observed[6] = {"1", "1", "1", "0", "1", "1"};
+  for (int r = 0; r < 6; ++r) {
+    const size_t at = size_t(inst[r]) * 3 + time[r];
+    EXPECT_EQ(rows[r + 1][2], observed[r]) << r;
+    const float back = std::strtof(rows[r + 1][3].c_str(), nullptr);
+    EXPECT_EQ(std::memcmp(&back, &pred[at], sizeof back), 0) << rows[r + 1][3];
+    if (std::isnan(p.y[at])) {
+      EXPECT_EQ(rows[r + 1][4], "") << r;
+    } else {
+      const float y = std::strtof(rows[r + 1][4].c_str(), nullptr);
+      EXPECT_EQ(y, p.y[at]);
+    }
+  }
+  EXPECT_EQ(rows[1][3], "0.1");  // the shortest form, not 0.100000001
+}
+
 TEST_F(Run, APanelBuiltInMemoryIsRecordedByItsFingerprintOnly) {
   RunConfig c = config("mem", {"train.steps=10", "run.eval_every=0"});
   Panel p = load_panel(c.data);
@@ -194,6 +328,27 @@ TEST(RunConfigChecks, NumbersInMessagesAreAsWritten) {
             std::string::npos);
   // A recorded float reads back as written (a resume names 0.1, not 0.10000000149011612).
   EXPECT_NE(to_toml(parse_run_config("", "t", {"data.noise=0.1"}), {"data"}).find("noise = 0.1\n"), std::string::npos);
+}
+
+TEST(RunConfigChecks, PortfolioSettings) {
+  const RunConfig c = parse_run_config("[run]\nquantiles = 10\nperiods_per_year = 252\nmetric = \"q10\"\n", "t");
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.run.quantiles, 10);
+  EXPECT_EQ(c.run.periods_per_year, 252.0);
+  const RunConfig back = parse_run_config(to_toml(c, {"run"}), "round trip");
+  EXPECT_EQ(back.run.quantiles, 10);
+  EXPECT_EQ(back.run.periods_per_year, 252.0);
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.quantiles=1"}).validate(); }).find("run.quantiles must be >= 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.periods_per_year=-1"}).validate(); })
+                .find("run.periods_per_year must be a finite number >= 0"),
+            std::string::npos);
+  // q6 does not exist with the default 5 quantiles; ls_sharpe drives early stopping like any metric.
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.metric=\"q6\""}).validate(); }).find("q1 .. q5, got 'q6'"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse_run_config("", "t", {"run.metric=\"ls_sharpe\""}).validate());
+  EXPECT_NE(error_of([] { parse_run_config("", "t", {"run.periods_per_year=\"daily\""}); }).find("expected a number"),
+            std::string::npos);
 }
 
 TEST(RunConfigText, RoundTripsThroughToml) {
