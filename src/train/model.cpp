@@ -114,7 +114,7 @@ std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::
   const Panel norm = normalized(raw, impl_->meta.stats);
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
-  return predict_with(device, tf32, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.B, range.t0, range.t1});
+  return predict_with(device, tf32, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.windows_per_step(norm.N), range.t0, range.t1});
 }
 
 MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {

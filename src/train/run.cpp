@@ -149,7 +149,7 @@ class Reporter {
 
 MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, int t0, int t1,
                        const std::vector<float>* params) {
-  const PredictSpec spec{tc.L, tc.burn_in, tc.B, t0, t1};
+  const PredictSpec spec{tc.L, tc.burn_in, tc.windows_per_step(norm.N), t0, t1};
   const std::vector<float> pred = be.predict(norm, spec, params);
   MetricsInput in;
   in.pred = pred;

@@ -142,7 +142,7 @@ TEST(TrainMemory, EstimateCountsTheBuffers) {
   const MemoryEstimate g2 = estimate_gpu_training(s.mc, twice, s.data.N, s.data.T, 1024);
   EXPECT_GT(g2.activations, 1.9 * g.activations);
   EXPECT_LT(g2.activations, 2.1 * g.activations);
-  const MemoryEstimate c = estimate_cpu_training(s.mc, s.tc);
+  const MemoryEstimate c = estimate_cpu_training(s.mc, s.tc, s.data.N);
   EXPECT_EQ(c.params, g.params);
   EXPECT_EQ(c.dataset, 0.0);  // the CPU trainer reads the panel in place
 }
