@@ -5,15 +5,16 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "core/device_buffer.h"
 
 namespace mlalpha::test {
 
-inline DeviceBuffer<float> to_device(const std::vector<float>& h) {
+inline DeviceBuffer<float> to_device(std::span<const float> h) {
   DeviceBuffer<float> d(h.size());
-  d.upload(h);
+  d.upload(h.data(), h.size());
   return d;
 }
 

@@ -36,7 +36,12 @@ struct ModelConfig {
   void validate() const;
 };
 
-enum class LossKind { MSE, Huber };
+// ic: minus the mean cross-sectional Pearson correlation of prediction and target (docs/config.md);
+// it needs train.batch = "time".
+enum class LossKind { MSE, Huber, IC };
+// train.batch: an integer (windows of random instruments at random times) or "time" (cross-sections:
+// train.dates end dates per step, each with the windows of min(N, train.instruments) instruments ending there).
+enum class BatchMode { Windows, Time };
 enum class Schedule { Cosine, Constant };
 
 // The largest train.steps accepted: far beyond any run, and small enough that step counters and the
@@ -44,7 +49,10 @@ enum class Schedule { Cosine, Constant };
 constexpr int64_t kMaxSteps = int64_t(1) << 40;
 
 struct TrainConfig {
-  int B = 16;             // train.batch: windows per batch
+  int B = 16;             // train.batch (an integer): windows per batch, batch_mode Windows
+  BatchMode batch_mode = BatchMode::Windows;  // train.batch = "time": BatchMode::Time
+  int dates = 4;          // train.dates: cross-sections (end dates) per batch, batch_mode Time
+  int instruments = 0;    // train.instruments: instruments per cross-section, 0 = all N; batch_mode Time
   int L = 64;             // train.seq_len: window length
   int64_t steps = 300;
   float lr = 1e-3f;
@@ -60,10 +68,16 @@ struct TrainConfig {
   uint64_t seed = 1;
   int64_t log_every = 25;
   void validate() const;
+  // Windows per cross-section for a panel of N instruments: min(N, instruments) (N when 0) in time mode,
+  // 0 in windows mode (no cross-section).
+  int cross_section(int N) const;
+  // The batch B of a step on a panel of N instruments: train.batch, or train.dates × cross_section(N).
+  int windows_per_step(int N) const;
 };
 
 std::string to_string(LossKind k);
 std::string to_string(Schedule s);
+std::string to_string(BatchMode m);  // "windows" | "time"
 LossKind parse_loss(const std::string& s);
 Schedule parse_schedule(const std::string& s);
 

@@ -38,6 +38,13 @@ const CLI::Validator kInteger(
       return "";
     },
     "INT");
+// train.batch: an integer, or "time" for cross-sectional batches (docs/config.md).
+const CLI::Validator kBatch(
+    [](std::string& s) -> std::string {
+      if (s == "time" || kInteger(s).empty()) return "";
+      return "'" + s + "' is neither an integer (windows per step) nor 'time' (cross-sectional batches)";
+    },
+    "INT|time");
 
 struct Flags {
   Flag<Int> steps{"train.steps", {}}, batch{"train.batch", {}}, seq_len{"train.seq_len", {}},
@@ -56,24 +63,27 @@ struct Flags {
   static void add(CLI::App& c, const char* name, Flag<T>& f, const char* help) {
     c.add_option(name, f.value, std::string(help) + " (" + f.key + ")");
   }
-  static void add(CLI::App& c, const char* name, Flag<Int>& f, const char* help) {
+  // An integer option; `check` replaces the integer check where other forms are accepted (train.batch).
+  static void add(CLI::App& c, const char* name, Flag<Int>& f, const char* help,
+                  const CLI::Validator& check = kInteger) {
     c.add_option_function<std::string>(name, [&f](const std::string& v) { f.value = Int{v}; },
                                        std::string(help) + " (" + f.key + ")")
-        ->check(kInteger);
+        ->check(check);
   }
   void add_all(CLI::App& c, bool training) {
     add(c, "--device", device, "auto | cpu | gpu");
     c.add_flag("--tf32", tf32, "GPU matrix products (GEMMs and the SSD's chunk products) in tf32 on the tensor cores (run.tf32)");
     if (!training) return;
     add(c, "--steps", steps, "optimizer steps");
-    add(c, "--batch,-B", batch, "windows per step");
+    add(c, "--batch,-B", batch, "windows per step, or 'time': train.dates cross-sections of train.instruments instruments",
+        kBatch);
     add(c, "--seq-len,-L", seq_len, "window length");
     add(c, "--lr", lr, "peak learning rate");
     add(c, "--warmup", warmup, "linear warm-up steps");
     add(c, "--schedule", schedule, "cosine | constant");
     add(c, "--weight-decay", weight_decay, "AdamW decoupled weight decay");
     add(c, "--clip", clip, "global gradient-norm clip, <= 0 disables");
-    add(c, "--loss", loss, "mse | huber");
+    add(c, "--loss", loss, "mse | huber | ic (ic needs --batch time)");
     add(c, "--burn-in", burn_in, "leading positions of each window left out of the loss");
     add(c, "--seed", seed, "initialisation and sampling seed");
     add(c, "--log-every", log_every, "log interval in steps");

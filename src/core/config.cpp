@@ -83,15 +83,33 @@ void TrainConfig::validate() const {
   require(burn_in >= 0 && burn_in < L, "train.burn_in must be in [0, train.seq_len) = [0, " + std::to_string(L) + "), got " +
                                            std::to_string(burn_in));
   positive("train.log_every", log_every);
+  positive("train.dates", dates);
+  require(instruments >= 0, "train.instruments must be >= 0 (0 = every instrument), got " + std::to_string(instruments));
+  require(loss != LossKind::IC || batch_mode == BatchMode::Time,
+          "train.loss = 'ic' correlates predictions across the instruments of one date, so it needs "
+          "train.batch = \"time\" (cross-sectional batches), got train.batch = " + std::to_string(B));
 }
 
-std::string to_string(LossKind k) { return k == LossKind::MSE ? "mse" : "huber"; }
+int TrainConfig::cross_section(int N) const {
+  if (batch_mode != BatchMode::Time) return 0;
+  return instruments > 0 && instruments < N ? instruments : N;
+}
+
+int TrainConfig::windows_per_step(int N) const {
+  if (batch_mode != BatchMode::Time) return B;
+  const int64_t b = int64_t(dates) * cross_section(N);
+  return b > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max() : int(b);
+}
+
+std::string to_string(LossKind k) { return k == LossKind::MSE ? "mse" : k == LossKind::Huber ? "huber" : "ic"; }
+std::string to_string(BatchMode m) { return m == BatchMode::Time ? "time" : "windows"; }
 std::string to_string(Schedule s) { return s == Schedule::Cosine ? "cosine" : "constant"; }
 
 LossKind parse_loss(const std::string& s) {
   if (s == "mse") return LossKind::MSE;
   if (s == "huber") return LossKind::Huber;
-  throw Error("train.loss must be 'mse' or 'huber', got '" + s + "'");
+  if (s == "ic") return LossKind::IC;
+  throw Error("train.loss must be 'mse', 'huber' or 'ic', got '" + s + "'");
 }
 Schedule parse_schedule(const std::string& s) {
   if (s == "cosine") return Schedule::Cosine;

@@ -14,6 +14,10 @@ void check_gather(const GatherParams& p) {
               ", N = " + std::to_string(p.N) + ", F = " + std::to_string(p.F) + ", K = " + std::to_string(p.K));
   require(p.L <= p.T, "window length L = " + std::to_string(p.L) + " exceeds the series length T = " +
                           std::to_string(p.T));
+  if (p.dates > 0)
+    require(p.G >= 1 && p.G <= p.N && int64_t(p.dates) * p.G == p.B,
+            "gather_batch: a time batch needs 1 <= G <= N and B = dates × G, got G = " + std::to_string(p.G) +
+                ", N = " + std::to_string(p.N) + ", dates = " + std::to_string(p.dates) + ", B = " + std::to_string(p.B));
 }
 
 void gather_batch(const GatherParams& p, const float* x, const float* y, int64_t step, float* xb, float* yb) {

@@ -8,13 +8,14 @@
 namespace mlalpha::gpu {
 
 namespace {
-// Grid (slices, B): block (s, b) copies floats [s·S, (s+1)·S) of window b's contiguous L·F features and of
+// Grid (B, slices): block (b, s) copies floats [s·S, (s+1)·S) of window b's contiguous L·F features and of
 // its L·K targets, S = kGatherThreads · kGatherLoads, with kGatherLoads loads in flight per thread (one
-// block per window left the L configuration's 8 windows on 8 SMs: 200 µs a step).
+// block per window left the L configuration's 8 windows on 8 SMs: 200 µs a step). B is on grid.x because a
+// cross-sectional batch (dates × instruments) can hold more than grid.y's 65535 windows.
 constexpr int kGatherThreads = 256, kGatherLoads = 8;
 constexpr size_t kGatherSlice = size_t(kGatherThreads) * kGatherLoads;
 __device__ void copy_slice(const float* __restrict__ src, float* __restrict__ dst, size_t n) {
-  const size_t i0 = blockIdx.x * kGatherSlice + threadIdx.x;
+  const size_t i0 = blockIdx.y * kGatherSlice + threadIdx.x;
   float v[kGatherLoads];
 #pragma unroll
   for (int u = 0; u < kGatherLoads; ++u) {
@@ -31,7 +32,7 @@ __global__ void __launch_bounds__(kGatherThreads) gather_kernel(GatherParams p, 
                                                                const float* __restrict__ y,
                                                                const long long* __restrict__ step,
                                                                float* __restrict__ xb, float* __restrict__ yb) {
-  const int b = blockIdx.y;
+  const int b = blockIdx.x;
   const WindowOffsets w = window_offsets(p, *step, b);
   const size_t nx = size_t(p.L) * p.F, ny = size_t(p.L) * p.K;
   copy_slice(x + w.x_offset, xb + size_t(b) * nx, nx);
@@ -44,8 +45,8 @@ void gather_batch(const GatherParams& p, const float* x, const float* y, const l
   check_gather(p);
   const size_t n = size_t(p.L) * size_t(std::max(p.F, p.K));
   const size_t slices = (n + kGatherSlice - 1) / kGatherSlice;
-  require(slices <= 0x7fffffff && p.B <= 65535, "gather_batch: window or batch too large for one grid");
-  gather_kernel<<<dim3(unsigned(slices), p.B), kGatherThreads, 0, stream>>>(p, x, y, step, xb, yb);
+  require(slices <= 65535, "gather_batch: window too large for one grid (L · max(F, K) > 65535 · 2048)");
+  gather_kernel<<<dim3(unsigned(p.B), unsigned(slices)), kGatherThreads, 0, stream>>>(p, x, y, step, xb, yb);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

@@ -61,7 +61,6 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool t
   ddelta_ = alloc(M * s.H);
   dhn_ = alloc(M * s.D);
   // One scratch buffer serves every op in turn (stream order makes the reuse safe).
-  const LossParams lp{B, L, c.K, LossKind::MSE, 1.0f, 0};
   const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm),
                               gpu::linear_bwd_workspace_floats(s.input),
                               gpu::linear_bwd_workspace_floats(s.head),
@@ -69,12 +68,12 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool t
                               gpu::dt_softplus_bwd_workspace_floats(s.dt),
                               gpu::ssd_bwd_workspace_floats(s.ssd),
                               gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm),
-                              gpu::loss_fwd_bwd_workspace_floats(lp), size_t(1)});
+                              gpu::loss_workspace_floats_any(B, L, c.K), size_t(1)});
   ws_ = alloc(ws);
 }
 
-LossParams GpuModel::loss_params(const TrainConfig& tc) const {
-  return {B_, L_, lay_.cfg.K, tc.loss, tc.huber_delta, tc.burn_in};
+LossParams GpuModel::loss_params(const TrainConfig& tc, int G) const {
+  return {B_, L_, lay_.cfg.K, tc.loss, tc.huber_delta, tc.burn_in, G};
 }
 
 float* GpuModel::resid(int l) { return l < lay_.cfg.NL ? acts_[l].h_in.data() : h_.data(); }

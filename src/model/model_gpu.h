@@ -33,7 +33,8 @@ class GpuModel {
   const int* count() const { return count_.data(); }
   int B() const { return B_; }
   int L() const { return L_; }
-  LossParams loss_params(const TrainConfig& tc) const;
+  // G: windows per cross-section (TrainConfig::cross_section), used by the IC loss.
+  LossParams loss_params(const TrainConfig& tc, int G) const;
   // Activation + op scratch memory held, in bytes (GpuTrainer::activation_bytes(); estimate_gpu_training()
   // predicts it before anything is allocated, and test_trainer_gpu checks that the two agree).
   size_t activation_bytes() const { return bytes_; }

@@ -28,7 +28,8 @@ void visit_fields(ModelConfig& c, V&& v) {
 
 template <typename V>
 void visit_fields(TrainConfig& c, V&& v) {
-  v("B", c.B), v("L", c.L), v("steps", c.steps), v("lr", c.lr), v("min_lr_ratio", c.min_lr_ratio);
+  v("B", c.B), v("batch_mode", c.batch_mode), v("dates", c.dates), v("instruments", c.instruments);
+  v("L", c.L), v("steps", c.steps), v("lr", c.lr), v("min_lr_ratio", c.min_lr_ratio);
   v("warmup", c.warmup), v("schedule", c.schedule), v("weight_decay", c.weight_decay);
   v("beta1", c.beta1), v("beta2", c.beta2), v("eps", c.eps), v("clip", c.clip), v("loss", c.loss);
   v("huber_delta", c.huber_delta), v("burn_in", c.burn_in), v("seed", c.seed), v("log_every", c.log_every);
@@ -40,6 +41,7 @@ ojson encode(int64_t v) { return v; }
 ojson encode(uint64_t v) { return v; }
 ojson encode(LossKind v) { return to_string(v); }
 ojson encode(Schedule v) { return to_string(v); }
+ojson encode(BatchMode v) { return to_string(v); }
 ojson encode(float v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -85,13 +87,22 @@ void decode(const ojson& j, float& out, const Field& f) {
   out = float(d);
 }
 void decode(const ojson& j, LossKind& out, const Field& f) {
-  if (!j.is_string() || (j != "mse" && j != "huber")) f.fail("\"mse\" or \"huber\"", j);
+  if (!j.is_string() || (j != "mse" && j != "huber" && j != "ic")) f.fail("\"mse\", \"huber\" or \"ic\"", j);
   out = parse_loss(j.get<std::string>());
 }
 void decode(const ojson& j, Schedule& out, const Field& f) {
   if (!j.is_string() || (j != "cosine" && j != "constant")) f.fail("\"cosine\" or \"constant\"", j);
   out = parse_schedule(j.get<std::string>());
 }
+
+void decode(const ojson& j, BatchMode& out, const Field& f) {
+  if (!j.is_string() || (j != "windows" && j != "time")) f.fail("\"windows\" or \"time\"", j);
+  out = j == "time" ? BatchMode::Time : BatchMode::Windows;
+}
+
+// Fields added after checkpoints were first written: a checkpoint without them keeps the default (the
+// windows batch mode it was trained with).
+bool optional_field(const std::string& name) { return name == "batch_mode" || name == "dates" || name == "instruments"; }
 
 ojson parse_json(const std::string& text, const std::string& where, const char* what) {
   try {
@@ -117,6 +128,7 @@ C config_from_json(const std::string& text, const std::string& where, const char
   std::set<std::string> known;
   visit_fields(c, [&](const char* name, auto& field) {
     known.insert(name);
+    if (!j.contains(name) && optional_field(name)) return;
     require(j.contains(name), ctx + " lacks the field '" + std::string(name) + "'");
     decode(j[name], field, Field{ctx, name});
   });

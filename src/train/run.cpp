@@ -158,7 +158,7 @@ struct ScoreSpec {
 // Predictions over [t0, t1) and their metrics; the predictions (N, T, K, NaN outside) go to *pred_out.
 MetricsResult evaluate(Backend& be, const Panel& norm, const TrainConfig& tc, const ScoreSpec& sc, int t0, int t1,
                        const std::vector<float>* params, std::vector<float>* pred_out = nullptr) {
-  const PredictSpec spec{tc.L, tc.burn_in, tc.B, t0, t1};
+  const PredictSpec spec{tc.L, tc.burn_in, tc.windows_per_step(norm.N), t0, t1};
   std::vector<float> pred = be.predict(norm, spec, params);
   MetricsInput in;
   in.pred = pred;

@@ -84,6 +84,23 @@ class Section {
       fail(*n, key, "expected a fraction (0.7), a time index (1500) or a time value (\"2021-01-04\")");
     }
   }
+  // train.batch: an integer (windows per step) or the string "time" (cross-sectional batches).
+  void get_batch(const char* key, int& windows, BatchMode& mode) {
+    const toml::node* n = node(key);
+    if (!n) return;
+    const auto text = n->value_exact<std::string>();
+    if (text && *text == "time") {
+      mode = BatchMode::Time;
+      return;
+    }
+    if (!n->value_exact<int64_t>())
+      fail(*n, key,
+           "expected an integer (windows per step, e.g. 16) or the string \"time\" (cross-sections of "
+           "train.dates dates × train.instruments instruments), got " +
+               (text ? "'" + *text + "'" : std::string("a value of another type")));
+    convert(*n, key, windows);
+    mode = BatchMode::Windows;
+  }
   // After all get() calls: any key not asked for is a typo or unsupported.
   void check_unknown() const {
     if (!t_) return;
@@ -344,7 +361,9 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
 
   Section t(table("train"), "train", origins, c.given, keys);
   std::string loss = to_string(c.train.loss), schedule = to_string(c.train.schedule);
-  t.get("batch", c.train.B);
+  t.get_batch("batch", c.train.B, c.train.batch_mode);
+  t.get("dates", c.train.dates);
+  t.get("instruments", c.train.instruments);
   t.get("seq_len", c.train.L);
   t.get("steps", c.train.steps);
   t.get("lr", c.train.lr);
@@ -356,7 +375,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   t.get("beta2", c.train.beta2);
   t.get("eps", c.train.eps);
   t.get("clip", c.train.clip);
-  t.get_choice("loss", loss, {"mse", "huber"});
+  t.get_choice("loss", loss, {"mse", "huber", "ic"});
   t.get("huber_delta", c.train.huber_delta);
   t.get("burn_in", c.train.burn_in);
   t.get("seed", c.train.seed);

@@ -85,7 +85,10 @@ toml::table to_table(const RunConfig& c) {
   model.insert_or_assign("dt_limit_lo", as_written(m.dt_limit_lo));
   model.insert_or_assign("dt_limit_hi", as_written(m.dt_limit_hi));
   const TrainConfig& t = c.train;
-  train.insert_or_assign("batch", t.B);
+  if (t.batch_mode == BatchMode::Time) train.insert_or_assign("batch", "time");
+  else train.insert_or_assign("batch", t.B);
+  train.insert_or_assign("dates", t.dates);
+  train.insert_or_assign("instruments", t.instruments);
   train.insert_or_assign("seq_len", t.L);
   train.insert_or_assign("steps", t.steps);
   train.insert_or_assign("lr", as_written(t.lr));

@@ -27,6 +27,26 @@ void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel
   require(data.K == mc.K, "dataset has K = " + std::to_string(data.K) + " targets but model.K = " + std::to_string(mc.K));
   require(tc.L <= data.T, "train.seq_len = " + std::to_string(tc.L) + " exceeds the series length T = " +
                               std::to_string(data.T));
+  if (tc.batch_mode == BatchMode::Time) {
+    const int64_t B = int64_t(tc.dates) * tc.cross_section(data.N);
+    require(B * tc.L * std::max(mc.F, mc.K) <= std::numeric_limits<int>::max(),
+            "train.batch = \"time\": train.dates × instruments × train.seq_len × max(F, K) = " +
+                std::to_string(tc.dates) + " × " + std::to_string(tc.cross_section(data.N)) + " × " +
+                std::to_string(tc.L) + " × " + std::to_string(std::max(mc.F, mc.K)) +
+                " exceeds 2^31 − 1 floats per batch: lower train.dates or set train.instruments");
+  }
+}
+
+std::string batch_text(const TrainConfig& tc, int N) {
+  if (tc.batch_mode != BatchMode::Time) return "train.batch = " + std::to_string(tc.B);
+  return "train.batch = \"time\" (" + std::to_string(tc.dates) + " train.dates × " +
+         std::to_string(tc.cross_section(N)) + " instruments)";
+}
+
+GatherParams gather_params(const TrainConfig& tc, int N, int T, int F, int K) {
+  GatherParams p{N, T, F, K, tc.windows_per_step(N), tc.L, tc.seed};
+  if (tc.batch_mode == BatchMode::Time) p.dates = tc.dates, p.G = tc.cross_section(N);
+  return p;
 }
 
 namespace {
@@ -51,16 +71,16 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   tc.validate();
   const ModelLayout layout(mc);
   const double total = double(layout.table.total());
-  const double M = double(tc.B) * tc.L;
+  const int B = tc.windows_per_step(N);
+  const double M = double(B) * tc.L;
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1);
-  const LayerShapes s(mc, tc.B, tc.L);
+  const LayerShapes s(mc, B, tc.L);
   e.activations = (M * activation_floats_per_row(mc) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
-  const LossParams lp{tc.B, tc.L, mc.K, LossKind::MSE, 1.0f, 0};
   const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm), gpu::linear_bwd_workspace_floats(s.input),
                               gpu::linear_bwd_workspace_floats(s.head), gpu::conv1d_silu_bwd_workspace_floats(s.conv),
                               gpu::dt_softplus_bwd_workspace_floats(s.dt), gpu::ssd_bwd_workspace_floats(s.ssd),
-                              gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm), gpu::loss_fwd_bwd_workspace_floats(lp),
+                              gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm), gpu::loss_workspace_floats_any(B, tc.L, mc.K),
                               size_t(1)});
   e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
   e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
@@ -70,12 +90,12 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   return e;
 }
 
-MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc) {
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N) {
   mc.validate();
   tc.validate();
   const ModelLayout layout(mc);
   const double total = double(layout.table.total());
-  const double M = double(tc.B) * tc.L;
+  const double M = double(tc.windows_per_step(N)) * tc.L;
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1);
   // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
@@ -98,7 +118,7 @@ void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int 
   if (need.total() <= available) return;
   std::ostringstream m;
   m << what << " needs " << format_bytes(need.total()) << " (activations " << format_bytes(need.activations)
-    << " for train.batch = " << tc.B << " × train.seq_len = " << tc.L << ", parameters and AdamW state "
+    << " for " << batch_text(tc, N) << " × train.seq_len = " << tc.L << ", parameters and AdamW state "
     << format_bytes(need.params);
   if (need.dataset > 0) m << ", dataset " << format_bytes(need.dataset) << " for " << N << " instruments × " << T << " steps";
   if (need.workspaces > 0) m << ", workspaces " << format_bytes(need.workspaces);
@@ -107,6 +127,7 @@ void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int 
   const double biggest = std::max({need.activations + need.batch, need.params, need.dataset});
   if (biggest == need.dataset) m << "train on fewer instruments or a shorter range of time steps";
   else if (biggest == need.params) m << "reduce model.d_model or model.layers";
+  else if (tc.batch_mode == BatchMode::Time) m << "reduce train.dates, train.instruments or train.seq_len";
   else m << "reduce train.batch or train.seq_len";
   throw Error(m.str());
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "data/panel.h"
+#include "data/sampler.h"
 #include "mlalpha/config.h"
 
 namespace mlalpha {
@@ -15,6 +16,12 @@ namespace mlalpha {
 // ModelConfig::validate, TrainConfig::validate, Panel::validate, and the dataset's F, K and T against the
 // configs (train.seq_len <= T). Throws mlalpha::Error naming the setting.
 void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data);
+
+// The gather of a step on a panel of N instruments × T steps (F features, K targets): train.batch windows, or
+// train.dates cross-sections of tc.cross_section(N) instruments (src/data/sampler.h).
+GatherParams gather_params(const TrainConfig& tc, int N, int T, int F, int K);
+// "train.batch = 16", or "train.batch = \"time\" (4 train.dates × 16 instruments)", for messages.
+std::string batch_text(const TrainConfig& tc, int N);
 
 // Bytes a trainer allocates for its whole run, by part. Doubles: a config far too large still gets an
 // exact-enough figure for the message instead of a wrapped size_t.
@@ -31,8 +38,9 @@ struct MemoryEstimate {
 // The GPU trainer's device memory (GpuTrainer's arena, GpuModel's buffers, the dataset copy, the batch and
 // the ring of `ring_slots` records), for a panel of N instruments × T steps. Validates mc and tc first.
 MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots);
-// The CPU trainer's host memory beyond the panel it reads in place (weights, AdamW state, activations).
-MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc);
+// The CPU trainer's host memory beyond the panel of N instruments it reads in place (weights, AdamW state,
+// activations).
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N);
 
 // Throws mlalpha::Error when `need` exceeds `available` bytes, e.g. "the GPU training step needs 93.1 GiB
 // (activations 80.2 GiB for train.batch = 4096 × train.seq_len = 2048, ...), the GPU has 79.3 GiB free;

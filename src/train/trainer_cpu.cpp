@@ -16,7 +16,7 @@ namespace {
 // the run will hold against what this machine has available.
 const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const Panel& data) {
   validate_training(mc, tc, data);
-  check_memory(estimate_cpu_training(mc, tc), tc, data.N, data.T, host_available_bytes(), "the CPU training step",
+  check_memory(estimate_cpu_training(mc, tc, data.N), tc, data.N, data.T, host_available_bytes(), "the CPU training step",
                "this machine");
   return mc;
 }
@@ -30,15 +30,18 @@ CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel
   m_.assign(params_.size(), 0.0f);
   v_.assign(params_.size(), 0.0f);
   decay_ = layout_.table.decay_mask();
-  xb_.resize(size_t(tc_.B) * tc_.L * mc.F);
-  yb_.resize(size_t(tc_.B) * tc_.L * mc.K);
+  const size_t B = size_t(tc_.windows_per_step(data.N));
+  xb_.resize(B * tc_.L * mc.F);
+  yb_.resize(B * tc_.L * mc.K);
 }
 
 StepRecord CpuTrainer::step() {
   const ModelConfig& c = layout_.cfg;
-  gather_batch(data_, tc_.seed, step_, tc_.B, tc_.L, xb_.data(), yb_.data());
-  model_.forward(params_.data(), xb_.data(), tc_.B, tc_.L);
-  const auto lr = model_.loss(yb_.data(), {tc_.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, tc_.burn_in});
+  const GatherParams g = gather_params(tc_, data_.N, data_.T, data_.F, data_.K);
+  gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
+  model_.forward(params_.data(), xb_.data(), g.B, tc_.L);
+  const auto lr = model_.loss(yb_.data(), {g.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, tc_.burn_in,
+                                           tc_.cross_section(data_.N)});
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   model_.backward(params_.data(), grads_.data(), nullptr);
   const double nsq = ref::grad_norm_sq(grads_.data(), grads_.size());

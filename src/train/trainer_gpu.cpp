@@ -33,7 +33,7 @@ GpuTrainer::GpuTrainer(Context& ctx, const ModelConfig& mc, const TrainConfig& t
       tc_(tc),
       opt_(opt),
       arena_(layout_.table),
-      model_(ctx, layout_, tc.B, tc.L, opt.tf32),
+      model_(ctx, layout_, tc.windows_per_step(data.N), tc.L, opt.tf32),
       N_(data.N),
       T_(data.T) {
   opt_.ring_size = ring_slots(opt_, tc_);
@@ -42,8 +42,9 @@ GpuTrainer::GpuTrainer(Context& ctx, const ModelConfig& mc, const TrainConfig& t
   data_x_.upload(data.x.data(), data.x.size());
   data_y_ = DeviceBuffer<float>(data.y.size());
   data_y_.upload(data.y.data(), data.y.size());
-  xb_ = DeviceBuffer<float>(size_t(tc_.B) * tc_.L * mc.F);
-  yb_ = DeviceBuffer<float>(size_t(tc_.B) * tc_.L * mc.K);
+  const size_t B = size_t(tc_.windows_per_step(N_));
+  xb_ = DeviceBuffer<float>(B * tc_.L * mc.F);
+  yb_ = DeviceBuffer<float>(B * tc_.L * mc.K);
   norm_partials_ = DeviceBuffer<float>(gpu::grad_norm_blocks(layout_.table.total()));
   arena_.params.upload(init_params(layout_, tc_.seed));
   DeviceStepState s;
@@ -62,11 +63,11 @@ void GpuTrainer::enqueue_step() {
   const size_t n = layout_.table.total();
   // The sampler reads the step counter from device memory, so every replay of the graph draws new windows.
   const long long* step_ptr = &state_.data()->step;
-  gpu::gather_batch({N_, T_, c.F, c.K, tc_.B, tc_.L, tc_.seed}, data_x_.data(), data_y_.data(), step_ptr, xb_.data(),
+  gpu::gather_batch(gather_params(tc_, N_, T_, c.F, c.K), data_x_.data(), data_y_.data(), step_ptr, xb_.data(),
                     yb_.data(), st);
   MLALPHA_CUDA_CHECK(cudaMemsetAsync(arena_.grads.data(), 0, arena_.grads.bytes(), st));
   model_.forward(arena_.params.data(), xb_.data());
-  model_.loss(yb_.data(), model_.loss_params(tc_));
+  model_.loss(yb_.data(), model_.loss_params(tc_, tc_.cross_section(N_)));
   model_.backward(arena_.params.data(), arena_.grads.data(), nullptr);
   gpu::grad_norm_sq_phase1(arena_.grads.data(), n, norm_partials_.data(), st);
   gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n), state_.data(), st);

@@ -343,13 +343,30 @@ TEST(ConfigJson, EveryFieldRoundTripsExactly) {
   EXPECT_EQ(t2.seed, 0xFEDCBA9876543210ull);
   EXPECT_EQ(t2.loss, LossKind::Huber);
   EXPECT_EQ(to_json(t2), to_json(t));
+
+  TrainConfig x;  // cross-sectional batches and the IC loss
+  x.batch_mode = BatchMode::Time, x.dates = 6, x.instruments = 250, x.loss = LossKind::IC;
+  const TrainConfig x2 = train_config_from_json(to_json(x), "test");
+  EXPECT_EQ(x2.batch_mode, BatchMode::Time);
+  EXPECT_EQ(x2.dates, 6);
+  EXPECT_EQ(x2.instruments, 250);
+  EXPECT_EQ(x2.loss, LossKind::IC);
+  // A checkpoint written before the time batch mode existed lacks its fields: windows mode and the defaults.
+  std::string old = to_json(TrainConfig{});
+  for (const char* f : {R"("batch_mode":"windows",)", R"("dates":4,)", R"("instruments":0,)"}) {
+    ASSERT_NE(old.find(f), std::string::npos) << f << " in " << old;
+    old.erase(old.find(f), std::string(f).size());
+  }
+  const TrainConfig o = train_config_from_json(old, "test");
+  EXPECT_EQ(o.batch_mode, BatchMode::Windows);
+  EXPECT_EQ(o.dates, 4);
 }
 
 TEST(ConfigJson, CoversEveryField) {
   // Adding a field to ModelConfig or TrainConfig changes these sizes: add the field to visit_fields in
   // src/train/config_json.cpp (or checkpoints silently lose it), then update the numbers here.
   EXPECT_EQ(sizeof(ModelConfig), 10 * sizeof(int) + 5 * sizeof(float));
-  EXPECT_EQ(sizeof(TrainConfig), 88u);
+  EXPECT_EQ(sizeof(TrainConfig), 104u);
 }
 
 TEST(ConfigJson, BadFieldsAreNamed) {
@@ -363,7 +380,7 @@ TEST(ConfigJson, BadFieldsAreNamed) {
   EXPECT_HAS(error_of([&] { model_config_from_json(j, where); }), "checkpoint 'x': model_config: field 'D' must be an integer, got \"32\"");
   j = to_json(TrainConfig{});
   j.replace(j.find(R"("loss":"mse")"), 12, R"("loss":"mae")");
-  EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'loss' must be \"mse\" or \"huber\"");
+  EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'loss' must be \"mse\", \"huber\" or \"ic\"");
   j = to_json(TrainConfig{});
   j.replace(j.find(R"("B":16)"), 6, R"("B":1e99)");
   EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'B' must be an integer");

@@ -102,6 +102,34 @@ TEST_F(Cli, ResumeIsBitExact) {
   EXPECT_EQ(a.state.v, b.state.v);
 }
 
+// --batch time (cross-sectional batches) with --loss ic trains and resumes bit-exactly; a --batch that is
+// neither an integer nor 'time', and ic without time batches, are refused naming the setting.
+TEST_F(Cli, TimeBatchesWithIcLoss) {
+  const std::string common = "train --device cpu --instruments 6 --timesteps 200 --features 3 --d-model 16 "
+                             "--head-dim 8 -B time --set train.dates=2 --set train.instruments=4 --loss ic -L 32 "
+                             "--steps 30 --warmup 2 --eval-every 0 --log-every 10 ";
+  Result r = run(common + "-o " + p("straight"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 30/30"), std::string::npos) << r.out;
+  ASSERT_EQ(run(common + "--stop-after 15 -o " + p("half")).code, 0);
+  r = run(common + "--resume " + p("half/last.safetensors") + " -o " + p("half"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const Checkpoint a = load_checkpoint(p("straight/last.safetensors"));
+  const Checkpoint b = load_checkpoint(p("half/last.safetensors"));
+  EXPECT_EQ(a.meta.train.batch_mode, BatchMode::Time);
+  EXPECT_EQ(a.meta.train.instruments, 4);
+  EXPECT_EQ(a.state.params, b.state.params) << "15 + resume + 15 differs from 30 straight";
+
+  r = run("train --device cpu -B tim --steps 30 -o " + p("x"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("'tim' is neither an integer (windows per step) nor 'time'"), std::string::npos) << r.out;
+  r = run("train --device cpu -B 8 --loss ic --steps 30 -o " + p("x"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("train.loss = 'ic' correlates predictions across the instruments of one date"),
+            std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("x")));
+}
+
 TEST_F(Cli, BadInputFailsClearlyAndLeavesNothingBehind) {
   Result r = run("train --set train.lerning_rate=1 -o " + p("x"));
   EXPECT_NE(r.code, 0);

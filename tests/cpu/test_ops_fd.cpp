@@ -3,8 +3,10 @@
 // compared with central differences of f for every input and parameter tensor.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "fd_util.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/dt_softplus/dt_softplus.h"
@@ -158,6 +160,69 @@ TEST(OpsFd, LossAllMaskedIsZero) {
   EXPECT_EQ(res.loss, 0.0);  // max(1, Σm) keeps it finite
   EXPECT_EQ(dout[0], 0.0);
   EXPECT_EQ(dout[1], 0.0);
+}
+
+// The IC loss (loss.h): 3 cross-sections of G = 6, L = 4 (burn-in 1), K = 2, with NaN targets, a group left with
+// 2 valid members (not counted). (A constant prediction, where the ε floor acts, is IcLossIsMinusPearson's.)
+TEST(OpsFd, IcLoss) {
+  const int G = 6, B = 3 * G, L = 4, K = 2;
+  auto rng = make_rng(91);
+  V out = random_vec<double>(size_t(B) * L * K, rng, -2, 2), y = random_vec<double>(out.size(), rng, -2, 2);
+  auto at = [&](int g, int i, int l, int k) { return ((size_t(g) * G + i) * L + l) * K + k; };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  y[at(0, 2, 1, 0)] = nan;                                            // one member masked
+  for (int i = 0; i < 4; ++i) y[at(1, i, 2, 1)] = nan;                // 2 valid: not counted
+  const LossParams p{B, L, K, LossKind::IC, 1.0f, 1, G};
+  const LossInputs<double> in{.out = out.data(), .y = y.data()};
+  auto f = [&] { return ref::loss_fwd_bwd<double>(p, in, nullptr).loss; };
+  V dout(out.size());
+  const auto res = ref::loss_fwd_bwd<double>(p, in, dout.data());
+  EXPECT_EQ(res.count, 3 * (L - 1) * K - 1);  // burn-in drops l = 0; one group has 2 valid members
+  EXPECT_GT(std::abs(res.loss), 1e-3);
+  EXPECT_EQ(dout[at(0, 2, 1, 0)], 0.0);
+  EXPECT_EQ(dout[at(1, 5, 2, 1)], 0.0);  // a valid member of the uncounted group
+  EXPECT_EQ(dout[at(0, 0, 0, 0)], 0.0);  // burn-in
+  EXPECT_TRUE(fd_check({"loss.ic", &out, dout}, f));
+}
+
+// The IC loss against Pearson's correlation computed directly, for one group each: perfectly aligned,
+// reversed, and an affine map of the target (ρ is scale- and shift-free), up to the ε floor.
+TEST(OpsFd, IcLossIsMinusPearson) {
+  const LossParams p{5, 1, 1, LossKind::IC, 1.0f, 0, 5};  // one cross-section of 5 windows of length 1
+  const V y{0.3, -1.2, 2.0, 0.7, -0.4};
+  auto loss_of = [&](const V& out) { return ref::loss_fwd_bwd<double>(p, {.out = out.data(), .y = y.data()}, nullptr); };
+  V same = y, reversed(5), affine(5), noisy{1.0, -0.5, 1.5, 0.2, 0.9};
+  for (int i = 0; i < 5; ++i) reversed[i] = -y[i], affine[i] = 3.0 * y[i] + 7.0;
+  EXPECT_NEAR(loss_of(same).loss, -1.0, 1e-7);
+  EXPECT_NEAR(loss_of(reversed).loss, 1.0, 1e-7);
+  EXPECT_NEAR(loss_of(affine).loss, -1.0, 1e-7);
+  double pm = 0, ym = 0;
+  for (int i = 0; i < 5; ++i) pm += noisy[i] / 5, ym += y[i] / 5;
+  double spp = 0, syy = 0, spy = 0;
+  for (int i = 0; i < 5; ++i) spp += (noisy[i] - pm) * (noisy[i] - pm), syy += (y[i] - ym) * (y[i] - ym), spy += (noisy[i] - pm) * (y[i] - ym);
+  const auto r = loss_of(noisy);
+  EXPECT_EQ(r.count, 1);
+  EXPECT_NEAR(r.loss, -spy / std::sqrt(spp * syy), 1e-7);
+  // A constant target: ρ = 0 and the gradient 0, not NaN.
+  const V flat(5, 1.5);
+  V dout(5, 9.0);
+  const auto c = ref::loss_fwd_bwd<double>(p, {.out = noisy.data(), .y = flat.data()}, dout.data());
+  EXPECT_EQ(c.loss, 0.0);
+  for (double d : dout) EXPECT_EQ(d, 0.0);
+  // A constant prediction: ρ = 0 and ∂loss/∂p_i = −c_i / √(A·C) with A = n·ε (S_pp = 0), finite.
+  const V level(5, 0.25);
+  const auto k = ref::loss_fwd_bwd<double>(p, {.out = level.data(), .y = y.data()}, dout.data());
+  EXPECT_EQ(k.loss, 0.0);
+  const double A = 5 * kIcEps, C = syy + 5 * kIcEps;
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(dout[i], -(y[i] - ym) / std::sqrt(A * C), 1e-9 / std::sqrt(A * C));
+}
+
+TEST(OpsFd, IcLossNeedsWholeCrossSections) {
+  V out(12, 0.0), y(12, 1.0);
+  EXPECT_THROW(ref::loss_fwd_bwd<double>({6, 2, 1, LossKind::IC, 1.0f, 0, 4}, {.out = out.data(), .y = y.data()}, nullptr),
+               Error);
+  EXPECT_THROW(ref::loss_fwd_bwd<double>({6, 2, 1, LossKind::IC, 1.0f, 0, 0}, {.out = out.data(), .y = y.data()}, nullptr),
+               Error);
 }
 
 // SSD: x, B, C live in one (B, L, ld) activation; gradients of all six inputs.

@@ -79,6 +79,62 @@ TEST(RunConfig, WrongTypesAndValues) {
   }
 }
 
+// train.batch is an integer (windows) or "time" (cross-sections of train.dates × train.instruments); the IC
+// loss needs the latter; to_toml writes both forms back.
+TEST(RunConfig, BatchModeAndIcLoss) {
+  const RunConfig w = parse_run_config("[train]\nbatch = 12\n", "cfg.toml");
+  EXPECT_EQ(w.train.batch_mode, BatchMode::Windows);
+  EXPECT_EQ(w.train.B, 12);
+  EXPECT_EQ(w.train.windows_per_step(50), 12);
+  EXPECT_EQ(w.train.cross_section(50), 0);
+  const RunConfig t =
+      parse_run_config("[train]\nbatch = \"time\"\ndates = 3\ninstruments = 20\nloss = \"ic\"\n", "cfg.toml");
+  EXPECT_EQ(t.train.batch_mode, BatchMode::Time);
+  EXPECT_EQ(t.train.dates, 3);
+  EXPECT_EQ(t.train.instruments, 20);
+  EXPECT_EQ(t.train.loss, LossKind::IC);
+  EXPECT_EQ(t.train.cross_section(50), 20);
+  EXPECT_EQ(t.train.cross_section(8), 8);  // the cap above N takes every instrument
+  EXPECT_EQ(t.train.windows_per_step(50), 60);
+  EXPECT_EQ(t.train.windows_per_step(8), 24);
+  const RunConfig back = parse_run_config(to_toml(t), "back.toml");
+  EXPECT_EQ(back.train.batch_mode, BatchMode::Time);
+  EXPECT_EQ(back.train.dates, 3);
+  EXPECT_EQ(back.train.instruments, 20);
+  EXPECT_EQ(back.train.loss, LossKind::IC);
+  EXPECT_EQ(parse_run_config(to_toml(w), "back.toml").train.B, 12);
+  EXPECT_EQ(parse_run_config("", "cfg.toml", {"train.batch=time"}).train.batch_mode, BatchMode::Time);
+  // Anything else names the key and both forms.
+  for (const char* bad : {"batch = \"dates\"", "batch = 2.5", "batch = true"}) {
+    const std::string e = error_of(std::string("[train]\n") + bad + "\n");
+    EXPECT_NE(e.find("cfg.toml:2: train.batch: expected an integer"), std::string::npos) << e;
+    EXPECT_NE(e.find("or the string \"time\""), std::string::npos) << e;
+  }
+  // Values are checked by RunConfig::validate (after overrides), not by the parser.
+  auto invalid = [](const std::string& text) {
+    try {
+      parse_run_config(text, "cfg.toml").validate();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NO_THROW(t.validate());
+  EXPECT_NE(invalid("[train]\nloss = \"ic\"\n").find("train.loss = 'ic' correlates predictions across the instruments"),
+            std::string::npos);
+  EXPECT_NE(invalid("[train]\nbatch = \"time\"\ndates = 0\n").find("train.dates must be >= 1"), std::string::npos);
+  const std::string neg = invalid("[train]\nbatch = \"time\"\ninstruments = -1\n");
+  EXPECT_NE(neg.find("cfg.toml:3: train.instruments"), std::string::npos) << neg;  // the parser's range check
+  TrainConfig direct;
+  direct.instruments = -1;
+  try {
+    direct.validate();
+    ADD_FAILURE() << "train.instruments = -1 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.instruments must be >= 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunConfig, OverridesUseTheSameRules) {
   const RunConfig c = parse_run_config("[train]\nlr = 1e-3\n", "cfg.toml",
                                        {"train.lr=2e-3", "data.source=npy", "run.tf32=true", "model.d_model=48"});

@@ -60,6 +60,54 @@ TEST(TrainCpu, OverfitsTinyTaskHundredfold) {
   EXPECT_GT(first / last, 100.0);
 }
 
+// Cross-sectional training: batch = "time", loss = "ic" on the synthetic panel, whose targets depend on each
+// instrument's own features, so the ranking across instruments is learnable: the loss (minus the mean IC)
+// of the first step is far from −1 and the last steps' is close to it. Also: a cap below N, and reproducibility.
+TrainSetup ic_setup(int instruments) {
+  TrainSetup s;
+  s.data = make_synthetic({12, 300, 4, 1, 0.1f, 5});
+  s.mc.F = 4, s.mc.K = 1, s.mc.D = 32, s.mc.NL = 1, s.mc.P = 16, s.mc.N = 16, s.mc.Q = 16;
+  s.tc.batch_mode = BatchMode::Time, s.tc.dates = 4, s.tc.instruments = instruments, s.tc.loss = LossKind::IC;
+  s.tc.L = 32, s.tc.burn_in = 8, s.tc.steps = 80, s.tc.lr = 3e-3f, s.tc.warmup = 5, s.tc.seed = 4;
+  return s;
+}
+
+TEST(TrainCpu, IcLossOnTimeBatchesLearnsTheCrossSection) {
+  for (int cap : {0, 7}) {
+    TrainSetup s = ic_setup(cap);
+    CpuTrainer tr(s.mc, s.tc, s.data);
+    double first = 0, last = 0;
+    for (int64_t i = 0; i < s.tc.steps; ++i) {
+      const StepRecord st = tr.step();
+      ASSERT_TRUE(std::isfinite(st.loss)) << "step " << st.step;
+      ASSERT_GE(st.loss, -1.0f - 1e-5f);  // a mean of correlations
+      ASSERT_LE(st.loss, 1.0f + 1e-5f);
+      if (i == 0) first = st.loss;
+      if (i >= s.tc.steps - 10) last += st.loss / 10;
+    }
+    std::printf("ic (cap %d): loss of the first step %.4f, mean of the last 10 %.4f\n", cap, first, last);
+    EXPECT_GT(first, -0.5) << "an untrained model should not rank well already";
+    EXPECT_LT(last, -0.8) << "cap " << cap;
+    EXPECT_LT(last, first - 0.4) << "cap " << cap;
+  }
+  TrainSetup s = ic_setup(7);
+  s.tc.steps = 6;
+  CpuTrainer a(s.mc, s.tc, s.data), b(s.mc, s.tc, s.data);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(a.step().loss, b.step().loss);
+  EXPECT_EQ(a.params(), b.params());
+}
+
+TEST(TrainCpu, IcLossNeedsTimeBatches) {
+  TrainSetup s = ic_setup(0);
+  s.tc.batch_mode = BatchMode::Windows;
+  try {
+    CpuTrainer tr(s.mc, s.tc, s.data);
+    FAIL() << "loss = ic with windows batches accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs train.batch = \"time\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(TrainCpu, SameSeedSameWeightsOtherSeedOther) {
   TrainSetup s = overfit_setup();
   s.tc.steps = 5;
@@ -142,7 +190,7 @@ TEST(TrainMemory, EstimateCountsTheBuffers) {
   const MemoryEstimate g2 = estimate_gpu_training(s.mc, twice, s.data.N, s.data.T, 1024);
   EXPECT_GT(g2.activations, 1.9 * g.activations);
   EXPECT_LT(g2.activations, 2.1 * g.activations);
-  const MemoryEstimate c = estimate_cpu_training(s.mc, s.tc);
+  const MemoryEstimate c = estimate_cpu_training(s.mc, s.tc, s.data.N);
   EXPECT_EQ(c.params, g.params);
   EXPECT_EQ(c.dataset, 0.0);  // the CPU trainer reads the panel in place
 }

@@ -36,12 +36,16 @@ void CUPTIAPI on_runtime_api(void* user, CUpti_CallbackDomain, CUpti_CallbackId 
   if (name.rfind("cudaGraphLaunch", 0) == 0) ++c->graph_launch;
 }
 
-TEST(CuptiCounts, TwoHundredStepsNoCopiesNoMallocsSyncOnlyAtLogPoints) {
+TrainConfig counted_config() {
+  TrainConfig tc;
+  tc.B = 8; tc.L = 64; tc.steps = 202; tc.log_every = 50;
+  return tc;
+}
+
+void count_two_hundred_steps(const TrainConfig& tc) {
   const Panel data = make_synthetic({8, 512, 6, 1, 0.1f, 5});
   ModelConfig mc;
   mc.F = 6; mc.D = 64; mc.NL = 2; mc.P = 16; mc.N = 32; mc.Q = 32;
-  TrainConfig tc;
-  tc.B = 8; tc.L = 64; tc.steps = 202; tc.log_every = 50;
   Context ctx;
   GpuTrainer tr(ctx, mc, tc, data);
   tr.step();  // eager first step (plans) and
@@ -71,6 +75,15 @@ TEST(CuptiCounts, TwoHundredStepsNoCopiesNoMallocsSyncOnlyAtLogPoints) {
   EXPECT_EQ(c.sync, log_points);
   EXPECT_EQ(c.graph_launch, 200);
   EXPECT_EQ(log_points, 4);
+}
+
+TEST(CuptiCounts, TwoHundredStepsNoCopiesNoMallocsSyncOnlyAtLogPoints) { count_two_hundred_steps(counted_config()); }
+
+// Cross-sectional batches and the IC loss keep the step free of copies, allocations and syncs.
+TEST(CuptiCounts, TimeBatchesWithIcLossToo) {
+  TrainConfig tc = counted_config();
+  tc.batch_mode = BatchMode::Time, tc.dates = 2, tc.instruments = 5, tc.loss = LossKind::IC;
+  count_two_hundred_steps(tc);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // gpu::loss_fwd_bwd against the CPU reference in double: MSE and Huber (errors on both sides of δ), NaN
 // targets, burn-in (also burn_in >= L: nothing counted), K > 1, one and many partial blocks; the loss and the
-// count stay on the device; plus bitwise determinism.
+// count stay on the device; plus bitwise determinism. The IC loss (kind IC) likewise: cross-sections of
+// G = 1 (no group counts), 2, small and large G, groups with fewer than 3 valid targets, burn-in, K > 1, a
+// constant prediction; determinism.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -101,6 +103,67 @@ TEST(LossGpu, MatchesReference) {
     check_case(s.B, s.L, s.K, LossKind::Huber, 0.5f, s.burn_in, salt++);
     check_case(s.B, s.L, s.K, LossKind::Huber, 1.0f, s.burn_in, salt++);
   }
+}
+
+Inputs make_ic_inputs(int dates, int G, int L, int K, int burn_in, uint64_t salt) {
+  Inputs in = make_inputs(dates * G, L, K, LossKind::IC, 1.0f, burn_in, salt);
+  in.p.G = G;
+  // Position l = L − 1 of cross-section 0, target 0: a constant prediction (the ε floor's case).
+  for (int i = 0; i < G; ++i) in.out[((size_t(i) * L + (L - 1)) * K)] = 0.5f;
+  // Position burn_in of the last cross-section, target K − 1: all but two targets missing (not counted).
+  if (burn_in < L)
+    for (int i = 2; i < G; ++i)
+      in.y[((size_t(dates - 1) * G + i) * L + burn_in) * K + (K - 1)] = std::numeric_limits<float>::quiet_NaN();
+  return in;
+}
+
+TEST(LossGpu, IcMatchesReference) {
+  struct Shape {
+    int dates, G, L, K, burn_in;
+  };
+  const Shape shapes[] = {{3, 1, 5, 1, 0},   {4, 2, 7, 2, 0},    {2, 3, 9, 1, 3},     {1, 7, 1, 1, 0},
+                          {4, 16, 64, 1, 8}, {3, 37, 33, 3, 5},  {2, 500, 40, 2, 10}, {8, 64, 256, 1, 32},
+                          {2, 5, 6, 2, 6} /* all burnt in */};
+  uint64_t salt = 500;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE("dates=" + std::to_string(s.dates) + " G=" + std::to_string(s.G) + " L=" + std::to_string(s.L) +
+                 " K=" + std::to_string(s.K) + " burn_in=" + std::to_string(s.burn_in));
+    const Inputs in = make_ic_inputs(s.dates, s.G, s.L, s.K, s.burn_in, salt++);
+    const size_t n = in.out.size();
+    const auto outd = cast_vec<double>(in.out), yd = cast_vec<double>(in.y);
+    std::vector<double> dout_ref(n);
+    const auto ref = ref::loss_fwd_bwd<double>(in.p, {.out = outd.data(), .y = yd.data()}, dout_ref.data());
+    const GpuResult g = run_gpu(in);
+    EXPECT_EQ(g.count[0], ref.count);
+    if (s.G >= 3 && s.burn_in < s.L) EXPECT_GT(ref.count, 0);
+    if (s.G < 3 || s.burn_in >= s.L) EXPECT_EQ(ref.count, 0);
+    // ρ per group is a ratio of reductions over G members, then a mean over groups (tolerance table:
+    // reductions); the gradient is elementwise from the group sums.
+    EXPECT_TRUE(rel_l2_close(g.loss, std::vector<double>{ref.loss}, tol::kGpuReduceRelL2, "ic loss"));
+    if (ref.count == 0) EXPECT_EQ(g.loss[0], 0.0f);
+    // The constant-prediction group's gradient is ~1/√(n·ε) larger than the others': compared on its own so
+    // it cannot hide errors in the rest.
+    std::vector<float> g_rest, g_const;
+    std::vector<double> r_rest, r_const;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t b = i / (size_t(s.L) * s.K), l = (i / s.K) % s.L, k = i % s.K;
+      const bool constant = b < size_t(s.G) && l == size_t(s.L - 1) && k == 0;
+      (constant ? g_const : g_rest).push_back(g.dout[i]);
+      (constant ? r_const : r_rest).push_back(dout_ref[i]);
+    }
+    EXPECT_TRUE(rel_l2_close(g_rest, r_rest, tol::kGpuReduceRelL2, "ic dout"));
+    EXPECT_TRUE(rel_l2_close(g_const, r_const, tol::kGpuReduceRelL2, "ic dout, constant prediction"));
+    for (size_t i = 0; i < n; ++i)
+      if (dout_ref[i] == 0.0) ASSERT_EQ(g.dout[i], 0.0f) << "element " << i << " is masked or uncounted";
+  }
+}
+
+TEST(LossGpu, IcDeterministic) {
+  const Inputs in = make_ic_inputs(8, 300, 128, 2, 16, 2000);
+  const GpuResult a = run_gpu(in), b = run_gpu(in);
+  EXPECT_EQ(0, std::memcmp(a.loss.data(), b.loss.data(), sizeof(float))) << "loss differs between two runs";
+  EXPECT_EQ(a.count[0], b.count[0]);
+  EXPECT_EQ(0, std::memcmp(a.dout.data(), b.dout.data(), a.dout.size() * sizeof(float))) << "dout differs";
 }
 
 TEST(LossGpu, Deterministic) {

@@ -4,6 +4,7 @@
 //   loss_finalize_kernel  one block: adds the partials in a fixed order, writes loss, count and 1/max(1, Σm)
 //   loss_grad_kernel      dout = m·ℓ'(e)/max(1, Σm), recomputed from out and y now that the count is known
 // Workspace (floats): [0, nb) Σℓ partials | [nb, 2nb) Σm partials stored as int | [2nb] 1/max(1, Σm).
+#include <algorithm>
 #include <climits>
 
 #include "core/cuda_check.h"
@@ -103,10 +104,18 @@ int partial_blocks(const LossParams& p) { return int((numel(p) + kChunk - 1) / k
 
 }  // namespace
 
-size_t loss_fwd_bwd_workspace_floats(const LossParams& p) { return 2 * size_t(partial_blocks(p)) + 1; }
+size_t loss_fwd_bwd_workspace_floats(const LossParams& p) {
+  return p.kind == LossKind::IC ? ic_loss_workspace_floats(p) : 2 * size_t(partial_blocks(p)) + 1;
+}
+
+size_t loss_workspace_floats_any(int B, int L, int K) {
+  const LossParams mse{B, L, K, LossKind::MSE, 1.0f, 0, 0}, ic{B, L, K, LossKind::IC, 1.0f, 0, 1};
+  return std::max(loss_fwd_bwd_workspace_floats(mse), loss_fwd_bwd_workspace_floats(ic));
+}
 
 void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOutputs& o, float* workspace,
                   cudaStream_t stream) {
+  if (p.kind == LossKind::IC) return ic_loss_fwd_bwd(p, in, o, workspace, stream);
   const float *out = in.out, *y = in.y;
   float *dout = o.dout, *loss_out = o.loss;
   int* count_out = o.count;

@@ -7,6 +7,7 @@ namespace mlalpha::ref {
 
 template <typename T>
 LossResult<T> loss_fwd_bwd(const LossParams& p, const LossInputs<T>& in, T* dout) {
+  if (p.kind == LossKind::IC) return ic_loss_fwd_bwd(p, in, dout);
   const T *out = in.out, *y = in.y;
   const size_t n = size_t(p.B) * p.L * p.K;
   auto masked = [&](size_t i) {
