@@ -41,6 +41,12 @@ struct FeatureStats {
   std::vector<float> stdev;  // (F), > 0
 };
 
+// Reads the panel's time labels (numbers, ISO 8601, or `time_format`) into time_values / times_are_dates,
+// for panels built in memory (the CSV reader does it itself). Labels that are not all readable leave
+// time_values empty (plain labels); readable ones must be strictly increasing, or this throws naming the
+// first pair out of order.
+void parse_panel_times(Panel& p, const std::string& time_format = "");
+
 // Time steps per year implied by the time axis when the times are dates; NaN otherwise (then the periods
 // per year must come from a setting). Over a span of at least a quarter of a year it counts steps: (T − 1)
 // over the span in years, so business-daily data gives ~252-261 (weekends and holidays are no steps);

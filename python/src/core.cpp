@@ -111,6 +111,7 @@ mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::st
   p.feature_names = std::move(feature_names);
   p.target_names = std::move(target_names);
   p.validate();
+  mlalpha::parse_panel_times(p);  // numbers or ISO dates: date splits and the periods per year read them
   return p;
 }
 
@@ -360,6 +361,7 @@ NB_MODULE(_core, m) {
       // Where the engine reads the features and targets: the tests compare it with the array handed in.
       .def_prop_ro("x_address", [](const mlalpha::Panel& p) { return reinterpret_cast<uintptr_t>(p.x.data()); })
       .def_prop_ro("y_address", [](const mlalpha::Panel& p) { return reinterpret_cast<uintptr_t>(p.y.data()); })
+      .def_prop_ro("times_are_dates", [](const mlalpha::Panel& p) { return p.times_are_dates; })
       .def_prop_ro("borrowed", [](const mlalpha::Panel& p) { return p.x.borrowed() && p.y.borrowed(); });
   m.def("panel_from_arrays", &panel_from_arrays, "x"_a, "y"_a, "times"_a, "instruments"_a, "feature_names"_a,
         "target_names"_a);

@@ -81,3 +81,21 @@ def test_fit_and_predict_aligned_to_the_frame():
     arr = r.best.predict(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]).x)  # an array: (N, T, K) back
     assert arr.shape == (3, 120, 1)
     np.testing.assert_array_equal(arr[1, 5, 0], ordered.loc[(pd.Timestamp("2020-01-06"), "SH600001"), "ret"])
+
+
+def test_frame_dates_are_a_parsed_time_axis():
+    # Dates from a frame are read as dates (not text): a date split picks the first date on or after it,
+    # and labels out of order are refused from arrays.
+    rng = np.random.default_rng(4)
+    dates = pd.bdate_range("2021-01-01", periods=200)
+    idx = pd.MultiIndex.from_product([dates, ["a", "b", "c", "d"]], names=["datetime", "instrument"])
+    df = pd.DataFrame({"f0": rng.standard_normal(len(idx)), "ret": rng.standard_normal(len(idx))}, index=idx)
+    p = mlalpha.Panel.from_frame(df, features=["f0"], targets=["ret"])
+    assert p._core.times_are_dates
+    cfg = mlalpha.Config(SMALL).replace({"split.train_end": "2021-07-01", "split.valid_end": 1.0, "train.steps": 10})
+    run = mlalpha.fit(p, cfg)
+    assert run.folds[0].split["train"][1] == int(np.searchsorted(dates, pd.Timestamp("2021-07-01")))
+    x = rng.standard_normal((2, 3, 1)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"chronological order: times\[2\] = '2021-01-01' is not after"):
+        mlalpha.Panel.from_numpy(x, x, times=["2021-01-02", "2021-01-03", "2021-01-01"])
+    assert not mlalpha.Panel.from_numpy(x, x, times=["t0", "t1", "t2"])._core.times_are_dates  # plain labels

@@ -15,6 +15,7 @@
 #include "data/split.h"
 #include "data/synthetic.h"
 #include "data/targets.h"
+#include "data/time_axis.h"
 #include "mlalpha/panel.h"
 
 namespace mlalpha {
@@ -144,6 +145,27 @@ uint64_t panel_fingerprint(const Panel& p) {
   for (const auto* labels : {&p.instruments, &p.times, &p.feature_names, &p.target_names})
     for (const auto& s : *labels) bytes(s.c_str(), s.size() + 1);
   return h;
+}
+
+void parse_panel_times(Panel& p, const std::string& time_format) {
+  p.time_values.clear();
+  p.times_are_dates = false;
+  p.time_format = time_format;
+  if (p.times.empty()) return;
+  ParsedTimes parsed;
+  try {
+    parsed = parse_time_labels(p.times, time_format, [](size_t i) { return "times[" + std::to_string(i) + "]"; });
+  } catch (const Error&) {
+    if (!time_format.empty()) throw;  // a layout was asked for: every label must follow it
+    p.time_format.clear();
+    return;  // plain labels: no parsed axis
+  }
+  for (size_t t = 1; t < parsed.values.size(); ++t)
+    require(parsed.values[t] > parsed.values[t - 1],
+            "the times must be in chronological order: times[" + std::to_string(t) + "] = '" + p.times[t] +
+                "' is not after times[" + std::to_string(t - 1) + "] = '" + p.times[t - 1] + "'");
+  p.time_values = std::move(parsed.values);
+  p.times_are_dates = parsed.are_dates;
 }
 
 double periods_per_year(const Panel& p) {

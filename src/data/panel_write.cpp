@@ -45,8 +45,8 @@ std::vector<std::string> write_panel_files(const Panel& p, const std::string& di
       buf.append(tmp, r.ptr);
     };
     buf += "time,instrument";
-    for (int f = 0; f < p.F; ++f) buf += "," + label(p.feature_names, f, "f");
-    for (int k = 0; k < p.K; ++k) buf += "," + label(p.target_names, k, "y");
+    for (int f = 0; f < p.F; ++f) buf.append(1, ',').append(label(p.feature_names, f, "f"));
+    for (int k = 0; k < p.K; ++k) buf.append(1, ',').append(label(p.target_names, k, "y"));
     buf += '\n';
     for (int t = 0; t < p.T; ++t)
       for (int i = 0; i < p.N; ++i) {
