@@ -31,6 +31,8 @@ for w in $what; do
       # All three over every suite take more than one 10-minute device call: SANITIZERS="racecheck" picks.
       for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
         for t in $tests; do
+          # SANITIZE_SUITES="test_loss_gpu test_sampler_gpu" limits the sanitizers to the suites of changed kernels.
+          [ -z "${SANITIZE_SUITES:-}" ] || [[ " $SANITIZE_SUITES " == *" $(basename "$t") "* ]] || continue
           case $(basename "$t") in test_cupti_gpu|test_trainer_gpu) continue ;; esac  # CUPTI clashes; the trainer's kernels are covered by the op suites
           filt='*'
           [ "$(basename "$t")" = test_model_gpu ] && filt='*tiny*:*ragged*'

@@ -49,13 +49,14 @@ steps = $steps
 warmup = 20
 log_every = 100
 [run]
-device = "gpu"
+device = "${SCALE_DEVICE:-gpu}"
 eval_every = 0
 out_dir = "$dir/run-$name"
 EOF
   local t0
   t0=$(now)
-  "${timer[@]}" "$bin/ml-alpha" train -c "$dir/$name.toml" --overwrite "$@" >"$out/train-$name.log" 2>"$out/time-$name.log"
+  "${timer[@]}" "$bin/ml-alpha" train -c "$dir/$name.toml" --overwrite "$@" >"$out/train-$name.log" 2>"$out/time-$name.log" ||
+    { log "train $name failed:"; tail -n 5 "$out/train-$name.log" "$out/time-$name.log" | tee -a "$out/scale.txt"; return 1; }
   log "train $name: $(since "$t0") s wall, peak host RSS $(awk '/Maximum resident/ {printf "%.1f GB", $NF/1e6}' "$out/time-$name.log" || true)"
   grep -E "read in|prepared in|steps/s|^valid|^test" "$out/train-$name.log" | sed "s/^/  $name: /" | tee -a "$out/scale.txt"
 }
@@ -79,11 +80,12 @@ steps = 2
 warmup = 1
 log_every = 1
 [run]
-device = "gpu"
+device = "${SCALE_DEVICE:-gpu}"
 eval_every = 0
 out_dir = "$dir/run-csv"
 EOF
-"$bin/ml-alpha" train -c "$dir/csv.toml" --overwrite >"$out/train-csv.log" 2>&1
+"$bin/ml-alpha" train -c "$dir/csv.toml" --overwrite >"$out/train-csv.log" 2>&1 ||
+  { log "csv train failed:"; tail -n 5 "$out/train-csv.log" | tee -a "$out/scale.txt"; exit 1; }
 secs=$(grep -o 'read in [0-9.]* s' "$out/train-csv.log" | awk '{print $3}')
 mb=$(du -m "$dir/csv/panel.csv" | cut -f1)
 log "csv read: $rows rows in $secs s = $(ratio "$rows" "$secs") rows/s ($mb MB: $(ratio "$mb" "$secs") MB/s)"
