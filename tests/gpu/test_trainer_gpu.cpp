@@ -99,6 +99,14 @@ TEST(TrainerGpu, IcMatchesCpuTrainer) {
       EXPECT_NEAR(tr.record(i + 1).loss, cpu_loss[size_t(i)], 1e-4) << "cap " << cap << " step " << i + 1;
     const auto gpu = tr.params();
     for (const auto& t : cpu.layout().table.tensors()) {
+      // The IC is unchanged by adding a constant to every prediction of a cross-section, so head.bias's
+      // exact gradient is 0: both backends hold rounding noise there, which AdamW's m/√v turns into
+      // ±lr steps of either sign. Its drift is bounded by the steps taken, not compared.
+      if (t.name == "head.bias") {
+        for (size_t j = 0; j < t.numel; ++j)
+          EXPECT_LE(std::abs(gpu[t.offset + j] - cpu.params()[t.offset + j]), 2 * 10 * s.tc.lr) << "cap " << cap;
+        continue;
+      }
       const std::vector<float> g(gpu.begin() + t.offset, gpu.begin() + t.offset + t.numel);
       const std::vector<float> c(cpu.params().begin() + t.offset, cpu.params().begin() + t.offset + t.numel);
       EXPECT_TRUE(rel_l2_close(g, c, tol::kTrainParityRelL2, t.name)) << "cap " << cap;
