@@ -39,6 +39,10 @@ class FloatValues {
   const float* cbegin() const { return begin(); }
   const float* cend() const { return end(); }
 
+  // Copies a borrow into owned storage now (nothing for an owned array). Call it before threads write
+  // through the accessors below: their copy-on-write is not safe to race.
+  float* make_owned() { return own().data(); }
+
   // Write access: owns first (copy-on-write of a borrow).
   float* data() { return own().data(); }
   float& operator[](size_t i) { return own()[i]; }

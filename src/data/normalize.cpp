@@ -313,6 +313,10 @@ void prepare_panel(Panel& p, const DataConfig& d, const FeatureStats& s, int thr
                   std::to_string(s.stdev[f]) + "; expected a finite mean and a finite stdev > 0");
   }
   require_no_inf(p, 0, p.T, threads);  // before any change, so a failure leaves the panel as it was
+  // A borrowed panel (memory-mapped, from NumPy) becomes this panel's own copy once, here, not racily in
+  // the threads below.
+  p.x.make_owned();
+  p.y.make_owned();
 
   if (d.nan_fill == "ffill") forward_fill(p, threads);
   if (global && d.nan_fill != "mean") {

@@ -196,6 +196,16 @@ TEST(CrossSection, SameBitsForAnyThreadCount) {
         prepare_panel(b, d, s1, threads);
         EXPECT_TRUE(test::same_bits(a.x, b.x)) << norm << " " << fill << " threads " << threads;
         EXPECT_TRUE(test::same_bits(a.y, b.y)) << norm << " " << fill << " threads " << threads;
+        // A borrowed panel (as from a memory-mapped file) is copied once before the threads write, and the
+        // lender's floats are left alone.
+        const std::vector<float> lent_x = p.x.to_vector(), lent_y = p.y.to_vector();
+        Panel c = p;
+        c.x = FloatValues::borrow(lent_x.data(), lent_x.size(), nullptr);
+        c.y = FloatValues::borrow(lent_y.data(), lent_y.size(), nullptr);
+        prepare_panel(c, d, s1, threads);
+        EXPECT_FALSE(c.x.borrowed() || c.y.borrowed());
+        EXPECT_TRUE(test::same_bits(a.x, c.x) && test::same_bits(a.y, c.y)) << norm << " " << fill << " borrowed";
+        EXPECT_TRUE(test::same_bits(lent_x, p.x) && test::same_bits(lent_y, p.y)) << "the lent floats changed";
       }
       for (float v : a.x) ASSERT_FALSE(std::isnan(v)) << norm << " " << fill;  // every NaN filled
     }
