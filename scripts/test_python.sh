@@ -81,7 +81,9 @@ if [ "${MLALPHA_SKIP_OPTUNA:-0}" != 1 ] && ! "$vpy" -c "import optuna" 2>/dev/nu
 fi
 
 echo "test_python: building the mlalpha package against $build/install"
-CMAKE_PREFIX_PATH="$build/install" "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
+# The extension is compiled with the engine's own compiler (an environment may put another first on PATH).
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER=$cxx" CMAKE_PREFIX_PATH="$build/install" "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
   >"$build/python-install.log" 2>&1 || { cat "$build/python-install.log"; fail "pip install ./python failed (log above)"; }
 
 # -rs prints why a test was skipped. Run outside the source tree so `import mlalpha` finds the installed package.
