@@ -27,7 +27,7 @@ declare -A SOURCES=(
   [npy]="src/data/npy.cpp"
   [csv]="src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp"
   [safetensors]="src/train/safetensors.cpp src/train/config_json.cpp src/core/config.cpp"
-  [toml]="src/cli/run_config.cpp src/core/config.cpp src/data/split.cpp src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp"
+  [toml]="src/train/run_config.cpp src/train/run_config_text.cpp src/core/config.cpp src/data/split.cpp src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp src/data/normalize.cpp src/data/panel_setup.cpp src/data/npy.cpp src/data/synthetic.cpp src/data/targets.cpp src/train/metrics.cpp src/core/rng.cpp"
 )
 TARGETS=("${@:2}")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy csv safetensors toml)

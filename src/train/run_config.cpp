@@ -1,13 +1,5 @@
-// TOML → RunConfig (docs/config.md). toml++ is used header-only so the binary needs no shared library
-// beyond CUDA's.
-#define TOML_HEADER_ONLY 1
-#define TOML_EXCEPTIONS 1
-// Numbers through <charconv>, not iostreams: toml++ reads floats with std::istringstream on GCC by default,
-// which crashed inside the Python extension on the GPU machine (a locale facet lookup in the extension's
-// own instantiation of istream::_M_extract<double>); charconv needs no locale.
-#define TOML_INT_CHARCONV 1
-#define TOML_FLOAT_CHARCONV 1
-#include <toml++/toml.h>
+// TOML → RunConfig (docs/config.md).
+#include "train/toml.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,14 +1,7 @@
 // RunConfig → TOML text (src/train/run_config.h, include/mlalpha/config.h's to_toml): every key of the
 // file with its value, the inverse of the parser in run_config.cpp. A checkpoint records its run's [data]
 // and [split] this way, and a resume compares settings key by key.
-#define TOML_HEADER_ONLY 1
-#define TOML_EXCEPTIONS 1
-// Numbers through <charconv>, not iostreams: toml++ reads floats with std::istringstream on GCC by default,
-// which crashed inside the Python extension on the GPU machine (a locale facet lookup in the extension's
-// own instantiation of istream::_M_extract<double>); charconv needs no locale.
-#define TOML_INT_CHARCONV 1
-#define TOML_FLOAT_CHARCONV 1
-#include <toml++/toml.h>
+#include "train/toml.h"
 
 #include <charconv>
 #include <cmath>
