@@ -67,6 +67,9 @@ struct TrainConfig {
   int burn_in = 0;            // positions t < burn_in carry no loss
   uint64_t seed = 1;
   int64_t log_every = 25;
+  // train.models: a population of this many models trained together, member r with seed + r (docs/config.md,
+  // "Populations"); each member's own TrainConfig has models = 1.
+  int models = 1;
   void validate() const;
   // Windows per cross-section for a panel of N instruments: min(N, instruments) (N when 0) in time mode,
   // 0 in windows mode (no cross-section).
@@ -158,6 +161,18 @@ struct RunSettings {
   int64_t stop_after = 0;       // > 0: end this invocation after that many steps (saving `last`); resume later
   int quantiles = 5;            // quantile portfolios per time step in the metrics (>= 2)
   double periods_per_year = 0;  // annualises ls_sharpe; 0: from the time axis (dates only, else NaN)
+  // Walk-forward folds of a population trained together, as members of one population (each samples and
+  // validates on its own fold's ranges), instead of one population per fold in turn.
+  bool parallel_folds = false;
+};
+
+// [sweep]: optimiser settings a population tries. Each non-empty list replaces the train setting of the
+// same name with each of its values; the population is the product of the lists (lr outermost, then
+// weight_decay, clip, warmup) times train.models seeds.
+struct SweepConfig {
+  std::vector<float> lr, weight_decay, clip;
+  std::vector<int64_t> warmup;
+  bool empty() const { return lr.empty() && weight_decay.empty() && clip.empty() && warmup.empty(); }
 };
 
 struct RunConfig {
@@ -165,6 +180,7 @@ struct RunConfig {
   SplitConfig split;
   ModelConfig model;
   TrainConfig train;
+  SweepConfig sweep;
   RunSettings run;
   // The "section.key" names the TOML file or an override set explicitly (not left at the default): a
   // resume and eval/predict use them to tell a deliberate change from a default.
