@@ -70,13 +70,15 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
   decay.fill_bytes(1, ctx.stream());
   DeviceBuffer<DeviceStepState> st(1);
   st.fill_bytes(0, ctx.stream());
-  const gpu::ClipParams cp{1.0f, 0.9f, 0.999f, {1e-3f, 0.1f, 0, 1000000, true}};
+  const gpu::MemberOptim mo{{1.0f, 0.9f, 0.999f, {1e-3f, 0.1f, 0, 1000000, true}}, {0.9f, 0.999f, 1e-8f, 0.01f}};
+  DeviceBuffer<gpu::MemberOptim> opt(1);
+  opt.upload(&mo, 1);
   auto opt_step = [&] {
-    gpu::grad_norm_sq_phase1(g.data(), n, partials.data(), ctx.stream());
-    gpu::grad_norm_sq_phase2(partials.data(), gpu::grad_norm_blocks(n), st.data(), ctx.stream());
-    gpu::grad_clip_scale(cp, st.data(), nullptr, nullptr, 0, ctx.stream());
-    gpu::adamw_step_devscale(p.data(), g.data(), m.data(), v.data(), decay.data(), n, {0.9f, 0.999f, 1e-8f, 0.01f},
-                             st.data(), ctx.stream());
+    gpu::grad_norm_sq_phase1(g.data(), n, 1, partials.data(), ctx.stream());
+    gpu::grad_norm_sq_phase2(partials.data(), gpu::grad_norm_blocks(n), 1, st.data(), ctx.stream());
+    gpu::grad_clip_scale(opt.data(), 1, st.data(), nullptr, nullptr, nullptr, 0, ctx.stream());
+    gpu::adamw_step_devscale(p.data(), g.data(), m.data(), v.data(), decay.data(), n, 1, opt.data(), st.data(),
+                             ctx.stream());
   };
   for (int i = 0; i < 5; ++i) opt_step();
   const double opt_ms = median(time_calls(ctx.stream(), steps, opt_step));

@@ -45,6 +45,13 @@ class DeviceBuffer {
     if (count_ > 0) MLALPHA_CUDA_CHECK(cudaMemcpy(out.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));
     return out;
   }
+  // Elements [offset, offset + count).
+  std::vector<T> download(size_t offset, size_t count) const {
+    require(offset + count <= count_, "DeviceBuffer::download: range past the end of the buffer");
+    std::vector<T> out(count);
+    if (count > 0) MLALPHA_CUDA_CHECK(cudaMemcpy(out.data(), ptr_ + offset, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return out;
+  }
   // Fill every byte with `byte` (tests poison outputs with 0xFF = NaN before a run).
   void fill_bytes(int byte, cudaStream_t stream = nullptr) {
     if (count_ > 0) MLALPHA_CUDA_CHECK(cudaMemsetAsync(ptr_, byte, bytes(), stream));

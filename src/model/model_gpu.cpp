@@ -111,10 +111,10 @@ void GpuModel::forward(const float* P, const float* x) {
   gpu::linear_fwd(gemm_, s.head, {.x = hfn_.data(), .w = P + lay_.head_w, .b = P + lay_.head_b}, out_.data(), st);
 }
 
-void GpuModel::loss(const float* y, const LossParams& lp) {
+void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
   gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
-                    {.loss = loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
+                    {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
 }
 
 void GpuModel::backward(const float* P, float* Gr, float* dx) {

@@ -23,8 +23,9 @@ class GpuModel {
 
   // params (table.total()), x (B, L, F): both device memory; x must stay valid until backward().
   void forward(const float* params, const float* x);
-  // y (B, L, K) device targets; loss() (1) and count() (1) stay in device memory.
-  void loss(const float* y, const LossParams& lp);
+  // y (B, L, K) device targets; loss() (1) and count() (1) stay in device memory. loss_out (1), when
+  // non-null, receives the loss instead of loss_value() (a population keeps one per member).
+  void loss(const float* y, const LossParams& lp, float* loss_out = nullptr);
   // grads (table.total()) += ∂loss/∂params; dx (B, L, F) = ∂loss/∂x when non-null.
   void backward(const float* params, float* grads, float* dx);
 

@@ -26,25 +26,37 @@ __device__ T block_sum(T v) {
   return v;  // valid in thread 0
 }
 
+// Grid (blocks, members): block (b, m) reduces its stride of member m's slice.
 __global__ void grad_norm_sq_phase1_kernel(const float4* __restrict__ g, size_t n4, float* __restrict__ partials) {
+  const float4* gm = g + blockIdx.y * n4;
   float acc = 0.0f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) {
-    const float4 x = g[i];
+    const float4 x = gm[i];
     acc += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
   }
   acc = block_sum(acc);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = acc;
 }
 
+// Grid (members): block m sums member m's partials.
 __global__ void grad_norm_sq_phase2_kernel(const float* __restrict__ partials, int blocks, DeviceStepState* state) {
+  const float* pm = partials + size_t(blockIdx.x) * blocks;
   double acc = 0.0;
-  for (int i = threadIdx.x; i < blocks; i += blockDim.x) acc += double(partials[i]);
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) acc += double(pm[i]);
   acc = block_sum(acc);
-  if (threadIdx.x == 0) state->norm_sq = acc;
+  if (threadIdx.x == 0) state[blockIdx.x].norm_sq = acc;
 }
 
-__global__ void grad_clip_scale_kernel(ClipParams p, DeviceStepState* st, const float* loss, StepRecord* ring,
-                                       int ring_size) {
+__global__ void grad_clip_scale_kernel(const MemberOptim* __restrict__ opt, int members, DeviceStepState* state,
+                                       const float* loss, const int* frozen, StepRecord* ring, int ring_size) {
+  const int mi = blockIdx.x * blockDim.x + threadIdx.x;
+  if (mi >= members) return;
+  DeviceStepState* st = state + mi;
+  if (frozen && frozen[mi]) {  // an early-stopped member: no update, counters kept
+    st->skip = 1;
+    return;
+  }
+  const ClipParams p = opt[mi].clip;
   const ClipResult c = clip_scale(st->norm_sq, p.max_norm);
   st->clip_scale = c.scale;
   st->skip = c.skip;
@@ -60,33 +72,38 @@ __global__ void grad_clip_scale_kernel(ClipParams p, DeviceStepState* st, const 
   if (ring) {
     StepRecord r;
     r.step = step;
-    r.loss = loss ? *loss : 0.0f;
+    r.loss = loss ? loss[mi] : 0.0f;
     r.grad_norm = float(sqrt(st->norm_sq));
     r.clip_scale = c.scale;
     r.lr = st->lr;
     r.skipped = c.skip;
     r.pad_ = 0;
-    ring[(step - 1) % ring_size] = r;
+    ring[size_t(mi) * ring_size + (step - 1) % ring_size] = r;
   }
 }
 
+// Grid (blocks, members): block (b, m) updates its stride of member m's slices.
 __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
-                             float4* __restrict__ v, const uchar4* __restrict__ decay, size_t n4, AdamWConfig cfg,
-                             const DeviceStepState* __restrict__ st) {
+                             float4* __restrict__ v, const uchar4* __restrict__ decay, size_t n4,
+                             const MemberOptim* __restrict__ opt, const DeviceStepState* __restrict__ state) {
+  const DeviceStepState* st = state + blockIdx.y;
   if (st->skip) return;  // a skipped step leaves weights and moments untouched
+  const AdamWConfig cfg = opt[blockIdx.y].adam;
   const AdamWParams a{st->lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, 0};
   const float scale = st->clip_scale, bc1 = st->bc1, bc2 = st->bc2_sqrt;
+  const size_t base = blockIdx.y * n4;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) {
-    float4 pp = p[i], mm = m[i], vv = v[i];
-    const float4 gg = g[i];
+    const size_t j = base + i;
+    float4 pp = p[j], mm = m[j], vv = v[j];
+    const float4 gg = g[j];
     const uchar4 d = decay[i];
     adamw_update(pp.x, mm.x, vv.x, gg.x * scale, d.x != 0, a, bc1, bc2);
     adamw_update(pp.y, mm.y, vv.y, gg.y * scale, d.y != 0, a, bc1, bc2);
     adamw_update(pp.z, mm.z, vv.z, gg.z * scale, d.z != 0, a, bc1, bc2);
     adamw_update(pp.w, mm.w, vv.w, gg.w * scale, d.w != 0, a, bc1, bc2);
-    p[i] = pp;
-    m[i] = mm;
-    v[i] = vv;
+    p[j] = pp;
+    m[j] = mm;
+    v[j] = vv;
   }
 }
 
@@ -103,35 +120,45 @@ int grad_norm_blocks(size_t n) {
   return int(want < 1 ? 1 : (want > size_t(kNormMaxBlocks) ? size_t(kNormMaxBlocks) : want));
 }
 
-void grad_norm_sq_phase1(const float* g, size_t n, float* partials, cudaStream_t stream) {
+static void require_members(int members, const char* what) {
+  require(members >= 1 && members <= 65535, std::string(what) + ": members must be in [1, 65535]");
+}
+
+void grad_norm_sq_phase1(const float* g, size_t n, int members, float* partials, cudaStream_t stream) {
   require_vec4(g, n, "grad_norm_sq_phase1");
-  grad_norm_sq_phase1_kernel<<<grad_norm_blocks(n), kNormThreads, 0, stream>>>(reinterpret_cast<const float4*>(g),
-                                                                               n / 4, partials);
+  require_members(members, "grad_norm_sq_phase1");
+  grad_norm_sq_phase1_kernel<<<dim3(grad_norm_blocks(n), unsigned(members)), kNormThreads, 0, stream>>>(
+      reinterpret_cast<const float4*>(g), n / 4, partials);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
-void grad_norm_sq_phase2(const float* partials, int blocks, DeviceStepState* state, cudaStream_t stream) {
-  grad_norm_sq_phase2_kernel<<<1, kNormThreads, 0, stream>>>(partials, blocks, state);
+void grad_norm_sq_phase2(const float* partials, int blocks, int members, DeviceStepState* state, cudaStream_t stream) {
+  require_members(members, "grad_norm_sq_phase2");
+  grad_norm_sq_phase2_kernel<<<unsigned(members), kNormThreads, 0, stream>>>(partials, blocks, state);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
-void grad_clip_scale(const ClipParams& p, DeviceStepState* state, const float* loss, StepRecord* ring, int ring_size,
-                     cudaStream_t stream) {
+void grad_clip_scale(const MemberOptim* opt, int members, DeviceStepState* state, const float* loss, const int* frozen,
+                     StepRecord* ring, int ring_size, cudaStream_t stream) {
   require(ring == nullptr || ring_size > 0, "grad_clip_scale: ring_size must be > 0");
-  grad_clip_scale_kernel<<<1, 1, 0, stream>>>(p, state, loss, ring, ring_size);
+  require_members(members, "grad_clip_scale");
+  const int threads = members < 128 ? members : 128;
+  grad_clip_scale_kernel<<<unsigned((members + threads - 1) / threads), unsigned(threads), 0, stream>>>(
+      opt, members, state, loss, frozen, ring, ring_size);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
 void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
-                         const AdamWConfig& cfg, const DeviceStepState* state, cudaStream_t stream) {
+                         int members, const MemberOptim* opt, const DeviceStepState* state, cudaStream_t stream) {
   require_vec4(params, n, "adamw_step_devscale");
+  require_members(members, "adamw_step_devscale");
   const size_t n4 = n / 4;
   const int threads = 256;
   const size_t want = (n4 + threads - 1) / threads;
   const int blocks = int(want < 1 ? 1 : (want > 4096 ? 4096 : want));
-  adamw_kernel<<<blocks, threads, 0, stream>>>(reinterpret_cast<float4*>(params), reinterpret_cast<const float4*>(grads),
-                                               reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
-                                               reinterpret_cast<const uchar4*>(decay), n4, cfg, state);
+  adamw_kernel<<<dim3(unsigned(blocks), unsigned(members)), threads, 0, stream>>>(
+      reinterpret_cast<float4*>(params), reinterpret_cast<const float4*>(grads), reinterpret_cast<float4*>(m),
+      reinterpret_cast<float4*>(v), reinterpret_cast<const uchar4*>(decay), n4, opt, state);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

@@ -75,32 +75,47 @@ void adamw(float* params, const float* grads, float* m, float* v, const unsigned
 }  // namespace ref
 
 namespace gpu {
-// Phase 1 of the global norm: each of a fixed number of blocks (a function of n only, so the sum order
-// is the same on every GPU) reduces x² over a grid-strided range into partials[block]. No atomics.
+// Every function below works on a population of `members` models at once (DESIGN section 7): arenas are
+// (members, n), member m's slice at m·n; the step state, settings, losses and flags have one entry per
+// member. Each member's arithmetic is exactly that of a population of one, in the same order, so a member's
+// result does not depend on the others (a single model is members = 1).
+
+// Phase 1 of the global norm: each of a fixed number of blocks per member (a function of n only, so the sum
+// order is the same on every GPU and in every population) reduces x² over a grid-strided range of its
+// member's slice into partials[m · blocks + block]. No atomics.
 int grad_norm_blocks(size_t n);
-// g (n), n a multiple of 4 and g 16-byte aligned; partials (grad_norm_blocks(n))
-void grad_norm_sq_phase1(const float* g, size_t n, float* partials, cudaStream_t stream);
-// Phase 2: one block sums the partials in a fixed order, in double, into state->norm_sq.
-void grad_norm_sq_phase2(const float* partials, int blocks, DeviceStepState* state, cudaStream_t stream);
+// g (members, n), n a multiple of 4 and g 16-byte aligned; partials (members, grad_norm_blocks(n)).
+void grad_norm_sq_phase1(const float* g, size_t n, int members, float* partials, cudaStream_t stream);
+// Phase 2: one block per member sums its partials in a fixed order, in double, into state[m].norm_sq.
+void grad_norm_sq_phase2(const float* partials, int blocks, int members, DeviceStepState* state, cudaStream_t stream);
 
 struct ClipParams {
   float max_norm = 1.0f;  // <= 0: no clipping
   float beta1 = 0.9f, beta2 = 0.999f;
   ScheduleParams schedule;
 };
-// One thread: scale and skip flag from norm_sq; the lr from the schedule at state->step; the bias
-// corrections for the next AdamW update; advances the counters; writes this step's record
-// (loss (1) read from device memory) into ring[step % ring_size] (mapped pinned memory).
-void grad_clip_scale(const ClipParams& p, DeviceStepState* state, const float* loss, StepRecord* ring, int ring_size,
-                     cudaStream_t stream);
-
 struct AdamWConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
 };
-// AdamW over the flat arenas, one launch; reads lr, clip scale, skip flag and bias corrections from
-// `state` (adamw_step_devscale of DESIGN section 2). params, grads, m, v (n); decay (n) bytes.
+// One member's settings of the update, kept in device memory by the trainer.
+struct MemberOptim {
+  ClipParams clip;
+  AdamWConfig adam;
+};
+
+// One thread per member: scale and skip flag from norm_sq; the lr from the member's schedule at its
+// state.step; the bias corrections for the next AdamW update; advances the counters; writes the step's record
+// (the member's loss read from device memory) into ring[m · ring_size + (step − 1) % ring_size] (mapped
+// pinned memory). A member whose frozen flag is set is left as it is and marked skip (no update, no record).
+// opt, state, loss, frozen (members); loss and frozen may be null; ring (members, ring_size) or null.
+void grad_clip_scale(const MemberOptim* opt, int members, DeviceStepState* state, const float* loss, const int* frozen,
+                     StepRecord* ring, int ring_size, cudaStream_t stream);
+
+// AdamW over the flat arenas, one launch; each member reads its lr, clip scale, skip flag and bias
+// corrections from state[m] and its betas, eps and weight decay from opt[m] (adamw_step_devscale of DESIGN
+// section 2). params, grads, m, v (members, n); decay (n) bytes, shared (one architecture).
 void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
-                         const AdamWConfig& cfg, const DeviceStepState* state, cudaStream_t stream);
+                         int members, const MemberOptim* opt, const DeviceStepState* state, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "data/synthetic.h"
-#include "train/trainer_gpu.h"
+#include "train/population_trainer.h"
 
 namespace mlalpha::test {
 namespace {
@@ -42,12 +42,27 @@ TrainConfig counted_config() {
   return tc;
 }
 
-void count_two_hundred_steps(const TrainConfig& tc) {
+// A population of `members` (seeds tc.seed + m, member 1 with its own lr and weight decay); one member is
+// the single-model trainer (GpuTrainer is the population of one).
+void count_two_hundred_steps(const TrainConfig& tc, int members = 1) {
   const Panel data = make_synthetic({8, 512, 6, 1, 0.1f, 5});
   ModelConfig mc;
   mc.F = 6; mc.D = 64; mc.NL = 2; mc.P = 16; mc.N = 32; mc.Q = 32;
   Context ctx;
-  GpuTrainer tr(ctx, mc, tc, data);
+  std::vector<PopulationMember> pm;
+  for (int m = 0; m < members; ++m) {
+    pm.push_back({tc, &data});
+    pm.back().train.seed = tc.seed + uint64_t(m);
+    if (m == 1) pm.back().train.lr *= 0.3f, pm.back().train.weight_decay = 0.1f;
+  }
+  PopulationTrainer pop(ctx, mc, pm);
+  struct {
+    PopulationTrainer& p;
+    void step() { p.step(); }
+    void synchronize() { p.synchronize(); }
+    int64_t steps_enqueued() const { return p.steps_enqueued(0); }
+    StepRecord record(int64_t s) { return p.record(0, s); }
+  } tr{pop};
   tr.step();  // eager first step (plans) and
   tr.step();  // the graph capture stay outside the count
   tr.synchronize();
@@ -85,6 +100,9 @@ TEST(CuptiCounts, TimeBatchesWithIcLossToo) {
   tc.batch_mode = BatchMode::Time, tc.dates = 2, tc.instruments = 5, tc.loss = LossKind::IC;
   count_two_hundred_steps(tc);
 }
+
+// A population of five in one captured step: still no copies, no allocations, syncs only at log points.
+TEST(CuptiCounts, PopulationOfFiveToo) { count_two_hundred_steps(counted_config(), 5); }
 
 }  // namespace
 }  // namespace mlalpha::test

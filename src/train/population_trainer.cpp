@@ -1,0 +1,267 @@
+#include "train/population_trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "data/sampler.h"
+#include "train/schedule.h"
+
+namespace mlalpha {
+namespace {
+
+int ring_slots(const GpuTrainerOptions& opt, const std::vector<PopulationMember>& members) {
+  if (opt.ring_size > 0) return opt.ring_size;
+  int64_t log_every = 1;
+  for (const PopulationMember& m : members) log_every = std::max(log_every, m.train.log_every);
+  return int(std::max<int64_t>(1024, 2 * log_every));
+}
+
+std::string member_where(size_t m, size_t E) { return E > 1 ? "population member " + std::to_string(m) + ": " : ""; }
+
+// Everything checked before the first allocation: each member's settings against its panel, the members
+// against each other (one step shape), then the device memory against what the GPU has free.
+const ModelConfig& preflight(const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                             const GpuTrainerOptions& opt) {
+  require(!members.empty(), "a population needs at least one member");
+  require(members.size() <= 65535, "a population holds at most 65535 members, got " + std::to_string(members.size()));
+  const size_t E = members.size();
+  for (size_t m = 0; m < E; ++m) {
+    require(members[m].data != nullptr, member_where(m, E) + "no training panel");
+    try {
+      validate_training(mc, members[m].train, *members[m].data);
+    } catch (const Error& e) {
+      throw Error(member_where(m, E) + e.what());
+    }
+  }
+  const TrainConfig& t0 = members[0].train;
+  const int B0 = t0.windows_per_step(members[0].data->N);
+  for (size_t m = 1; m < E; ++m) {
+    const TrainConfig& t = members[m].train;
+    require(t.windows_per_step(members[m].data->N) == B0 && t.L == t0.L,
+            member_where(m, E) + "the batch (" + batch_text(t, members[m].data->N) + ", train.seq_len = " +
+                std::to_string(t.L) + ") differs from member 0's (" + batch_text(t0, members[0].data->N) +
+                ", train.seq_len = " + std::to_string(t0.L) + "): the members of a population share one step shape");
+  }
+  const double free_b = gpu_free_bytes();
+  if (E == 1) {  // one model: the message names the settings that size it
+    const Panel& d = *members[0].data;
+    check_memory(estimate_gpu_training(mc, t0, d.N, d.T, ring_slots(opt, members)), t0, d.N, d.T, free_b,
+                 "the GPU training step", "the GPU");
+    return mc;
+  }
+  const PopulationMemory need = estimate_gpu_population(mc, members, ring_slots(opt, members));
+  if (need.members(int(E)) > free_b) {
+    const int fit = need.fitting(free_b);
+    throw Error("a population of " + std::to_string(E) + " members needs " + format_bytes(need.members(int(E))) +
+                " of GPU memory (" + format_bytes(need.per_member) + " a member for weights, gradients and AdamW state, " +
+                format_bytes(need.shared) + " shared: activations, workspaces and the training panels), the GPU has " +
+                format_bytes(free_b) + " free; " +
+                (fit > 0 ? std::to_string(fit) + " members would fit (lower train.models or the [sweep] lists)"
+                         : std::string("not even one member fits: reduce the batch, seq_len or model size")));
+  }
+  return mc;
+}
+
+}  // namespace
+
+int PopulationMemory::fitting(double available) const {
+  if (available < shared + per_member) return 0;
+  return int(std::min(65535.0, std::floor((available - shared) / per_member)));
+}
+
+PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                                         int ring_slots) {
+  require(!members.empty(), "a population needs at least one member");
+  const Panel& p0 = *members[0].data;
+  const MemoryEstimate one = estimate_gpu_training(mc, members[0].train, p0.N, p0.T, ring_slots);
+  const double n = double(ModelLayout(mc).table.total());
+  PopulationMemory e;
+  e.per_member = n * 4 * sizeof(float) + one.other + sizeof(gpu::MemberOptim) + 2 * sizeof(float);
+  e.shared = one.activations + one.workspaces + one.batch + n;  // + the decay mask
+  std::vector<const Panel*> seen;
+  for (const PopulationMember& m : members) {
+    if (std::find(seen.begin(), seen.end(), m.data) != seen.end()) continue;
+    seen.push_back(m.data);
+    e.shared += double(m.data->N) * m.data->T * (mc.F + mc.K) * sizeof(float);
+  }
+  return e;
+}
+
+PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                                     const GpuTrainerOptions& opt)
+    : ctx_(ctx),
+      layout_(preflight(mc, members, opt)),
+      opt_(opt),
+      n_(layout_.table.total()),
+      E_(int(members.size())),
+      arena_(layout_.table, E_),
+      model_(ctx, layout_, members[0].train.windows_per_step(members[0].data->N), members[0].train.L, opt.tf32) {
+  opt_.ring_size = ring_slots(opt, members);
+  for (const PopulationMember& m : members) {
+    tc_.push_back(m.train);
+    auto it = std::find_if(data_.begin(), data_.end(), [&](const Dataset& d) { return d.host == m.data; });
+    if (it == data_.end()) {
+      // The training panels live in device memory for the whole run (DESIGN section 2, step 1).
+      Dataset d;
+      d.host = m.data;
+      d.N = m.data->N;
+      d.T = m.data->T;
+      d.x = DeviceBuffer<float>(m.data->x.size());
+      d.x.upload(m.data->x.data(), m.data->x.size());
+      d.y = DeviceBuffer<float>(m.data->y.size());
+      d.y.upload(m.data->y.data(), m.data->y.size());
+      data_.push_back(std::move(d));
+      it = data_.end() - 1;
+    }
+    data_of_.push_back(int(it - data_.begin()));
+  }
+  const size_t B = size_t(model_.B());
+  xb_ = DeviceBuffer<float>(B * tc_[0].L * mc.F);
+  yb_ = DeviceBuffer<float>(B * tc_[0].L * mc.K);
+  norm_partials_ = DeviceBuffer<float>(size_t(gpu::grad_norm_blocks(n_)) * E_);
+  losses_ = DeviceBuffer<float>(size_t(E_));
+  losses_.fill_bytes(0);
+  std::vector<gpu::MemberOptim> optim;
+  for (int m = 0; m < E_; ++m) {
+    const TrainConfig& t = tc_[size_t(m)];
+    arena_.params.upload(init_params(layout_, t.seed).data(), n_, size_t(m) * n_);
+    optim.push_back({{t.clip, t.beta1, t.beta2, schedule_params(t)}, {t.beta1, t.beta2, t.eps, t.weight_decay}});
+  }
+  optim_ = DeviceBuffer<gpu::MemberOptim>(size_t(E_));
+  optim_.upload(optim);
+  std::vector<DeviceStepState> s(static_cast<size_t>(E_));
+  std::memset(s.data(), 0, s.size() * sizeof(DeviceStepState));
+  state_ = DeviceBuffer<DeviceStepState>(size_t(E_));
+  state_.upload(s);
+  frozen_host_.assign(size_t(E_), 0);
+  frozen_ = DeviceBuffer<int>(size_t(E_));
+  frozen_.upload(frozen_host_);
+  ring_ = MappedBuffer<StepRecord>(size_t(opt_.ring_size) * E_);
+  enqueued_.assign(size_t(E_), 0);
+  synced_.assign(size_t(E_), 0);
+  first_step_.assign(size_t(E_), 1);
+  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());  // setup done before the first step
+}
+
+PopulationTrainer::~PopulationTrainer() = default;
+
+int PopulationTrainer::first_active() const {
+  for (int m = 0; m < E_; ++m)
+    if (!frozen_host_[size_t(m)]) return m;
+  return -1;
+}
+
+void PopulationTrainer::enqueue_step() {
+  cudaStream_t st = ctx_.stream();
+  const ModelConfig& c = layout_.cfg;
+  MLALPHA_CUDA_CHECK(cudaMemsetAsync(arena_.grads.data(), 0, arena_.grads.bytes(), st));
+  for (int m = 0; m < E_; ++m) {
+    if (frozen_host_[size_t(m)]) continue;  // its norm and update are skipped by its frozen flag
+    const TrainConfig& t = tc_[size_t(m)];
+    const Dataset& d = data_[size_t(data_of_[size_t(m)])];
+    const float* P = arena_.params.data() + size_t(m) * n_;
+    // The sampler reads the member's step counter from device memory, so every replay draws new windows.
+    gpu::gather_batch(gather_params(t, d.N, d.T, c.F, c.K), d.x.data(), d.y.data(), &state_.data()[m].step, xb_.data(),
+                      yb_.data(), st);
+    model_.forward(P, xb_.data());
+    model_.loss(yb_.data(), model_.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
+    model_.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr);
+  }
+  gpu::grad_norm_sq_phase1(arena_.grads.data(), n_, E_, norm_partials_.data(), st);
+  gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n_), E_, state_.data(), st);
+  gpu::grad_clip_scale(optim_.data(), E_, state_.data(), losses_.data(), frozen_.data(), ring_.device(), opt_.ring_size,
+                       st);
+  gpu::adamw_step_devscale(arena_.params.data(), arena_.grads.data(), arena_.m.data(), arena_.v.data(),
+                           arena_.decay.data(), n_, E_, optim_.data(), state_.data(), st);
+}
+
+void PopulationTrainer::step() {
+  if (first_active() < 0) return;  // every member is frozen: nothing to do
+  // The first step runs eagerly: it creates the cuBLASLt plans (allocation-free afterwards) and is a
+  // real step. Later steps replay one captured graph.
+  if (!opt_.graph || !warmed_up_) {
+    enqueue_step();
+    warmed_up_ = true;
+  } else {
+    if (!graph_exec_) graph_exec_ = CudaGraphExec(capture_graph(ctx_.stream(), [&] { enqueue_step(); }));
+    graph_exec_.launch(ctx_.stream());
+  }
+  for (int m = 0; m < E_; ++m)
+    if (!frozen_host_[size_t(m)]) ++enqueued_[size_t(m)];
+}
+
+StepRecord PopulationTrainer::record(int m, int64_t s) {
+  require(m >= 0 && m < E_, "PopulationTrainer::record: no member " + std::to_string(m));
+  const size_t i = size_t(m);
+  require(s >= first_step_[i] && s <= enqueued_[i] && enqueued_[i] - s < opt_.ring_size,
+          "PopulationTrainer::record: step " + std::to_string(s) + " of member " + std::to_string(m) +
+              " is not in the ring (have steps " +
+              std::to_string(std::max<int64_t>(first_step_[i], enqueued_[i] - opt_.ring_size + 1)) + ".." +
+              std::to_string(enqueued_[i]) + ")");
+  if (s > synced_[i]) {  // one synchronisation covers every step enqueued so far
+    ctx_.synchronize();
+    synced_ = enqueued_;
+  }
+  const volatile StepRecord& r = ring_.host()[i * size_t(opt_.ring_size) + size_t((s - 1) % opt_.ring_size)];
+  StepRecord out;
+  out.step = r.step;
+  out.loss = r.loss;
+  out.grad_norm = r.grad_norm;
+  out.clip_scale = r.clip_scale;
+  out.lr = r.lr;
+  out.skipped = r.skipped;
+  out.pad_ = 0;
+  return out;
+}
+
+std::vector<float> PopulationTrainer::params(int m) {
+  require(m >= 0 && m < E_, "PopulationTrainer::params: no member " + std::to_string(m));
+  ctx_.synchronize();
+  return arena_.params.download(size_t(m) * n_, n_);
+}
+
+TrainState PopulationTrainer::state(int m) {
+  require(m >= 0 && m < E_, "PopulationTrainer::state: no member " + std::to_string(m));
+  ctx_.synchronize();
+  TrainState s;
+  s.params = arena_.params.download(size_t(m) * n_, n_);
+  s.m = arena_.m.download(size_t(m) * n_, n_);
+  s.v = arena_.v.download(size_t(m) * n_, n_);
+  const DeviceStepState d = state_.download(size_t(m), 1)[0];
+  s.step = d.step;
+  s.adam_step = d.adam_step;
+  s.skipped_total = d.skipped_total;
+  s.seed = tc_[size_t(m)].seed;
+  return s;
+}
+
+void PopulationTrainer::load_state(int m, const TrainState& s) {
+  require(m >= 0 && m < E_, "PopulationTrainer::load_state: no member " + std::to_string(m));
+  check_train_state(s, n_, tc_[size_t(m)].seed, "load_state");
+  ctx_.synchronize();  // no step in flight reads the buffers being replaced
+  arena_.params.upload(s.params.data(), n_, size_t(m) * n_);
+  arena_.m.upload(s.m.data(), n_, size_t(m) * n_);
+  arena_.v.upload(s.v.data(), n_, size_t(m) * n_);
+  // Every other field of the step state is rewritten by the next step before it is read.
+  DeviceStepState d;
+  std::memset(&d, 0, sizeof d);
+  d.step = s.step;
+  d.adam_step = s.adam_step;
+  d.skipped_total = s.skipped_total;
+  state_.upload(&d, 1, size_t(m));
+  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());  // pageable uploads complete before the next step's kernels
+  enqueued_[size_t(m)] = synced_[size_t(m)] = s.step;
+  first_step_[size_t(m)] = s.step + 1;
+}
+
+void PopulationTrainer::freeze(int m) {
+  require(m >= 0 && m < E_, "PopulationTrainer::freeze: no member " + std::to_string(m));
+  if (frozen_host_[size_t(m)]) return;
+  ctx_.synchronize();  // the flag takes effect from the next step on, never inside one already enqueued
+  frozen_host_[size_t(m)] = 1;
+  frozen_.upload(frozen_host_);
+  graph_exec_ = CudaGraphExec();  // captured again without the member's forward and backward
+}
+
+}  // namespace mlalpha

@@ -1,0 +1,124 @@
+#pragma once
+// A population of E models of one architecture trained in one captured GPU step (DESIGN sections 2 and 7).
+//
+// One arena holds every member's weights, gradients and AdamW moments, (E, n) each, member m's slice at
+// m·n. The step is one stream (one CUDA graph from the second step on):
+//   one memset zeroes every member's gradients;
+//   for each member m: sample its own windows (its seed, its step counter, its training panel) → forward
+//     with its weights → its loss → backward into its gradient slice; the members take turns on one set of
+//     activation buffers, so activation memory does not grow with E;
+//   then, for all members in one launch each: the global norm (phase 1 over a grid (blocks, E), phase 2 one
+//     block a member), clip scale + schedule (one thread a member: its own lr, warm-up, clip, skip flag),
+//     AdamW (grid (blocks, E), its own lr and weight decay).
+// Every per-model scalar is indexed by m and every kernel does for member m exactly the arithmetic of a
+// population of one, in the same order: a member's weights after N steps equal bitwise those of the same
+// model trained alone (GpuTrainer is the population of one). One member's NaN batch only sets its own skip flag.
+// The rules of DESIGN section 2 hold for the whole population: no device→host copy, no host
+// synchronisation, no atomics, no allocation in the step.
+#include <cstdint>
+#include <vector>
+
+#include "core/context.h"
+#include "core/cuda_graph.h"
+#include "core/device_arena.h"
+#include "core/mapped_buffer.h"
+#include "data/panel.h"
+#include "mlalpha/config.h"
+#include "model/layout.h"
+#include "model/model_gpu.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+#include "train/train_plan.h"
+
+namespace mlalpha {
+
+struct GpuTrainerOptions {
+  bool graph = true;   // capture the step as a CUDA graph (from the second step on)
+  bool tf32 = false;   // GEMMs and the SSD's chunk products on the tensor cores in tf32
+  int ring_size = 0;   // slots of the step-record ring per member; 0 = max(1024, 2·log_every)
+};
+
+// One member: its training settings and the training panel it samples (members may share a panel, which
+// is then held on the device once; it must outlive the constructor only).
+struct PopulationMember {
+  TrainConfig train;
+  const Panel* data = nullptr;
+};
+
+// The device memory of a population, split into what each member adds and what all share; `members`
+// estimates for E members and `fitting` says how many fit into `available` bytes.
+struct PopulationMemory {
+  double per_member = 0;  // weights, gradients, moments, norm partials, step state, records
+  double shared = 0;      // activations, workspaces, the batch, the decay mask, the datasets
+  double members(int E) const { return shared + per_member * E; }
+  int fitting(double available) const;
+};
+PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                                         int ring_slots);
+
+class PopulationTrainer {
+ public:
+  // Validates every member against its panel (same batch B and seq_len for all) and checks the memory
+  // before the first allocation.
+  PopulationTrainer(Context& ctx, const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                    const GpuTrainerOptions& opt = {});
+  ~PopulationTrainer();
+  PopulationTrainer(const PopulationTrainer&) = delete;
+  PopulationTrainer& operator=(const PopulationTrainer&) = delete;
+
+  int members() const { return int(tc_.size()); }
+  // Enqueue one step of every member that is not frozen; returns at once.
+  void step();
+  // Steps member m has taken or has enqueued (its counter; a frozen member's stops).
+  int64_t steps_enqueued(int m) const { return enqueued_[size_t(m)]; }
+  // The record of member m's step s (within the ring's reach); waits for the device only when that step
+  // is not known complete yet, and then for everything enqueued so far.
+  StepRecord record(int m, int64_t s);
+  // Member m's live weights (table.total()) in device memory.
+  const float* device_params(int m) const { return arena_.params.data() + size_t(m) * n_; }
+  std::vector<float> params(int m);
+  TrainState state(int m);
+  // Member m continues from `s` (before the first step or between steps), as GpuTrainer::load_state.
+  void load_state(int m, const TrainState& s);
+  // Member m takes no further steps (its early stop): weights, moments and counters stay. The step is
+  // captured again without its forward and backward.
+  void freeze(int m);
+  bool frozen(int m) const { return frozen_host_[size_t(m)] != 0; }
+
+  const ModelLayout& layout() const { return layout_; }
+  Context& context() { return ctx_; }
+  void synchronize() { ctx_.synchronize(); }
+  size_t activation_bytes() const { return model_.activation_bytes(); }
+
+ private:
+  void enqueue_step();
+  int first_active() const;
+
+  Context& ctx_;
+  ModelLayout layout_;
+  std::vector<TrainConfig> tc_;
+  GpuTrainerOptions opt_;
+  size_t n_;  // table.total(): one member's arena length
+  int E_;
+  DeviceArena arena_;
+  GpuModel model_;
+  // The distinct training panels on the device and which one each member samples.
+  struct Dataset {
+    const Panel* host = nullptr;
+    int N = 0, T = 0;
+    DeviceBuffer<float> x, y;  // (N, T, F), (N, T, K)
+  };
+  std::vector<Dataset> data_;
+  std::vector<int> data_of_;  // (E)
+  DeviceBuffer<float> xb_, yb_, norm_partials_, losses_;  // losses_ (E)
+  DeviceBuffer<DeviceStepState> state_;                   // (E)
+  DeviceBuffer<gpu::MemberOptim> optim_;                  // (E)
+  DeviceBuffer<int> frozen_;                              // (E)
+  std::vector<int> frozen_host_;
+  MappedBuffer<StepRecord> ring_;  // (E, ring_size)
+  std::vector<int64_t> enqueued_, synced_, first_step_;  // (E) each
+  bool warmed_up_ = false;
+  CudaGraphExec graph_exec_;
+};
+
+}  // namespace mlalpha
