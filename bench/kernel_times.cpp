@@ -25,7 +25,8 @@
 #include "core/context.h"
 #include "core/cuda_event.h"
 #include "core/error.h"
-#include "train/trainer_gpu.h"
+#include "data/panel.h"
+#include "train/population_trainer.h"
 
 #define MLALPHA_CUPTI_CHECK(call, hint)                                                              \
   do {                                                                                               \
@@ -148,7 +149,7 @@ void flush_all(Context& ctx) {
 }
 
 // Milliseconds per step over `steps` steps, CUDA events around the whole run.
-double time_steps(GpuTrainer& tr, int steps) {
+double time_steps(PopulationTrainer& tr, int steps) {
   cudaStream_t st = tr.context().stream();
   CudaEvent t0, t1;
   t0.record(st);
@@ -164,6 +165,7 @@ struct Args {
   int steps = 20;
   int warmup = 10;
   bool trace_from_start = false;
+  int models = 1;  // a population of this many members (seeds 1.., one captured step); 1 = the single model
 };
 
 void print_table(const Collector& c, int steps, double wall_ms, double untraced_ms) {
@@ -209,8 +211,9 @@ int run(const Args& a) {
   const BenchShape& s = bench_shape(a.config);
   require(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   Context ctx(0);
-  std::printf("ml-alpha-kernels: config %s (B %d, L %d, F %d, D %d, NL %d, N %d, P %d, Q %d), %s, on %s\n", s.name,
-              s.B, s.L, s.F, s.D, s.NL, s.N, s.P, s.Q, a.tf32 ? "tf32" : "fp32", cuda_device_summary(0).c_str());
+  std::printf("ml-alpha-kernels: config %s (B %d, L %d, F %d, D %d, NL %d, N %d, P %d, Q %d), %s, %d model%s, on %s\n",
+              s.name, s.B, s.L, s.F, s.D, s.NL, s.N, s.P, s.Q, a.tf32 ? "tf32" : "fp32", a.models,
+              a.models > 1 ? "s (a population in one step)" : "", cuda_device_summary(0).c_str());
   std::fflush(stdout);
 
   // Buffers are registered before the trainer exists, so CUPTI is attached to the process before the
@@ -220,8 +223,11 @@ int run(const Args& a) {
   if (a.trace_from_start) enable_tracing();
 
   const int64_t untraced = a.trace_from_start ? 0 : a.steps;
-  const std::unique_ptr<GpuTrainer> trainer = make_bench_trainer(ctx, s, a.tf32, 1 + a.warmup + untraced + a.steps);
-  GpuTrainer& tr = *trainer;
+  // The trainer make_bench_trainer builds, as a population of a.models members (1: the same single model).
+  const Panel data = bench_panel(s);
+  std::vector<PopulationMember> members(size_t(a.models), {bench_train_config(s, 1 + a.warmup + untraced + a.steps), &data});
+  for (int m = 0; m < a.models; ++m) members[size_t(m)].train.seed = uint64_t(1 + m);
+  PopulationTrainer tr(ctx, bench_model_config(s), members, {true, a.tf32, 0});
   tr.step();  // eager: creates the cuBLASLt plans; the next step is captured and replayed from then on
   for (int i = 0; i < a.warmup; ++i) tr.step();
   ctx.synchronize();
@@ -278,6 +284,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"S", "M", "L"}))
       ->capture_default_str();
   app.add_flag("--tf32", a.tf32, "GEMMs in tf32 on the tensor cores");
+  app.add_option("--models", a.models, "trace a population of this many members in one captured step")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--steps", a.steps, "graph-replayed steps traced")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();

@@ -103,14 +103,25 @@ const BenchShape& bench_shape(const std::string& name) {
   throw Error("unknown configuration '" + name + "' (expected S, M or L)");
 }
 
-std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps) {
+ModelConfig bench_model_config(const BenchShape& s) {
   ModelConfig mc;
   mc.F = s.F; mc.K = 1; mc.D = s.D; mc.NL = s.NL; mc.N = s.N; mc.P = s.P; mc.Q = s.Q;
+  return mc;
+}
+
+TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps) {
   TrainConfig tc;
   tc.B = s.B; tc.L = s.L; tc.steps = total_steps; tc.lr = 1e-3f; tc.weight_decay = 0.01f; tc.clip = 1.0f;
   tc.log_every = tc.steps;
-  const Panel data = make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1});  // the trainer keeps a device copy
-  return std::make_unique<GpuTrainer>(ctx, mc, tc, data, GpuTrainerOptions{true, tf32, 0});
+  return tc;
+}
+
+Panel bench_panel(const BenchShape& s) { return make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1}); }
+
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps) {
+  const Panel data = bench_panel(s);  // the trainer keeps a device copy
+  return std::make_unique<GpuTrainer>(ctx, bench_model_config(s), bench_train_config(s, total_steps), data,
+                                      GpuTrainerOptions{true, tf32, 0});
 }
 
 int run_bench(const BenchArgs& a, double t_start) {

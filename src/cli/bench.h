@@ -17,9 +17,14 @@ struct BenchArgs {
   int steps = 60;                 // timed steps (median reported)
   bool optimizer = true;          // also the AdamW + clip case over 25M and 100M parameters
   bool tf32 = false;              // every model configuration in tf32 (L always runs both)
+  std::string models;             // "16,64": time populations of these sizes instead (run_population_bench)
 };
 
 int run_bench(const BenchArgs& a, double process_start_seconds);
+// `ml-alpha bench --models E,...`: for each configuration and population size E, one model's step against
+// a population of E in one captured step, E trainers each replaying its own graph on its own stream, and
+// E sequential runs (src/cli/bench_population.cpp).
+int run_population_bench(const BenchArgs& a);
 
 // One DESIGN section 5 configuration.
 struct BenchShape {
@@ -32,5 +37,13 @@ const BenchShape& bench_shape(const std::string& name);
 // replay, a synthetic panel. `total_steps` is every step the caller will run (it sets the LR schedule
 // and the log interval, so no step logs).
 std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps);
+struct ModelConfig;
+struct TrainConfig;
+// The model and training settings make_bench_trainer uses for `s`.
+ModelConfig bench_model_config(const BenchShape& s);
+TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps);
+// make_bench_trainer's synthetic panel for `s`.
+struct Panel;
+Panel bench_panel(const BenchShape& s);
 
 }  // namespace mlalpha

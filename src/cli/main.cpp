@@ -197,6 +197,10 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", bargs.warmup, "untimed steps before timing")->capture_default_str();
   bench->add_flag("--tf32", bargs.tf32, "run every configuration in tf32 (L always runs tf32 and fp32)");
   bench->add_flag("!--no-optimizer", bargs.optimizer, "skip the AdamW + clip over 25M/100M parameters case");
+  CLI::Option* bench_configs = bench->get_option("--configs");
+  bench->add_option("--models", bargs.models,
+                    "time populations of these sizes (e.g. 16,64) against one model, E streams and E sequential runs; "
+                    "the configurations default to S,M");
 
   try {
     app.parse(argc, argv);
@@ -226,6 +230,10 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(info_ckpt);
     if (*bench) {
       if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
+      if (!bargs.models.empty()) {
+        if (bench_configs->count() == 0) bargs.configs = "S,M";
+        return run_population_bench(bargs);
+      }
       return run_bench(bargs, t_start);
     }
   } catch (const std::exception& e) {
