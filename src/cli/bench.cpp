@@ -113,6 +113,7 @@ TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps) {
   TrainConfig tc;
   tc.B = s.B; tc.L = s.L; tc.steps = total_steps; tc.lr = 1e-3f; tc.weight_decay = 0.01f; tc.clip = 1.0f;
   tc.log_every = tc.steps;
+  tc.warmup = std::min<int64_t>(tc.warmup, total_steps - 1);  // short traces (ml-alpha-kernels --steps 5)
   return tc;
 }
 

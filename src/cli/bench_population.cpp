@@ -44,7 +44,7 @@ struct Timing {
   std::string note;  // why it has no time (did not fit)
 };
 
-Timing time_population(const BenchShape& s, int E, const BenchArgs& a, const Panel& data, size_t* bytes) {
+Timing time_population(const BenchShape& s, int E, int lanes, const BenchArgs& a, const Panel& data, size_t* bytes) {
   const int64_t total = 1 + a.warmup + a.steps;
   std::vector<PopulationMember> members;
   for (int m = 0; m < E; ++m) {
@@ -56,7 +56,7 @@ Timing time_population(const BenchShape& s, int E, const BenchArgs& a, const Pan
   MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free0, &total_b));
   Context ctx(0);
   try {
-    PopulationTrainer pop(ctx, bench_model_config(s), members, {true, false, 0});
+    PopulationTrainer pop(ctx, bench_model_config(s), members, {true, false, 0, lanes});
     size_t free1 = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free1, &total_b));
     *bytes = free0 - free1;
@@ -84,12 +84,10 @@ Timing time_streams(const BenchShape& s, int E, const BenchArgs& a) {
   }
 }
 
-}  // namespace
-
-int run_population_bench(const BenchArgs& a) {
-  require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
-  std::vector<int> sizes;
-  std::stringstream ls(a.models);
+// "16,64" → {16, 64}, each in [1, max]; an error names the option and the bad entry.
+std::vector<int> int_list(const std::string& text, const char* option, int max, const char* what) {
+  std::vector<int> out;
+  std::stringstream ls(text);
   for (std::string e; std::getline(ls, e, ',');) {
     int v = 0;
     try {
@@ -99,41 +97,54 @@ int run_population_bench(const BenchArgs& a) {
     } catch (const std::exception&) {
       v = 0;
     }
-    require(v >= 1 && v <= 4096, "bench --models: '" + e + "' is not a population size in [1, 4096] (e.g. --models 16,64)");
-    sizes.push_back(v);
+    require(v >= 1 && v <= max, std::string("bench ") + option + ": '" + e + "' is not " + what + " in [1, " +
+                                    std::to_string(max) + "] (e.g. " + option + " 1,4)");
+    out.push_back(v);
   }
+  return out;
+}
+
+}  // namespace
+
+int run_population_bench(const BenchArgs& a) {
+  require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
+  const std::vector<int> sizes = int_list(a.models, "--models", 4096, "a population size");
+  const std::vector<int> lane_counts = int_list(a.lanes, "--lanes", 64, "a lane count");
   std::printf("ml-alpha bench --models on %s; fp32; ms per step of all E models, host clock over %d steps after %d "
               "warm-up steps\n",
               cuda_device_summary(0).c_str(), a.steps, a.warmup);
-  std::printf("| config | E | one model ms | population ms | x one | models/s | E streams ms | x one | sequential ms | "
-              "population vs streams | population memory |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| config | E | lanes | one model ms | population ms | x one | models/s | E streams ms | x one | "
+              "sequential ms | population vs streams | population memory |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::stringstream list(a.configs);
   for (std::string name; std::getline(list, name, ',');) {
     const BenchShape& s = bench_shape(name);
     const Panel data = bench_panel(s);
     size_t solo_bytes = 0;
-    const Timing one = time_population(s, 1, a, data, &solo_bytes);
+    const Timing one = time_population(s, 1, 1, a, data, &solo_bytes);
     require(one.note.empty(), "bench --models: one " + name + " model does not run: " + one.note);
     for (int E : sizes) {
-      size_t bytes = 0;
-      const Timing pop = time_population(s, E, a, data, &bytes);
       const Timing str = time_streams(s, E, a);
-      auto cell = [](const Timing& t, double unit) {
-        char b[64];
-        if (t.ms <= 0) return std::string("did not fit");
-        std::snprintf(b, sizeof b, "%.3f | %.2f", t.ms, t.ms / unit);
-        return std::string(b);
-      };
-      char models_s[32] = "-", vs[32] = "-";
-      if (pop.ms > 0) std::snprintf(models_s, sizeof models_s, "%.0f", E / (pop.ms / 1e3));
-      if (pop.ms > 0 && str.ms > 0) std::snprintf(vs, sizeof vs, "%.2fx", str.ms / pop.ms);
-      std::printf("| %s | %d | %.3f | %s | %s | %s | %.3f | %s | %s |\n", name.c_str(), E, one.ms,
-                  cell(pop, one.ms).c_str(), models_s, cell(str, one.ms).c_str(), E * one.ms, vs,
-                  pop.ms > 0 ? format_bytes(double(bytes)).c_str() : "-");
-      if (!pop.note.empty()) std::printf("  population: %s\n", pop.note.c_str());
+      for (int lanes : lane_counts) {
+        if (lanes > E) continue;
+        size_t bytes = 0;
+        const Timing pop = time_population(s, E, lanes, a, data, &bytes);
+        auto cell = [](const Timing& t, double unit) {
+          char b[64];
+          if (t.ms <= 0) return std::string("did not fit | -");
+          std::snprintf(b, sizeof b, "%.3f | %.2f", t.ms, t.ms / unit);
+          return std::string(b);
+        };
+        char models_s[32] = "-", vs[32] = "-";
+        if (pop.ms > 0) std::snprintf(models_s, sizeof models_s, "%.0f", E / (pop.ms / 1e3));
+        if (pop.ms > 0 && str.ms > 0) std::snprintf(vs, sizeof vs, "%.2fx", str.ms / pop.ms);
+        std::printf("| %s | %d | %d | %.3f | %s | %s | %s | %.3f | %s | %s |\n", name.c_str(), E, lanes, one.ms,
+                    cell(pop, one.ms).c_str(), models_s, cell(str, one.ms).c_str(), E * one.ms, vs,
+                    pop.ms > 0 ? format_bytes(double(bytes)).c_str() : "-");
+        if (!pop.note.empty()) std::printf("  population: %s\n", pop.note.c_str());
+        std::fflush(stdout);
+      }
       if (!str.note.empty()) std::printf("  E streams: %s\n", str.note.c_str());
-      std::fflush(stdout);
     }
   }
   return 0;

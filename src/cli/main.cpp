@@ -201,6 +201,8 @@ int main(int argc, char** argv) {
   bench->add_option("--models", bargs.models,
                     "time populations of these sizes (e.g. 16,64) against one model, E streams and E sequential runs; "
                     "the configurations default to S,M");
+  bench->add_option("--lanes", bargs.lanes, "with --models: the lane counts (streams of the population) to time")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);

@@ -51,12 +51,13 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
     return mc;
   }
   const PopulationMemory need = estimate_gpu_population(mc, members, ring_slots(opt, members));
-  if (need.members(int(E)) > free_b) {
-    const int fit = need.fitting(free_b);
-    throw Error("a population of " + std::to_string(E) + " members needs " + format_bytes(need.members(int(E))) +
+  if (need.members(int(E), 1) > free_b) {
+    const int fit = need.fitting(free_b, 1);
+    throw Error("a population of " + std::to_string(E) + " members needs " + format_bytes(need.members(int(E), 1)) +
                 " of GPU memory (" + format_bytes(need.per_member) + " a member for weights, gradients and AdamW state, " +
-                format_bytes(need.shared) + " shared: activations, workspaces and the training panels), the GPU has " +
-                format_bytes(free_b) + " free; " +
+                format_bytes(need.per_lane + need.shared) +
+                " shared: activations, workspaces and the training panels), the GPU has " + format_bytes(free_b) +
+                " free; " +
                 (fit > 0 ? std::to_string(fit) + " members would fit (lower train.models or the [sweep] lists)"
                          : std::string("not even one member fits: reduce the batch, seq_len or model size")));
   }
@@ -65,10 +66,26 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
 
 }  // namespace
 
-int PopulationMemory::fitting(double available) const {
-  if (available < shared + per_member) return 0;
-  return int(std::min(65535.0, std::floor((available - shared) / per_member)));
+int PopulationMemory::fitting(double available, int lanes) const {
+  const double fixed = shared + per_lane * lanes;
+  if (available < fixed + per_member) return 0;
+  return int(std::min(65535.0, std::floor((available - fixed) / per_member)));
 }
+
+namespace {
+// The lanes a population runs on: opt.lanes, or min(E, 4) lowered until the population fits in 90% of
+// the free memory (the preflight made sure one lane does).
+int lane_count(const ModelConfig& mc, const std::vector<PopulationMember>& members, const GpuTrainerOptions& opt) {
+  const int E = int(members.size());
+  if (opt.lanes > 0) return std::min(opt.lanes, E);
+  if (E == 1) return 1;
+  const PopulationMemory need = estimate_gpu_population(mc, members, ring_slots(opt, members));
+  const double free_b = gpu_free_bytes();
+  int lanes = std::min(E, 4);
+  while (lanes > 1 && need.members(E, lanes) > 0.9 * free_b) --lanes;
+  return lanes;
+}
+}  // namespace
 
 PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
                                          int ring_slots) {
@@ -78,7 +95,8 @@ PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vecto
   const double n = double(ModelLayout(mc).table.total());
   PopulationMemory e;
   e.per_member = n * 4 * sizeof(float) + one.other + sizeof(gpu::MemberOptim) + 2 * sizeof(float);
-  e.shared = one.activations + one.workspaces + one.batch + n;  // + the decay mask
+  e.per_lane = one.activations + one.workspaces + one.batch + double(Context::kWorkspaceBytes);
+  e.shared = n;  // the decay mask
   std::vector<const Panel*> seen;
   for (const PopulationMember& m : members) {
     if (std::find(seen.begin(), seen.end(), m.data) != seen.end()) continue;
@@ -95,9 +113,17 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
       opt_(opt),
       n_(layout_.table.total()),
       E_(int(members.size())),
-      arena_(layout_.table, E_),
-      model_(ctx, layout_, members[0].train.windows_per_step(members[0].data->N), members[0].train.L, opt.tf32) {
+      arena_(layout_.table, E_) {
   opt_.ring_size = ring_slots(opt, members);
+  const int B = members[0].train.windows_per_step(members[0].data->N), L = members[0].train.L;
+  for (int j = 0, lanes = lane_count(mc, members, opt); j < lanes; ++j) {
+    Lane lane;
+    if (j > 0) lane.own = std::make_unique<Context>(ctx.device());
+    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, opt.tf32);
+    lane.xb = DeviceBuffer<float>(size_t(B) * L * mc.F);
+    lane.yb = DeviceBuffer<float>(size_t(B) * L * mc.K);
+    lanes_.push_back(std::move(lane));
+  }
   for (const PopulationMember& m : members) {
     tc_.push_back(m.train);
     auto it = std::find_if(data_.begin(), data_.end(), [&](const Dataset& d) { return d.host == m.data; });
@@ -116,9 +142,6 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
     }
     data_of_.push_back(int(it - data_.begin()));
   }
-  const size_t B = size_t(model_.B());
-  xb_ = DeviceBuffer<float>(B * tc_[0].L * mc.F);
-  yb_ = DeviceBuffer<float>(B * tc_[0].L * mc.K);
   norm_partials_ = DeviceBuffer<float>(size_t(gpu::grad_norm_blocks(n_)) * E_);
   losses_ = DeviceBuffer<float>(size_t(E_));
   losses_.fill_bytes(0);
@@ -156,17 +179,29 @@ void PopulationTrainer::enqueue_step() {
   cudaStream_t st = ctx_.stream();
   const ModelConfig& c = layout_.cfg;
   MLALPHA_CUDA_CHECK(cudaMemsetAsync(arena_.grads.data(), 0, arena_.grads.bytes(), st));
+  const int lanes = int(lanes_.size());
+  if (lanes > 1) {
+    fork_.record(st);
+    for (int j = 1; j < lanes; ++j) fork_.wait_on(lanes_[size_t(j)].ctx(ctx_).stream());
+  }
+  int dealt = 0;  // active members dealt so far: member k of the active ones runs on lane k mod lanes
   for (int m = 0; m < E_; ++m) {
     if (frozen_host_[size_t(m)]) continue;  // its norm and update are skipped by its frozen flag
+    Lane& lane = lanes_[size_t(dealt++ % lanes)];
+    GpuModel& model = *lane.model;
     const TrainConfig& t = tc_[size_t(m)];
     const Dataset& d = data_[size_t(data_of_[size_t(m)])];
     const float* P = arena_.params.data() + size_t(m) * n_;
     // The sampler reads the member's step counter from device memory, so every replay draws new windows.
-    gpu::gather_batch(gather_params(t, d.N, d.T, c.F, c.K), d.x.data(), d.y.data(), &state_.data()[m].step, xb_.data(),
-                      yb_.data(), st);
-    model_.forward(P, xb_.data());
-    model_.loss(yb_.data(), model_.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
-    model_.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr);
+    gpu::gather_batch(gather_params(t, d.N, d.T, c.F, c.K), d.x.data(), d.y.data(), &state_.data()[m].step,
+                      lane.xb.data(), lane.yb.data(), lane.ctx(ctx_).stream());
+    model.forward(P, lane.xb.data());
+    model.loss(lane.yb.data(), model.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
+    model.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr);
+  }
+  for (int j = 1; j < lanes; ++j) {  // every member's gradients are in before the norm reads them
+    lanes_[size_t(j)].done.record(lanes_[size_t(j)].ctx(ctx_).stream());
+    lanes_[size_t(j)].done.wait_on(st);
   }
   gpu::grad_norm_sq_phase1(arena_.grads.data(), n_, E_, norm_partials_.data(), st);
   gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n_), E_, state_.data(), st);

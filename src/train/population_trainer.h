@@ -5,8 +5,10 @@
 // m·n. The step is one stream (one CUDA graph from the second step on):
 //   one memset zeroes every member's gradients;
 //   for each member m: sample its own windows (its seed, its step counter, its training panel) → forward
-//     with its weights → its loss → backward into its gradient slice; the members take turns on one set of
-//     activation buffers, so activation memory does not grow with E;
+//     with its weights → its loss → backward into its gradient slice. The members are dealt round-robin to
+//     a few lanes, each a stream (forked from and joined to the step's stream, so one graph holds them all)
+//     with its own activation buffers: members of a lane take turns, lanes run side by side and fill the
+//     GPU where one model's kernels leave it idle; activation memory grows with the lanes, not with E;
 //   then, for all members in one launch each: the global norm (phase 1 over a grid (blocks, E), phase 2 one
 //     block a member), clip scale + schedule (one thread a member: its own lr, warm-up, clip, skip flag),
 //     AdamW (grid (blocks, E), its own lr and weight decay).
@@ -16,9 +18,11 @@
 // The rules of DESIGN section 2 hold for the whole population: no device→host copy, no host
 // synchronisation, no atomics, no allocation in the step.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/context.h"
+#include "core/cuda_event.h"
 #include "core/cuda_graph.h"
 #include "core/device_arena.h"
 #include "core/mapped_buffer.h"
@@ -36,6 +40,7 @@ struct GpuTrainerOptions {
   bool graph = true;   // capture the step as a CUDA graph (from the second step on)
   bool tf32 = false;   // GEMMs and the SSD's chunk products on the tensor cores in tf32
   int ring_size = 0;   // slots of the step-record ring per member; 0 = max(1024, 2·log_every)
+  int lanes = 0;       // populations: streams the members are dealt to; 0 = min(E, 4), fewer when memory is short
 };
 
 // One member: its training settings and the training panel it samples (members may share a panel, which
@@ -45,13 +50,14 @@ struct PopulationMember {
   const Panel* data = nullptr;
 };
 
-// The device memory of a population, split into what each member adds and what all share; `members`
-// estimates for E members and `fitting` says how many fit into `available` bytes.
+// The device memory of a population, split into what each member adds, what each lane adds and what all
+// share; `members` estimates E members on `lanes` lanes and `fitting` says how many fit into `available` bytes.
 struct PopulationMemory {
   double per_member = 0;  // weights, gradients, moments, norm partials, step state, records
-  double shared = 0;      // activations, workspaces, the batch, the decay mask, the datasets
-  double members(int E) const { return shared + per_member * E; }
-  int fitting(double available) const;
+  double per_lane = 0;    // activations, workspaces (a lane's own context included), the batch
+  double shared = 0;      // the decay mask, the training panels
+  double members(int E, int lanes) const { return shared + per_lane * lanes + per_member * E; }
+  int fitting(double available, int lanes) const;
 };
 PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
                                          int ring_slots);
@@ -88,7 +94,9 @@ class PopulationTrainer {
   const ModelLayout& layout() const { return layout_; }
   Context& context() { return ctx_; }
   void synchronize() { ctx_.synchronize(); }
-  size_t activation_bytes() const { return model_.activation_bytes(); }
+  // Activation and op scratch memory of one lane (GpuModel::activation_bytes()).
+  size_t activation_bytes() const { return lanes_[0].model->activation_bytes(); }
+  int lanes() const { return int(lanes_.size()); }
 
  private:
   void enqueue_step();
@@ -101,7 +109,17 @@ class PopulationTrainer {
   size_t n_;  // table.total(): one member's arena length
   int E_;
   DeviceArena arena_;
-  GpuModel model_;
+  // A lane: a stream with its own model buffers and batch. Lane 0 runs on the trainer's context; the others
+  // own theirs (stream, cuBLASLt handle and workspace).
+  struct Lane {
+    std::unique_ptr<Context> own;
+    std::unique_ptr<GpuModel> model;
+    DeviceBuffer<float> xb, yb;  // (B, L, F), (B, L, K)
+    CudaEvent done{cudaEventDisableTiming};
+    Context& ctx(Context& main) { return own ? *own : main; }
+  };
+  std::vector<Lane> lanes_;
+  CudaEvent fork_{cudaEventDisableTiming};
   // The distinct training panels on the device and which one each member samples.
   struct Dataset {
     const Panel* host = nullptr;
@@ -110,7 +128,7 @@ class PopulationTrainer {
   };
   std::vector<Dataset> data_;
   std::vector<int> data_of_;  // (E)
-  DeviceBuffer<float> xb_, yb_, norm_partials_, losses_;  // losses_ (E)
+  DeviceBuffer<float> norm_partials_, losses_;  // losses_ (E)
   DeviceBuffer<DeviceStepState> state_;                   // (E)
   DeviceBuffer<gpu::MemberOptim> optim_;                  // (E)
   DeviceBuffer<int> frozen_;                              // (E)
