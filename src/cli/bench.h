@@ -19,6 +19,7 @@ struct BenchArgs {
   bool tf32 = false;              // every model configuration in tf32 (L always runs both)
   std::string models;             // "16,64": time populations of these sizes instead (run_population_bench)
   std::string lanes = "1,2,4";    // populations: the lane counts timed (PopulationTrainer's streams)
+  int batch = 0;                  // populations: windows per step instead of the configuration's B (0 = its B)
 };
 
 int run_bench(const BenchArgs& a, double process_start_seconds);

@@ -118,7 +118,8 @@ int run_population_bench(const BenchArgs& a) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::stringstream list(a.configs);
   for (std::string name; std::getline(list, name, ',');) {
-    const BenchShape& s = bench_shape(name);
+    BenchShape s = bench_shape(name);
+    if (a.batch > 0) s.B = a.batch;
     const Panel data = bench_panel(s);
     size_t solo_bytes = 0;
     const Timing one = time_population(s, 1, 1, a, data, &solo_bytes);
@@ -138,7 +139,8 @@ int run_population_bench(const BenchArgs& a) {
         char models_s[32] = "-", vs[32] = "-";
         if (pop.ms > 0) std::snprintf(models_s, sizeof models_s, "%.0f", E / (pop.ms / 1e3));
         if (pop.ms > 0 && str.ms > 0) std::snprintf(vs, sizeof vs, "%.2fx", str.ms / pop.ms);
-        std::printf("| %s | %d | %d | %.3f | %s | %s | %s | %.3f | %s | %s |\n", name.c_str(), E, lanes, one.ms,
+        const std::string label = a.batch > 0 ? name + " (B " + std::to_string(s.B) + ")" : name;
+        std::printf("| %s | %d | %d | %.3f | %s | %s | %s | %.3f | %s | %s |\n", label.c_str(), E, lanes, one.ms,
                     cell(pop, one.ms).c_str(), models_s, cell(str, one.ms).c_str(), E * one.ms, vs,
                     pop.ms > 0 ? format_bytes(double(bytes)).c_str() : "-");
         if (!pop.note.empty()) std::printf("  population: %s\n", pop.note.c_str());

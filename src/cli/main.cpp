@@ -203,6 +203,8 @@ int main(int argc, char** argv) {
                     "the configurations default to S,M");
   bench->add_option("--lanes", bargs.lanes, "with --models: the lane counts (streams of the population) to time")
       ->capture_default_str();
+  bench->add_option("--batch", bargs.batch, "with --models: windows per step instead of the configuration's B")
+      ->check(CLI::Range(1, 65536));
 
   try {
     app.parse(argc, argv);
