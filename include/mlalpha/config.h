@@ -48,6 +48,10 @@ enum class Schedule { Cosine, Constant };
 // schedule's arithmetic can never overflow.
 constexpr int64_t kMaxSteps = int64_t(1) << 40;
 
+// The most members one population may have (train.models × the [sweep] combinations × the folds trained
+// together): a bound on the per-member tables of one step, checked before anything is sized by it.
+constexpr int kMaxPopulation = 4096;
+
 struct TrainConfig {
   int B = 16;             // train.batch (an integer): windows per batch, batch_mode Windows
   BatchMode batch_mode = BatchMode::Windows;  // train.batch = "time": BatchMode::Time
@@ -68,7 +72,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   int64_t log_every = 25;
   // train.models: a population of this many models trained together, member r with seed + r (docs/config.md,
-  // "Populations"); each member's own TrainConfig has models = 1.
+  // "Populations"); each member's own TrainConfig has models = 1. In [1, kMaxPopulation].
   int models = 1;
   void validate() const;
   // Windows per cross-section for a panel of N instruments: min(N, instruments) (N when 0) in time mode,
@@ -173,6 +177,9 @@ struct SweepConfig {
   std::vector<float> lr, weight_decay, clip;
   std::vector<int64_t> warmup;
   bool empty() const { return lr.empty() && weight_decay.empty() && clip.empty() && warmup.empty(); }
+  // Every value passes the check of the train setting it replaces (sweep.lr[i] > 0, sweep.warmup[i] <
+  // train.steps, ...) and appears once in its list; messages name "sweep.lr[2]" and the value.
+  void validate(const TrainConfig& train) const;
 };
 
 struct RunConfig {

@@ -56,6 +56,7 @@ class Config:
 
     Config({"train": {"lr": 1e-3}})            a nested dict, as the TOML file's tables
     Config({"train.lr": 1e-3})                 or flat "section.key" names
+    Config(train={"models": 4}, sweep={"lr": [1e-3, 3e-4]})   a population (docs/config.md, "Populations")
     Config(train={"lr": 1e-3}, model={"layers": 1})   keyword arguments, one per section
     Config.from_toml("configs/example.toml", train={"steps": 50})
 
@@ -111,6 +112,8 @@ class Config:
         """config["train.lr"]."""
         section, _, name = key.partition(".")
         d = self.to_dict()
+        if section == "sweep" and key in _core.run_config_keys() and name not in d.get("sweep", {}):
+            return []  # not swept: to_toml leaves the empty list out
         if section not in d or name not in d[section]:
             hint = _core.suggest_run_config_key(key)
             raise KeyError(f"unknown config key '{key}'" + (f" (did you mean '{hint}'?)" if hint else ""))

@@ -120,6 +120,20 @@ def test_config_unknown_key_suggests():
         mlalpha.Config(model={"d_state": 0})  # the engine's range check names the key
 
 
+def test_config_population():
+    c = mlalpha.Config(train={"models": 3}, sweep={"lr": [1e-3, 3e-4], "warmup": 5}, run={"parallel_folds": True})
+    assert c["train.models"] == 3 and c["run.parallel_folds"] is True
+    assert c["sweep.lr"] == pytest.approx([1e-3, 3e-4])
+    assert c["sweep.warmup"] == [5]  # a single value is a list of one
+    assert c["sweep.clip"] == []  # not swept
+    assert {"train.models", "sweep.lr", "sweep.warmup"} <= set(c.given)
+    assert mlalpha.Config(c.to_dict()).to_toml() == c.to_toml()
+    with pytest.raises(ValueError, match=r"sweep\.lr\[1\] = 0 must be a finite number > 0"):
+        mlalpha.Config(sweep={"lr": [1e-3, 0]})
+    with pytest.raises(ValueError, match=r"did you mean 'sweep\.lr'\?"):
+        mlalpha.Config(sweep={"learning_rate": [1e-3]})
+
+
 def test_config_from_toml(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[data]\nsource = \"csv\"\ncsv = \"d.csv\"\nfeature_columns = [\"a\"]\n"

@@ -16,6 +16,12 @@ struct TrainArgs : CommonArgs {
 };
 int cmd_train(const TrainArgs& a);
 
+// `--sweep KEY=V1,V2,...` as the override "sweep.KEY=[V1, V2, ...]" (KEY one of lr, weight_decay, clip,
+// warmup; numbers, integers for warmup). Throws Error naming the bad part.
+std::string sweep_override(const std::string& arg);
+// Every --sweep argument in order; a KEY given twice is an error (its values belong in one list).
+std::vector<std::string> sweep_overrides(const std::vector<std::string>& args);
+
 struct EvalArgs : CommonArgs {
   std::string checkpoint;
   std::string split = "test";  // train | valid | test

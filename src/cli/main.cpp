@@ -12,6 +12,7 @@
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "mlalpha/device.h"
+#include "mlalpha/error.h"
 
 using namespace mlalpha;
 
@@ -52,12 +53,14 @@ struct Flags {
       eval_every{"run.eval_every", {}}, patience{"run.patience", {}}, d_model{"model.d_model", {}},
       layers{"model.layers", {}}, d_state{"model.d_state", {}}, head_dim{"model.head_dim", {}},
       chunk{"model.chunk", {}}, instruments{"data.instruments", {}}, timesteps{"data.timesteps", {}},
-      n_features{"data.n_features", {}}, burn_in{"train.burn_in", {}}, stop_after{"run.stop_after", {}};
+      n_features{"data.n_features", {}}, burn_in{"train.burn_in", {}}, stop_after{"run.stop_after", {}},
+      models{"train.models", {}};
   Flag<double> lr{"train.lr", {}}, weight_decay{"train.weight_decay", {}}, clip{"train.clip", {}},
       noise{"data.noise", {}};
   Flag<std::string> device{"run.device", {}}, out_dir{"run.out_dir", {}}, metric{"run.metric", {}},
       loss{"train.loss", {}}, schedule{"train.schedule", {}};
   bool tf32 = false, no_graph = false;
+  std::vector<std::string> sweep;  // --sweep KEY=V1,V2,... as given
 
   template <typename T>
   static void add(CLI::App& c, const char* name, Flag<T>& f, const char* help) {
@@ -86,6 +89,22 @@ struct Flags {
     add(c, "--loss", loss, "mse | huber | ic (ic needs --batch time)");
     add(c, "--burn-in", burn_in, "leading positions of each window left out of the loss");
     add(c, "--seed", seed, "initialisation and sampling seed");
+    add(c, "--models", models, "train this many models together, member r with seed + r");
+    c.add_option("--sweep", sweep,
+                 "train a population over these values, KEY one of lr, weight_decay, clip, warmup: --sweep "
+                 "lr=1e-3,3e-4 (repeatable, one KEY each; sets sweep.KEY)")
+        ->allow_extra_args(false)
+        ->type_name("KEY=V1,V2,...")
+        ->check(CLI::Validator(
+            [](std::string& s) -> std::string {
+              try {
+                sweep_override(s);
+                return "";
+              } catch (const Error& e) {
+                return e.what();
+              }
+            },
+            ""));
     add(c, "--log-every", log_every, "log interval in steps");
     add(c, "--eval-every", eval_every, "validation interval in steps (0: at the end)");
     add(c, "--metric", metric, "early-stopping metric: mse | ic | rank_ic | icir | dir_acc");
@@ -117,12 +136,13 @@ struct Flags {
   std::vector<std::string> overrides(std::vector<std::string> sets) const {
     for (const auto* f : {&steps, &batch, &seq_len, &warmup, &log_every, &seed, &eval_every, &patience, &d_model,
                           &layers, &d_state, &head_dim, &chunk, &instruments, &timesteps, &n_features, &burn_in,
-                          &stop_after})
+                          &stop_after, &models})
       emit(sets, *f);
     for (const auto* f : {&lr, &weight_decay, &clip, &noise}) emit(sets, *f);
     for (const auto* f : {&device, &out_dir, &metric, &loss, &schedule}) emit(sets, *f);
     if (tf32) sets.push_back("run.tf32=true");
     if (no_graph) sets.push_back("run.graph=false");
+    for (std::string& s : sweep_overrides(sweep)) sets.push_back(std::move(s));
     return sets;
   }
 };

@@ -83,11 +83,49 @@ void TrainConfig::validate() const {
   require(burn_in >= 0 && burn_in < L, "train.burn_in must be in [0, train.seq_len) = [0, " + std::to_string(L) + "), got " +
                                            std::to_string(burn_in));
   positive("train.log_every", log_every);
+  require(models >= 1 && models <= kMaxPopulation, "train.models must be in [1, " + std::to_string(kMaxPopulation) +
+                                                       "] (models trained together), got " + std::to_string(models));
   positive("train.dates", dates);
   require(instruments >= 0, "train.instruments must be >= 0 (0 = every instrument), got " + std::to_string(instruments));
   require(loss != LossKind::IC || batch_mode == BatchMode::Time,
           "train.loss = 'ic' correlates predictions across the instruments of one date, so it needs "
           "train.batch = \"time\" (cross-sectional batches), got train.batch = " + std::to_string(B));
+}
+
+namespace {
+
+// "sweep.lr[2]": the entry of a sweep list a message names.
+std::string entry(const char* key, size_t i) { return std::string("sweep.") + key + "[" + std::to_string(i) + "]"; }
+
+// A list names each value once: a repeat would train the same member twice.
+template <typename T, typename Text>
+void distinct(const char* key, const std::vector<T>& v, Text text) {
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      require(!(v[i] == v[j]), entry(key, i) + " = " + text(v[i]) + " repeats " + entry(key, j) +
+                                   ": give each value once");
+}
+
+}  // namespace
+
+void SweepConfig::validate(const TrainConfig& train) const {
+  const auto itext = [](int64_t v) { return std::to_string(v); };
+  for (size_t i = 0; i < lr.size(); ++i)
+    require(std::isfinite(lr[i]) && lr[i] > 0, entry("lr", i) + " = " + num(lr[i]) + " must be a finite number > 0 (as train.lr)");
+  for (size_t i = 0; i < weight_decay.size(); ++i)
+    require(weight_decay[i] >= 0, entry("weight_decay", i) + " = " + num(weight_decay[i]) + " must be >= 0 (as train.weight_decay)");
+  for (size_t i = 0; i < clip.size(); ++i)
+    require(std::isfinite(clip[i]), entry("clip", i) + " = " + num(clip[i]) +
+                                        " must be finite (as train.clip; <= 0 disables clipping)");
+  for (size_t i = 0; i < warmup.size(); ++i) {
+    require(warmup[i] >= 0, entry("warmup", i) + " = " + itext(warmup[i]) + " must be >= 0 (as train.warmup)");
+    require(warmup[i] < train.steps, entry("warmup", i) + " = " + itext(warmup[i]) + " must be less than train.steps = " +
+                                         itext(train.steps) + " (the learning rate would never reach its peak)");
+  }
+  distinct("lr", lr, num);
+  distinct("weight_decay", weight_decay, num);
+  distinct("clip", clip, num);
+  distinct("warmup", warmup, itext);
 }
 
 int TrainConfig::cross_section(int N) const {

@@ -33,6 +33,7 @@ void visit_fields(TrainConfig& c, V&& v) {
   v("warmup", c.warmup), v("schedule", c.schedule), v("weight_decay", c.weight_decay);
   v("beta1", c.beta1), v("beta2", c.beta2), v("eps", c.eps), v("clip", c.clip), v("loss", c.loss);
   v("huber_delta", c.huber_delta), v("burn_in", c.burn_in), v("seed", c.seed), v("log_every", c.log_every);
+  v("models", c.models);
 }
 
 // ---- encoding: exact, human-readable
@@ -101,8 +102,10 @@ void decode(const ojson& j, BatchMode& out, const Field& f) {
 }
 
 // Fields added after checkpoints were first written: a checkpoint without them keeps the default (the
-// windows batch mode it was trained with).
-bool optional_field(const std::string& name) { return name == "batch_mode" || name == "dates" || name == "instruments"; }
+// windows batch mode it was trained with; one model, as every checkpoint holds one member's weights).
+bool optional_field(const std::string& name) {
+  return name == "batch_mode" || name == "dates" || name == "instruments" || name == "models";
+}
 
 ojson parse_json(const std::string& text, const std::string& where, const char* what) {
   try {

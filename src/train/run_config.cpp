@@ -7,8 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/suggest.h"
@@ -98,6 +100,23 @@ class Section {
     convert(*n, key, windows);
     mode = BatchMode::Windows;
   }
+  // A [sweep] list: an array of values (a single value is a list of one); an empty array is refused, as it
+  // would sweep nothing. Each entry is converted as the train setting of the same name.
+  template <typename T>
+  void get_list(const char* key, std::vector<T>& out) {
+    const toml::node* n = node(key);
+    if (!n) return;
+    out.clear();
+    const toml::array* a = n->as_array();
+    if (!a) {
+      out.push_back(entry_value<T>(*n, key, std::string(key)));
+      return;
+    }
+    if (a->empty())
+      throw Error(where(*n, key) + ": " + name_ + "." + key + " = []: give at least one value or drop the key");
+    for (size_t i = 0; i < a->size(); ++i)
+      out.push_back(entry_value<T>(*a->get(i), key, std::string(key) + "[" + std::to_string(i) + "]"));
+  }
   // After all get() calls: any key not asked for is a typo or unsupported.
   void check_unknown() const {
     if (!t_) return;
@@ -174,6 +193,24 @@ class Section {
       auto s = e.value_exact<std::string>();
       if (!s) fail(e, key, "expected an array of strings");
       out.push_back(*s);
+    }
+  }
+
+  // One entry of a list: a number (integers accepted) for a float, an integer for an integer. `label` is
+  // the key with the entry's index ("lr[2]"); where() still locates the list's key.
+  template <typename T>
+  T entry_value(const toml::node& e, const char* key, const std::string& label) const {
+    const std::string at = where(e, key) + ": " + name_ + "." + label + ": ";
+    if constexpr (std::is_floating_point_v<T>) {
+      const auto v = e.value<double>();
+      if (!v || e.is_boolean()) throw Error(at + "expected a number");
+      if (std::isfinite(*v) && std::fabs(*v) > double(std::numeric_limits<T>::max()))
+        throw Error(at + "value " + shortest(*v) + " is out of range for a 32-bit float");
+      return T(*v);
+    } else {
+      const auto v = e.value_exact<int64_t>();
+      if (!v) throw Error(at + "expected an integer");
+      return T(*v);
     }
   }
 
@@ -285,6 +322,11 @@ const std::map<std::string, std::string>& key_aliases() {
       {"model.hidden_size", "model.d_model"},  {"model.dim", "model.d_model"},
       {"run.output_dir", "run.out_dir"},       {"run.outdir", "run.out_dir"},
       {"run.early_stopping_patience", "run.patience"},
+      {"train.n_models", "train.models"},      {"train.num_models", "train.models"},
+      {"train.population", "train.models"},    {"train.population_size", "train.models"},
+      {"sweep.learning_rate", "sweep.lr"},     {"sweep.wd", "sweep.weight_decay"},
+      {"sweep.grad_clip", "sweep.clip"},       {"sweep.max_grad_norm", "sweep.clip"},
+      {"sweep.warmup_steps", "sweep.warmup"},  {"run.parallel_fold", "run.parallel_folds"},
   };
   return aliases;
 }
@@ -294,14 +336,14 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   toml::table root = parse_toml(text, src);
   Origins origins{src, {}};
   for (const std::string& ov : overrides) apply_override(root, ov, origins);
-  static const char* kSections[] = {"data", "split", "model", "train", "run"};
+  static const char* kSections[] = {"data", "split", "model", "train", "sweep", "run"};
   for (const auto& [k, v] : root) {
     const std::string key(k.str());
     if (std::find(std::begin(kSections), std::end(kSections), key) != std::end(kSections) && v.is_table()) continue;
     std::string msg = src + ":" + std::to_string(v.source().begin.line) + ": unknown section or top-level key '" + key + "'";
     if (const std::string best = suggest_run_config_key(key); !best.empty() && !v.is_table())
       msg += "; did you mean '" + best + "'?";
-    throw Error(msg + " (expected the tables [data], [split], [model], [train], [run])");
+    throw Error(msg + " (expected the tables [data], [split], [model], [train], [sweep], [run])");
   }
   RunConfig c;
   auto table = [&](const char* name) { return root[name].as_table(); };
@@ -377,9 +419,17 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   t.get("burn_in", c.train.burn_in);
   t.get("seed", c.train.seed);
   t.get("log_every", c.train.log_every);
+  t.get("models", c.train.models);
   t.check_unknown();
   c.train.loss = parse_loss(loss);
   c.train.schedule = parse_schedule(schedule);
+
+  Section w(table("sweep"), "sweep", origins, c.given, keys);
+  w.get_list("lr", c.sweep.lr);
+  w.get_list("weight_decay", c.sweep.weight_decay);
+  w.get_list("clip", c.sweep.clip);
+  w.get_list("warmup", c.sweep.warmup);
+  w.check_unknown();
 
   Section r(table("run"), "run", origins, c.given, keys);
   r.get_choice("device", c.run.device, {"auto", "cpu", "gpu"});
@@ -392,6 +442,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   r.get("stop_after", c.run.stop_after);
   r.get("quantiles", c.run.quantiles);
   r.get("periods_per_year", c.run.periods_per_year);
+  r.get("parallel_folds", c.run.parallel_folds);
   r.check_unknown();
   return c;
 }
@@ -494,7 +545,15 @@ void RunConfig::validate() const {
             "run.metric must be one of " + list + ", got '" + run.metric + "'");
   }
   model.validate();
-  train.validate();
+  sweep.validate(train);
+  // The train settings a sweep replaces are checked as its first member trains them (a warm-up too long for
+  // train.steps is no error when every member's swept warm-up fits).
+  TrainConfig first = train;
+  if (!sweep.lr.empty()) first.lr = sweep.lr[0];
+  if (!sweep.weight_decay.empty()) first.weight_decay = sweep.weight_decay[0];
+  if (!sweep.clip.empty()) first.clip = sweep.clip[0];
+  if (!sweep.warmup.empty()) first.warmup = sweep.warmup[0];
+  first.validate();
 }
 
 }  // namespace mlalpha

@@ -31,6 +31,12 @@ toml::array string_array(const std::vector<std::string>& v) {
   return a;
 }
 
+toml::array float_array(const std::vector<float>& v) {
+  toml::array a;
+  for (float f : v) a.push_back(as_written(f));
+  return a;
+}
+
 void put_boundary(toml::table& t, const char* key, const SplitPoint& p) {
   if (p.kind == SplitPoint::Kind::fraction) t.insert_or_assign(key, p.fraction);
   else if (p.kind == SplitPoint::Kind::index) t.insert_or_assign(key, p.index);
@@ -39,7 +45,7 @@ void put_boundary(toml::table& t, const char* key, const SplitPoint& p) {
 
 // Every key of the file with its value, section by section (the inverse of parse_run_config).
 toml::table to_table(const RunConfig& c) {
-  toml::table data, split, model, train, run;
+  toml::table data, split, model, train, sweep, run;
   data.insert_or_assign("source", c.data.source);
   data.insert_or_assign("instruments", c.data.synth.N);
   data.insert_or_assign("timesteps", c.data.synth.T);
@@ -103,6 +109,13 @@ toml::table to_table(const RunConfig& c) {
   train.insert_or_assign("burn_in", t.burn_in);
   train.insert_or_assign("seed", int64_t(t.seed));
   train.insert_or_assign("log_every", t.log_every);
+  train.insert_or_assign("models", t.models);
+  sweep.insert_or_assign("lr", float_array(c.sweep.lr));
+  sweep.insert_or_assign("weight_decay", float_array(c.sweep.weight_decay));
+  sweep.insert_or_assign("clip", float_array(c.sweep.clip));
+  toml::array warmup;
+  for (int64_t w : c.sweep.warmup) warmup.push_back(w);
+  sweep.insert_or_assign("warmup", std::move(warmup));
   run.insert_or_assign("device", c.run.device);
   run.insert_or_assign("tf32", c.run.tf32);
   run.insert_or_assign("graph", c.run.graph);
@@ -113,11 +126,13 @@ toml::table to_table(const RunConfig& c) {
   run.insert_or_assign("stop_after", c.run.stop_after);
   run.insert_or_assign("quantiles", c.run.quantiles);
   run.insert_or_assign("periods_per_year", c.run.periods_per_year);
+  run.insert_or_assign("parallel_folds", c.run.parallel_folds);
   toml::table root;
   root.insert_or_assign("data", std::move(data));
   root.insert_or_assign("split", std::move(split));
   root.insert_or_assign("model", std::move(model));
   root.insert_or_assign("train", std::move(train));
+  root.insert_or_assign("sweep", std::move(sweep));
   root.insert_or_assign("run", std::move(run));
   return root;
 }
@@ -134,6 +149,11 @@ std::string node_text(const toml::node& n) {
     std::string t(buf, r.ptr);
     if (t.find_first_of(".en") == std::string::npos) t += ".0";  // stays a TOML float
     return t;
+  }
+  if (const auto* a = n.as_array()) {  // element by element, so floats keep their short form
+    std::string t = "[";
+    for (size_t i = 0; i < a->size(); ++i) t += (i ? ", " : "") + node_text(*a->get(i));
+    return t + "]";
   }
   toml::table t;
   t.insert_or_assign("v", n);
@@ -156,13 +176,20 @@ std::map<std::string, std::string> run_config_values(const RunConfig& c) {
 std::string to_toml(const RunConfig& c, const std::vector<std::string>& sections_in) {
   const toml::table all = to_table(c);
   const std::vector<std::string> sections =
-      sections_in.empty() ? std::vector<std::string>{"data", "split", "model", "train", "run"} : sections_in;
+      sections_in.empty() ? std::vector<std::string>{"data", "split", "model", "train", "sweep", "run"} : sections_in;
   std::string text;
   for (const auto& s : sections) {
     const toml::table* t = all.get_as<toml::table>(s);
     if (!t) continue;
-    text += (text.empty() ? "[" : "\n[") + s + "]\n";
-    for (const auto& [key, v] : *t) text += std::string(key.str()) + " = " + node_text(v) + "\n";
+    // A [sweep] list left empty sweeps nothing and is not written (the parser refuses `lr = []`); a
+    // [sweep] without lists is left out.
+    std::string lines;
+    for (const auto& [key, v] : *t) {
+      if (s == "sweep" && v.is_array() && v.as_array()->empty()) continue;
+      lines += std::string(key.str()) + " = " + node_text(v) + "\n";
+    }
+    if (s == "sweep" && lines.empty()) continue;
+    text += (text.empty() ? "[" : "\n[") + s + "]\n" + lines;
   }
   return text;
 }

@@ -10,7 +10,9 @@
 #include <sstream>
 #include <string>
 
+#include "cli/commands.h"
 #include "data/npy.h"
+#include "mlalpha/error.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -307,6 +309,76 @@ TEST_F(Cli, CountsThatOverflowAreRefused) {
   r = run("train --steps 100 --warmup 100 -o " + p("x"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("train.warmup = 100 must be less than train.steps = 100"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("x")));
+}
+
+// --sweep KEY=V1,V2,... becomes the override sweep.KEY=[...]; bad parts are named.
+std::string sweep_error(const std::string& arg) {
+  try {
+    sweep_override(arg);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SweepOption, BecomesAnOverride) {
+  EXPECT_EQ(sweep_override("lr=1e-3,3e-4"), "sweep.lr=[0.001, 0.0003]");
+  EXPECT_EQ(sweep_override("weight_decay=0,.5,+2"), "sweep.weight_decay=[0, 0.5, 2]");  // written as TOML reads it
+  EXPECT_EQ(sweep_override("clip=1"), "sweep.clip=[1]");
+  EXPECT_EQ(sweep_override("warmup=0,20,100"), "sweep.warmup=[0, 20, 100]");
+  EXPECT_EQ(sweep_overrides({"lr=1e-3", "clip=0.5,1"}), (std::vector<std::string>{"sweep.lr=[0.001]", "sweep.clip=[0.5, 1]"}));
+}
+
+TEST(SweepOption, BadPartsAreNamed) {
+  EXPECT_NE(sweep_error("lr=1e-3,abc").find("'abc' in 'lr=1e-3,abc' is not a number"), std::string::npos);
+  EXPECT_NE(sweep_error("warmup=10,2.5").find("'2.5' in 'warmup=10,2.5' is not an integer"), std::string::npos);
+  EXPECT_NE(sweep_error("lr=1e-3,,3e-4").find("has an empty value"), std::string::npos);
+  EXPECT_NE(sweep_error("lr=").find("has an empty value"), std::string::npos);
+  EXPECT_NE(sweep_error("lr").find("expected KEY=V1,V2,..."), std::string::npos);
+  EXPECT_NE(sweep_error("learning_rate=1e-3").find("unknown key 'learning_rate' in 'learning_rate=1e-3'; did you mean 'lr'?"),
+            std::string::npos)
+      << sweep_error("learning_rate=1e-3");
+  EXPECT_NE(sweep_error("beta1=0.9").find("KEY is one of lr, weight_decay, clip, warmup"), std::string::npos);
+  EXPECT_NE(sweep_error("warmup=99999999999999999999").find("out of range for an integer"), std::string::npos);
+  std::string twice;
+  try {
+    sweep_overrides({"lr=1e-3", "lr=2e-3"});
+  } catch (const Error& e) {
+    twice = e.what();
+  }
+  EXPECT_NE(twice.find("--sweep lr is given twice"), std::string::npos) << twice;
+}
+
+// The options reach the configuration: each bad value below is refused by the config's own checks (before
+// any data is read or any output made), which only happens when the option set the key.
+TEST_F(Cli, PopulationOptions) {
+  Result r = run("train --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--models"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--sweep KEY=V1,V2,..."), std::string::npos) << r.out;
+  r = run("train --steps 100 --sweep warmup=10,500 -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("sweep.warmup[1] = 500 must be less than train.steps = 100"), std::string::npos) << r.out;
+  r = run("train --sweep lr=1e-3 --sweep clip=1,inf -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("sweep.clip[1] = inf must be finite"), std::string::npos) << r.out;
+  r = run("train --sweep lr=1e-3,1e-3 -o " + p("x"));
+  EXPECT_NE(r.out.find("sweep.lr[1] = 0.001 repeats sweep.lr[0]"), std::string::npos) << r.out;
+  r = run("train --models 5000 -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("train.models must be in [1, 4096]"), std::string::npos) << r.out;
+  r = run("train --models two -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--models: 'two' is not an integer"), std::string::npos) << r.out;
+  r = run("train --sweep lr=1e-3,fast -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("ml-alpha: error: --sweep: 'fast' in 'lr=1e-3,fast' is not a number"), std::string::npos) << r.out;
+  r = run("train --sweep learning_rate=1e-3 -o " + p("x"));
+  EXPECT_NE(r.out.find("did you mean 'lr'?"), std::string::npos) << r.out;
+  r = run("train --sweep lr=1e-3 --sweep lr=2e-3 -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--sweep lr is given twice"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(p("x")));
 }
 
