@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -138,7 +140,7 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   const int64_t last = std::min<int64_t>(s, cfg.train.steps);  // the loop's last step (s ran one past it)
 
   std::vector<Trained> out;
-  std::string wrote;
+  std::string wrote;  // member 0's files, as the fold_end message says them
   for (int m = 0; m < E; ++m) {
     const FoldData& d = *data[size_t(m)];
     Trained t;
@@ -147,7 +149,8 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
     const bool frozen = frozen_at[size_t(m)] > 0;
     rec[size_t(m)]->res().stopped = stopped && !frozen;
     std::vector<float> test_pred;
-    wrote += (m ? "; " : "") + rec[size_t(m)]->finish(frozen ? frozen_at[size_t(m)] : last, &test_pred);
+    const std::string files = rec[size_t(m)]->finish(frozen ? frozen_at[size_t(m)] : last, &test_pred);
+    if (m == 0) wrote = files;
     t.res = rec[size_t(m)]->res();
     const std::vector<float>& best = rec[size_t(m)]->best_params();
     if (t.res.has_test) {
@@ -164,7 +167,8 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   e.folds = c.folds;
   e.step = last;
   e.split = data.front()->plan->split;
-  e.message = "wrote " + wrote;
+  e.message = "wrote " + std::to_string(E) + " member folders (" + out.front().res.dir +
+              (E > 1 ? " .. " + out.back().res.dir : std::string()) + "), the first: " + wrote;
   c.rep.emit(e);
   return out;
 }
@@ -249,6 +253,13 @@ std::string board_text(const Board& b, const std::vector<std::string>& columns, 
     std::string line;
     for (size_t j = 0; j < at.size(); ++j) {
       std::string cell = (*r)[at[j]];
+      char* end = nullptr;
+      const double v = cell.empty() || r == &b.header ? NAN : std::strtod(cell.c_str(), &end);
+      if (!std::isnan(v) && end && *end == '\0' && cell.find('.') != std::string::npos) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.5g", v);
+        cell = buf;
+      }
       if (r != &b.header && (*r)[0].empty() && j == 1) cell = "ensemble";
       line += (j ? "  " : "") + cell + std::string(width[j] - std::min(width[j], cell.size()), ' ');
     }
@@ -391,7 +402,7 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
 
   // The leaderboards and ensembles of the folds just trained (each fold once), then (walk-forward) the run's
   // leaderboard over the folds pooled so far.
-  auto summarise = [&](const std::vector<int>& fold_ids) {
+  auto summarise = [&](const std::vector<int>& fold_ids, bool final) {
     for (int f : fold_ids) {
       std::vector<const Trained*> of_fold;
       for (const Trained& t : trained)
@@ -468,6 +479,7 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
     const Board board = rank(cfg, header, std::move(entries), ens);
     result.leaderboard_file = (out / "leaderboard.csv").string();
     write_board(result.leaderboard_file, board);
+    if (!final) return;
     std::vector<std::string> cols{"rank", "member"};
     cols.insert(cols.end(), keys.begin(), keys.end());
     cols.insert(cols.end(), {"folds", "oos_" + cfg.run.metric, "oos_ic", "oos_ls_sharpe"});
@@ -485,7 +497,7 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
     for (Trained& t : train_population(c, members, of, stopped)) trained.push_back(std::move(t));
     std::vector<int> all;
     for (int f = 0; f < folds; ++f) all.push_back(f);
-    summarise(all);
+    summarise(all, true);
   } else {
     for (int f = 0; f < folds && !stopped; ++f) {
       data.push_back(prepare_fold(cfg, panel, plans[size_t(f)]));
@@ -493,7 +505,7 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
       for (MemberSpec& m : of_fold) m.fold = f;
       const std::vector<const FoldData*> of(of_fold.size(), &data.back());
       for (Trained& t : train_population(c, of_fold, of, stopped)) trained.push_back(std::move(t));
-      summarise({f});  // after every fold, so an interrupted walk-forward keeps what it finished
+      summarise({f}, f + 1 == folds || stopped);  // after every fold, so an interrupted walk-forward keeps what it finished
     }
   }
   result.stopped = stopped;

@@ -1,5 +1,5 @@
 #pragma once
-// The run loop of a population (src/train/population.h, docs/runs.md "Populations"): the members train
+// The run loop of a population (src/train/population.h, docs/populations.md): the members train
 // together, fold by fold or all folds at once (run.parallel_folds), each with a solo run's files in its
 // own folder, then leaderboard.csv and the mean-ensemble of their best weights.
 #include <cstdint>
