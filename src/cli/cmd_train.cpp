@@ -125,7 +125,7 @@ int cmd_train(const TrainArgs& a) {
                   static_cast<long long>(f.steps));
     if (f.has_test) std::printf("%stest  %s\n", prefix.c_str(), fmt_metrics(f.test.mean).c_str());
   }
-  if (r.config.split.walk_forward_folds > 1) {
+  if (r.members.empty() && r.config.split.walk_forward_folds > 1) {
     std::printf("walk-forward summary (test split of each fold, best checkpoint): %s/folds.csv and folds.json\n",
                 r.config.run.out_dir.c_str());
     std::printf("folds: metric mean ± std over the folds\n");

@@ -33,7 +33,6 @@ void visit_fields(TrainConfig& c, V&& v) {
   v("warmup", c.warmup), v("schedule", c.schedule), v("weight_decay", c.weight_decay);
   v("beta1", c.beta1), v("beta2", c.beta2), v("eps", c.eps), v("clip", c.clip), v("loss", c.loss);
   v("huber_delta", c.huber_delta), v("burn_in", c.burn_in), v("seed", c.seed), v("log_every", c.log_every);
-  v("models", c.models);  // 1 in every checkpoint: a population saves each member as its own model
 }
 
 // ---- encoding: exact, human-readable

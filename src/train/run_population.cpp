@@ -431,6 +431,8 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
       } else if (s.has_ensemble && d.plan->split.has_test()) {
         ensemble_oos.add(*d.plan, s.ensemble_pred);
       }
+      for (Trained& t : trained)  // pooled now: a long walk-forward keeps one fold's predictions at a time
+        if (t.data->plan->fold == f) std::vector<float>().swap(t.best_pred);
     }
     if (folds == 1) return;
     // The run's leaderboard: members by their pooled out-of-sample metrics.
@@ -505,6 +507,7 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
       for (MemberSpec& m : of_fold) m.fold = f;
       const std::vector<const FoldData*> of(of_fold.size(), &data.back());
       for (Trained& t : train_population(c, of_fold, of, stopped)) trained.push_back(std::move(t));
+      stopped = stopped || rep.stop_requested();
       summarise({f}, f + 1 == folds || stopped);  // after every fold, so an interrupted walk-forward keeps what it finished
     }
   }

@@ -366,6 +366,8 @@ TEST(ConfigJson, CoversEveryField) {
   // Adding a field to ModelConfig or TrainConfig changes these sizes: add the field to visit_fields in
   // src/train/config_json.cpp (or checkpoints silently lose it), then update the numbers here.
   EXPECT_EQ(sizeof(ModelConfig), 10 * sizeof(int) + 5 * sizeof(float));
+  // TrainConfig::models is left out on purpose: a checkpoint is one model (a population saves each member
+  // with models = 1), and leaving it out keeps checkpoints readable by earlier versions.
   EXPECT_EQ(sizeof(TrainConfig), 112u);
 }
 
