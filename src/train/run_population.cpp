@@ -117,9 +117,10 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   std::vector<int64_t> frozen_at(size_t(E), 0);  // > 0: the step member m stopped early at
   int live = E;
   const int64_t eval_every = cfg.run.eval_every > 0 ? cfg.run.eval_every : cfg.train.steps;
-  int64_t s = 0;
-  for (s = 1; s <= cfg.train.steps && live > 0; ++s) {
+  int64_t last = 0;  // the last step taken
+  for (int64_t s = 1; s <= cfg.train.steps && live > 0; ++s) {
     be->step();
+    last = s;
     const bool eval_now = s % eval_every == 0 || s == cfg.train.steps;
     const bool stop = c.rep.stop_requested();
     for (int m = 0; m < E; ++m) {
@@ -137,7 +138,6 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
       break;
     }
   }
-  const int64_t last = std::min<int64_t>(s, cfg.train.steps);  // the loop's last step (s ran one past it)
 
   std::vector<Trained> out;
   std::string wrote;  // member 0's files, as the fold_end message says them
