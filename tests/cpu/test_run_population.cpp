@@ -239,6 +239,19 @@ TEST_F(Population, AStopSavesEveryMemberAndTheLeaderboard) {
   EXPECT_EQ(read_csv(dir_ / "pop/leaderboard.csv").size(), 4u);
 }
 
+TEST_F(Population, ALowerIsBetterMetricRanksTheSmallestFirst) {
+  RunConfig cfg = config("pop", {"run.metric=\"mse\"", "train.steps=10"});
+  cfg.train.models = 3;
+  const RunResult r = run_training(cfg);
+  const auto rows = read_csv(dir_ / "pop/leaderboard.csv");
+  ASSERT_EQ(rows.size(), 5u);
+  const size_t v = column(rows[0], "valid_mse");
+  EXPECT_LT(std::stod(rows[1][v]), std::stod(rows[2][v]));
+  EXPECT_LT(std::stod(rows[2][v]), std::stod(rows[3][v]));
+  EXPECT_EQ(rows[4][v], "");  // the ensemble is scored on the test range
+  EXPECT_EQ(std::stod(rows[4][column(rows[0], "test_mse")]), r.ensemble.mean.mse);
+}
+
 TEST_F(Population, ResumeAndStopAfterAreRefusedBeforeAnythingIsWritten) {
   RunConfig cfg = config("pop", {"run.stop_after=10"});
   cfg.train.models = 2;
