@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mlalpha/config.h"
@@ -54,6 +55,11 @@ struct RunEvent {
   std::vector<TrainPoint> points;
   Evaluation evaluation;
   std::string message;
+  // Populations (train.models > 1 or [sweep]): the member a log, eval or message event is about (its index
+  // in RunResult::members' order of one population, and its folder name "member-03"); -1 and "" for events
+  // about the whole run or population (fold_start / fold_end come once per population).
+  int member = -1;
+  std::string member_name;
 };
 
 // Return false to stop the run after the current step (the last checkpoint is saved as on Ctrl-C).
@@ -88,9 +94,27 @@ struct FoldResult {
   std::vector<Evaluation> evaluations;     // every validation of this invocation
 };
 
+// One trained model of a population (one per member and fold for walk-forward runs).
+struct MemberResult {
+  std::string name;  // "member-03": its folder under the run's (or fold's) folder
+  int fold = 0;
+  std::vector<std::pair<std::string, std::string>> settings;  // what the population varies: {"lr", "0.001"}, ...
+  std::string dir;
+  int64_t steps = 0;  // the last step trained (less than train.steps after an early stop)
+  int64_t best_step = 0;
+  double best_value = 0;  // run.metric of its best validation
+  bool early_stopped = false;
+  bool has_test = false;
+  MetricsResult test;  // its best weights on the test range
+  // Walk-forward only: its test blocks pooled over every fold (the same on each fold's entry of a member).
+  bool has_oos = false;
+  std::string oos_file;  // out_dir/member-03/oos_pred.csv
+  MetricsResult oos;
+};
+
 struct RunResult {
   RunConfig config;  // as run (a resume's comes from its checkpoint)
-  std::vector<FoldResult> folds;
+  std::vector<FoldResult> folds;  // a solo run's folds (empty for a population: see members)
   // Walk-forward only: the mean and sample std over the folds of each test metric (every fold the run
   // folder holds, a resume's earlier folds included), and the pooled out-of-sample predictions (oos_pred.csv).
   Metrics fold_test_mean, fold_test_std;
@@ -98,6 +122,13 @@ struct RunResult {
   std::string oos_file;   // out_dir/oos_pred.csv
   MetricsResult oos;      // metrics of the pooled predictions
   bool stopped = false;  // ended by the callback or the stop flag before the planned end
+  // Populations: every trained model, fold by fold in member order; out_dir/leaderboard.csv; the
+  // mean-ensemble of the members' best-weight predictions on the test range (the validation range
+  // without one; walk-forward: each fold's ensemble pooled over the test blocks), out_dir/ensemble/pred.csv.
+  std::vector<MemberResult> members;
+  std::string leaderboard_file;
+  bool has_ensemble = false;
+  MetricsResult ensemble;
 };
 
 // The configuration a run would use: the given one, or for a resume the checkpoint's model, training,

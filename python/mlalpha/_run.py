@@ -62,6 +62,19 @@ class Run:
     oos: dict | None = None
     fold_test_mean: dict | None = None
     fold_test_std: dict | None = None
+    # Populations (train.models > 1 or [sweep]): every trained member (name, fold, settings, dir, steps,
+    # best_step, best_value, early_stopped, test, oos), folds stays empty; the mean-ensemble's metrics
+    # (test range, else validation; walk-forward: pooled over the folds) and leaderboard.csv's rows.
+    members: list[dict] = field(default_factory=list, repr=False)
+    ensemble: dict | None = None
+    leaderboard_rows: list[dict] = field(default_factory=list, repr=False)
+
+    @property
+    def leaderboard(self):
+        """leaderboard.csv: members best first (rank, member, the varied settings, best_step, valid_<metric>,
+        test_<metric>... or, walk-forward, folds and oos_<metric>..., dir), the ensemble last; a DataFrame
+        when pandas is importable."""
+        return _table(self.leaderboard_rows)
 
     @property
     def best(self) -> Model | None:
@@ -83,6 +96,28 @@ class Run:
         return _table([_eval_row(f.fold, e) for f in self.folds for e in f.evaluations])
 
 
+def _read_leaderboard(path: str) -> list[dict]:
+    """leaderboard.csv as rows of strings turned into numbers where they are numbers (empty cells None)."""
+    import csv
+
+    def value(cell: str):
+        if cell == "":
+            return None
+        try:
+            return int(cell)
+        except ValueError:
+            pass
+        try:
+            return float(cell)
+        except ValueError:
+            return cell
+
+    if not path or not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
 def _load_if(path: str) -> Model | None:
     return Model.load(path) if os.path.exists(path) else None
 
@@ -96,6 +131,7 @@ class _Progress:
         except ImportError:
             tqdm = None
         self._tqdm, self._steps, self._bar = tqdm, steps, None
+        self._shown = 0  # the latest step shown: a population's members all log the same steps
 
     def __call__(self, e: dict) -> None:
         if self._tqdm is None:
@@ -103,9 +139,13 @@ class _Progress:
         if e["kind"] == "fold_start":
             self.close()
             self._bar = self._tqdm(total=self._steps, initial=e["start_step"], desc=f"fold {e['fold']}" if e["folds"] > 1 else "train")
+            self._shown = e["start_step"]
         elif e["kind"] == "log" and self._bar is not None and e["points"]:
-            self._bar.update(len(e["points"]))
-            self._bar.set_postfix(loss=f"{e['points'][-1]['loss']:.4g}")
+            new = [p for p in e["points"] if p["step"] > self._shown]
+            if new:
+                self._bar.update(len(new))
+                self._shown = new[-1]["step"]
+                self._bar.set_postfix(loss=f"{new[-1]['loss']:.4g}")
         elif e["kind"] == "fold_end":
             self.close()
 
@@ -163,6 +203,7 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
                       test=f["test"], best=_load_if(os.path.join(f["dir"], "best.safetensors")),
                       last=_load_if(os.path.join(f["dir"], "last.safetensors")), history=f["history"],
                       evaluations=f["evaluations"]) for f in result["folds"]]
+        board = _read_leaderboard(result["leaderboard_file"])  # before a temporary run folder goes
     finally:
         if bar is not None:
             bar.close()
@@ -172,4 +213,5 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     return Run(folds=folds, config=config, dir=None if tmp else config["run.out_dir"],
                stopped=bool(result["stopped"]) or interrupted, interrupted=interrupted, oos=result["oos"],
                fold_test_mean=result["fold_test_mean"] if wf else None,
-               fold_test_std=result["fold_test_std"] if wf else None)
+               fold_test_std=result["fold_test_std"] if wf else None, members=result["members"],
+               ensemble=result["ensemble"], leaderboard_rows=board)

@@ -182,6 +182,7 @@ nb::dict event_dict(const mlalpha::RunEvent& e) {
     default: break;
   }
   d["message"] = e.message;
+  d["member"] = e.member, d["member_name"] = e.member_name;
   return d;
 }
 
@@ -196,6 +197,21 @@ nb::dict fold_dict(const mlalpha::FoldResult& f) {
   for (const mlalpha::TrainPoint& p : f.history) hist.append(point_dict(p));
   for (const mlalpha::Evaluation& e : f.evaluations) evals.append(evaluation_dict(e));
   d["history"] = hist, d["evaluations"] = evals;
+  return d;
+}
+
+nb::dict member_dict(const mlalpha::MemberResult& m) {
+  nb::dict d;
+  d["name"] = m.name, d["fold"] = m.fold, d["dir"] = m.dir, d["steps"] = m.steps;
+  nb::dict settings;
+  for (const auto& [k, v] : m.settings) settings[k.c_str()] = v;
+  d["settings"] = settings;
+  d["best_step"] = m.best_step, d["best_value"] = m.best_value, d["early_stopped"] = m.early_stopped;
+  d["has_test"] = m.has_test;
+  if (m.has_test) d["test"] = metrics_result_dict(m.test);
+  else d["test"] = nb::none();
+  if (m.has_oos) d["oos"] = metrics_result_dict(m.oos), d["oos_file"] = m.oos_file;
+  else d["oos"] = nb::none(), d["oos_file"] = nb::none();
   return d;
 }
 
@@ -271,6 +287,13 @@ nb::tuple fit(const mlalpha::RunConfig& config, const mlalpha::Panel& panel, nb:
   else out["oos"] = nb::none();
   out["fold_test_mean"] = metrics_dict(result->fold_test_mean);
   out["fold_test_std"] = metrics_dict(result->fold_test_std);
+  // Populations: every trained member, the leaderboard file and the mean-ensemble's metrics.
+  nb::list members;
+  for (const mlalpha::MemberResult& m : result->members) members.append(member_dict(m));
+  out["members"] = members;
+  out["leaderboard_file"] = result->leaderboard_file;
+  if (result->has_ensemble) out["ensemble"] = metrics_result_dict(result->ensemble);
+  else out["ensemble"] = nb::none();
   return nb::make_tuple(out, result->config, interrupt_flag().load());
 }
 

@@ -55,6 +55,27 @@ std::string sweep_value(const std::string& part, bool integer, const std::string
   return f.ec == std::errc() && size_t(f.ptr - buf) <= plain.size() + 4 ? std::string(buf, f.ptr) : plain;
 }
 
+// The end of a population run: the leaderboard file, each member's best, and the ensemble (the
+// leaderboard's top rows arrived as a message already).
+void print_population(const RunResult& r) {
+  for (const MemberResult& m : r.members) {
+    std::string settings;
+    for (const auto& [k, v] : m.settings) settings += (settings.empty() ? "" : " ") + k + "=" + v;
+    std::printf("%s%s (%s): best %s %.5g at step %lld%s%s%s\n",
+                r.config.split.walk_forward_folds > 1 ? ("fold " + std::to_string(m.fold) + " ").c_str() : "",
+                m.name.c_str(), settings.c_str(), r.config.run.metric.c_str(), m.best_value,
+                static_cast<long long>(m.best_step), m.early_stopped ? " (stopped early)" : "",
+                m.has_test ? "; test " : "", m.has_test ? fmt_metrics(m.test.mean).c_str() : "");
+  }
+  if (r.has_ensemble)
+    std::printf("mean-ensemble of the members' best weights (%s): %s\n",
+                r.config.split.walk_forward_folds > 1 ? "pooled over the folds' test blocks"
+                : r.members.front().has_test       ? "test range"
+                                                   : "validation range",
+                fmt_metrics(r.ensemble.mean).c_str());
+  if (!r.leaderboard_file.empty()) std::printf("leaderboard: %s\n", r.leaderboard_file.c_str());
+}
+
 }  // namespace
 
 std::string sweep_override(const std::string& arg) {
@@ -116,6 +137,7 @@ int cmd_train(const TrainArgs& a) {
   opt.overwrite = a.overwrite;
   opt.stop = &stop_flag();
   opt.panel_from_config = true;  // the panel is load_panel(cfg.data)
+  int64_t shown = 0;  // a population's progress bar: the latest step any member reported
   opt.callback = [&](const RunEvent& e) {
     switch (e.kind) {
       case RunEvent::Kind::fold_start: {
@@ -129,13 +151,17 @@ int cmd_train(const TrainArgs& a) {
         po.metric = cfg.run.metric;
         po.columns = ProgressReporter::terminal_columns();
         progress = std::make_unique<ProgressReporter>(po, std::cout, ProgressReporter::stdout_is_terminal());
+        shown = e.start_step;
         break;
       }
       case RunEvent::Kind::log:
-        for (const TrainPoint& p : e.points) progress->step(p);
+        // A population's members log the same steps: the bar follows member 0, then whichever member
+        // still trains after it stopped early.
+        for (const TrainPoint& p : e.points)
+          if (e.member < 0 || p.step > shown) progress->step(p), shown = p.step;
         break;
       case RunEvent::Kind::eval:
-        progress->validation(e.step, e.evaluation.metrics.mean, e.evaluation.best);
+        if (e.member <= 0) progress->validation(e.step, e.evaluation.metrics.mean, e.evaluation.best);
         break;
       case RunEvent::Kind::message:
         say(e.message);
@@ -151,6 +177,7 @@ int cmd_train(const TrainArgs& a) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const RunResult r = run_training(given, panel, opt);
+  if (!r.members.empty()) print_population(r);
   for (const FoldResult& f : r.folds) {
     const std::string prefix = r.folds.size() > 1 || f.fold > 0 ? "fold " + std::to_string(f.fold) + ": " : "";
     if (f.best_step > 0)
@@ -161,7 +188,7 @@ int cmd_train(const TrainArgs& a) {
                   static_cast<long long>(f.steps));
     if (f.has_test) std::printf("%stest  %s\n", prefix.c_str(), fmt_metrics(f.test.mean).c_str());
   }
-  if (r.config.split.walk_forward_folds > 1) {
+  if (r.members.empty() && r.config.split.walk_forward_folds > 1) {
     std::printf("walk-forward summary (test split of each fold, best checkpoint): %s/folds.csv and folds.json\n",
                 r.config.run.out_dir.c_str());
     std::printf("folds: metric mean ± std over the folds\n");

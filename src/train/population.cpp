@@ -55,7 +55,9 @@ std::string describe(const MemberSpec& m) {
 
 }  // namespace
 
-bool is_population(const RunConfig& cfg) { return cfg.train.models > 1 || !cfg.sweep.empty(); }
+bool is_population(const RunConfig& cfg) {
+  return cfg.train.models > 1 || !cfg.sweep.empty() || (cfg.run.parallel_folds && cfg.split.walk_forward_folds > 1);
+}
 
 std::vector<MemberSpec> expand_population(const RunConfig& cfg, int folds) {
   const TrainConfig& base = cfg.train;
@@ -90,7 +92,8 @@ std::vector<MemberSpec> expand_population(const RunConfig& cfg, int folds) {
 
   const int64_t combos = int64_t(total) / (seeds * fold_count);
   const int64_t n = int64_t(total);
-  const size_t width = std::max<size_t>(2, std::to_string(n - 1).size());
+  // Names count within a fold: a member keeps its name (and folder) in every fold, so its folds pool.
+  const size_t width = std::max<size_t>(2, std::to_string(combos * seeds - 1).size());
 
   std::vector<MemberSpec> members;
   members.reserve(size_t(n));
@@ -99,7 +102,7 @@ std::vector<MemberSpec> expand_population(const RunConfig& cfg, int folds) {
       for (int64_t r = 0; r < seeds; ++r) {
         MemberSpec m;
         m.index = int(members.size());
-        const std::string idx = std::to_string(m.index);
+        const std::string idx = std::to_string(c * seeds + r);
         m.name = "member-" + std::string(width - idx.size(), '0') + idx;
         m.train = base;
         m.train.models = 1;
@@ -116,7 +119,6 @@ std::vector<MemberSpec> expand_population(const RunConfig& cfg, int folds) {
           m.settings.emplace_back(axes[a].key, axes[a].text(digit[a]));
         }
         if (seeds > 1) m.settings.emplace_back("seed", std::to_string(m.train.seed));
-        if (fold_count > 1) m.settings.emplace_back("fold", std::to_string(fold));
         try {
           m.train.validate();
         } catch (const Error& e) {

@@ -19,7 +19,8 @@ namespace mlalpha {
 
 struct MemberSpec {
   int index = 0;       // position in the population, 0-based
-  std::string name;    // "member-03": its folder (under the fold's folder for walk-forward runs)
+  std::string name;    // "member-03": its folder (under the fold's folder for walk-forward runs); the same in
+                       // every fold, numbered within a fold
   TrainConfig train;   // its training settings: the run's, with the seed and the swept values set, models = 1
   int fold = 0;        // the walk-forward fold whose ranges it trains and validates on
   // What sets it apart, in the order the population varies it: {"lr", "0.0003"}, {"seed", "3"}.
@@ -32,7 +33,8 @@ struct MemberSpec {
 // train.models = 1 and the folds run in turn. Throws Error naming the setting on an invalid sweep.
 std::vector<MemberSpec> expand_population(const RunConfig& cfg, int folds);
 
-// True when the run trains a population (train.models > 1 or a non-empty [sweep]).
+// True when the run trains a population: train.models > 1, a non-empty [sweep], or walk-forward folds
+// trained together (run.parallel_folds with split.walk_forward_folds > 1).
 bool is_population(const RunConfig& cfg);
 
 // The population's trainers behind one interface, for the run loop. Members step together; a frozen

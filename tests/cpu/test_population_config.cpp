@@ -56,7 +56,8 @@ parallel_folds = true
   EXPECT_FALSE(is_population(d));
   EXPECT_TRUE(is_population(parse("", {"train.models=2"})));
   EXPECT_TRUE(is_population(parse("", {"sweep.clip=0.5"})));
-  EXPECT_FALSE(is_population(parse("", {"run.parallel_folds=true"})));
+  EXPECT_FALSE(is_population(parse("", {"run.parallel_folds=true"})));  // no walk-forward folds to train together
+  EXPECT_TRUE(is_population(parse("", {"run.parallel_folds=true", "split.walk_forward_folds=3"})));
 }
 
 TEST(PopulationConfig, ParsesFromOverrides) {
@@ -212,11 +213,14 @@ TEST(Population, ParallelFoldsMultiply) {
   const auto m = expand_population(c, 4);
   ASSERT_EQ(m.size(), 24u);
   for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i].fold, int(i / 6)) << i;  // fold outermost
-  EXPECT_EQ(settings_of(m[0]), "lr=0.001 seed=1 fold=0");
-  EXPECT_EQ(settings_of(m[5]), "lr=0.002 seed=3 fold=0");
-  EXPECT_EQ(settings_of(m[6]), "lr=0.001 seed=1 fold=1");
-  EXPECT_EQ(settings_of(m[23]), "lr=0.002 seed=3 fold=3");
-  EXPECT_EQ(m[23].name, "member-23");
+  // The fold is MemberSpec::fold, not a setting: a member has one name and the same settings in every fold.
+  EXPECT_EQ(settings_of(m[0]), "lr=0.001 seed=1");
+  EXPECT_EQ(settings_of(m[5]), "lr=0.002 seed=3");
+  EXPECT_EQ(settings_of(m[6]), "lr=0.001 seed=1");
+  EXPECT_EQ(settings_of(m[23]), "lr=0.002 seed=3");
+  EXPECT_EQ(m[23].name, "member-05");
+  EXPECT_EQ(m[23].index, 23);
+  EXPECT_EQ(m[5].name, m[23].name);
   // One fold (or a plain split) has nothing to vary.
   EXPECT_EQ(expand_population(c, 1).size(), 6u);
   EXPECT_EQ(expand_population(c, 0).size(), 6u);
@@ -224,7 +228,8 @@ TEST(Population, ParallelFoldsMultiply) {
   // Folds alone are a population of one per fold.
   const auto f = expand_population(parse("[run]\nparallel_folds = true\n"), 3);
   ASSERT_EQ(f.size(), 3u);
-  EXPECT_EQ(settings_of(f[2]), "fold=2");
+  EXPECT_EQ(settings_of(f[2]), "");
+  EXPECT_EQ(f[2].name, "member-00");
   EXPECT_EQ(f[2].fold, 2);
 }
 

@@ -1,0 +1,21 @@
+#pragma once
+// The run loop of a population (src/train/population.h, docs/populations.md): the members train
+// together, fold by fold or all folds at once (run.parallel_folds), each with a solo run's files in its
+// own folder, then leaderboard.csv and the mean-ensemble of their best weights.
+#include <cstdint>
+#include <vector>
+
+#include "data/panel.h"
+#include "mlalpha/run.h"
+#include "train/population.h"
+#include "train/run_common.h"
+
+namespace mlalpha {
+
+// cfg is resolved and validated against `panel`, `plans` are checked and the run folder is claimed;
+// members = expand_population(cfg, plans.size()). Fills result.members, leaderboard_file and the ensemble.
+void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<FoldPlan>& plans,
+                    const std::vector<MemberSpec>& members, uint64_t fingerprint, bool described, Reporter& rep,
+                    RunResult& result);
+
+}  // namespace mlalpha

@@ -1,0 +1,278 @@
+// Populations on the CPU backend (src/train/run_population.cpp): every member's files, leaderboard.csv,
+// the mean-ensemble, and the defining property: a member's weights are bitwise those of the same model
+// trained alone (seeds, swept settings, walk-forward folds in turn or at once, early stopping).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "mlalpha/model.h"
+#include "mlalpha/run.h"
+#include "train/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace mlalpha {
+namespace {
+
+class Population : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mlalpha_pop_" + std::to_string(std::random_device{}()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // A small CPU run into dir_/name.
+  RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> ov = {"run.device=\"cpu\"", "data.instruments=6", "data.timesteps=240", "data.n_features=3",
+                                   "model.d_model=16", "model.head_dim=8", "model.layers=1", "train.batch=4",
+                                   "train.seq_len=24", "train.steps=30", "train.warmup=2", "train.log_every=10",
+                                   "run.eval_every=10", "run.out_dir=\"" + (dir_ / name).string() + "\""};
+    ov.insert(ov.end(), extra.begin(), extra.end());
+    return parse_run_config("", "test", ov);
+  }
+  fs::path dir_;
+};
+
+std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }
+
+// The rows of a CSV file (no quoted commas in these files), header first.
+std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
+  std::ifstream f(p);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(f, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+size_t column(const std::vector<std::string>& header, const std::string& name) {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return i;
+  ADD_FAILURE() << "no column " << name;
+  return 0;
+}
+
+TEST_F(Population, SeedsTrainAsTheirSoloRunsAndTheLeaderboardRanksThem) {
+  RunConfig cfg = config("pop");
+  cfg.train.models = 3;
+  std::vector<RunEvent> events;
+  RunOptions opt;
+  opt.callback = [&](const RunEvent& e) {
+    events.push_back(e);
+    return true;
+  };
+  const RunResult r = run_training(cfg, opt);
+  ASSERT_EQ(r.members.size(), 3u);
+  EXPECT_TRUE(r.folds.empty());
+  EXPECT_EQ(r.leaderboard_file, (dir_ / "pop/leaderboard.csv").string());
+  int starts = 0, member_logs = 0;
+  for (const RunEvent& e : events) {
+    starts += e.kind == RunEvent::Kind::fold_start;
+    if (e.kind == RunEvent::Kind::log) {
+      EXPECT_GE(e.member, 0);
+      EXPECT_EQ(e.member_name, "member-0" + std::to_string(e.member));
+      ++member_logs;
+    }
+  }
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(member_logs, 3 * 3);  // log_every 10 of 30 steps, per member
+  EXPECT_NE(events.back().message.find("leaderboard"), std::string::npos);
+
+  for (int m = 0; m < 3; ++m) {
+    const fs::path d = dir_ / "pop" / ("member-0" + std::to_string(m));
+    for (const char* f : {"metrics.jsonl", "curves.svg", "best.safetensors", "best.json", "last.safetensors", "long_short.svg"})
+      EXPECT_TRUE(fs::exists(d / f)) << d / f;
+    EXPECT_EQ(r.members[size_t(m)].dir, d.string());
+    EXPECT_TRUE(r.members[size_t(m)].has_test);
+    // The member's checkpoint records its own settings, so eval / predict treat it as a solo run's.
+    const Model best = Model::load((d / "best.safetensors").string());
+    EXPECT_EQ(best.train_config().seed, cfg.train.seed + uint64_t(m));
+    EXPECT_EQ(best.train_config().models, 1);
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "pop/ensemble/pred.csv"));
+
+  // Member r is the solo run with seed train.seed + r, bit for bit.
+  for (int m = 0; m < 3; ++m) {
+    RunConfig solo = config("solo" + std::to_string(m));
+    solo.train.seed = cfg.train.seed + uint64_t(m);
+    const RunResult s = run_training(solo);
+    EXPECT_EQ(weights(dir_ / ("solo" + std::to_string(m)) / "last.safetensors"),
+              weights(dir_ / "pop" / ("member-0" + std::to_string(m)) / "last.safetensors"))
+        << "member " << m;
+    EXPECT_EQ(s.folds[0].best_step, r.members[size_t(m)].best_step);
+    EXPECT_EQ(s.folds[0].test.mean.ic, r.members[size_t(m)].test.mean.ic);
+  }
+
+  // leaderboard.csv: the members best first by validation ic, then the ensemble.
+  const auto rows = read_csv(dir_ / "pop/leaderboard.csv");
+  ASSERT_EQ(rows.size(), 5u);
+  const auto& h = rows[0];
+  for (const char* c : {"rank", "member", "seed", "best_step", "valid_ic", "test_ic", "test_rank_ic", "test_ls_sharpe",
+                        "test_mse", "dir"})
+    column(h, c);
+  for (const auto& row : rows) EXPECT_EQ(row.size(), h.size());
+  double prev = INFINITY;
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(rows[size_t(i)][column(h, "rank")], std::to_string(i));
+    const double v = std::stod(rows[size_t(i)][column(h, "valid_ic")]);
+    EXPECT_LE(v, prev);
+    prev = v;
+    const int m = std::stoi(rows[size_t(i)][column(h, "seed")]) - int(cfg.train.seed);  // the seed column: train.seed + r
+    EXPECT_EQ(v, r.members[size_t(m)].best_value);
+  }
+  EXPECT_EQ(rows[4][column(h, "rank")], "");
+  EXPECT_EQ(rows[4][column(h, "member")], "ensemble");
+
+  // The ensemble is the members' best-weight test predictions averaged.
+  const Panel panel = load_panel(cfg.data);
+  const TimeRange test = split_range(make_splits(cfg.split, panel)[0], "test", panel.T);
+  std::vector<double> sum;
+  for (int m = 0; m < 3; ++m) {
+    const std::vector<float> p = Model::load(r.members[size_t(m)].dir + "/best.safetensors").predict(panel, test, "cpu");
+    if (sum.empty()) sum.assign(p.size(), 0.0);
+    for (size_t i = 0; i < p.size(); ++i) sum[i] += p[i];
+  }
+  std::vector<float> mean(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) mean[i] = float(sum[i] / 3.0);
+  ScoreOptions so;
+  const MetricsResult want = score(mean, panel, test, so);
+  ASSERT_TRUE(r.has_ensemble);
+  EXPECT_EQ(r.ensemble.mean.points, want.mean.points);
+  EXPECT_DOUBLE_EQ(r.ensemble.mean.ic, want.mean.ic);
+  EXPECT_DOUBLE_EQ(r.ensemble.mean.rank_ic, want.mean.rank_ic);
+  EXPECT_DOUBLE_EQ(r.ensemble.mean.mse, want.mean.mse);
+  EXPECT_EQ(std::stod(rows[4][column(h, "test_ic")]), r.ensemble.mean.ic);
+
+  // A second run into the same folder is refused: it holds a run.
+  EXPECT_THROW(run_training(cfg), Error);
+}
+
+TEST_F(Population, ASweptLearningRateTrainsAsTheSoloRunWithThatRate) {
+  RunConfig cfg = config("sweep");
+  cfg.sweep.lr = {1e-3f, 3e-3f};
+  const RunResult r = run_training(cfg);
+  ASSERT_FALSE(r.members.empty());
+  if (r.members[0].settings.empty() || r.members[0].settings[0].first != "lr")
+    GTEST_SKIP() << "expand_population does not sweep yet (src/train/population_stub.cpp)";
+  ASSERT_EQ(r.members.size(), 2u);
+  RunConfig solo = config("solo", {"train.lr=3e-3"});
+  run_training(solo);
+  EXPECT_EQ(weights(dir_ / "solo/last.safetensors"), weights(fs::path(r.members[1].dir) / "last.safetensors"));
+}
+
+TEST_F(Population, WalkForwardFoldsAtOnceOrInTurnGiveTheSameMembers) {
+  const std::vector<std::string> wf = {"split.walk_forward_folds=2", "split.walk_forward_test_size=30"};
+  RunConfig in_turn = config("turn", wf), at_once = config("once", wf);
+  in_turn.train.models = at_once.train.models = 2;
+  at_once.run.parallel_folds = true;
+  const RunResult a = run_training(in_turn), b = run_training(at_once);
+  ASSERT_EQ(a.members.size(), 4u);
+  ASSERT_EQ(b.members.size(), 4u);
+  for (int f = 0; f < 2; ++f)
+    for (int m = 0; m < 2; ++m) {
+      const fs::path rel = fs::path("fold-" + std::to_string(f)) / ("member-0" + std::to_string(m));
+      EXPECT_EQ(weights(dir_ / "turn" / rel / "last.safetensors"), weights(dir_ / "once" / rel / "last.safetensors")) << rel;
+      EXPECT_TRUE(fs::exists(dir_ / "turn" / rel / "best.safetensors"));
+      EXPECT_EQ(Model::load((dir_ / "once" / rel / "best.safetensors").string()).fold(), f);
+    }
+  // Fold 1's member 1 is the solo walk-forward run with seed + 1.
+  RunConfig solo = config("solo", wf);
+  solo.train.seed += 1;
+  run_training(solo);
+  EXPECT_EQ(weights(dir_ / "solo/fold-1/last.safetensors"), weights(dir_ / "once/fold-1/member-01/last.safetensors"));
+  for (const char* run : {"turn", "once"}) {
+    const fs::path d = dir_ / run;
+    EXPECT_TRUE(fs::exists(d / "fold-0/leaderboard.csv"));
+    EXPECT_TRUE(fs::exists(d / "fold-1/ensemble/pred.csv"));
+    EXPECT_TRUE(fs::exists(d / "member-00/oos_pred.csv"));
+    EXPECT_TRUE(fs::exists(d / "ensemble/pred.csv"));
+    const auto rows = read_csv(d / "leaderboard.csv");
+    ASSERT_EQ(rows.size(), 4u);  // header, 2 members, ensemble
+    column(rows[0], "oos_ic");
+    EXPECT_EQ(rows[3][column(rows[0], "member")], "ensemble");
+  }
+  EXPECT_TRUE(a.has_ensemble && b.has_ensemble);
+  EXPECT_EQ(a.ensemble.mean.ic, b.ensemble.mean.ic);
+  EXPECT_TRUE(a.members[0].has_oos);
+  EXPECT_EQ(a.members[0].oos.mean.ic, b.members[0].oos.mean.ic);
+}
+
+TEST_F(Population, AMemberOutOfPatienceFreezesAsItsSoloRunStops) {
+  const std::vector<std::string> es = {"run.patience=1", "run.eval_every=5", "train.steps=40", "train.lr=0.02"};
+  RunConfig cfg = config("pop", es);
+  cfg.train.models = 3;
+  const RunResult r = run_training(cfg);
+  ASSERT_EQ(r.members.size(), 3u);
+  int frozen = 0;
+  for (int m = 0; m < 3; ++m) {
+    RunConfig solo = config("solo" + std::to_string(m), es);
+    solo.train.seed = cfg.train.seed + uint64_t(m);
+    const RunResult s = run_training(solo);
+    EXPECT_EQ(s.folds[0].early_stopped, r.members[size_t(m)].early_stopped) << m;
+    EXPECT_EQ(s.folds[0].steps, r.members[size_t(m)].steps) << m;
+    EXPECT_EQ(weights(dir_ / ("solo" + std::to_string(m)) / "last.safetensors"),
+              weights(fs::path(r.members[size_t(m)].dir) / "last.safetensors"))
+        << m;
+    frozen += r.members[size_t(m)].early_stopped;
+  }
+  EXPECT_GE(frozen, 1);  // the property is only tested when a member froze
+}
+
+TEST_F(Population, AStopSavesEveryMemberAndTheLeaderboard) {
+  RunConfig cfg = config("pop");
+  cfg.train.models = 2;
+  RunOptions opt;
+  opt.callback = [](const RunEvent& e) { return !(e.kind == RunEvent::Kind::eval && e.step == 20); };
+  const RunResult r = run_training(cfg, opt);
+  EXPECT_TRUE(r.stopped);
+  ASSERT_EQ(r.members.size(), 2u);
+  for (const MemberResult& m : r.members) EXPECT_EQ(Model::load(m.dir + "/last.safetensors").step(), 20);
+  EXPECT_EQ(read_csv(dir_ / "pop/leaderboard.csv").size(), 4u);
+}
+
+TEST_F(Population, ALowerIsBetterMetricRanksTheSmallestFirst) {
+  RunConfig cfg = config("pop", {"run.metric=\"mse\"", "train.steps=10"});
+  cfg.train.models = 3;
+  const RunResult r = run_training(cfg);
+  const auto rows = read_csv(dir_ / "pop/leaderboard.csv");
+  ASSERT_EQ(rows.size(), 5u);
+  const size_t v = column(rows[0], "valid_mse");
+  EXPECT_LT(std::stod(rows[1][v]), std::stod(rows[2][v]));
+  EXPECT_LT(std::stod(rows[2][v]), std::stod(rows[3][v]));
+  EXPECT_EQ(rows[4][v], "");  // the ensemble is scored on the test range
+  EXPECT_EQ(std::stod(rows[4][column(rows[0], "test_mse")]), r.ensemble.mean.mse);
+}
+
+TEST_F(Population, ResumeAndStopAfterAreRefusedBeforeAnythingIsWritten) {
+  RunConfig cfg = config("pop", {"run.stop_after=10"});
+  cfg.train.models = 2;
+  try {
+    run_training(cfg);
+    ADD_FAILURE() << "run.stop_after was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run.stop_after"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "pop"));
+  RunOptions opt;
+  opt.resume = (dir_ / "x/last.safetensors").string();
+  cfg.run.stop_after = 0;
+  try {
+    run_training(cfg, opt);
+    ADD_FAILURE() << "--resume was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a population"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "pop"));
+}
+
+}  // namespace
+}  // namespace mlalpha
