@@ -18,7 +18,7 @@ struct BenchArgs {
   bool optimizer = true;          // also the AdamW + clip case over 25M and 100M parameters
   bool tf32 = false;              // every model configuration in tf32 (L always runs both)
   std::string models;             // "16,64": time populations of these sizes instead (run_population_bench)
-  std::string lanes = "1,2,4";    // populations: the lane counts timed (PopulationTrainer's streams)
+  std::string lanes = "0";        // populations: the lane counts timed (PopulationTrainer's streams; 0 = its default)
   int batch = 0;                  // populations: windows per step instead of the configuration's B (0 = its B)
 };
 

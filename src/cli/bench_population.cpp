@@ -44,7 +44,7 @@ struct Timing {
   std::string note;  // why it has no time (did not fit)
 };
 
-Timing time_population(const BenchShape& s, int E, int lanes, const BenchArgs& a, const Panel& data, size_t* bytes) {
+Timing time_population(const BenchShape& s, int E, int& lanes, const BenchArgs& a, const Panel& data, size_t* bytes) {
   const int64_t total = 1 + a.warmup + a.steps;
   std::vector<PopulationMember> members;
   for (int m = 0; m < E; ++m) {
@@ -60,6 +60,7 @@ Timing time_population(const BenchShape& s, int E, int lanes, const BenchArgs& a
     size_t free1 = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free1, &total_b));
     *bytes = free0 - free1;
+    lanes = pop.lanes();
     return {ms_per_step(a, [&] { pop.step(); }), ""};
   } catch (const Error& e) {
     return {0, e.what()};
@@ -84,21 +85,21 @@ Timing time_streams(const BenchShape& s, int E, const BenchArgs& a) {
   }
 }
 
-// "16,64" → {16, 64}, each in [1, max]; an error names the option and the bad entry.
-std::vector<int> int_list(const std::string& text, const char* option, int max, const char* what) {
+// "16,64" → {16, 64}, each in [min, max]; an error names the option and the bad entry.
+std::vector<int> int_list(const std::string& text, const char* option, int min, int max, const char* what) {
   std::vector<int> out;
   std::stringstream ls(text);
   for (std::string e; std::getline(ls, e, ',');) {
-    int v = 0;
+    int v = min - 1;
     try {
       size_t used = 0;
       v = std::stoi(e, &used);
-      if (used != e.size()) v = 0;
+      if (used != e.size()) v = min - 1;
     } catch (const std::exception&) {
-      v = 0;
+      v = min - 1;
     }
-    require(v >= 1 && v <= max, std::string("bench ") + option + ": '" + e + "' is not " + what + " in [1, " +
-                                    std::to_string(max) + "] (e.g. " + option + " 1,4)");
+    require(v >= min && v <= max, std::string("bench ") + option + ": '" + e + "' is not " + what + " in [" +
+                                      std::to_string(min) + ", " + std::to_string(max) + "] (e.g. " + option + " 1,4)");
     out.push_back(v);
   }
   return out;
@@ -108,8 +109,8 @@ std::vector<int> int_list(const std::string& text, const char* option, int max, 
 
 int run_population_bench(const BenchArgs& a) {
   require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
-  const std::vector<int> sizes = int_list(a.models, "--models", 4096, "a population size");
-  const std::vector<int> lane_counts = int_list(a.lanes, "--lanes", 64, "a lane count");
+  const std::vector<int> sizes = int_list(a.models, "--models", 1, 4096, "a population size");
+  const std::vector<int> lane_counts = int_list(a.lanes, "--lanes", 0, 64, "a lane count (0: the default)");
   std::printf("ml-alpha bench --models on %s; fp32; ms per step of all E models, host clock over %d steps after %d "
               "warm-up steps\n",
               cuda_device_summary(0).c_str(), a.steps, a.warmup);
@@ -122,12 +123,13 @@ int run_population_bench(const BenchArgs& a) {
     if (a.batch > 0) s.B = a.batch;
     const Panel data = bench_panel(s);
     size_t solo_bytes = 0;
-    const Timing one = time_population(s, 1, 1, a, data, &solo_bytes);
+    int one_lane = 1;
+    const Timing one = time_population(s, 1, one_lane, a, data, &solo_bytes);
     require(one.note.empty(), "bench --models: one " + name + " model does not run: " + one.note);
     for (int E : sizes) {
       const Timing str = time_streams(s, E, a);
       for (int lanes : lane_counts) {
-        if (lanes > E) continue;
+        if (lanes > E) continue;  // 0: the population's own choice, reported
         size_t bytes = 0;
         const Timing pop = time_population(s, E, lanes, a, data, &bytes);
         auto cell = [](const Timing& t, double unit) {

@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
   bench->add_option("--models", bargs.models,
                     "time populations of these sizes (e.g. 16,64) against one model, E streams and E sequential runs; "
                     "the configurations default to S,M");
-  bench->add_option("--lanes", bargs.lanes, "with --models: the lane counts (streams of the population) to time")
+  bench->add_option("--lanes", bargs.lanes, "with --models: the lane counts (streams of the population) to time; 0 = the default")
       ->capture_default_str();
   bench->add_option("--batch", bargs.batch, "with --models: windows per step instead of the configuration's B")
       ->check(CLI::Range(1, 65536));
