@@ -146,6 +146,45 @@ TEST(PopulationGpu, FrozenMemberKeepsItsStateOthersGoOn) {
   for (int m : {0, 2, 3}) expect_same(pop.state(m), solo(mc, tcs[size_t(m)], data, steps, true).state, "member " + std::to_string(m));
 }
 
+// A population stopped after 12 steps and continued by a fresh one from every member's state (load_state)
+// ends bitwise where the uninterrupted 30 steps end: weights, moments, counters and the records after it.
+TEST(PopulationGpu, ResumedFromMemberStatesEqualsUninterrupted) {
+  const ModelConfig mc = small_model();
+  const Panel data = make_synthetic({6, 300, 5, 1, 0.1f, 21});
+  const int steps = 30;
+  const auto tcs = swept(steps);
+  std::vector<PopulationMember> pm;
+  for (const TrainConfig& t : tcs) pm.push_back({t, &data});
+  Context ctx;
+  PopulationTrainer whole(ctx, mc, pm);
+  for (int i = 0; i < steps; ++i) whole.step();
+  std::vector<TrainState> at12;
+  {
+    PopulationTrainer first(ctx, mc, pm);
+    for (int i = 0; i < 12; ++i) first.step();
+    for (int m = 0; m < first.members(); ++m) at12.push_back(first.state(m));
+  }
+  PopulationTrainer resumed(ctx, mc, pm);
+  for (int m = 0; m < resumed.members(); ++m) resumed.load_state(m, at12[size_t(m)]);
+  for (int i = 12; i < steps; ++i) resumed.step();
+  for (int m = 0; m < resumed.members(); ++m) {
+    const std::string what = "member " + std::to_string(m);
+    expect_same(resumed.state(m), whole.state(m), what);
+    for (int s = 13; s <= steps; ++s) {
+      const StepRecord a = resumed.record(m, s), b = whole.record(m, s);
+      EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << what << ", step " << s;
+    }
+  }
+  try {
+    TrainState other = at12[0];
+    other.seed += 100;
+    resumed.load_state(0, other);
+    FAIL() << "a state of another seed was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seed"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PopulationGpu, TooLargeIsRefusedSayingHowManyFit) {
   ModelConfig mc = small_model();
   mc.D = 1024; mc.NL = 8; mc.P = 64; mc.N = 64;
