@@ -189,7 +189,7 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   }
 
   std::vector<Trained> out;
-  std::string wrote;  // member 0's files, as the fold_end message says them
+  std::string wrote;  // the first written member's files, as the fold_end message says them
   for (int m = 0; m < E; ++m) {
     const FoldData& d = *data[size_t(m)];
     Trained t;
