@@ -66,7 +66,9 @@ struct RunEvent {
 using RunCallback = std::function<bool(const RunEvent&)>;
 
 struct RunOptions {
-  std::string resume;       // a checkpoint to continue from (its own settings and data govern)
+  // A checkpoint to continue from (its own settings and data govern), or a population's run folder (or one
+  // of its members' checkpoints: the whole population continues; its population.json governs).
+  std::string resume;
   bool overwrite = false;   // replace the run already in run.out_dir
   RunCallback callback;     // may be empty
   // Checked after every step: set from a signal handler (Ctrl-C, SIGTERM) or another thread to stop

@@ -155,9 +155,25 @@ class _Progress:
             self._bar = None
 
 
+def _resume_dir(resume: str) -> str:
+    """The run folder a resume continues: the folder itself (a population's run.out_dir), the population's
+    folder for a member's checkpoint (out_dir/[fold-k/]member-XX/last.safetensors), else the checkpoint's
+    run folder (its folder, or the one above a walk-forward fold-k)."""
+    if os.path.isdir(resume):
+        return resume
+    d = os.path.dirname(resume)
+    if os.path.basename(d).startswith("member-"):
+        up = os.path.dirname(d)
+        top = os.path.dirname(up)
+        if os.path.basename(up).startswith("fold-") and os.path.exists(os.path.join(top, "population.json")):
+            return top
+        return up
+    return os.path.dirname(d) if os.path.basename(d).startswith("fold-") else d
+
+
 def fit(panel: Panel, config: Config | dict | None = None, device: str | None = None,
         callback: Callable[[dict], Any] | None = None, out_dir: str | os.PathLike | None = None,
-        overwrite: bool = True, progress: bool = False) -> Run:
+        overwrite: bool = True, progress: bool = False, resume: str | os.PathLike | None = None) -> Run:
     """Trains on `panel` in the engine, as `ml-alpha train` does (walk-forward folds included).
 
     device: "auto" | "cpu" | "gpu"; None keeps the config's run.device (default auto).
@@ -167,6 +183,9 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     removed once the models are loaded (Run.dir is then None).
     Ctrl-C (KeyboardInterrupt) while the engine trains stops it after the current step: fit returns the Run
     with stopped and interrupted True and `last` holding the weights of that step.
+    resume: continue a run (as `ml-alpha train --resume`): a checkpoint (last.safetensors), or a population's
+    run folder (or any of its members' last.safetensors); the run's recorded settings govern, and out_dir
+    defaults to the run's folder. run.stop_after = N in config ends a call after N steps, to be resumed.
     """
     if not isinstance(panel, Panel):
         raise TypeError(f"fit: panel must be an mlalpha.Panel (Panel.from_numpy), got {type(panel).__name__}")
@@ -180,8 +199,12 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     if device is not None:
         changes["run.device"] = device
     tmp = None
+    resume = "" if resume is None else os.fspath(resume)
     if out_dir is not None:
         changes["run.out_dir"] = os.fspath(out_dir)
+    elif resume:
+        if "run.out_dir" not in config.given:
+            changes["run.out_dir"] = _resume_dir(resume)
     elif "run.out_dir" not in config.given:
         tmp = tempfile.mkdtemp(prefix="mlalpha-run-")
         changes["run.out_dir"] = tmp
@@ -197,7 +220,8 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
 
     try:
         result, _, interrupted = _core.fit(config._cfg, panel._core, on_event if (callback or bar) else None,
-                                           overwrite, "", threading.current_thread() is threading.main_thread())
+                                           overwrite and not resume, resume,
+                                           threading.current_thread() is threading.main_thread())
         folds = [Fold(fold=f["fold"], split=f["split"], steps=f["steps"], best_step=f["best_step"],
                       best_value=f["best_value"], early_stopped=f["early_stopped"], stopped=f["stopped"],
                       test=f["test"], best=_load_if(os.path.join(f["dir"], "best.safetensors")),

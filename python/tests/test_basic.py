@@ -359,3 +359,44 @@ def test_from_numpy_reads_float32_in_place():
     del x64, strided
     run = mlalpha.fit(q, mlalpha.Config(SMALL))            # the held arrays outlive the caller's names
     assert run.last is not None and np.array_equal(q.x, x)
+
+
+# --- populations --------------------------------------------------------------------------------------
+
+def population_config(**run):
+    return mlalpha.Config({**SMALL, "train": {**SMALL["train"], "models": 2}, "sweep": {"lr": [1e-3, 3e-3]},
+                           "run": {**SMALL["run"], **run}})
+
+
+def test_population_leaderboard_members_and_resume(arrays, tmp_path):
+    x, y = arrays
+    panel = mlalpha.Panel.from_numpy(x, y)
+    full = mlalpha.fit(panel, population_config(), out_dir=tmp_path / "full")
+    assert full.folds == []
+    assert [m["name"] for m in full.members] == ["member-00", "member-01", "member-02", "member-03"]
+    assert full.members[1]["settings"] == {"lr": "0.001", "seed": "4"}
+    assert full.members[2]["settings"] == {"lr": "0.003", "seed": "3"}
+    assert all(m["steps"] == 30 and m["test"] is not None for m in full.members)
+    board = full.leaderboard
+    if isinstance(board, list):  # no pandas
+        rows, columns = board, list(board[0])
+    else:
+        rows, columns = board.to_dict("records"), list(board.columns)
+    assert columns[:4] == ["rank", "member", "lr", "seed"]
+    assert {"best_step", "valid_ic", "test_ic", "test_ls_sharpe", "dir"} <= set(columns)
+    assert len(rows) == 5 and [r["rank"] for r in rows[:4]] == [1, 2, 3, 4]
+    assert rows[-1]["member"] == "ensemble"
+    rank = rows[-1]["rank"]
+    assert rank is None or rank != rank  # empty: None, or NaN in a DataFrame
+    assert sorted(r["member"] for r in rows[:4]) == [m["name"] for m in full.members]
+
+    # Stopped after 10 steps, then resumed from the run folder: every member ends as in the full run.
+    part = mlalpha.fit(panel, population_config(stop_after=10), out_dir=tmp_path / "part")
+    assert not part.stopped
+    assert all(mlalpha.Model.load(os.path.join(m["dir"], "last.safetensors")).step == 10 for m in part.members)
+    resumed = mlalpha.fit(panel, population_config(), resume=tmp_path / "part")
+    assert resumed.dir == os.fspath(tmp_path / "part")
+    assert [m["steps"] for m in resumed.members] == [30] * 4
+    for a, b in zip(full.members, resumed.members):
+        assert safetensors(os.path.join(a["dir"], "last.safetensors")) == safetensors(os.path.join(b["dir"], "last.safetensors"))
+        assert a["test"]["ic"] == b["test"]["ic"]

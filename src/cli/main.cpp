@@ -165,8 +165,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> tsets;
   CLI::App* train = app.add_subcommand("train", "train a model (default data: the built-in synthetic panel)");
   add_common(*train, targs, tsets);
-  train->add_option("--resume", targs.resume, "continue bit-exactly from this checkpoint (its settings and data govern)")
-      ->check(CLI::ExistingFile);
+  train->add_option("--resume", targs.resume,
+                    "continue bit-exactly from this checkpoint, or a population from its run.out_dir (its settings "
+                    "and data govern)")
+      ->check(CLI::ExistingPath);
   train->add_flag("--overwrite", targs.overwrite, "replace a run already in run.out_dir");
   tflags.add_all(*train, true);
 

@@ -51,6 +51,8 @@ class PopulationBackend {
   // Member m's predictions (N, T, K) for spec's range with its live weights, or with `params` when non-null.
   virtual std::vector<float> predict(int m, const Panel& p, const PredictSpec& spec, const std::vector<float>* params) = 0;
   virtual TrainState state(int m) = 0;
+  // Member m continues from `s` (a resume; before its first step).
+  virtual void load_state(int m, const TrainState& s) = 0;
   // Member m takes no more steps: its weights, moments and counters stay as they are now.
   virtual void freeze(int m) = 0;
 };

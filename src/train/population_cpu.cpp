@@ -43,6 +43,7 @@ class CpuPopulation : public PopulationBackend {
     return predict_cpu(tr.layout(), params ? *params : tr.params(), p, spec);
   }
   TrainState state(int m) override { return trainers_.at(size_t(m))->state(); }
+  void load_state(int m, const TrainState& s) override { trainers_.at(size_t(m))->load_state(s); }
   void freeze(int m) override { frozen_.at(size_t(m)) = true; }
 
  private:

@@ -33,6 +33,7 @@ class GpuPopulation : public PopulationBackend {
     return predict_gpu(ctx_, tr_.layout(), d.data(), p, spec, tf32_);
   }
   TrainState state(int m) override { return tr_.state(m); }
+  void load_state(int m, const TrainState& s) override { tr_.load_state(m, s); }
   void freeze(int m) override { tr_.freeze(m); }
 
  private:

@@ -22,6 +22,7 @@
 #include "mlalpha/model.h"
 #include "train/folds.h"
 #include "train/population.h"
+#include "train/population_resume.h"
 #include "train/report.h"
 #include "train/run_common.h"
 #include "train/run_config.h"
@@ -175,12 +176,17 @@ const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr
 
 }  // namespace
 
+bool resume_may_change(const std::string& key) {
+  return std::find(std::begin(kResumeMayChange), std::end(kResumeMayChange), key) != std::end(kResumeMayChange);
+}
+
 RunConfig resolve_run_config(const RunConfig& config, const std::string& resume, std::vector<std::string>* changes) {
   if (resume.empty()) return config;
+  const std::string population = population_dir_of(resume);
+  if (!population.empty()) return resolve_population_resume(config, resume, population, changes);
   require(!is_population(config),
-          "--resume continues one model; a population (train.models = " + std::to_string(config.train.models) +
-              " / [sweep]) cannot be resumed: train it again with --overwrite, or continue one member alone with "
-              "--resume <its folder>/last.safetensors, run.out_dir = <its folder>, train.models = 1 and no [sweep]");
+          "--resume " + resume + " is not in a population's run folder; a population (train.models = " +
+              std::to_string(config.train.models) + " / [sweep]) resumes from its run.out_dir (--resume <run.out_dir>)");
   const CheckpointWeights ck = load_checkpoint_weights(resume);
   const RunRecord rec = decode_run_record(ck.meta.data_json, resume);
   RunConfig base = config;  // run settings stay the caller's
@@ -244,10 +250,6 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   cfg.model.F = panel.F;
   cfg.model.K = panel.K;
   cfg.validate();
-  require(!(is_population(cfg) && cfg.run.stop_after > 0),
-          "run.stop_after = " + std::to_string(cfg.run.stop_after) + " pauses a run to be resumed, and a population "
-          "(train.models = " + std::to_string(cfg.train.models) + " / [sweep]) cannot be resumed: drop run.stop_after "
-          "or train one model (train.models = 1, no [sweep])");
 
   // Everything checked before any output exists: the splits, each fold's statistics and targets, the
   // resume checkpoint and the run folder.
@@ -255,6 +257,22 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   const int folds = int(plans.size());
   const fs::path out(cfg.run.out_dir);
   const uint64_t fingerprint = panel_fingerprint(panel);
+  if (is_population(cfg)) {
+    const std::vector<MemberSpec> members = expand_population(cfg, folds);
+    for (const MemberSpec& m : members) m.train.validate();
+    const bool resume = !options.resume.empty();
+    if (resume) {
+      const PopulationRecord rec = read_population_record(out);
+      require(rec.fingerprint == fingerprint,
+              "--resume " + options.resume + ": the data differs from the data the population was trained on (" +
+                  cfg.data.source + " data, fingerprint " + hex64(fingerprint) + ", recorded " + hex64(rec.fingerprint) +
+                  " in " + (out / kPopulationFile).string() + "); a resume must continue on the same data");
+    }
+    claim_out_dir(out, options);
+    for (const std::string& c : changes) rep.message("resume: " + c, 0, 0);
+    run_population(cfg, panel, plans, members, fingerprint, options.panel_from_config, resume, rep, result);
+    return result;
+  }
   std::unique_ptr<Checkpoint> resume;
   int first_fold = 0;
   if (!options.resume.empty()) {
@@ -270,13 +288,6 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
                                                      std::to_string(folds) + " folds");
       first_fold = rec.fold;
     }
-  }
-  if (is_population(cfg)) {
-    const std::vector<MemberSpec> members = expand_population(cfg, folds);
-    for (const MemberSpec& m : members) m.train.validate();
-    claim_out_dir(out, options);
-    run_population(cfg, panel, plans, members, fingerprint, options.panel_from_config, rep, result);
-    return result;
   }
   claim_out_dir(out, options);
 

@@ -40,7 +40,8 @@ namespace {
 
 const char* const kRunFiles[] = {"metrics.jsonl",  "curves.svg",     "best.json",    "best.safetensors",
                                  "last.safetensors", "folds.csv",    "folds.json",   "long_short.svg",
-                                 "oos_pred.csv",   "oos_pred.npy",   "leaderboard.csv"};
+                                 "oos_pred.csv",   "oos_pred.npy",   "leaderboard.csv",
+                                 "population.json", "member.json"};
 const char* const kEnsembleFiles[] = {"pred.csv", "pred.npy"};
 
 bool starts_with(const fs::path& p, const char* prefix) { return p.filename().string().rfind(prefix, 0) == 0; }
@@ -73,11 +74,13 @@ std::vector<fs::path> run_files(const fs::path& dir) {
 
 void claim_out_dir(const fs::path& out, const RunOptions& options) {
   const std::vector<fs::path> existing = run_files(out);
+  std::error_code ec;
   if (!existing.empty() && !options.overwrite && options.resume.empty()) {
     std::string list;
     for (size_t i = 0; i < existing.size() && i < 3; ++i) list += (i ? ", " : "") + existing[i].filename().string();
     throw Error("run.out_dir '" + out.string() + "' already holds a run (" + list + (existing.size() > 3 ? ", ..." : "") +
-                "): pass --overwrite to replace it, --resume " + (out / "last.safetensors").string() +
+                "): pass --overwrite to replace it, --resume " +
+                (fs::exists(out / "population.json", ec) ? out : out / "last.safetensors").string() +
                 " to continue it, or choose another run.out_dir");
   }
   if (options.overwrite && options.resume.empty())
@@ -334,6 +337,16 @@ std::string ModelRecorder::finish(int64_t steps, std::vector<float>* test_pred) 
          (best_params_.empty() ? std::string() : (out / "best.safetensors").string() + ", ") +
          (out / "last.safetensors").string() +
          (best_params_.empty() ? " (no validation ran, so there is no best checkpoint)" : "");
+}
+
+void ModelRecorder::retest(int64_t steps, std::vector<float>* test_pred) {
+  const Split& split = where_.plan->split;
+  res_.steps = steps;
+  if (!split.has_test() || best_params_.empty()) return;
+  std::vector<float> pred = access_.predict(predict_spec(tc_, norm_, split.test_begin, split.test_end), &best_params_);
+  res_.test = score_range(pred, norm_, sc_, split.test_begin, split.test_end);
+  res_.has_test = true;
+  if (test_pred) *test_pred = std::move(pred);
 }
 
 }  // namespace mlalpha

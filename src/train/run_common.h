@@ -138,8 +138,14 @@ class ModelRecorder {
   // into *test_pred) and long_short.svg; `steps` is the last step trained. Returns the files written, as
   // the fold_end message says them.
   std::string finish(int64_t steps, std::vector<float>* test_pred);
+  // A model that finished in an earlier invocation (a resumed population's frozen member): the test of the
+  // best weights into res().test and *test_pred as finish does, without writing a file.
+  void retest(int64_t steps, std::vector<float>* test_pred);
   FoldResult& res() { return res_; }
   const std::vector<float>& best_params() const { return best_params_; }
+  // run.patience's count: evaluations since the best. A resumed population member continues its count.
+  int bad_evals() const { return bad_evals_; }
+  void continue_patience(int bad_evals) { bad_evals_ = bad_evals; }
 
  private:
   const RunConfig& cfg_;

@@ -17,6 +17,7 @@
 #include "model/layout.h"
 #include "train/folds.h"
 #include "train/metrics.h"
+#include "train/population_resume.h"
 #include "train/run_record.h"
 
 namespace mlalpha {
@@ -65,9 +66,13 @@ struct PopulationRun {
   CreatedDirs& dirs;
 };
 
-// Trains members[i] on data[i] in one population; stopped is set when the callback or the stop flag ended it.
+// Trains members[i] on data[i] in one population; stopped is set when the callback or the stop flag ended it,
+// paused when run.stop_after did. states[i].present: member i continues from its folder's last.safetensors
+// (a resume; all such members that still train stand at the same step), or trains no step when it had
+// finished (run.patience froze it, or it reached train.steps) and is only tested again.
 std::vector<Trained> train_population(PopulationRun& c, const std::vector<MemberSpec>& members,
-                                      const std::vector<const FoldData*>& data, bool& stopped) {
+                                      const std::vector<const FoldData*>& data, const std::vector<MemberState>& states,
+                                      bool& stopped, bool& paused) {
   const RunConfig& cfg = c.cfg;
   const auto t_setup = std::chrono::steady_clock::now();
   std::vector<const Panel*> train;
@@ -75,6 +80,33 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   auto be = make_population_backend(cfg, members, train);
   const int E = int(members.size());
   const int first_fold = data.front()->plan->fold;
+  auto member_dir = [&](int m) { return data[size_t(m)]->plan->dir / members[size_t(m)].name; };
+
+  // A resume: the members that still train continue from their last checkpoints; the finished ones stay.
+  std::vector<int64_t> frozen_at(size_t(E), 0);  // > 0: the step member m stopped at (early, or at train.steps)
+  int64_t start = 0;  // the step the members that still train stand at
+  int live = E, resumed = 0;
+  for (int m = 0; m < E; ++m) {
+    const MemberState& st = states[size_t(m)];
+    if (!st.present) continue;
+    ++resumed;
+    if (st.early_stopped || st.step >= cfg.train.steps) {
+      be->freeze(m);
+      frozen_at[size_t(m)] = st.step;
+      --live;
+      continue;
+    }
+    const fs::path last = member_dir(m) / "last.safetensors";
+    const Checkpoint ck = load_checkpoint(last.string(), cfg.model);
+    require(ck.state.step == st.step, last.string() + " is at step " + std::to_string(ck.state.step) + " but " +
+                                          (member_dir(m) / kMemberStateFile).string() + " says step " +
+                                          std::to_string(st.step) + "; the member's folder was changed by hand");
+    require(start == 0 || st.step == start, "--resume: " + members[size_t(m)].name + " stands at step " +
+                                                std::to_string(st.step) + ", the population's other members at step " +
+                                                std::to_string(start) + "; a population resumes from one step");
+    start = st.step;
+    be->load_state(m, ck.state);
+  }
   {
     RunEvent e;
     e.kind = RunEvent::Kind::fold_start;
@@ -83,22 +115,30 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
     e.split = data.front()->plan->split;
     e.device = be->name();
     e.params = ModelLayout(cfg.model).table.count();
+    e.start_step = start;
+    e.step = start;
     c.rep.emit(e);
   }
   const bool all_folds = data.front()->plan != data.back()->plan;
   c.rep.message("population of " + std::to_string(E) + " members" +
                     (all_folds ? " (every walk-forward fold at once)" : std::string()) + "; " + be->name() +
                     " engine set up in " + seconds_text(t_setup, std::chrono::steady_clock::now()),
-                first_fold, 0);
+                first_fold, start);
+  if (resumed > 0)
+    c.rep.message(live == 0 ? "every member finished in an earlier invocation: their best weights are tested again"
+                            : "resumed " + std::to_string(live) + " members at step " + std::to_string(start) +
+                                  (live < E ? " (" + std::to_string(E - live) + " finished earlier: tested again)"
+                                            : std::string()),
+                  first_fold, start);
   if (std::isnan(data.front()->sc.periods_per_year))
     c.rep.message("ls_sharpe is NaN: the time labels are not dates, so the periods per year are unknown "
                   "(set run.periods_per_year, e.g. 252 for trading days)",
-                  first_fold, 0);
+                  first_fold, start);
 
   std::vector<std::unique_ptr<ModelRecorder>> rec;
   for (int m = 0; m < E; ++m) {
     const FoldData& d = *data[size_t(m)];
-    const fs::path dir = d.plan->dir / members[size_t(m)].name;
+    const fs::path dir = member_dir(m);
     c.dirs.create(dir);
     CheckpointMeta meta{cfg.model, members[size_t(m)].train, d.plan->stats, c.panel.feature_names, c.panel.target_names, {}};
     meta.data_json = encode_run_record(cfg, c.described, d.plan->fold, c.fingerprint);
@@ -108,21 +148,25 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
                                    return b->predict(m, d.norm, spec, params);
                                  },
                                  [b, m] { return b->state(m); }};
+    const MemberState& st = states[size_t(m)];
     rec.push_back(std::make_unique<ModelRecorder>(
         cfg, members[size_t(m)].train, d.norm, d.sc,
         ModelRecorder::Where{d.plan, &c.panel, dir, c.folds, m, members[size_t(m)].name}, std::move(meta),
-        std::move(access), 0));
+        std::move(access), st.present ? st.step : 0));
+    if (st.present) {
+      rec.back()->continue_patience(st.bad_evals);
+      rec.back()->res().early_stopped = st.early_stopped;
+    }
   }
 
-  std::vector<int64_t> frozen_at(size_t(E), 0);  // > 0: the step member m stopped early at
-  int live = E;
   const int64_t eval_every = cfg.run.eval_every > 0 ? cfg.run.eval_every : cfg.train.steps;
-  int64_t last = 0;  // the last step taken
-  for (int64_t s = 1; s <= cfg.train.steps && live > 0; ++s) {
+  int64_t last = start;  // the last step taken
+  for (int64_t s = start + 1; s <= cfg.train.steps && live > 0; ++s) {
     be->step();
     last = s;
     const bool eval_now = s % eval_every == 0 || s == cfg.train.steps;
-    const bool stop = c.rep.stop_requested();
+    const bool pause = cfg.run.stop_after > 0 && s - start >= cfg.run.stop_after;
+    const bool stop = c.rep.stop_requested() || pause;
     for (int m = 0; m < E; ++m) {
       if (frozen_at[size_t(m)] > 0) continue;
       if (s % cfg.train.log_every == 0 || eval_now || stop || s == cfg.train.steps) rec[size_t(m)]->log(s, c.rep);
@@ -133,24 +177,36 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
       }
     }
     if ((stop || c.rep.stop_requested()) && s < cfg.train.steps && live > 0) {
-      stopped = true;
-      c.rep.message("interrupted at step " + std::to_string(s) + ": saving every member's last checkpoint", first_fold, s);
+      stopped = c.rep.stop_requested();
+      paused = !stopped;
+      c.rep.message((paused ? "stopping after " + std::to_string(cfg.run.stop_after) + " steps"
+                            : std::string("interrupted")) +
+                        " at step " + std::to_string(s) + ": saving every member's last checkpoint (continue with --resume " +
+                        c.cfg.run.out_dir + ")",
+                    first_fold, s);
       break;
     }
   }
 
   std::vector<Trained> out;
-  std::string wrote;  // member 0's files, as the fold_end message says them
+  std::string wrote;  // the first written member's files, as the fold_end message says them
   for (int m = 0; m < E; ++m) {
     const FoldData& d = *data[size_t(m)];
     Trained t;
     t.spec = members[size_t(m)];
     t.data = &d;
     const bool frozen = frozen_at[size_t(m)] > 0;
-    rec[size_t(m)]->res().stopped = stopped && !frozen;
+    const int64_t steps = frozen ? frozen_at[size_t(m)] : last;
+    ModelRecorder& r = *rec[size_t(m)];
+    r.res().stopped = stopped && !frozen;
     std::vector<float> test_pred;
-    const std::string files = rec[size_t(m)]->finish(frozen ? frozen_at[size_t(m)] : last, &test_pred);
-    if (m == 0) wrote = files;
+    if (states[size_t(m)].present && frozen && steps == states[size_t(m)].step) {
+      r.retest(steps, &test_pred);  // finished in an earlier invocation: its files stay as they are
+    } else {
+      const std::string files = r.finish(steps, &test_pred);
+      if (wrote.empty()) wrote = files;
+      write_member_state(member_dir(m), {true, steps, r.res().early_stopped, r.bad_evals()});
+    }
     t.res = rec[size_t(m)]->res();
     const std::vector<float>& best = rec[size_t(m)]->best_params();
     if (t.res.has_test) {
@@ -167,8 +223,10 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   e.folds = c.folds;
   e.step = last;
   e.split = data.front()->plan->split;
-  e.message = "wrote " + std::to_string(E) + " member folders (" + out.front().res.dir +
-              (E > 1 ? " .. " + out.back().res.dir : std::string()) + "), the first: " + wrote;
+  e.message = wrote.empty() ? "every member's files stay as an earlier invocation left them (" + out.front().res.dir +
+                                  (E > 1 ? " .. " + out.back().res.dir : std::string()) + ")"
+                            : "wrote " + std::to_string(E) + " member folders (" + out.front().res.dir +
+                                  (E > 1 ? " .. " + out.back().res.dir : std::string()) + "), the first written: " + wrote;
   c.rep.emit(e);
   return out;
 }
@@ -375,13 +433,49 @@ MemberResult member_result(const Trained& t) {
 }  // namespace
 
 void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<FoldPlan>& plans,
-                    const std::vector<MemberSpec>& members, uint64_t fingerprint, bool described, Reporter& rep,
-                    RunResult& result) {
+                    const std::vector<MemberSpec>& members, uint64_t fingerprint, bool described, bool resume,
+                    Reporter& rep, RunResult& result) {
   const int folds = int(plans.size());
   const fs::path out(cfg.run.out_dir);
+  const bool together = cfg.run.parallel_folds && folds > 1;
+  // states[f][i]: member i of fold f (members[i], trained on fold f) as an earlier invocation left it.
+  std::vector<std::vector<MemberState>> states(size_t(folds), std::vector<MemberState>(members.size()));
+  if (resume) {
+    bool unfinished = false;
+    for (int f = 0; f < folds; ++f) {
+      std::vector<fs::path> dirs_of;
+      for (const MemberSpec& m : members)
+        if (!together || m.fold == f) dirs_of.push_back(plans[size_t(f)].dir / m.name);
+      bool started = false;
+      for (const fs::path& d : dirs_of) started = started || fs::exists(d / kMemberStateFile) || fs::exists(d / "last.safetensors");
+      if (!started) {
+        unfinished = true;
+        continue;
+      }
+      for (size_t i = 0, k = 0; i < members.size(); ++i) {
+        if (together && members[i].fold != f) continue;
+        const fs::path& d = dirs_of[k++];
+        require(fs::exists(d / "last.safetensors"),
+                "--resume " + out.string() + ": " + (d / "last.safetensors").string() + " is missing, so " +
+                    members[i].name + (folds > 1 ? " of fold " + std::to_string(f) : std::string()) +
+                    " cannot continue (an invocation that ended without saving, e.g. killed, leaves none); train "
+                    "the population again with --overwrite");
+        MemberState st = read_member_state(d);
+        require(st.present, "--resume " + out.string() + ": " + (d / kMemberStateFile).string() + " is missing, so " +
+                                members[i].name + " cannot continue (the folder was not left by a population run)");
+        unfinished = unfinished || !(st.early_stopped || st.step >= cfg.train.steps);
+        states[size_t(f)][i] = st;
+      }
+    }
+    require(unfinished, "--resume " + out.string() + ": every member has finished (train.steps = " +
+                            std::to_string(cfg.train.steps) + " reached, or stopped early by run.patience), so the "
+                            "population is finished; to train longer set train.steps above " +
+                            std::to_string(cfg.train.steps) + " explicitly (--steps N)");
+  }
   CreatedDirs dirs;
   dirs.create(out);
   for (const FoldPlan& p : plans) dirs.create(p.dir);
+  write_population_record(out, cfg, described, fingerprint);
   PopulationRun c{cfg, panel, folds, fingerprint, described, rep, dirs};
   const std::vector<std::string> keys = setting_keys(members);
   // Predictions are written and pooled against the processed targets, as they are scored (run.cpp).
@@ -491,24 +585,29 @@ void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<
                 fold_ids.back(), 0);
   };
 
-  bool stopped = false;
-  if (cfg.run.parallel_folds && folds > 1) {
+  bool stopped = false, paused = false;
+  if (together) {
     for (const FoldPlan& p : plans) data.push_back(prepare_fold(cfg, panel, p));
     std::vector<const FoldData*> of;
-    for (const MemberSpec& m : members) of.push_back(&data[size_t(m.fold)]);
-    for (Trained& t : train_population(c, members, of, stopped)) trained.push_back(std::move(t));
+    std::vector<MemberState> st;
+    for (size_t i = 0; i < members.size(); ++i) {
+      of.push_back(&data[size_t(members[i].fold)]);
+      st.push_back(states[size_t(members[i].fold)][i]);
+    }
+    for (Trained& t : train_population(c, members, of, st, stopped, paused)) trained.push_back(std::move(t));
     std::vector<int> all;
     for (int f = 0; f < folds; ++f) all.push_back(f);
     summarise(all, true);
   } else {
-    for (int f = 0; f < folds && !stopped; ++f) {
+    for (int f = 0; f < folds && !stopped && !paused; ++f) {
       data.push_back(prepare_fold(cfg, panel, plans[size_t(f)]));
       std::vector<MemberSpec> of_fold = members;
       for (MemberSpec& m : of_fold) m.fold = f;
       const std::vector<const FoldData*> of(of_fold.size(), &data.back());
-      for (Trained& t : train_population(c, of_fold, of, stopped)) trained.push_back(std::move(t));
+      for (Trained& t : train_population(c, of_fold, of, states[size_t(f)], stopped, paused)) trained.push_back(std::move(t));
       stopped = stopped || rep.stop_requested();
-      summarise({f}, f + 1 == folds || stopped);  // after every fold, so an interrupted walk-forward keeps what it finished
+      // After every fold, so an interrupted walk-forward keeps what it finished.
+      summarise({f}, f + 1 == folds || stopped || paused);
     }
   }
   result.stopped = stopped;

@@ -14,8 +14,10 @@ namespace mlalpha {
 
 // cfg is resolved and validated against `panel`, `plans` are checked and the run folder is claimed;
 // members = expand_population(cfg, plans.size()). Fills result.members, leaderboard_file and the ensemble.
+// resume: continue the population in cfg.run.out_dir (population_resume.h): finished folds are read back,
+// the others' members continue from their last.safetensors and member.json; checked before anything is written.
 void run_population(const RunConfig& cfg, const Panel& panel, const std::vector<FoldPlan>& plans,
-                    const std::vector<MemberSpec>& members, uint64_t fingerprint, bool described, Reporter& rep,
-                    RunResult& result);
+                    const std::vector<MemberSpec>& members, uint64_t fingerprint, bool described, bool resume,
+                    Reporter& rep, RunResult& result);
 
 }  // namespace mlalpha

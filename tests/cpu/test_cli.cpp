@@ -104,6 +104,33 @@ TEST_F(Cli, ResumeIsBitExact) {
   EXPECT_EQ(a.state.v, b.state.v);
 }
 
+// A population stopped by --stop-after continues from its run folder alone (its settings are recorded
+// there) or from a member's checkpoint with the same options, and ends as the uninterrupted population.
+TEST_F(Cli, PopulationResumeIsBitExact) {
+  const std::string common = "train --device cpu --instruments 4 --timesteps 300 --features 3 --d-model 16 "
+                             "--head-dim 8 -B 4 -L 32 --steps 40 --eval-every 10 --log-every 10 ";
+  ASSERT_EQ(run(common + "--models 2 -o " + p("straight")).code, 0);
+  Result r = run(common + "--models 2 --stop-after 20 -o " + p("half"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--resume " + p("half")), std::string::npos) << r.out;
+  r = run("train --device cpu --stop-after 10 --resume " + p("half"));  // the settings come from the folder
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(load_checkpoint(p("half/member-00/last.safetensors")).state.step, 30) << r.out;
+  r = run(common + "--models 2 --resume " + p("half/member-01/last.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("leaderboard"), std::string::npos) << r.out;
+  for (const char* m : {"member-00", "member-01"}) {
+    const Checkpoint a = load_checkpoint(p("straight/") + m + "/last.safetensors");
+    const Checkpoint b = load_checkpoint(p("half/") + m + "/last.safetensors");
+    EXPECT_EQ(b.state.step, 40) << m;
+    EXPECT_EQ(a.state.params, b.state.params) << m << ": 20 + 10 + 10 differs from 40 straight";
+    EXPECT_EQ(a.state.m, b.state.m) << m;
+  }
+  r = run(common + "--models 3 --resume " + p("half"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("train.models = 3 but the population was trained with 2"), std::string::npos) << r.out;
+}
+
 // --batch time (cross-sectional batches) with --loss ic trains and resumes bit-exactly; a --batch that is
 // neither an integer nor 'time', and ic without time batches, are refused naming the setting.
 TEST_F(Cli, TimeBatchesWithIcLoss) {

@@ -252,26 +252,174 @@ TEST_F(Population, ALowerIsBetterMetricRanksTheSmallestFirst) {
   EXPECT_EQ(std::stod(rows[4][column(rows[0], "test_mse")]), r.ensemble.mean.mse);
 }
 
-TEST_F(Population, ResumeAndStopAfterAreRefusedBeforeAnythingIsWritten) {
+// The bytes of a file ("" when it is missing).
+std::string file_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+size_t lines_with(const fs::path& p, const std::string& what) {
+  std::ifstream f(p);
+  size_t n = 0;
+  for (std::string line; std::getline(f, line);) n += line.find(what) != std::string::npos;
+  return n;
+}
+
+// The error text of f(), "" when it throws none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(Population, StopAfterThenResumeEndsAsTheUninterruptedRunWithFrozenMembersKeptFrozen) {
+  // Patience 2: at the stop (step 22) a member may be frozen already, or one evaluation short of it.
+  const std::vector<std::string> es = {"run.patience=2", "run.eval_every=5", "train.lr=0.1", "train.models=6"};
+  const RunResult full = run_training(config("full", es));
+
+  RunConfig part = config("part", es);
+  part.run.stop_after = 22;
+  std::vector<std::string> messages;
+  RunOptions opt;
+  opt.callback = [&](const RunEvent& e) {
+    if (e.kind == RunEvent::Kind::message) messages.push_back(e.message);
+    return true;
+  };
+  const RunResult first = run_training(part, opt);
+  EXPECT_FALSE(first.stopped);
+  ASSERT_EQ(first.members.size(), 6u);
+  bool told = false;
+  for (const std::string& m : messages) told = told || m.find("--resume " + (dir_ / "part").string()) != std::string::npos;
+  EXPECT_TRUE(told) << "the stop message says how to continue";
+  int frozen_before = 0;
+  for (const MemberResult& m : first.members) {
+    frozen_before += m.early_stopped;
+    EXPECT_EQ(Model::load(m.dir + "/last.safetensors").step(), m.early_stopped ? m.steps : 22) << m.name;
+    EXPECT_TRUE(fs::exists(fs::path(m.dir) / "member.json"));
+  }
+  EXPECT_GE(frozen_before, 1) << "the property that a frozen member stays frozen is only tested when one froze";
+  EXPECT_TRUE(fs::exists(dir_ / "part/population.json"));
+  std::map<std::string, std::string> frozen_jsonl;  // a frozen member's files stay as they were
+  for (const MemberResult& m : first.members)
+    if (m.early_stopped) frozen_jsonl[m.dir] = file_text(fs::path(m.dir) / "metrics.jsonl");
+
+  // The resume takes its settings from the run folder: the caller's config need not repeat them.
+  RunConfig again = parse_run_config("", "test", {"run.device=\"cpu\""});
+  RunOptions ro;
+  ro.resume = (dir_ / "part").string();
+  const RunResult second = run_training(again, ro);
+  EXPECT_FALSE(second.stopped);
+  ASSERT_EQ(second.members.size(), full.members.size());
+  for (size_t m = 0; m < full.members.size(); ++m) {
+    const MemberResult &a = full.members[m], &b = second.members[m];
+    EXPECT_EQ(weights(fs::path(a.dir) / "last.safetensors"), weights(fs::path(b.dir) / "last.safetensors")) << a.name;
+    EXPECT_EQ(weights(fs::path(a.dir) / "best.safetensors"), weights(fs::path(b.dir) / "best.safetensors")) << a.name;
+    EXPECT_EQ(a.steps, b.steps) << a.name;
+    EXPECT_EQ(a.early_stopped, b.early_stopped) << a.name;
+    EXPECT_EQ(a.best_step, b.best_step) << a.name;
+    EXPECT_EQ(a.test.mean.ic, b.test.mean.ic) << a.name;
+    // Validations of both invocations in one metrics.jsonl.
+    EXPECT_EQ(lines_with(fs::path(a.dir) / "metrics.jsonl", "valid"), lines_with(fs::path(b.dir) / "metrics.jsonl", "valid"))
+        << a.name;
+  }
+  for (const auto& [dir, text] : frozen_jsonl) EXPECT_EQ(file_text(fs::path(dir) / "metrics.jsonl"), text) << dir;
+  EXPECT_EQ(second.ensemble.mean.ic, full.ensemble.mean.ic);
+  const auto a = read_csv(dir_ / "full/leaderboard.csv"), b = read_csv(dir_ / "part/leaderboard.csv");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t r = 1; r < a.size(); ++r)
+    for (const char* col : {"member", "best_step", "valid_ic", "test_ic"})
+      EXPECT_EQ(a[r][column(a[0], col)], b[r][column(b[0], col)]) << r << " " << col;
+
+  // Finished: a further resume is refused unless train.steps grows.
+  const std::string done = error_of([&] { run_training(again, ro); });
+  EXPECT_NE(done.find("train.steps"), std::string::npos) << done;
+}
+
+TEST_F(Population, WalkForwardPopulationsResumeAtTheFoldThatWasRunning) {
+  const std::vector<std::string> wf = {"split.walk_forward_folds=2", "split.walk_forward_test_size=30",
+                                       "sweep.lr=[0.001, 0.003]"};
+  RunConfig cfg = config("full", wf);
+  const RunResult full = run_training(cfg);
+  ASSERT_EQ(full.members.size(), 4u);
+
+  // In turn: interrupted by the callback in fold 1, resumed from a member's checkpoint there.
+  RunConfig turn = config("turn", wf);
+  RunOptions stop;
+  stop.callback = [](const RunEvent& e) { return !(e.kind == RunEvent::Kind::log && e.fold == 1 && e.step == 10); };
+  EXPECT_TRUE(run_training(turn, stop).stopped);
+  const std::string fold0 = file_text(dir_ / "turn/fold-0/member-01/last.safetensors");
+  RunOptions ro;
+  ro.resume = (dir_ / "turn/fold-1/member-00/last.safetensors").string();
+  const RunResult r = run_training(turn, ro);
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(file_text(dir_ / "turn/fold-0/member-01/last.safetensors"), fold0) << "a finished fold is only read";
+
+  // At once: every fold's members stop at step 10 and resume together.
+  RunConfig once = config("once", wf);
+  once.run.parallel_folds = true;
+  once.run.stop_after = 10;
+  run_training(once);
+  RunConfig once_again = config("once", wf);
+  once_again.run.parallel_folds = true;
+  ro.resume = (dir_ / "once").string();
+  const RunResult o = run_training(once_again, ro);
+
+  for (const RunResult* res : {&r, &o}) {
+    ASSERT_EQ(res->members.size(), 4u);
+    for (size_t m = 0; m < 4; ++m) {
+      const fs::path rel = fs::relative(full.members[m].dir, dir_ / "full");
+      EXPECT_EQ(res->members[m].fold, full.members[m].fold);
+      EXPECT_EQ(weights(full.members[m].dir + "/last.safetensors"),
+                weights(dir_ / fs::relative(res->members[m].dir, dir_).begin()->string() / rel / "last.safetensors"))
+          << rel;
+      EXPECT_EQ(res->members[m].test.mean.ic, full.members[m].test.mean.ic) << rel;
+      EXPECT_TRUE(res->members[m].has_oos);
+      EXPECT_EQ(res->members[m].oos.mean.ic, full.members[m].oos.mean.ic) << rel;
+    }
+    EXPECT_EQ(res->ensemble.mean.ic, full.ensemble.mean.ic);
+  }
+  for (const char* run : {"turn", "once"}) {
+    const auto a = read_csv(dir_ / "full/leaderboard.csv"), b = read_csv(dir_ / run / "leaderboard.csv");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t row = 1; row < a.size(); ++row)
+      EXPECT_EQ(a[row][column(a[0], "oos_ic")], b[row][column(b[0], "oos_ic")]) << run << " " << row;
+  }
+}
+
+TEST_F(Population, AResumeSaysWhatIsWrong) {
   RunConfig cfg = config("pop", {"run.stop_after=10"});
   cfg.train.models = 2;
-  try {
-    run_training(cfg);
-    ADD_FAILURE() << "run.stop_after was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("run.stop_after"), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(fs::exists(dir_ / "pop"));
-  RunOptions opt;
-  opt.resume = (dir_ / "x/last.safetensors").string();
-  cfg.run.stop_after = 0;
-  try {
-    run_training(cfg, opt);
-    ADD_FAILURE() << "--resume was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("a population"), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(fs::exists(dir_ / "pop"));
+  const Panel panel = load_panel(cfg.data);
+  run_training(cfg, panel);
+  RunOptions ro;
+
+  // A folder without a population.
+  fs::create_directories(dir_ / "empty");
+  ro.resume = (dir_ / "empty").string();
+  std::string e = error_of([&] { run_training(cfg, panel, ro); });
+  EXPECT_NE(e.find("no population"), std::string::npos) << e;
+  // A setting that would change the members.
+  RunConfig more = cfg;
+  more.train.models = 3;
+  more.given.insert("train.models");
+  ro.resume = (dir_ / "pop").string();
+  e = error_of([&] { run_training(more, panel, ro); });
+  EXPECT_NE(e.find("train.models"), std::string::npos) << e;
+  // Other data.
+  Panel other = panel;
+  other.y[0] += 1.0f;
+  e = error_of([&] { run_training(cfg, other, ro); });
+  EXPECT_NE(e.find("fingerprint"), std::string::npos) << e;
+  // A member without its last checkpoint, named.
+  fs::remove(dir_ / "pop/member-01/last.safetensors");
+  e = error_of([&] { run_training(cfg, panel, ro); });
+  EXPECT_NE(e.find("member-01/last.safetensors"), std::string::npos) << e;
+  // Nothing was written by the refused resumes: member-00 still stands at step 10.
+  EXPECT_EQ(Model::load((dir_ / "pop/member-00/last.safetensors").string()).step(), 10);
 }
 
 }  // namespace
