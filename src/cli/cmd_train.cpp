@@ -161,7 +161,11 @@ int cmd_train(const TrainArgs& a) {
           if (e.member < 0 || p.step > shown) progress->step(p), shown = p.step;
         break;
       case RunEvent::Kind::eval:
-        if (e.member <= 0) progress->validation(e.step, e.evaluation.metrics.mean, e.evaluation.best);
+        // A population: member 0's metrics in full (the library's summary line gives every member's spread).
+        if (e.member <= 0) {
+          const std::string split = e.member == 0 ? e.member_name + " valid" : std::string("valid");
+          progress->validation(e.step, e.evaluation.metrics.mean, e.evaluation.best, split);
+        }
         break;
       case RunEvent::Kind::message:
         say(e.message);

@@ -73,5 +73,27 @@ TEST_F(RunPopulationGpu, ParallelFoldsWithPatienceEqualTheSoloWalkForward) {
   }
 }
 
+// A population stopped by run.stop_after and resumed from its folder (every member from its last checkpoint,
+// the frozen ones staying frozen) ends where the uninterrupted population ends, checkpoint for checkpoint.
+TEST_F(RunPopulationGpu, StoppedAndResumedEqualsUninterrupted) {
+  const std::vector<std::string> base = {"train.models=3", "sweep.lr=[1e-3, 2e-2]", "run.patience=2",
+                                         "run.metric=\"mse\""};
+  const RunResult whole = run_training(config("whole", base));
+  std::vector<std::string> cut = base;
+  cut.push_back("run.stop_after=25");
+  run_training(config("cut", cut));
+  RunOptions o;
+  o.resume = (dir_ / "cut").string();
+  const RunResult resumed = run_training(config("cut", base), o);
+  ASSERT_EQ(whole.members.size(), 6u);
+  for (const MemberResult& m : whole.members) {
+    EXPECT_EQ(weights(dir_ / "whole" / m.name / "last.safetensors"), weights(dir_ / "cut" / m.name / "last.safetensors"))
+        << m.name;
+    EXPECT_EQ(weights(dir_ / "whole" / m.name / "best.safetensors"), weights(dir_ / "cut" / m.name / "best.safetensors"))
+        << m.name;
+  }
+  EXPECT_EQ(whole.ensemble.mean.ic, resumed.ensemble.mean.ic);
+}
+
 }  // namespace
 }  // namespace mlalpha
