@@ -2,18 +2,22 @@
 // ensemble/pred.npy, a selection is the mean of its members' Model::predict, and each refusal says why.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "data/npy.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/run.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace mlalpha {
 namespace {
+
+using test::contains;
+using test::error_of;
+using test::same_bits;
 
 class EnsembleTest : public ::testing::Test {
  protected:
@@ -33,11 +37,6 @@ class EnsembleTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// The same bits, NaN included.
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 std::vector<float> npy(const fs::path& p) { return read_npy(p.string()).data.to_vector(); }
 
 // The mean of Model::predict over `files` in the given order, summed in double.
@@ -51,15 +50,6 @@ std::vector<float> mean_by_hand(const std::vector<fs::path>& files, const Panel&
   std::vector<float> out(sum.size());
   for (size_t i = 0; i < sum.size(); ++i) out[i] = float(sum[i] / double(files.size()));
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMembers) {
@@ -136,12 +126,9 @@ TEST_F(EnsembleTest, AWalkForwardFoldIsChosenByItsFolderOrIndex) {
   const std::vector<float> pred = by_dir.predict(raw, test, "cpu");
   EXPECT_TRUE(same_bits(pred, npy(dir_ / "wf/fold-1/ensemble/pred.npy")));
   EXPECT_TRUE(same_bits(pred, by_index.predict(raw, test, "cpu")));
-  EXPECT_NE(error_of([&] { Ensemble::load((dir_ / "wf").string()); }).find("walk-forward population with 2 folds"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { Ensemble::load((dir_ / "wf").string(), {}, 2); }).find("folds 0 to 1, not fold 2"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { Ensemble::load((dir_ / "wf/fold-0").string(), {}, 1); }).find("is fold 0, not fold 1"),
-            std::string::npos);
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "wf").string()); }), "walk-forward population with 2 folds"));
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "wf").string(), {}, 2); }), "folds 0 to 1, not fold 2"));
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "wf/fold-0").string(), {}, 1); }), "is fold 0, not fold 1"));
 }
 
 TEST_F(EnsembleTest, RefusalsSayWhatIsWrong) {
@@ -149,17 +136,13 @@ TEST_F(EnsembleTest, RefusalsSayWhatIsWrong) {
   cfg.train.models = 3;
   run_training(cfg);
   const std::string run = (dir_ / "pop").string();
-  EXPECT_NE(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("top:4")); }).find("ranks 3 members"),
-            std::string::npos);
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("top:4")); }), "ranks 3 members"));
   const std::string unknown = error_of([&] { Ensemble::load(run, EnsembleSelection::parse("member-00,member-07")); });
-  EXPECT_NE(unknown.find("no member 'member-07'; its members: member-00, member-01, member-02"), std::string::npos)
-      << unknown;
-  EXPECT_NE(error_of([&] { Ensemble::load((dir_ / "pop/member-00").string()); }).find("holds no population run"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { EnsembleSelection::parse("top:0"); }).find("K >= 1"), std::string::npos);
-  EXPECT_NE(error_of([] { EnsembleSelection::parse("member-00,,member-01"); }).find("empty name"), std::string::npos);
-  EXPECT_NE(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("member-01,member-01")); }).find("named twice"),
-            std::string::npos);
+  EXPECT_TRUE(contains(unknown, "no member 'member-07'; its members: member-00, member-01, member-02"));
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "pop/member-00").string()); }), "holds no population run"));
+  EXPECT_TRUE(contains(error_of([] { EnsembleSelection::parse("top:0"); }), "K >= 1"));
+  EXPECT_TRUE(contains(error_of([] { EnsembleSelection::parse("member-00,,member-01"); }), "empty name"));
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("member-01,member-01")); }), "named twice"));
 
   // A member whose model differs is named with the setting.
   RunConfig other = config("other", {"model.d_model=8", "train.steps=10"});
@@ -167,16 +150,15 @@ TEST_F(EnsembleTest, RefusalsSayWhatIsWrong) {
   for (const char* f : {"best.safetensors", "best.safetensors.optim.safetensors"})
     fs::copy_file(dir_ / "other" / f, dir_ / "pop/member-02" / f, fs::copy_options::overwrite_existing);
   const std::string differs = error_of([&] { Ensemble::load(run); });
-  EXPECT_NE(differs.find("member-02"), std::string::npos) << differs;
-  EXPECT_NE(differs.find("d_model = 8"), std::string::npos) << differs;
+  EXPECT_TRUE(contains(differs, "member-02"));
+  EXPECT_TRUE(contains(differs, "d_model = 8"));
 
   fs::remove(dir_ / "pop/member-01/best.safetensors");
   fs::remove(dir_ / "pop/member-01/last.safetensors");
   const std::string missing = error_of([&] { Ensemble::load(run, EnsembleSelection::parse("member-01")); });
-  EXPECT_NE(missing.find("member-01 has no checkpoint"), std::string::npos) << missing;
+  EXPECT_TRUE(contains(missing, "member-01 has no checkpoint"));
   fs::remove(dir_ / "pop/leaderboard.csv");
-  EXPECT_NE(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("top:1")); }).find("which is missing"),
-            std::string::npos);
+  EXPECT_TRUE(contains(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("top:1")); }), "which is missing"));
 }
 
 }  // namespace
