@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <random>
 
 #include "data/npy.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/run.h"
+#include "population_fixture.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -19,23 +19,7 @@ using test::contains;
 using test::error_of;
 using test::same_bits;
 
-class EnsembleTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mlalpha_ens_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> ov = {"run.device=\"cpu\"", "data.instruments=6", "data.timesteps=240", "data.n_features=3",
-                                   "model.d_model=16", "model.head_dim=8", "model.layers=1", "train.batch=4",
-                                   "train.seq_len=24", "train.steps=20", "train.warmup=2", "train.log_every=10",
-                                   "run.eval_every=10", "run.out_dir=\"" + (dir_ / name).string() + "\""};
-    ov.insert(ov.end(), extra.begin(), extra.end());
-    return parse_run_config("", "test", ov);
-  }
-  fs::path dir_;
-};
+class EnsembleTest : public test::PopulationFixture {};
 
 std::vector<float> npy(const fs::path& p) { return read_npy(p.string()).data.to_vector(); }
 
@@ -108,7 +92,7 @@ TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMemb
   fs::remove(dir_ / "pop/member-01/best.safetensors");
   const Ensemble no_best = Ensemble::load((dir_ / "pop").string(), EnsembleSelection::parse("member-01"));
   EXPECT_EQ(no_best.checkpoint(0), (dir_ / "pop/member-01/last.safetensors").string());
-  EXPECT_EQ(no_best.member(0).step(), 20);
+  EXPECT_EQ(no_best.member(0).step(), 30);
 }
 
 TEST_F(EnsembleTest, AWalkForwardFoldIsChosenByItsFolderOrIndex) {
@@ -132,7 +116,7 @@ TEST_F(EnsembleTest, AWalkForwardFoldIsChosenByItsFolderOrIndex) {
 }
 
 TEST_F(EnsembleTest, RefusalsSayWhatIsWrong) {
-  RunConfig cfg = config("pop", {"train.steps=10"});
+  RunConfig cfg = config("pop");
   cfg.train.models = 3;
   run_training(cfg);
   const std::string run = (dir_ / "pop").string();
