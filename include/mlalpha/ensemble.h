@@ -43,6 +43,10 @@ class Ensemble {
   int rank(size_t i) const;                        // its rank in leaderboard.csv (0: the file has none)
   const std::string& dir() const;                  // the folder holding the members (out_dir or fold-k/)
   const std::string& leaderboard_file() const;     // dir()/leaderboard.csv ("" when there is none)
+  // Member i's cell in leaderboard.csv's `column` ("best_step", "valid_ic", "test_ic", ...); "" when the
+  // file or the column is missing (an empty cell is a non-finite value, docs/populations.md).
+  std::string leaderboard_cell(size_t i, const std::string& column) const;
+  const std::vector<std::string>& leaderboard_columns() const;  // its header ({} without the file)
   int fold() const;                                // the walk-forward fold (0 for a single split)
 
   // The mean over the members of Model::predict(raw, range, ...) (each member prepares `raw` with its own

@@ -97,9 +97,12 @@ std::vector<std::string> csv_cells(const std::string& line) {
   return cells;
 }
 
-// leaderboard.csv's ranking: member name -> rank, and the names best first (the ensemble row has no rank).
+// leaderboard.csv's ranking: member name -> rank and cells, and the names best first (the ensemble's row,
+// which has no rank, is left out).
 struct Ranking {
+  std::vector<std::string> header;
   std::map<std::string, int> rank;
+  std::map<std::string, std::vector<std::string>> cells;
   std::vector<std::string> order;
 };
 
@@ -108,7 +111,8 @@ Ranking read_ranking(const fs::path& file) {
   std::istringstream in(read_file_bytes(file.string()));
   std::string line;
   require(bool(std::getline(in, line)), file.string() + " is empty");
-  const std::vector<std::string> header = csv_cells(line);
+  r.header = csv_cells(line);
+  const std::vector<std::string>& header = r.header;
   const auto col = [&](const char* name) {
     const auto it = std::find(header.begin(), header.end(), name);
     require(it != header.end(), file.string() + " has no column '" + name + "'");
@@ -124,6 +128,7 @@ Ranking read_ranking(const fs::path& file) {
     require(res.ec == std::errc() && k >= 1, file.string() + ": rank '" + cells[rc] + "' of " + cells[mc] +
                                                  " is not a positive integer");
     rows.emplace_back(k, cells[mc]);
+    r.cells[cells[mc]] = cells;
   }
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [k, name] : rows) r.rank[name] = k, r.order.push_back(name);
@@ -201,6 +206,7 @@ struct Ensemble::Impl {
   std::vector<Model> models;
   std::vector<std::string> names, files;
   std::vector<int> ranks;
+  Ranking ranking;
 
   // The mean prediction; `first_norm` receives member 0's prepared panel when not null.
   std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device, bool tf32,
@@ -234,7 +240,7 @@ Ensemble Ensemble::load(const std::string& run_dir, const EnsembleSelection& sel
   require(!all.empty(), "ensemble: " + impl->dir + " holds no member folders (member-00, ...)");
   std::error_code ec;
   const fs::path board = at.dir / "leaderboard.csv";
-  Ranking ranking;
+  Ranking& ranking = impl->ranking;
   if (fs::exists(board, ec)) {
     impl->leaderboard = board.string();
     ranking = read_ranking(board);
@@ -290,6 +296,16 @@ int Ensemble::rank(size_t i) const { return impl_->ranks.at(i); }
 const std::string& Ensemble::dir() const { return impl_->dir; }
 const std::string& Ensemble::leaderboard_file() const { return impl_->leaderboard; }
 int Ensemble::fold() const { return impl_->fold; }
+const std::vector<std::string>& Ensemble::leaderboard_columns() const { return impl_->ranking.header; }
+
+std::string Ensemble::leaderboard_cell(size_t i, const std::string& column) const {
+  const Ranking& r = impl_->ranking;
+  const auto row = r.cells.find(name(i));
+  const auto col = std::find(r.header.begin(), r.header.end(), column);
+  if (row == r.cells.end() || col == r.header.end()) return "";
+  const size_t c = size_t(col - r.header.begin());
+  return c < row->second.size() ? row->second[c] : "";
+}
 
 std::vector<float> Ensemble::predict(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {
   return impl_->predict(raw, range, device, tf32, nullptr);
