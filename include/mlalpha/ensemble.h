@@ -24,8 +24,8 @@ class Ensemble {
  public:
   // Reads the members of a population run. run_dir: the run folder (out_dir, holding population.json) of a
   // single split; for a walk-forward run the run folder with `fold` >= 0, or a fold's folder (fold-k/),
-  // where `fold` is -1 or k. Each member is Model::load of its best.safetensors (last.safetensors when it
-  // has no best). The members must share the model settings, the feature and target names, the data
+  // where `fold` is -1 or k. Each member is Model::load_weights of its best.safetensors (last.safetensors
+  // when it has no best). The members must share the model settings, the feature and target names, the data
   // processing settings (data.feature_norm, target_norm, nan_fill, robust_clip) and the fold; an error
   // names the member and what differs. Refused: a folder that holds no population, a member without a
   // checkpoint, top:K with K above the members, an unknown name (the error lists the members).

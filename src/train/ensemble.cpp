@@ -273,7 +273,7 @@ Ensemble Ensemble::load(const std::string& run_dir, const EnsembleSelection& sel
     if (!fs::exists(file, ec)) file = d / "last.safetensors";
     require(fs::exists(file, ec), "ensemble: " + name + " has no checkpoint (neither best.safetensors nor "
                                   "last.safetensors in " + d.string() + ")");
-    Model m = Model::load(file.string());
+    Model m = Model::load_weights(file.string());
     if (!impl->models.empty()) {
       const std::string diff = difference(m, impl->models.front());
       require(diff.empty(), "ensemble: " + name + " (" + file.string() + ") does not match " + impl->names.front() +

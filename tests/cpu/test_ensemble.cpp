@@ -52,6 +52,7 @@ TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMemb
   EXPECT_EQ(all.name(3), "member-03");
   EXPECT_EQ(all.checkpoint(2), (dir_ / "pop/member-02/best.safetensors").string());
   EXPECT_EQ(all.fold(), 0);
+  EXPECT_FALSE(all.member(0).has_optimizer_state());  // prediction reads the weights alone
   const std::vector<float> pred = all.predict(raw, test, "cpu");
   const std::vector<float> run_pred = npy(dir_ / "pop/ensemble/pred.npy");
   EXPECT_TRUE(same_bits(pred, run_pred));
