@@ -32,6 +32,9 @@ class Model {
   // Reads a checkpoint; the optimizer sidecar is read too when present (it is needed only to resume).
   // Corrupted bytes, non-finite weights and tensors that do not fit the recorded model are errors.
   static Model load(const std::string& path);
+  // The weights and settings alone, the sidecar left unread (has_optimizer_state() false): what prediction
+  // needs, a third of the memory of load's.
+  static Model load_weights(const std::string& path);
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();

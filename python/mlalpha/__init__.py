@@ -2,9 +2,9 @@
 engine (include/mlalpha/); this package converts arrays and results. docs/python.md shows the API."""
 from ._config import Config
 from ._panel import Panel
-from ._model import Model, load
+from ._model import Ensemble, Model, load
 from ._run import Run, fit
 from ._metrics import metrics
 
-__all__ = ["Config", "Panel", "Model", "load", "Run", "fit", "metrics"]
+__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics"]
 __version__ = "0.9.0"

@@ -23,6 +23,27 @@ def _is_frame(data) -> bool:
     return isinstance(data, pd.DataFrame)
 
 
+def _predict(model, data, t0, t1, device, tf32):
+    """Model.predict / Ensemble.predict: `model` has feature_names, target_names, K and _core.predict."""
+    if _is_frame(data):
+        if not model.feature_names:
+            raise ValueError("predict: the model records no feature names; build the panel with Panel.from_frame(df, features=[...])")
+        data = Panel.from_frame(data, model.feature_names, None, _n_targets=model.K)
+    if isinstance(data, Panel):
+        panel, series = data, False
+    else:
+        x = _as_float32(data, "x")
+        if x.ndim not in (2, 3):
+            raise ValueError(f"predict: features must have shape (T, F) or (N, T, F), got {x.shape}")
+        series = x.ndim == 2
+        y = np.full(x.shape[:-1] + (model.K,), np.nan, dtype=np.float32)
+        panel = Panel.from_numpy(x, y)
+    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, tf32)
+    if panel._frame is not None:
+        return panel.to_frame(pred, model.target_names or [f"y{k}" for k in range(model.K)])
+    return pred[0] if series else pred
+
+
 class Model:
     """A trained model. mlalpha.load(path) reads a checkpoint of `ml-alpha train` or Model.save."""
 
@@ -44,23 +65,7 @@ class Model:
         a DataFrame (long, as Panel.from_frame takes; the model's feature columns) -> a DataFrame aligned to
         its rows, one column per target; features as an array, (N, T, F) -> (N, T, K) or (T, F) -> (T, K).
         """
-        if _is_frame(data):
-            if not self.feature_names:
-                raise ValueError("predict: the model records no feature names; build the panel with Panel.from_frame(df, features=[...])")
-            data = Panel.from_frame(data, self.feature_names, None, _n_targets=self.K)
-        if isinstance(data, Panel):
-            panel, series = data, False
-        else:
-            x = _as_float32(data, "x")
-            if x.ndim not in (2, 3):
-                raise ValueError(f"predict: features must have shape (T, F) or (N, T, F), got {x.shape}")
-            series = x.ndim == 2
-            y = np.full(x.shape[:-1] + (self.K,), np.nan, dtype=np.float32)
-            panel = Panel.from_numpy(x, y)
-        pred = self._core.predict(panel._core, t0, -1 if t1 is None else t1, device, tf32)
-        if panel._frame is not None:
-            return panel.to_frame(pred, self.target_names or [f"y{k}" for k in range(self.K)])
-        return pred[0] if series else pred
+        return _predict(self, data, t0, t1, device, tf32)
 
     @property
     def config(self) -> dict:
@@ -82,3 +87,51 @@ class Model:
 def load(path: str | os.PathLike) -> Model:
     """Reads a checkpoint (`best.safetensors`, `last.safetensors`, or one written by Model.save)."""
     return Model.load(path)
+
+
+class Ensemble:
+    """The mean-ensemble of a finished population run (docs/populations.md, "Predicting with the ensemble").
+
+    Ensemble.load(run_dir, members="all" | "top:K" | ["member-00", ...], fold=None) reads the members'
+    best.safetensors (last.safetensors for a member without one) from a population's run folder; for a
+    walk-forward run give the fold, or the fold's folder (run_dir/fold-k). top:K ranks by that folder's
+    leaderboard.csv. The members are averaged in member order, as the run's own ensemble/pred.npy.
+    """
+
+    def __init__(self, core: "_core.Ensemble"):
+        self._core = core
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike, members="all", fold: int | None = None) -> "Ensemble":
+        if isinstance(members, (list, tuple)):
+            if not members or not all(isinstance(m, str) for m in members):
+                raise ValueError(f"members: a non-empty list of member names (e.g. ['member-00', 'member-03']), got {members!r}")
+            members = ",".join(members)
+        elif not isinstance(members, str):
+            raise ValueError(f"members: 'all', 'top:K' or a list of member names, got {members!r}")
+        return cls(_core.Ensemble.load(os.fspath(run_dir), members, -1 if fold is None else int(fold)))
+
+    def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", tf32: bool = False):
+        """The mean of the members' Model.predict, with Model.predict's arguments and returns."""
+        return _predict(self, data, t0, t1, device, tf32)
+
+    @property
+    def models(self) -> list[Model]:
+        """The members as Models, in averaging order."""
+        return [Model(self._core.member(i)) for i in range(self._core.size)]
+
+    names = property(lambda self: list(self._core.names), doc="the members, in averaging order (member order)")
+    checkpoints = property(lambda self: list(self._core.checkpoints), doc="the file each member was read from")
+    ranks = property(lambda self: list(self._core.ranks), doc="each member's rank in leaderboard.csv (0: none)")
+    dir = property(lambda self: self._core.dir, doc="the folder holding the members (the run's, or fold-k/)")
+    fold = property(lambda self: self._core.fold, doc="the walk-forward fold (0 for a single split)")
+    F = property(lambda self: self._core.member(0).F, doc="input features")
+    K = property(lambda self: self._core.member(0).K, doc="targets")
+    feature_names = property(lambda self: list(self._core.member(0).feature_names))
+    target_names = property(lambda self: list(self._core.member(0).target_names))
+
+    def __len__(self) -> int:
+        return self._core.size
+
+    def __repr__(self) -> str:
+        return f"mlalpha.Ensemble({self.dir!r}, members={self.names})"

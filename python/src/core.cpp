@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <mlalpha/config.h>
+#include <mlalpha/ensemble.h>
 #include <mlalpha/error.h>
 #include <mlalpha/metrics.h>
 #include <mlalpha/model.h>
@@ -336,14 +337,28 @@ std::string model_toml(const mlalpha::Model& m) {
   return mlalpha::to_toml(c, {"model", "train"});
 }
 
-OutArray model_predict(const mlalpha::Model& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device,
-                       bool tf32) {
+// Model::predict or Ensemble::predict (t1 < 0: the panel's end) as a (N, T, K) array, without the GIL.
+template <typename Predictor>
+OutArray predict_of(const Predictor& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device, bool tf32) {
   std::vector<float> pred;
   {
     nb::gil_scoped_release release;
     pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, tf32);
   }
   return to_numpy(std::move(pred), {size_t(p.N), size_t(p.T), size_t(p.K)});
+}
+
+mlalpha::Ensemble ensemble_load(const std::string& run_dir, const std::string& members, int fold) {
+  nb::gil_scoped_release release;
+  return mlalpha::Ensemble::load(run_dir, mlalpha::EnsembleSelection::parse(members), fold);
+}
+
+// One of the ensemble's per-member values for every member, in averaging order.
+template <typename Get>
+auto per_member(const mlalpha::Ensemble& e, Get get) {
+  std::vector<std::decay_t<decltype(get(e, size_t(0)))>> out;
+  for (size_t i = 0; i < e.size(); ++i) out.push_back(get(e, i));
+  return out;
 }
 
 }  // namespace
@@ -392,7 +407,7 @@ NB_MODULE(_core, m) {
   nb::class_<mlalpha::Model>(m, "Model")
       .def_static("load", &mlalpha::Model::load, "path"_a)
       .def("save", &mlalpha::Model::save, "path"_a)
-      .def("predict", &model_predict, "panel"_a, "t0"_a, "t1"_a, "device"_a, "tf32"_a)
+      .def("predict", &predict_of<mlalpha::Model>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "tf32"_a)
       .def("check_panel", &mlalpha::Model::check_panel, "panel"_a, "what"_a)
       .def("config_toml", &model_toml)
       .def_prop_ro("step", &mlalpha::Model::step)
@@ -403,6 +418,18 @@ NB_MODULE(_core, m) {
       .def_prop_ro("feature_names", &mlalpha::Model::feature_names)
       .def_prop_ro("target_names", &mlalpha::Model::target_names)
       .def_prop_ro("has_optimizer_state", &mlalpha::Model::has_optimizer_state);
+
+  nb::class_<mlalpha::Ensemble>(m, "Ensemble")
+      .def_static("load", &ensemble_load, "run_dir"_a, "members"_a, "fold"_a)
+      .def("predict", &predict_of<mlalpha::Ensemble>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "tf32"_a)
+      .def("member", &mlalpha::Ensemble::member, "i"_a, nb::rv_policy::reference_internal)
+      .def_prop_ro("size", &mlalpha::Ensemble::size)
+      .def_prop_ro("names", [](const mlalpha::Ensemble& e) { return per_member(e, [](auto& x, size_t i) { return x.name(i); }); })
+      .def_prop_ro("checkpoints",
+                   [](const mlalpha::Ensemble& e) { return per_member(e, [](auto& x, size_t i) { return x.checkpoint(i); }); })
+      .def_prop_ro("ranks", [](const mlalpha::Ensemble& e) { return per_member(e, [](auto& x, size_t i) { return x.rank(i); }); })
+      .def_prop_ro("dir", &mlalpha::Ensemble::dir)
+      .def_prop_ro("fold", &mlalpha::Ensemble::fold);
 
   m.def("fit", &fit, "config"_a, "panel"_a, "callback"_a.none(), "overwrite"_a, "resume"_a, "catch_sigint"_a);
   m.def("metrics", &metrics, "pred"_a, "y"_a, "t0"_a, "t1"_a, "min_pairs"_a, "quantiles"_a, "periods_per_year"_a,

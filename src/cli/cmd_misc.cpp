@@ -1,38 +1,63 @@
 // `ml-alpha eval | predict | synth | info`: parse, call the library (include/mlalpha/), print.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "mlalpha/device.h"
+#include "mlalpha/ensemble.h"
 #include "mlalpha/model.h"
 
 namespace mlalpha {
 
 namespace {
 
-// The checkpoint's model applied to the data: the data settings given on the command line or in --config,
-// else those recorded in the checkpoint.
+// The checkpoint's model, or a population's members (--checkpoint a run folder), applied to the data: the
+// data settings given on the command line or in --config, else those recorded in the checkpoint.
 struct Prepared {
-  Model model;
+  std::optional<Model> model;        // --checkpoint names a file
+  std::optional<Ensemble> ensemble;  // --checkpoint names a population run folder
   RunConfig cfg;
   Panel panel;
   Split split;
   TimeRange range;
+  // The settings, statistics and fold: the model's, or the first member's (the members share them).
+  const Model& ref() const { return model ? *model : ensemble->member(0); }
+  // "runs/x/best.safetensors (step 400)" or "the mean of 3 members of runs/pop (member-00, member-01, ...)".
+  std::string what(const std::string& checkpoint) const {
+    if (model) return checkpoint + " (step " + std::to_string(model->step()) + ")";
+    std::string names;
+    for (size_t i = 0; i < ensemble->size(); ++i) names += (i ? ", " : "") + ensemble->name(i);
+    return "the mean of " + std::to_string(ensemble->size()) + " member" + (ensemble->size() > 1 ? "s" : "") +
+           " of " + ensemble->dir() + " (" + names + ")";
+  }
 };
 
 Prepared prepare(const EvalArgs& a, bool allow_all) {
-  Prepared p{Model::load(a.checkpoint), load_run_config(a.config, a.overrides), {}, {}, {}};
+  Prepared p;
+  if (std::filesystem::is_directory(a.checkpoint)) {
+    p.ensemble.emplace(Ensemble::load(a.checkpoint, EnsembleSelection::parse(a.members.empty() ? "all" : a.members), a.fold));
+  } else {
+    require(a.members.empty(), "--members chooses the members of a population run folder; " + a.checkpoint +
+                                   " is one checkpoint (give its run folder, e.g. " +
+                                   std::filesystem::path(a.checkpoint).parent_path().parent_path().string() + ")");
+    p.model.emplace(Model::load(a.checkpoint));
+  }
+  p.cfg = load_run_config(a.config, a.overrides);
+  const Model& ref = p.ref();
   if (!p.cfg.was_given_in("data")) {
-    if (!p.model.has_data_config())
+    if (!ref.has_data_config())
       throw Error(a.checkpoint + " does not record the data it was trained on: give the data settings (--config FILE, "
                                  "or --set data.source=... with its paths)");
-    p.cfg.data = p.model.data_config();
+    p.cfg.data = ref.data_config();
     std::cout << "data: as recorded in " << a.checkpoint << " (data.source = " << p.cfg.data.source << ")" << std::endl;
   }
-  if (!p.cfg.was_given_in("split") && p.model.has_data_config()) p.cfg.split = p.model.split_config();
+  if (!p.cfg.was_given_in("split") && ref.has_data_config()) p.cfg.split = ref.split_config();
   // The data is processed as in training (Model::prepare): a different processing setting is a mistake.
-  const DataConfig& trained = p.model.data_config();
+  const DataConfig& trained = ref.data_config();
   auto same = [&](const char* key, const std::string& given, const std::string& have) {
     require(!p.cfg.was_given(key) || given == have, std::string(key) + " = '" + given + "' but " + a.checkpoint +
                                                         " was trained with '" + have + "'; eval and predict process " +
@@ -45,9 +70,9 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
   require(a.split == "train" || a.split == "valid" || a.split == "test" || (allow_all && a.split == "all"),
           "--split must be train, valid, test" + std::string(allow_all ? " or all" : "") + ", got '" + a.split + "'");
   p.panel = load_panel(p.cfg.data);
-  p.model.check_panel(p.panel, a.checkpoint);
+  ref.check_panel(p.panel, a.checkpoint);
   const std::vector<Split> splits = make_splits(p.cfg.split, p.panel);
-  const int fold = a.fold >= 0 ? a.fold : (p.model.fold() < int(splits.size()) ? p.model.fold() : 0);
+  const int fold = a.fold >= 0 ? a.fold : (ref.fold() < int(splits.size()) ? ref.fold() : 0);
   require(fold < int(splits.size()),
           "--fold " + std::to_string(fold) + " does not exist: " +
               (splits.size() == 1 ? std::string("the split is a single one (fold 0)")
@@ -66,15 +91,16 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 
 int cmd_eval(const EvalArgs& a) {
   const Prepared p = prepare(a, false);
-  for (const std::string& w : p.model.range_warnings(p.panel, p.range, "the evaluated " + a.split + " range"))
+  for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the evaluated " + a.split + " range"))
     std::cerr << w << std::endl;
   ScoreOptions so;
   so.quantiles = p.cfg.run.quantiles;
   so.periods_per_year = p.cfg.run.periods_per_year;
-  so.train = p.model.training_range(p.panel);
-  const MetricsResult r = p.model.evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32, so);
-  std::printf("%s (step %lld) on the %s split, time steps %s:\n", a.checkpoint.c_str(),
-              static_cast<long long>(p.model.step()), a.split.c_str(), range_text(p.panel, p.range).c_str());
+  so.train = p.ref().training_range(p.panel);
+  const MetricsResult r = p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32, so)
+                                  : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32, so);
+  std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
+              range_text(p.panel, p.range).c_str());
   std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
               "|---|---|---|---|---|---|---|---|---|\n");
   auto row = [](const std::string& name, const Metrics& m) {
@@ -109,11 +135,13 @@ int cmd_eval(const EvalArgs& a) {
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
   const Prepared p = prepare(a, true);
-  for (const std::string& w : p.model.range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
+  for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
     std::cerr << w << std::endl;
   // The targets written beside the predictions are the processed ones the predictions estimate.
-  const Panel norm = p.model.prepare(p.panel);
-  const std::vector<float> pred = p.model.predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.run.tf32);
+  const Panel norm = p.ref().prepare(p.panel);
+  const std::vector<float> pred = p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.run.tf32)
+                                          : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.run.tf32);
+  if (p.ensemble) std::printf("predicting with %s\n", p.what(a.checkpoint).c_str());
   const PredictionFiles f = write_predictions(a.out, norm, pred, p.range);
   std::printf("wrote %s (%d, %d, %d; NaN outside the %s split) and %s (%zu rows)\n", f.npy.c_str(), p.panel.N,
               p.panel.T, p.panel.K, a.split.c_str(), f.csv.c_str(), f.rows);
@@ -133,11 +161,61 @@ int cmd_synth(const SynthArgs& a) {
   return 0;
 }
 
-int cmd_info(const std::string& checkpoint) {
+namespace {
+
+// A population run folder: its members with their settings and leaderboard values, then the settings
+// they share (as a checkpoint's info prints them).
+int population_info(const std::string& dir, int fold) {
+  if (fold < 0 && std::filesystem::exists(std::filesystem::path(dir) / "fold-0")) {
+    std::printf("%s: a walk-forward population; its members are listed per fold (--fold K, or the folder "
+                "fold-K/)\n", dir.c_str());
+    return 0;
+  }
+  const Ensemble e = Ensemble::load(dir, {}, fold);
+  std::string metric;  // the column of run.metric on the validation range, "valid_<metric>"
+  for (const std::string& c : e.leaderboard_columns())
+    if (c.rfind("valid_", 0) == 0) metric = c;
+  std::printf("%s: population of %zu members, fold %d%s\n", e.dir().c_str(), e.size(), e.fold(),
+              e.leaderboard_file().empty() ? " (no leaderboard.csv: the run did not finish)" : "");
+  const std::string test = metric.empty() ? "" : "test_" + metric.substr(6);
+  auto value = [&](size_t i, const std::string& column) {  // a leaderboard number to 5 significant digits
+    const std::string cell = e.leaderboard_cell(i, column);
+    if (cell.empty()) return cell;
+    char b[32];
+    std::snprintf(b, sizeof b, "%.5g", std::strtod(cell.c_str(), nullptr));
+    return std::string(b);
+  };
+  std::printf("| member | rank | step | seed | lr | weight_decay | clip | warmup | best_step | %s | %s | checkpoint |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              metric.empty() ? "valid" : metric.c_str(), test.empty() ? "test" : test.c_str());
+  for (size_t i = 0; i < e.size(); ++i) {
+    const TrainConfig& t = e.member(i).train_config();
+    std::printf("| %s | %s | %lld | %llu | %g | %g | %g | %lld | %s | %s | %s | %s |\n", e.name(i).c_str(),
+                e.rank(i) > 0 ? std::to_string(e.rank(i)).c_str() : "", static_cast<long long>(e.member(i).step()),
+                static_cast<unsigned long long>(t.seed), double(t.lr), double(t.weight_decay), double(t.clip),
+                static_cast<long long>(t.warmup), e.leaderboard_cell(i, "best_step").c_str(),
+                value(i, metric).c_str(), value(i, test).c_str(),
+                std::filesystem::path(e.checkpoint(i)).filename().string().c_str());
+  }
+  const Model& m = e.member(0);
+  RunConfig c;
+  c.model = m.model_config();
+  if (m.has_data_config()) c.data = m.data_config(), c.split = m.split_config();
+  std::printf("shared: features F = %d, targets K = %d, %zu parameters each\n%s", c.model.F, c.model.K, m.parameters(),
+              to_toml(c, m.has_data_config() ? std::vector<std::string>{"data", "split", "model"}
+                                             : std::vector<std::string>{"model"})
+                  .c_str());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_info(const std::string& checkpoint, int fold) {
   const std::vector<std::string> gpus = gpu_devices();
   std::printf("CUDA devices: %zu\n", gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) std::printf("  [%zu] %s\n", i, gpus[i].c_str());
   if (checkpoint.empty()) return 0;
+  if (std::filesystem::is_directory(checkpoint)) return population_info(checkpoint, fold);
   const Model m = Model::load(checkpoint);
   RunConfig c;
   c.model = m.model_config();

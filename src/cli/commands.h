@@ -26,6 +26,7 @@ struct EvalArgs : CommonArgs {
   std::string checkpoint;
   std::string split = "test";  // train | valid | test
   int fold = -1;               // walk-forward fold (0-based); -1: the checkpoint's own
+  std::string members;         // checkpoint is a population run folder: EnsembleSelection::parse's text ("" = all)
   std::string long_short_svg;  // eval: where to write the cumulative long-short plot ("" = none)
 };
 int cmd_eval(const EvalArgs& a);
@@ -41,6 +42,7 @@ struct SynthArgs : CommonArgs {
 };
 int cmd_synth(const SynthArgs& a);
 
-int cmd_info(const std::string& checkpoint);
+// checkpoint: a checkpoint file, a population run folder, or "" (the CUDA devices only).
+int cmd_info(const std::string& checkpoint, int fold = -1);
 
 }  // namespace mlalpha

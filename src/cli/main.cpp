@@ -177,9 +177,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> esets;
   CLI::App* eval = app.add_subcommand("eval", "metrics of a checkpoint on a split of the configured data");
   add_common(*eval, eargs, esets);
-  eval->add_option("--checkpoint", eargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
+  eval->add_option("--checkpoint", eargs.checkpoint,
+                   "weights (.safetensors) written by train, or a population run folder (its members' mean)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  eval->add_option("--members", eargs.members,
+                   "with a population run folder: all (the default), top:K (by leaderboard.csv) or names "
+                   "(member-00,member-03)");
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
-  eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's)");
+  eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
   eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
   eflags.add_all(*eval, false);
 
@@ -188,9 +194,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> psets;
   CLI::App* predict = app.add_subcommand("predict", "predictions aligned with (instrument, time) as .npy and CSV");
   add_common(*predict, pargs, psets);
-  predict->add_option("--checkpoint", pargs.checkpoint, "weights (.safetensors) written by train")->required()->check(CLI::ExistingFile);
+  predict->add_option("--checkpoint", pargs.checkpoint,
+                   "weights (.safetensors) written by train, or a population run folder (its members' mean)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  predict->add_option("--members", pargs.members,
+                   "with a population run folder: all (the default), top:K (by leaderboard.csv) or names "
+                   "(member-00,member-03)");
   predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
-  predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's)");
+  predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
   pflags.add_all(*predict, false);
 
@@ -210,7 +222,10 @@ int main(int argc, char** argv) {
 
   std::string info_ckpt;
   CLI::App* info = app.add_subcommand("info", "CUDA devices, and a checkpoint's config and tensors");
-  info->add_option("--checkpoint", info_ckpt, "a checkpoint to describe")->check(CLI::ExistingFile);
+  info->add_option("--checkpoint", info_ckpt, "a checkpoint, or a population run folder, to describe")
+      ->check(CLI::ExistingPath);
+  int info_fold = -1;
+  info->add_option("--fold", info_fold, "with a walk-forward population's run folder: list that fold's members");
 
   BenchArgs bargs;
   CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU");
@@ -253,7 +268,7 @@ int main(int argc, char** argv) {
       sargs.overrides = sflags.overrides(ssets);
       return cmd_synth(sargs);
     }
-    if (*info) return cmd_info(info_ckpt);
+    if (*info) return cmd_info(info_ckpt, info_fold);
     if (*bench) {
       if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
       if (!bargs.models.empty()) {

@@ -34,10 +34,18 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::load(const std::string& path) {
-  auto impl = std::make_unique<Impl>();
+namespace {
+Model load_model(const std::string& path, bool with_optimizer);
+}  // namespace
+
+Model Model::load(const std::string& path) { return load_model(path, true); }
+Model Model::load_weights(const std::string& path) { return load_model(path, false); }
+
+namespace {
+Model load_model(const std::string& path, bool with_optimizer) {
+  auto impl = std::make_unique<Model::Impl>();
   std::error_code ec;
-  if (std::filesystem::exists(optim_sidecar_path(path), ec)) {
+  if (with_optimizer && std::filesystem::exists(optim_sidecar_path(path), ec)) {
     Checkpoint ck = load_checkpoint(path);
     impl->meta = std::move(ck.meta);
     impl->state = std::move(ck.state);
@@ -58,6 +66,7 @@ Model Model::load(const std::string& path) {
   impl->fold = rec.fold;
   return Model(std::move(impl));
 }
+}  // namespace
 
 void Model::save(const std::string& path) const {
   const ModelLayout layout(impl_->meta.model);

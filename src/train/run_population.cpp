@@ -18,6 +18,7 @@
 #include "train/folds.h"
 #include "train/metrics.h"
 #include "train/population_resume.h"
+#include "train/prediction_mean.h"
 #include "train/run_record.h"
 
 namespace mlalpha {
@@ -380,20 +381,13 @@ void add_metrics(std::vector<std::string>& cells, bool has, const Metrics& m) {
   for (const std::string& name : metric_names()) cells.push_back(has ? num(metric_by_name(m, name)) : "");
 }
 
-// The mean over members of their best-weight predictions (N, T, K): NaN where any member has none.
+// The mean over members of their best-weight predictions (N, T, K), in member order: NaN where any member
+// has NaN; members without best weights (no validation ran) are left out.
 std::vector<float> mean_prediction(const std::vector<const Trained*>& members) {
-  std::vector<float> out;
-  std::vector<const std::vector<float>*> preds;
+  PredictionMean mean;
   for (const Trained* t : members)
-    if (!t->best_pred.empty()) preds.push_back(&t->best_pred);
-  if (preds.empty()) return out;
-  out.resize(preds.front()->size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    double s = 0;
-    for (const auto* p : preds) s += double((*p)[i]);
-    out[i] = float(s / double(preds.size()));
-  }
-  return out;
+    if (!t->best_pred.empty()) mean.add(t->best_pred);
+  return mean.empty() ? std::vector<float>{} : mean.mean();
 }
 
 // A fold's leaderboard and ensemble (fold-k/ for walk-forward runs, out_dir for one split).

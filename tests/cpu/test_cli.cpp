@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -407,6 +408,54 @@ TEST_F(Cli, PopulationOptions) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("--sweep lr is given twice"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(p("x")));
+}
+
+// predict / eval / info with a population's run folder: the members' mean (all of them: the run's own
+// ensemble/pred.npy, bit for bit), a selection of them, and the refusals.
+TEST_F(Cli, PredictAndEvalWithAPopulationsMembers) {
+  Result r = run("train --device cpu --instruments 4 --timesteps 300 --features 3 --d-model 16 --head-dim 8 -B 4 "
+                 "-L 32 --steps 20 --warmup 2 --eval-every 10 --log-every 10 --models 3 -o " + p("pop"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("predict --device cpu --checkpoint " + p("pop") + " -o " + p("all"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the mean of 3 members of " + p("pop") + " (member-00, member-01, member-02)"), std::string::npos)
+      << r.out;
+  const std::vector<float> mine = read_npy(p("all.npy")).data.to_vector(),
+                           run_pred = read_npy(p("pop/ensemble/pred.npy")).data.to_vector();
+  ASSERT_EQ(mine.size(), run_pred.size());
+  EXPECT_EQ(std::memcmp(mine.data(), run_pred.data(), mine.size() * sizeof(float)), 0);
+  std::ifstream a(p("all.csv")), b(p("pop/ensemble/pred.csv"));
+  std::stringstream sa, sb;
+  sa << a.rdbuf();
+  sb << b.rdbuf();
+  EXPECT_EQ(sa.str(), sb.str());
+
+  r = run("predict --device cpu --checkpoint " + p("pop") + " --members top:2 -o " + p("top"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the mean of 2 members"), std::string::npos) << r.out;
+  r = run("eval --device cpu --checkpoint " + p("pop") + " --members member-02,member-00 --split valid");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(member-00, member-02) on the valid split"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 0 |"), std::string::npos) << r.out;
+  r = run("info --checkpoint " + p("pop"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("population of 3 members"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| member-01 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("valid_ic"), std::string::npos) << r.out;
+
+  r = run("predict --device cpu --checkpoint " + p("pop") + " --members top:4 -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("top:4 but " + p("pop/leaderboard.csv") + " ranks 3 members"), std::string::npos) << r.out;
+  r = run("eval --device cpu --checkpoint " + p("pop") + " --members member-09");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("no member 'member-09'; its members: member-00, member-01, member-02"), std::string::npos) << r.out;
+  r = run("eval --device cpu --checkpoint " + p("pop/member-00"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("holds no population run"), std::string::npos) << r.out;
+  r = run("eval --device cpu --checkpoint " + p("pop/member-00/best.safetensors") + " --members top:1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--members chooses the members of a population run folder"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
 TEST_F(Cli, OutputComesBeforeTheError) {

@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <sstream>
 
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
+#include "population_fixture.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -19,24 +19,7 @@ namespace fs = std::filesystem;
 namespace mlalpha {
 namespace {
 
-class Population : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mlalpha_pop_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  // A small CPU run into dir_/name.
-  RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> ov = {"run.device=\"cpu\"", "data.instruments=6", "data.timesteps=240", "data.n_features=3",
-                                   "model.d_model=16", "model.head_dim=8", "model.layers=1", "train.batch=4",
-                                   "train.seq_len=24", "train.steps=30", "train.warmup=2", "train.log_every=10",
-                                   "run.eval_every=10", "run.out_dir=\"" + (dir_ / name).string() + "\""};
-    ov.insert(ov.end(), extra.begin(), extra.end());
-    return parse_run_config("", "test", ov);
-  }
-  fs::path dir_;
-};
+class Population : public test::PopulationFixture {};
 
 std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }
 

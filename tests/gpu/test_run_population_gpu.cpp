@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <random>
 
 #include "mlalpha/run.h"
+#include "population_fixture.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -14,22 +14,14 @@ namespace fs = std::filesystem;
 namespace mlalpha {
 namespace {
 
-class RunPopulationGpu : public ::testing::Test {
+class RunPopulationGpu : public test::PopulationFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mlalpha_popgpu_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
+  std::vector<std::string> settings() const override {
+    return {"run.device=\"gpu\"", "data.instruments=8", "data.timesteps=400", "data.n_features=4",
+            "model.d_model=32", "model.head_dim=16", "model.layers=2", "train.batch=8",
+            "train.seq_len=48", "train.steps=60", "train.warmup=5", "train.log_every=10",
+            "run.eval_every=10"};
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> ov = {"run.device=\"gpu\"", "data.instruments=8", "data.timesteps=400", "data.n_features=4",
-                                   "model.d_model=32", "model.head_dim=16", "model.layers=2", "train.batch=8",
-                                   "train.seq_len=48", "train.steps=60", "train.warmup=5", "train.log_every=10",
-                                   "run.eval_every=10", "run.out_dir=\"" + (dir_ / name).string() + "\""};
-    ov.insert(ov.end(), extra.begin(), extra.end());
-    return parse_run_config("", "test", ov);
-  }
-  fs::path dir_;
 };
 
 std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }

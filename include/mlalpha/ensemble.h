@@ -1,0 +1,72 @@
+#pragma once
+// The mean-ensemble of a finished population run (docs/populations.md, "Predicting with the ensemble"):
+// the members' checkpoints read back from the run folder, and their predictions averaged exactly as the
+// run's own ensemble (out_dir/ensemble/pred.npy) averages them.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mlalpha/model.h"
+
+namespace mlalpha {
+
+// Which members of a population to average.
+struct EnsembleSelection {
+  enum class Kind { all, top, names };
+  Kind kind = Kind::all;
+  int top = 0;                     // Kind::top: the K best by the leaderboard's rank column
+  std::vector<std::string> names;  // Kind::names: these members ("member-03")
+  // "all", "top:K" (K >= 1), or a comma-separated list of member names; throws Error on anything else.
+  static EnsembleSelection parse(const std::string& text);
+};
+
+class Ensemble {
+ public:
+  // Reads the members of a population run. run_dir: the run folder (out_dir, holding population.json) of a
+  // single split; for a walk-forward run the run folder with `fold` >= 0, or a fold's folder (fold-k/),
+  // where `fold` is -1 or k. Each member is Model::load_weights of its best.safetensors (last.safetensors
+  // when it has no best). The members must share the model settings, the feature and target names, the data
+  // processing settings (data.feature_norm, target_norm, nan_fill, robust_clip) and the fold; an error
+  // names the member and what differs. Refused: a folder that holds no population, a member without a
+  // checkpoint, top:K with K above the members, an unknown name (the error lists the members).
+  static Ensemble load(const std::string& run_dir, const EnsembleSelection& selection = {}, int fold = -1);
+  Ensemble(Ensemble&&) noexcept;
+  Ensemble& operator=(Ensemble&&) noexcept;
+  ~Ensemble();
+
+  // The selected members in the order they are averaged: member order (member-00 first), as the run's
+  // ensemble, whatever the selection's order.
+  size_t size() const;
+  const Model& member(size_t i) const;
+  const std::string& name(size_t i) const;
+  const std::string& checkpoint(size_t i) const;  // the file member(i) was read from
+  int rank(size_t i) const;                        // its rank in leaderboard.csv (0: the file has none)
+  const std::string& dir() const;                  // the folder holding the members (out_dir or fold-k/)
+  const std::string& leaderboard_file() const;     // dir()/leaderboard.csv ("" when there is none)
+  // Member i's cell in leaderboard.csv's `column` ("best_step", "valid_ic", "test_ic", ...); "" when the
+  // file or the column is missing (an empty cell is a non-finite value, docs/populations.md).
+  std::string leaderboard_cell(size_t i, const std::string& column) const;
+  const std::vector<std::string>& leaderboard_columns() const;  // its header ({} without the file)
+  int fold() const;                                // the walk-forward fold (0 for a single split)
+
+  // The mean over the members of Model::predict(raw, range, ...) (each member prepares `raw` with its own
+  // recorded statistics), summed in double in member order and rounded once to float: NaN where any
+  // member's prediction is NaN. (N, T, K), NaN outside `range`.
+  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
+                             bool tf32 = false) const;
+  // predict, then the metrics over `range` against the processed targets (member(0).prepare(raw): the
+  // members of one fold process the targets alike).
+  MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto", bool tf32 = false,
+                         const ScoreOptions& options = {}) const;
+
+  struct Impl;
+  explicit Ensemble(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether `path` is a population run folder (it holds population.json) or a fold folder of one.
+bool is_population_dir(const std::string& path);
+
+}  // namespace mlalpha
