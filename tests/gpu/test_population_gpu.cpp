@@ -46,6 +46,13 @@ std::vector<TrainConfig> swept(int steps) {
   return out;
 }
 
+// The members with these settings, all on one panel.
+std::vector<PopulationMember> on_panel(const std::vector<TrainConfig>& tcs, const Panel& data) {
+  std::vector<PopulationMember> pm;
+  for (const TrainConfig& t : tcs) pm.push_back({t, &data});
+  return pm;
+}
+
 struct Trained {
   TrainState state;
   std::vector<StepRecord> records;  // steps 1..steps
@@ -83,8 +90,7 @@ void check_members_equal_solo(bool graph) {
   const int steps = 30;
   const auto tcs = swept(steps);
   Context ctx;
-  std::vector<PopulationMember> pm;
-  for (const TrainConfig& t : tcs) pm.push_back({t, &data});
+  const std::vector<PopulationMember> pm = on_panel(tcs, data);
   PopulationTrainer pop(ctx, mc, pm, {graph, false, 0});
   for (int i = 0; i < steps; ++i) pop.step();
   for (int m = 0; m < pop.members(); ++m) {
@@ -133,8 +139,7 @@ TEST(PopulationGpu, FrozenMemberKeepsItsStateOthersGoOn) {
   const int steps = 30;
   const auto tcs = swept(steps);
   Context ctx;
-  std::vector<PopulationMember> pm;
-  for (const TrainConfig& t : tcs) pm.push_back({t, &data});
+  const std::vector<PopulationMember> pm = on_panel(tcs, data);
   PopulationTrainer pop(ctx, mc, pm);
   for (int i = 0; i < 12; ++i) pop.step();
   pop.freeze(1);
@@ -153,8 +158,7 @@ TEST(PopulationGpu, ResumedFromMemberStatesEqualsUninterrupted) {
   const Panel data = make_synthetic({6, 300, 5, 1, 0.1f, 21});
   const int steps = 30;
   const auto tcs = swept(steps);
-  std::vector<PopulationMember> pm;
-  for (const TrainConfig& t : tcs) pm.push_back({t, &data});
+  const std::vector<PopulationMember> pm = on_panel(tcs, data);
   Context ctx;
   PopulationTrainer whole(ctx, mc, pm);
   for (int i = 0; i < steps; ++i) whole.step();
