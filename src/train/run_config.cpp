@@ -169,7 +169,7 @@ class Section {
                           text->find_first_not_of("0123456789", (*text)[0] == '-' || (*text)[0] == '+') == std::string::npos;
       fail(n, key, digits ? "value " + *text + " is out of range for an integer" : std::string("expected an integer"));
     }
-    if (*v < int64_t(std::numeric_limits<I>::min()) || (*v > 0 && uint64_t(*v) > uint64_t(std::numeric_limits<I>::max())))
+    if (*v < int64_t(std::numeric_limits<I>::min()) || uint64_t(*v) > uint64_t(std::numeric_limits<I>::max()))
       fail(n, key, "value " + std::to_string(*v) + " is out of range");
     out = I(*v);
   }
