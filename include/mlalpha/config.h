@@ -163,6 +163,7 @@ struct RunSettings {
   std::string metric = "ic";    // early-stopping / best-checkpoint metric
   int patience = 0;             // evaluations without improvement before stopping (0 = never stop early)
   int64_t stop_after = 0;       // > 0: end this invocation after that many steps (saving `last`); resume later
+  int64_t save_every = 0;       // > 0: also save `last` (and what a resume needs) every N steps; 0: at the end only
   int quantiles = 5;            // quantile portfolios per time step in the metrics (>= 2)
   double periods_per_year = 0;  // annualises ls_sharpe; 0: from the time axis (dates only, else NaN)
   // Walk-forward folds of a population trained together, as members of one population (each samples and

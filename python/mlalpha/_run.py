@@ -185,7 +185,8 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     with stopped and interrupted True and `last` holding the weights of that step.
     resume: continue a run (as `ml-alpha train --resume`): a checkpoint (last.safetensors), or a population's
     run folder (or any of its members' last.safetensors); the run's recorded settings govern, and out_dir
-    defaults to the run's folder. run.stop_after = N in config ends a call after N steps, to be resumed.
+    defaults to the run's folder. run.stop_after = N in config ends a call after N steps, to be resumed;
+    run.save_every = N also saves `last` every N steps, so a crashed or killed call resumes from its last save.
     """
     if not isinstance(panel, Panel):
         raise TypeError(f"fit: panel must be an mlalpha.Panel (Panel.from_numpy), got {type(panel).__name__}")

@@ -54,7 +54,7 @@ struct Flags {
       layers{"model.layers", {}}, d_state{"model.d_state", {}}, head_dim{"model.head_dim", {}},
       chunk{"model.chunk", {}}, instruments{"data.instruments", {}}, timesteps{"data.timesteps", {}},
       n_features{"data.n_features", {}}, burn_in{"train.burn_in", {}}, stop_after{"run.stop_after", {}},
-      models{"train.models", {}};
+      save_every{"run.save_every", {}}, models{"train.models", {}};
   Flag<double> lr{"train.lr", {}}, weight_decay{"train.weight_decay", {}}, clip{"train.clip", {}},
       noise{"data.noise", {}};
   Flag<std::string> device{"run.device", {}}, out_dir{"run.out_dir", {}}, metric{"run.metric", {}},
@@ -111,6 +111,8 @@ struct Flags {
     add(c, "--patience", patience, "evaluations without improvement before stopping (0: never)");
     add(c, "--out-dir,-o", out_dir, "where metrics, plot and checkpoints go");
     add(c, "--stop-after", stop_after, "end this invocation after N steps, saving the last checkpoint");
+    add(c, "--save-every", save_every,
+        "also save the last checkpoint every N steps, so a crash or kill loses at most N steps (0: at the end only)");
     add(c, "--d-model", d_model, "model width D");
     add(c, "--layers", layers, "Mamba2 layers");
     add(c, "--d-state", d_state, "SSM state size N");
@@ -136,7 +138,7 @@ struct Flags {
   std::vector<std::string> overrides(std::vector<std::string> sets) const {
     for (const auto* f : {&steps, &batch, &seq_len, &warmup, &log_every, &seed, &eval_every, &patience, &d_model,
                           &layers, &d_state, &head_dim, &chunk, &instruments, &timesteps, &n_features, &burn_in,
-                          &stop_after, &models})
+                          &stop_after, &save_every, &models})
       emit(sets, *f);
     for (const auto* f : {&lr, &weight_decay, &clip, &noise}) emit(sets, *f);
     for (const auto* f : {&device, &out_dir, &metric, &loss, &schedule}) emit(sets, *f);

@@ -134,8 +134,9 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
     be->step();
     const bool eval_now = s % eval_every == 0 || s == cfg.train.steps;
     const bool pause = cfg.run.stop_after > 0 && s - start >= cfg.run.stop_after;
+    const bool save_now = cfg.run.save_every > 0 && s % cfg.run.save_every == 0 && s < cfg.train.steps;
     bool stop = rep.stop_requested() || pause;
-    if (s % cfg.train.log_every == 0 || eval_now || stop || s == cfg.train.steps) {
+    if (s % cfg.train.log_every == 0 || eval_now || stop || save_now || s == cfg.train.steps) {
       rec.log(s, rep);
       stop = stop || rep.stop_requested();
     }
@@ -144,6 +145,7 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
       stop = stop || rep.stop_requested();
       if (out_of_patience) break;
     }
+    if (save_now && !stop) rec.save(s);  // a stop saves below, as the end of the invocation
     if (stop && s < cfg.train.steps) {
       res.stopped = rep.stop_requested();
       res.paused = !res.stopped;

@@ -41,7 +41,7 @@ namespace {
 const char* const kRunFiles[] = {"metrics.jsonl",  "curves.svg",     "best.json",    "best.safetensors",
                                  "last.safetensors", "folds.csv",    "folds.json",   "long_short.svg",
                                  "oos_pred.csv",   "oos_pred.npy",   "leaderboard.csv",
-                                 "population.json", "member.json"};
+                                 "population.json", "member.json", "last.json"};
 const char* const kEnsembleFiles[] = {"pred.csv", "pred.npy"};
 
 bool starts_with(const fs::path& p, const char* prefix) { return p.filename().string().rfind(prefix, 0) == 0; }
@@ -218,6 +218,42 @@ OosSummary OosPool::write(const fs::path& prefix) const {
 
 // ---- one model's records
 
+namespace {
+
+// A resumed model's metrics.jsonl keeps the records of steps up to `start`: a crashed invocation may have
+// logged steps after its last save, which the resume trains and logs again. A torn last line (a kill
+// during the write) goes too. The file is rewritten (atomically) only when something is dropped.
+const fs::path& keep_records_to(const fs::path& path, int64_t start) {
+  std::error_code ec;
+  if (start <= 0 || !fs::exists(path, ec)) return path;
+  const std::string text = read_file_bytes(path.string());
+  std::string kept;
+  bool dropped = false;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) {  // no newline: a torn line
+      dropped = true;
+      break;
+    }
+    const std::string line = text.substr(at, nl - at);
+    at = nl + 1;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > start) {
+      dropped = true;
+      continue;
+    }
+    if (j.is_discarded()) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (dropped) write_file_atomic(path.string(), kept);
+  return path;
+}
+
+}  // namespace
+
 ModelRecorder::ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const Panel& norm, const ScoreSpec& sc,
                              Where where, CheckpointMeta meta, Access access, int64_t start)
     : cfg_(cfg),
@@ -228,7 +264,8 @@ ModelRecorder::ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const 
       meta_(std::move(meta)),
       access_(std::move(access)),
       layout_(cfg.model),
-      jsonl_(where_.dir / "metrics.jsonl", start > 0 ? JsonlWriter::Mode::append : JsonlWriter::Mode::truncate),
+      jsonl_(keep_records_to(where_.dir / "metrics.jsonl", start),
+             start > 0 ? JsonlWriter::Mode::append : JsonlWriter::Mode::truncate),
       reported_(start) {
   plot_.metric = cfg.run.metric;
   plot_.valid_loss_label = "validation mse";
@@ -247,6 +284,32 @@ ModelRecorder::ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const 
       best_params_ = load_checkpoint_weights((where_.dir / "best.safetensors").string(), cfg.model).params;
     }
   }
+  // A periodic save at step `start`: the best as of that step. best.safetensors may hold a later best (the
+  // crashed invocation went on); the resume finds that step's best again and writes the same weights.
+  const fs::path last_json = where_.dir / kLastStateFile;
+  if (start > 0 && fs::exists(last_json)) {
+    const auto j = nlohmann::json::parse(read_file_bytes(last_json.string()), nullptr, false);
+    if (j.is_object() && j.value("step", int64_t(-1)) == start && j.value("metric", "") == cfg.run.metric &&
+        j.contains("best_step") && j["best_step"].is_number_integer() && j.contains("bad_evals") &&
+        j["bad_evals"].is_number_integer()) {
+      res_.best_step = j["best_step"].get<int64_t>();
+      bad_evals_ = j["bad_evals"].get<int>();
+      best_params_.clear();
+      res_.best_value = higher_is_better(cfg.run.metric) ? -INFINITY : INFINITY;
+      if (res_.best_step > 0 && fs::exists(where_.dir / "best.safetensors")) {
+        res_.best_value = j.contains("best_value") && j["best_value"].is_number() ? j["best_value"].get<double>() : NAN;
+        best_params_ = load_checkpoint_weights((where_.dir / "best.safetensors").string(), cfg.model).params;
+      }
+    }
+  }
+}
+
+void ModelRecorder::save(int64_t s) {
+  save_checkpoint((where_.dir / "last.safetensors").string(), layout_, access_.state(), meta_);
+  nlohmann::json j{{"step", s}, {"metric", cfg_.run.metric}, {"best_step", res_.best_step}, {"bad_evals", bad_evals_}};
+  j["best_value"] = res_.best_step > 0 && std::isfinite(res_.best_value) ? nlohmann::json(res_.best_value) : nlohmann::json();
+  write_file_atomic((where_.dir / kLastStateFile).string(), j.dump() + "\n");
+  write_curves_svg(where_.dir / "curves.svg", plot_);
 }
 
 void ModelRecorder::log(int64_t s, Reporter& rep) {

@@ -107,8 +107,11 @@ class OosPool {
 
 // One model's side of a run loop, in its folder: its training records (metrics.jsonl, curves.svg, the
 // history), its validations with the best checkpoint by run.metric (best.safetensors, best.json),
-// patience, and at the end last.safetensors, the test of the best weights and long_short.svg. The trainer
-// stays with the loop; the recorder reaches it through `Access`.
+// patience, and at the end last.safetensors, the test of the best weights and long_short.svg. With
+// run.save_every the loop also saves last.safetensors along the way (save) with last.json, where the model
+// stood at that step (the best and patience's count as of it: best.json may name a later best by the time
+// a crashed run resumes from that checkpoint). The trainer stays with the loop; the recorder reaches it
+// through `Access`.
 class ModelRecorder {
  public:
   struct Access {
@@ -125,7 +128,10 @@ class ModelRecorder {
     int member = -1;  // -1: a solo run
     std::string member_name;
   };
-  // start > 0: a resumed run (metrics.jsonl is appended to, best.json / best.safetensors are read back).
+  // start > 0: a resumed run. metrics.jsonl keeps its records up to step `start` (later ones, logged
+  // after the last save by an invocation that crashed, are dropped: the resume logs those steps again) and
+  // is appended to; the best and patience's count come from last.json when it is at step `start` (a
+  // periodic save), otherwise from best.json, and the best weights from best.safetensors.
   ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const Panel& norm, const ScoreSpec& sc, Where where,
                 CheckpointMeta meta, Access access, int64_t start);
   // Reads the records of every step up to s and reports them as one log event.
@@ -138,6 +144,9 @@ class ModelRecorder {
   // into *test_pred) and long_short.svg; `steps` is the last step trained. Returns the files written, as
   // the fold_end message says them.
   std::string finish(int64_t steps, std::vector<float>* test_pred);
+  // run.save_every: writes last.safetensors at step s (atomically, as finish does), then last.json and
+  // curves.svg; the records up to s must have been logged.
+  void save(int64_t s);
   // A model that finished in an earlier invocation (a resumed population's frozen member): the test of the
   // best weights into res().test and *test_pred as finish does, without writing a file.
   void retest(int64_t steps, std::vector<float>* test_pred);
@@ -164,5 +173,9 @@ class ModelRecorder {
   int bad_evals_ = 0;
   int64_t reported_ = 0;
 };
+
+// last.json of a model's folder: {"step", "metric", "best_step", "best_value", "bad_evals"}, written by
+// ModelRecorder::save next to last.safetensors.
+constexpr const char* kLastStateFile = "last.json";
 
 }  // namespace mlalpha

@@ -440,6 +440,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   r.get("metric", c.run.metric);
   r.get("patience", c.run.patience);
   r.get("stop_after", c.run.stop_after);
+  r.get("save_every", c.run.save_every);
   r.get("quantiles", c.run.quantiles);
   r.get("periods_per_year", c.run.periods_per_year);
   r.get("parallel_folds", c.run.parallel_folds);
@@ -529,6 +530,8 @@ void RunConfig::validate() const {
   require(run.eval_every >= 0, "run.eval_every must be >= 0, got " + std::to_string(run.eval_every));
   require(run.patience >= 0, "run.patience must be >= 0, got " + std::to_string(run.patience));
   require(run.stop_after >= 0, "run.stop_after must be >= 0, got " + std::to_string(run.stop_after));
+  require(run.save_every >= 0, "run.save_every must be >= 0 (0: save the last checkpoint only when the invocation ends), got " +
+                                  std::to_string(run.save_every));
   require(!run.out_dir.empty(), "run.out_dir must not be empty");
   require(run.quantiles >= 2, "run.quantiles must be >= 2 (the long-short return is the top minus the bottom group), got " +
                                   std::to_string(run.quantiles));

@@ -124,6 +124,7 @@ toml::table to_table(const RunConfig& c) {
   run.insert_or_assign("metric", c.run.metric);
   run.insert_or_assign("patience", c.run.patience);
   run.insert_or_assign("stop_after", c.run.stop_after);
+  run.insert_or_assign("save_every", c.run.save_every);
   run.insert_or_assign("quantiles", c.run.quantiles);
   run.insert_or_assign("periods_per_year", c.run.periods_per_year);
   run.insert_or_assign("parallel_folds", c.run.parallel_folds);

@@ -184,17 +184,24 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   }
 
   const int64_t eval_every = cfg.run.eval_every > 0 ? cfg.run.eval_every : cfg.train.steps;
+  // run.save_every: a member frozen in this invocation is finished (its files written, as at the end) by
+  // the first periodic save after it froze, so a resume after a crash finds it complete.
+  std::vector<char> finished(size_t(E), 0);
+  std::vector<std::vector<float>> finished_pred(static_cast<size_t>(E));  // (N, T, K) each: finish's test predictions
+  std::string wrote;  // the first written member's files, as the fold_end message says them
   int64_t last = start;  // the last step taken
   for (int64_t s = start + 1; s <= cfg.train.steps && live > 0; ++s) {
     be->step();
     last = s;
     const bool eval_now = s % eval_every == 0 || s == cfg.train.steps;
     const bool pause = cfg.run.stop_after > 0 && s - start >= cfg.run.stop_after;
+    const bool save_now = cfg.run.save_every > 0 && s % cfg.run.save_every == 0 && s < cfg.train.steps;
     const bool stop = c.rep.stop_requested() || pause;
     std::vector<std::pair<double, int>> scored;  // this step's validation value of each member that ran one
     for (int m = 0; m < E; ++m) {
       if (frozen_at[size_t(m)] > 0) continue;
-      if (s % cfg.train.log_every == 0 || eval_now || stop || s == cfg.train.steps) rec[size_t(m)]->log(s, c.rep);
+      if (s % cfg.train.log_every == 0 || eval_now || stop || save_now || s == cfg.train.steps)
+        rec[size_t(m)]->log(s, c.rep);
       if (!eval_now) continue;
       const bool out_of_patience = rec[size_t(m)]->validate(s, c.rep);
       scored.emplace_back(rec[size_t(m)]->res().evaluations.back().value, m);
@@ -205,6 +212,21 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
       }
     }
     if (E > 1 && !scored.empty()) c.rep.message(validation_summary(cfg, members, scored, E - live, s), first_fold, s);
+    if (save_now && live > 0 && !(stop || c.rep.stop_requested())) {  // a stop saves below, at the end
+      for (int m = 0; m < E; ++m) {
+        ModelRecorder& r = *rec[size_t(m)];
+        const int64_t at = frozen_at[size_t(m)];
+        if (at == 0) {
+          r.save(s);
+          write_member_state(member_dir(m), {true, s, false, r.bad_evals()});
+        } else if (!finished[size_t(m)] && !(states[size_t(m)].present && at == states[size_t(m)].step)) {
+          const std::string files = r.finish(at, &finished_pred[size_t(m)]);
+          if (wrote.empty()) wrote = files;
+          write_member_state(member_dir(m), {true, at, r.res().early_stopped, r.bad_evals()});
+          finished[size_t(m)] = 1;
+        }
+      }
+    }
     if ((stop || c.rep.stop_requested()) && s < cfg.train.steps && live > 0) {
       stopped = c.rep.stop_requested();
       paused = !stopped;
@@ -218,7 +240,6 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
   }
 
   std::vector<Trained> out;
-  std::string wrote;  // the first written member's files, as the fold_end message says them
   for (int m = 0; m < E; ++m) {
     const FoldData& d = *data[size_t(m)];
     Trained t;
@@ -229,7 +250,9 @@ std::vector<Trained> train_population(PopulationRun& c, const std::vector<Member
     ModelRecorder& r = *rec[size_t(m)];
     r.res().stopped = stopped && !frozen;
     std::vector<float> test_pred;
-    if (states[size_t(m)].present && frozen && steps == states[size_t(m)].step) {
+    if (finished[size_t(m)]) {
+      test_pred = std::move(finished_pred[size_t(m)]);  // finished by a periodic save
+    } else if (states[size_t(m)].present && frozen && steps == states[size_t(m)].step) {
       r.retest(steps, &test_pred);  // finished in an earlier invocation: its files stay as they are
     } else {
       const std::string files = r.finish(steps, &test_pred);

@@ -105,6 +105,22 @@ TEST_F(Cli, ResumeIsBitExact) {
   EXPECT_EQ(a.state.v, b.state.v);
 }
 
+// --save-every N saves the last checkpoint every N steps (run.save_every) with last.json; N < 0 is refused.
+TEST_F(Cli, SaveEverySavesAlongTheWay) {
+  const std::string common = "train --device cpu --instruments 4 --timesteps 300 --features 3 --d-model 16 "
+                             "--head-dim 8 -B 4 -L 32 --steps 40 --eval-every 0 --log-every 10 ";
+  Result r = run(common + "--save-every 15 --stop-after 35 -o " + p("saves"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(p("saves/last.json"));
+  const std::string last((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_NE(last.find("\"step\":30"), std::string::npos) << last;  // the last save before the stop at 35
+  EXPECT_EQ(load_checkpoint(p("saves/last.safetensors")).state.step, 35);
+  r = run(common + "--save-every -1 -o " + p("neg"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("run.save_every: value -1 is out of range"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("neg")));
+}
+
 // A population stopped by --stop-after continues from its run folder alone (its settings are recorded
 // there) or from a member's checkpoint with the same options, and ends as the uninterrupted population.
 TEST_F(Cli, PopulationResumeIsBitExact) {
