@@ -312,13 +312,18 @@ void ModelRecorder::save(int64_t s) {
   write_curves_svg(where_.dir / "curves.svg", plot_);
 }
 
-void ModelRecorder::log(int64_t s, Reporter& rep) {
+RunEvent ModelRecorder::event(RunEvent::Kind kind, int64_t s) const {
   RunEvent e;
-  e.kind = RunEvent::Kind::log;
+  e.kind = kind;
   e.fold = where_.plan->fold;
   e.step = s;
   e.member = where_.member;
   e.member_name = where_.member_name;
+  return e;
+}
+
+void ModelRecorder::log(int64_t s, Reporter& rep) {
+  RunEvent e = event(RunEvent::Kind::log, s);
   for (; reported_ < s;) {  // the GPU backend syncs once here for all these records
     const TrainPoint p = access_.point(++reported_);
     jsonl_.train(p);
@@ -354,12 +359,7 @@ bool ModelRecorder::validate(int64_t s, Reporter& rep) {
     ++bad_evals_;
   }
   res_.evaluations.push_back(ev);
-  RunEvent e;
-  e.kind = RunEvent::Kind::eval;
-  e.fold = where_.plan->fold;
-  e.step = s;
-  e.member = where_.member;
-  e.member_name = where_.member_name;
+  RunEvent e = event(RunEvent::Kind::eval, s);
   e.evaluation = ev;
   rep.emit(e);
   if (cfg_.run.patience > 0 && bad_evals_ >= cfg_.run.patience && s < tc_.steps) {

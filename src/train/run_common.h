@@ -157,6 +157,9 @@ class ModelRecorder {
   void continue_patience(int bad_evals) { bad_evals_ = bad_evals; }
 
  private:
+  // An event of this model at step s (its fold and, in a population, its member).
+  RunEvent event(RunEvent::Kind kind, int64_t s) const;
+
   const RunConfig& cfg_;
   const TrainConfig& tc_;
   const Panel& norm_;
