@@ -1,16 +1,32 @@
 #pragma once
-// File helpers for the test suites: a fresh temporary directory removed with everything in it, and whole
-// files as bytes.
+// File helpers for the test suites: a fresh temporary directory removed with everything in it, whole files as
+// bytes, and the rows of a simple CSV file.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 
 namespace mlalpha::test {
+
+// The rows of a CSV file split at commas (no quoting in the files the tests read), header first; a line
+// ending in a comma has an empty last cell.
+inline std::vector<std::vector<std::string>> read_csv_rows(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    rows.push_back(cells);
+  }
+  return rows;
+}
 
 // A fresh directory under the system temp dir, removed with everything in it.
 struct TempDir {

@@ -13,6 +13,7 @@
 
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
+#include "test_files.h"
 
 namespace fs = std::filesystem;
 
@@ -128,26 +129,12 @@ TEST_F(Run, WalkForwardWritesOneSummaryNumberedFromZero) {
   EXPECT_TRUE(fs::exists(dir_ / "wf/folds.json"));
 }
 
-// The rows of a CSV file split at commas (no quoting in these files), header first.
-std::vector<std::vector<std::string>> read_csv_rows(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-    if (!line.empty() && line.back() == ',') cells.push_back("");
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
 TEST_F(Run, WalkForwardPoolsOutOfSamplePredictionsFoldByFold) {
   const RunResult r = run_training(config("oos", {"split.walk_forward_folds=3", "split.walk_forward_train_size=60",
                                                    "train.steps=10", "run.eval_every=5", "run.quantiles=2"}));
   ASSERT_EQ(r.folds.size(), 3u);
   ASSERT_TRUE(r.has_oos);
-  const auto rows = read_csv_rows(dir_ / "oos/oos_pred.csv");
+  const auto rows = test::read_csv_rows(dir_ / "oos/oos_pred.csv");
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows[0], (std::vector<std::string>{"time", "instrument", "fold", "observed", "pred_0", "target_0"}));
   // Each fold's best checkpoint predicts its own test block again; the pooled file holds exactly those
@@ -238,7 +225,7 @@ TEST(Predictions, ObservedColumnAndShortestFloatsRoundTrip) {
   fs::create_directories(dir);
   const PredictionFiles f = write_predictions((dir / "pred").string(), p, pred, {0, 3});
   EXPECT_EQ(f.rows, 6u);
-  const auto rows = read_csv_rows(dir / "pred.csv");
+  const auto rows = test::read_csv_rows(dir / "pred.csv");
   fs::remove_all(dir);
   ASSERT_EQ(rows.size(), 7u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"time", "instrument", "observed", "pred_0", "target_0"}));

@@ -12,6 +12,7 @@
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
 #include "population_fixture.h"
+#include "test_files.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -23,19 +24,6 @@ class Population : public test::PopulationFixture {};
 
 std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }
 
-// The rows of a CSV file (no quoted commas in these files), header first.
-std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(f, line);) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-    if (!line.empty() && line.back() == ',') cells.push_back("");
-    rows.push_back(cells);
-  }
-  return rows;
-}
 
 size_t column(const std::vector<std::string>& header, const std::string& name) {
   for (size_t i = 0; i < header.size(); ++i)
@@ -96,7 +84,7 @@ TEST_F(Population, SeedsTrainAsTheirSoloRunsAndTheLeaderboardRanksThem) {
   }
 
   // leaderboard.csv: the members best first by validation ic, then the ensemble.
-  const auto rows = read_csv(dir_ / "pop/leaderboard.csv");
+  const auto rows = test::read_csv_rows(dir_ / "pop/leaderboard.csv");
   ASSERT_EQ(rows.size(), 5u);
   const auto& h = rows[0];
   for (const char* c : {"rank", "member", "seed", "best_step", "valid_ic", "test_ic", "test_rank_ic", "test_ls_sharpe",
@@ -178,7 +166,7 @@ TEST_F(Population, WalkForwardFoldsAtOnceOrInTurnGiveTheSameMembers) {
     EXPECT_TRUE(fs::exists(d / "fold-1/ensemble/pred.csv"));
     EXPECT_TRUE(fs::exists(d / "member-00/oos_pred.csv"));
     EXPECT_TRUE(fs::exists(d / "ensemble/pred.csv"));
-    const auto rows = read_csv(d / "leaderboard.csv");
+    const auto rows = test::read_csv_rows(d / "leaderboard.csv");
     ASSERT_EQ(rows.size(), 4u);  // header, 2 members, ensemble
     column(rows[0], "oos_ic");
     EXPECT_EQ(rows[3][column(rows[0], "member")], "ensemble");
@@ -219,14 +207,14 @@ TEST_F(Population, AStopSavesEveryMemberAndTheLeaderboard) {
   EXPECT_TRUE(r.stopped);
   ASSERT_EQ(r.members.size(), 2u);
   for (const MemberResult& m : r.members) EXPECT_EQ(Model::load(m.dir + "/last.safetensors").step(), 20);
-  EXPECT_EQ(read_csv(dir_ / "pop/leaderboard.csv").size(), 4u);
+  EXPECT_EQ(test::read_csv_rows(dir_ / "pop/leaderboard.csv").size(), 4u);
 }
 
 TEST_F(Population, ALowerIsBetterMetricRanksTheSmallestFirst) {
   RunConfig cfg = config("pop", {"run.metric=\"mse\"", "train.steps=10"});
   cfg.train.models = 3;
   const RunResult r = run_training(cfg);
-  const auto rows = read_csv(dir_ / "pop/leaderboard.csv");
+  const auto rows = test::read_csv_rows(dir_ / "pop/leaderboard.csv");
   ASSERT_EQ(rows.size(), 5u);
   const size_t v = column(rows[0], "valid_mse");
   EXPECT_LT(std::stod(rows[1][v]), std::stod(rows[2][v]));
@@ -311,7 +299,7 @@ TEST_F(Population, StopAfterThenResumeEndsAsTheUninterruptedRunWithFrozenMembers
   }
   for (const auto& [dir, text] : frozen_jsonl) EXPECT_EQ(file_text(fs::path(dir) / "metrics.jsonl"), text) << dir;
   EXPECT_EQ(second.ensemble.mean.ic, full.ensemble.mean.ic);
-  const auto a = read_csv(dir_ / "full/leaderboard.csv"), b = read_csv(dir_ / "part/leaderboard.csv");
+  const auto a = test::read_csv_rows(dir_ / "full/leaderboard.csv"), b = test::read_csv_rows(dir_ / "part/leaderboard.csv");
   ASSERT_EQ(a.size(), b.size());
   for (size_t r = 1; r < a.size(); ++r)
     for (const char* col : {"member", "best_step", "valid_ic", "test_ic"})
@@ -366,7 +354,7 @@ TEST_F(Population, WalkForwardPopulationsResumeAtTheFoldThatWasRunning) {
     EXPECT_EQ(res->ensemble.mean.ic, full.ensemble.mean.ic);
   }
   for (const char* run : {"turn", "once"}) {
-    const auto a = read_csv(dir_ / "full/leaderboard.csv"), b = read_csv(dir_ / run / "leaderboard.csv");
+    const auto a = test::read_csv_rows(dir_ / "full/leaderboard.csv"), b = test::read_csv_rows(dir_ / run / "leaderboard.csv");
     ASSERT_EQ(a.size(), b.size());
     for (size_t row = 1; row < a.size(); ++row)
       EXPECT_EQ(a[row][column(a[0], "oos_ic")], b[row][column(b[0], "oos_ic")]) << run << " " << row;
