@@ -49,9 +49,7 @@ class GpuBackend : public Backend {
   }
   std::vector<float> predict(const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
     if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(), p, spec, tf32_);
-    DeviceBuffer<float> d(params->size());
-    d.upload(*params);
-    return predict_gpu(ctx_, tr_.layout(), d.data(), p, spec, tf32_);
+    return predict_gpu(ctx_, tr_.layout(), *params, p, spec, tf32_);
   }
   TrainState state() override { return tr_.state(); }
   void load_state(const TrainState& s) override { tr_.load_state(s); }
@@ -82,9 +80,7 @@ std::vector<float> predict_with(const std::string& device, bool tf32, const Mode
                                 const std::vector<float>& params, const Panel& p, const PredictSpec& spec) {
   if (!use_gpu(device)) return predict_cpu(layout, params, p, spec);
   Context ctx(0);
-  DeviceBuffer<float> d(params.size());
-  d.upload(params);
-  return predict_gpu(ctx, layout, d.data(), p, spec, tf32);
+  return predict_gpu(ctx, layout, params, p, spec, tf32);
 }
 
 }  // namespace mlalpha

@@ -28,9 +28,7 @@ class GpuPopulation : public PopulationBackend {
   }
   std::vector<float> predict(int m, const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
     if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(m), p, spec, tf32_);
-    DeviceBuffer<float> d(params->size());
-    d.upload(*params);
-    return predict_gpu(ctx_, tr_.layout(), d.data(), p, spec, tf32_);
+    return predict_gpu(ctx_, tr_.layout(), *params, p, spec, tf32_);
   }
   TrainState state(int m) override { return tr_.state(m); }
   void load_state(int m, const TrainState& s) override { tr_.load_state(m, s); }

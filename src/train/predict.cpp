@@ -93,4 +93,11 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const float
   });
 }
 
+std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const std::vector<float>& params, const Panel& p,
+                               const PredictSpec& s, bool tf32) {
+  DeviceBuffer<float> d(params.size());
+  d.upload(params);
+  return predict_gpu(ctx, lay, d.data(), p, s, tf32);
+}
+
 }  // namespace mlalpha

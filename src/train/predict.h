@@ -33,5 +33,8 @@ std::vector<float> predict_cpu(const ModelLayout& layout, const std::vector<floa
 // ctx's stream and synchronises once at the end.
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const float* params_dev, const Panel& panel,
                                const PredictSpec& spec, bool tf32);
+// The same with params (table.total()) on the host: uploaded to the device first.
+std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const std::vector<float>& params,
+                               const Panel& panel, const PredictSpec& spec, bool tf32);
 
 }  // namespace mlalpha
