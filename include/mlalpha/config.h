@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mlalpha/error.h"
+#include "mlalpha/precision.h"
 
 namespace mlalpha {
 
@@ -74,6 +75,8 @@ struct TrainConfig {
   // train.models: a population of this many models trained together, member r with seed + r (docs/config.md,
   // "Populations"); each member's own TrainConfig has models = 1. In [1, kMaxPopulation].
   int models = 1;
+  // train.precision: the GPU's arithmetic (mlalpha/precision.h); the CPU path computes in fp32 whatever it says.
+  Precision precision = Precision::FP32;
   void validate() const;
   // Windows per cross-section for a panel of N instruments: min(N, instruments) (N when 0) in time mode,
   // 0 in windows mode (no cross-section).
@@ -156,7 +159,6 @@ struct SplitConfig {
 
 struct RunSettings {
   std::string device = "auto";  // auto | cpu | gpu
-  bool tf32 = false;
   bool graph = true;
   std::string out_dir = "runs/latest";
   int64_t eval_every = 100;     // validation every N steps (0 = only at the end)

@@ -343,7 +343,7 @@ OutArray predict_of(const Predictor& m, const mlalpha::Panel& p, int t0, int t1,
   std::vector<float> pred;
   {
     nb::gil_scoped_release release;
-    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, tf32);
+    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, tf32 ? mlalpha::Precision::TF32 : mlalpha::Precision::FP32);
   }
   return to_numpy(std::move(pred), {size_t(p.N), size_t(p.T), size_t(p.K)});
 }

@@ -44,8 +44,8 @@ std::vector<float> time_calls(cudaStream_t st, int steps, F&& f) {
   return ms;
 }
 
-void bench_model(Context& ctx, const BenchShape& s, bool tf32, const BenchArgs& a, double t_start, bool first) {
-  const std::unique_ptr<GpuTrainer> trainer = make_bench_trainer(ctx, s, tf32, 1 + a.warmup + a.steps);
+void bench_model(Context& ctx, const BenchShape& s, Precision precision, const BenchArgs& a, double t_start, bool first) {
+  const std::unique_ptr<GpuTrainer> trainer = make_bench_trainer(ctx, s, precision, 1 + a.warmup + a.steps);
   GpuTrainer& tr = *trainer;
   tr.step();
   const StepRecord r1 = tr.record(1);
@@ -55,7 +55,7 @@ void bench_model(Context& ctx, const BenchShape& s, bool tf32, const BenchArgs& 
   const StepRecord last = tr.record(tr.steps_enqueued());
   const double med = median(ms);
   std::printf("| %-2s %-4s | %4d | %5d | %5d | %2d | %9.1fM | %9.3f | %9.3f | %12.0f | %9.2f%s | %8.4f -> %.4f |\n",
-              s.name, tf32 ? "tf32" : "fp32", s.B, s.L, s.D, s.NL, double(tr.layout().table.count()) / 1e6, med,
+              s.name, to_string(precision).c_str(), s.B, s.L, s.D, s.NL, double(tr.layout().table.count()) / 1e6, med,
               double(*std::min_element(ms.begin(), ms.end())), double(s.B) * s.L / (med / 1e3), first_step_s,
               first ? "" : "*", double(r1.loss), double(last.loss));
   std::fflush(stdout);
@@ -119,10 +119,10 @@ TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps) {
 
 Panel bench_panel(const BenchShape& s) { return make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1}); }
 
-std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps) {
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps) {
   const Panel data = bench_panel(s);  // the trainer keeps a device copy
   return std::make_unique<GpuTrainer>(ctx, bench_model_config(s), bench_train_config(s, total_steps), data,
-                                      GpuTrainerOptions{true, tf32, 0});
+                                      GpuTrainerOptions{true, precision, 0});
 }
 
 int run_bench(const BenchArgs& a, double t_start) {
@@ -137,9 +137,9 @@ int run_bench(const BenchArgs& a, double t_start) {
   for (std::string name; std::getline(list, name, ',');) {
     const BenchShape& s = bench_shape(name);
     const bool both = name == "L" && !a.tf32;
-    bench_model(ctx, s, a.tf32 || name == "L" ? true : false, a, t_start, first);
+    bench_model(ctx, s, a.tf32 || name == "L" ? Precision::TF32 : Precision::FP32, a, t_start, first);
     first = false;
-    if (both) bench_model(ctx, s, false, a, t_start, false);
+    if (both) bench_model(ctx, s, Precision::FP32, a, t_start, false);
   }
   std::printf("(* first step s: from process start, so it includes the configurations timed before it)\n");
   if (a.optimizer) {

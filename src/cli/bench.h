@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "mlalpha/precision.h"
+
 namespace mlalpha {
 
 class Context;
@@ -38,7 +40,7 @@ const BenchShape& bench_shape(const std::string& name);
 // The trainer `ml-alpha bench` times for `s`: K = 1, MSE, AdamW (lr 1e-3, wd 0.01), clip 1.0, graph
 // replay, a synthetic panel. `total_steps` is every step the caller will run (it sets the LR schedule
 // and the log interval, so no step logs).
-std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, bool tf32, int64_t total_steps);
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps);
 struct ModelConfig;
 struct TrainConfig;
 // The model and training settings make_bench_trainer uses for `s`.

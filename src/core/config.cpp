@@ -139,6 +139,14 @@ int TrainConfig::windows_per_step(int N) const {
   return b > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max() : int(b);
 }
 
+std::string to_string(Precision p) { return p == Precision::FP32 ? "fp32" : p == Precision::TF32 ? "tf32" : "bf16"; }
+Precision parse_precision(const std::string& s, const std::string& what) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "tf32") return Precision::TF32;
+  if (s == "bf16") return Precision::BF16;
+  throw Error(what + " must be 'fp32', 'tf32' or 'bf16', got '" + s + "'");
+}
+
 std::string to_string(LossKind k) { return k == LossKind::MSE ? "mse" : k == LossKind::Huber ? "huber" : "ic"; }
 std::string to_string(BatchMode m) { return m == BatchMode::Time ? "time" : "windows"; }
 std::string to_string(Schedule s) { return s == Schedule::Cosine ? "cosine" : "constant"; }

@@ -6,10 +6,10 @@
 
 namespace mlalpha {
 namespace {
-// The layer's op parameters; in tf32 mode the SSD's chunk products run in tf32 like the GEMMs.
-LayerShapes shapes(const ModelConfig& c, int B, int L, bool tf32) {
+// The layer's op parameters; the SSD's chunk products run in the model's precision like the GEMMs.
+LayerShapes shapes(const ModelConfig& c, int B, int L, Precision precision) {
   LayerShapes s(c, B, L);
-  s.ssd.tf32 = tf32;
+  s.ssd.precision = precision;
   return s;
 }
 }  // namespace
@@ -19,15 +19,15 @@ DeviceBuffer<float> GpuModel::alloc(size_t n) {
   return DeviceBuffer<float>(n);
 }
 
-GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool tf32)
+GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision)
     : ctx_(ctx),
       lay_(layout),
       B_(B),
       L_(L),
       M_(B * L),
-      gemm_(ctx, tf32),
+      gemm_(ctx, precision),
       side_ws_(Context::kWorkspaceBytes),
-      gemm_side_(ctx.blas(), side_ws_.data(), side_ws_.bytes(), tf32) {
+      gemm_side_(ctx.blas(), side_ws_.data(), side_ws_.bytes(), precision) {
   require(B >= 1 && L >= 1, "GpuModel: B and L must be >= 1, got B=" + std::to_string(B) + " L=" + std::to_string(L));
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s(c, B, L);
@@ -80,7 +80,7 @@ float* GpuModel::resid(int l) { return l < lay_.cfg.NL ? acts_[l].h_in.data() : 
 
 void GpuModel::forward(const float* P, const float* x) {
   const ModelConfig& c = lay_.cfg;
-  const LayerShapes s = shapes(c, B_, L_, gemm_.tf32);
+  const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   x_ = x;
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
@@ -119,7 +119,7 @@ void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
 
 void GpuModel::backward(const float* P, float* Gr, float* dx) {
   const ModelConfig& c = lay_.cfg;
-  const LayerShapes s = shapes(c, B_, L_, gemm_.tf32);
+  const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
   gpu::linear_bwd(gemm_, s.head, {.x = hfn_.data(), .w = P + lay_.head_w}, dout_.data(),

@@ -19,7 +19,7 @@ namespace mlalpha {
 
 class GpuModel {
  public:
-  GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, bool tf32 = false);
+  GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision = Precision::FP32);
 
   // params (table.total()), x (B, L, F): both device memory; x must stay valid until backward().
   void forward(const float* params, const float* x);

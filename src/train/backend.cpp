@@ -41,15 +41,15 @@ class CpuBackend : public Backend {
 class GpuBackend : public Backend {
  public:
   GpuBackend(const RunConfig& c, const Panel& train)
-      : ctx_(0), tr_(ctx_, c.model, c.train, train, {c.run.graph, c.run.tf32, 0}), tf32_(c.run.tf32) {}
+      : ctx_(0), tr_(ctx_, c.model, c.train, train, {c.run.graph, c.train.precision, 0}), precision_(c.train.precision) {}
   const char* name() const override { return "gpu"; }
   void step() override { tr_.step(); }
   TrainPoint point(int64_t s) override {
     return to_point(tr_.record(s));
   }
   std::vector<float> predict(const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
-    if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(), p, spec, tf32_);
-    return predict_gpu(ctx_, tr_.layout(), *params, p, spec, tf32_);
+    if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(), p, spec, precision_);
+    return predict_gpu(ctx_, tr_.layout(), *params, p, spec, precision_);
   }
   TrainState state() override { return tr_.state(); }
   void load_state(const TrainState& s) override { tr_.load_state(s); }
@@ -57,7 +57,7 @@ class GpuBackend : public Backend {
  private:
   Context ctx_;
   GpuTrainer tr_;
-  bool tf32_;
+  Precision precision_;
 };
 
 }  // namespace
@@ -76,11 +76,11 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train) 
   return std::make_unique<CpuBackend>(cfg, train);
 }
 
-std::vector<float> predict_with(const std::string& device, bool tf32, const ModelLayout& layout,
+std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
                                 const std::vector<float>& params, const Panel& p, const PredictSpec& spec) {
   if (!use_gpu(device)) return predict_cpu(layout, params, p, spec);
   Context ctx(0);
-  return predict_gpu(ctx, layout, params, p, spec, tf32);
+  return predict_gpu(ctx, layout, params, p, spec, precision);
 }
 
 }  // namespace mlalpha

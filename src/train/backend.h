@@ -30,7 +30,7 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train);
 // True for device "gpu" (which requires one: an error otherwise) and for "auto" with a GPU present.
 bool use_gpu(const std::string& device);
 // Predictions with given weights on `device` (auto | cpu | gpu), for eval / predict.
-std::vector<float> predict_with(const std::string& device, bool tf32, const ModelLayout& layout,
+std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
                                 const std::vector<float>& params, const Panel& p, const PredictSpec& spec);
 
 }  // namespace mlalpha

@@ -209,7 +209,7 @@ struct Ensemble::Impl {
   Ranking ranking;
 
   // The mean prediction; `first_norm` receives member 0's prepared panel when not null.
-  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device, bool tf32,
+  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
                              Panel* first_norm) const {
     PredictionMean mean;
     Panel own, other;
@@ -220,7 +220,7 @@ struct Ensemble::Impl {
       // each member's own Model::prepare).
       if (i == 0) first = models[0].prepare(raw);
       else if (!same_stats(models[i], models[i - 1])) other = models[i].prepare(raw), norm = &other;
-      mean.add(models[i].predict_prepared(*norm, range, device, tf32));
+      mean.add(models[i].predict_prepared(*norm, range, device, precision));
     }
     return mean.mean();
   }
@@ -307,14 +307,14 @@ std::string Ensemble::leaderboard_cell(size_t i, const std::string& column) cons
   return c < row->second.size() ? row->second[c] : "";
 }
 
-std::vector<float> Ensemble::predict(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {
-  return impl_->predict(raw, range, device, tf32, nullptr);
+std::vector<float> Ensemble::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision) const {
+  return impl_->predict(raw, range, device, precision, nullptr);
 }
 
-MetricsResult Ensemble::evaluate(const Panel& raw, TimeRange range, const std::string& device, bool tf32,
+MetricsResult Ensemble::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
                                  const ScoreOptions& options) const {
   Panel norm;
-  const std::vector<float> pred = impl_->predict(raw, range, device, tf32, &norm);
+  const std::vector<float> pred = impl_->predict(raw, range, device, precision, &norm);
   return score(pred, norm, range, options);
 }
 

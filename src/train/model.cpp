@@ -126,7 +126,7 @@ Panel Model::prepare(const Panel& raw) const {
 }
 
 std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, const std::string& device,
-                                           bool tf32) const {
+                                           Precision precision) const {
   norm.validate();
   check_panel(norm, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= norm.T,
@@ -134,22 +134,22 @@ std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, c
               ") is empty or outside the data's [0, " + std::to_string(norm.T) + ")");
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
-  return predict_with(device, tf32, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.windows_per_step(norm.N), range.t0, range.t1});
+  return predict_with(device, precision, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.windows_per_step(norm.N), range.t0, range.t1});
 }
 
-std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, bool tf32) const {
+std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision) const {
   raw.validate();
   check_panel(raw, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= raw.T,
           "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
               ") is empty or outside the data's [0, " + std::to_string(raw.T) + ")");
-  return predict_prepared(prepare(raw), range, device, tf32);
+  return predict_prepared(prepare(raw), range, device, precision);
 }
 
-MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, bool tf32,
+MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
                               const ScoreOptions& options) const {
   const Panel norm = prepare(raw);
-  return score(predict_prepared(norm, range, device, tf32), norm, range, options);
+  return score(predict_prepared(norm, range, device, precision), norm, range, options);
 }
 
 TimeRange Model::training_range(const Panel& raw) const {

@@ -18,7 +18,7 @@ std::vector<PopulationMember> members_of(const std::vector<MemberSpec>& specs, c
 class GpuPopulation : public PopulationBackend {
  public:
   GpuPopulation(const RunConfig& c, const std::vector<MemberSpec>& specs, const std::vector<const Panel*>& train)
-      : ctx_(0), tr_(ctx_, c.model, members_of(specs, train), {c.run.graph, c.run.tf32, 0}), tf32_(c.run.tf32) {}
+      : ctx_(0), tr_(ctx_, c.model, members_of(specs, train), {c.run.graph, c.train.precision, 0}), precision_(c.train.precision) {}
   const char* name() const override { return "gpu"; }
   int members() const override { return tr_.members(); }
   void step() override { tr_.step(); }
@@ -27,8 +27,8 @@ class GpuPopulation : public PopulationBackend {
     return {r.step, r.loss, r.lr, r.grad_norm, r.skipped != 0};
   }
   std::vector<float> predict(int m, const Panel& p, const PredictSpec& spec, const std::vector<float>* params) override {
-    if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(m), p, spec, tf32_);
-    return predict_gpu(ctx_, tr_.layout(), *params, p, spec, tf32_);
+    if (!params) return predict_gpu(ctx_, tr_.layout(), tr_.device_params(m), p, spec, precision_);
+    return predict_gpu(ctx_, tr_.layout(), *params, p, spec, precision_);
   }
   TrainState state(int m) override { return tr_.state(m); }
   void load_state(int m, const TrainState& s) override { tr_.load_state(m, s); }
@@ -37,7 +37,7 @@ class GpuPopulation : public PopulationBackend {
  private:
   Context ctx_;
   PopulationTrainer tr_;
-  bool tf32_;
+  Precision precision_;
 };
 
 }  // namespace

@@ -121,7 +121,7 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
   for (int j = 0, lanes = lane_count(mc, members, opt); j < lanes; ++j) {
     Lane lane;
     if (j > 0) lane.own = std::make_unique<Context>(ctx.device());
-    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, opt.tf32);
+    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, opt.precision);
     lane.xb = DeviceBuffer<float>(size_t(B) * L * mc.F);
     lane.yb = DeviceBuffer<float>(size_t(B) * L * mc.K);
     lanes_.push_back(std::move(lane));

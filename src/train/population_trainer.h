@@ -38,7 +38,7 @@ namespace mlalpha {
 
 struct GpuTrainerOptions {
   bool graph = true;   // capture the step as a CUDA graph (from the second step on)
-  bool tf32 = false;   // GEMMs and the SSD's chunk products on the tensor cores in tf32
+  Precision precision = Precision::FP32;  // train.precision: the GEMMs' and the SSD's chunk products' arithmetic
   int ring_size = 0;   // slots of the step-record ring per member; 0 = max(1024, 2·log_every)
   int lanes = 0;       // populations: streams the members are dealt to; 0 = min(E, 8), fewer when memory is short
 };

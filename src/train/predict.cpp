@@ -77,9 +77,9 @@ std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>&
 }
 
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const float* params_dev, const Panel& p,
-                               const PredictSpec& s, bool tf32) {
+                               const PredictSpec& s, Precision precision) {
   check_panel(lay, p);
-  GpuModel model(ctx, lay, s.B, s.L, tf32);
+  GpuModel model(ctx, lay, s.B, s.L, precision);
   DeviceBuffer<float> xdev(size_t(s.B) * s.L * p.F);
   std::vector<float> out(size_t(s.B) * s.L * p.K);
   return run_windows(p, s, [&](const std::vector<float>& xb) -> const std::vector<float>& {
@@ -94,10 +94,10 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const float
 }
 
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const std::vector<float>& params, const Panel& p,
-                               const PredictSpec& s, bool tf32) {
+                               const PredictSpec& s, Precision precision) {
   DeviceBuffer<float> d(params.size());
   d.upload(params);
-  return predict_gpu(ctx, lay, d.data(), p, s, tf32);
+  return predict_gpu(ctx, lay, d.data(), p, s, precision);
 }
 
 }  // namespace mlalpha

@@ -32,9 +32,9 @@ std::vector<float> predict_cpu(const ModelLayout& layout, const std::vector<floa
 // The same on the GPU; params (table.total()) in device memory (e.g. the trainer's arena). Runs on
 // ctx's stream and synchronises once at the end.
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const float* params_dev, const Panel& panel,
-                               const PredictSpec& spec, bool tf32);
+                               const PredictSpec& spec, Precision precision);
 // The same with params (table.total()) on the host: uploaded to the device first.
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const std::vector<float>& params,
-                               const Panel& panel, const PredictSpec& spec, bool tf32);
+                               const Panel& panel, const PredictSpec& spec, Precision precision);
 
 }  // namespace mlalpha

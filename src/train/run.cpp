@@ -309,7 +309,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     if (r.has_test && fs::exists(plans[r.fold].dir / "best.safetensors"))
       oos.add(plans[r.fold], Model::load((plans[r.fold].dir / "best.safetensors").string())
                                  .predict(panel, {plans[r.fold].split.test_begin, plans[r.fold].split.test_end},
-                                          cfg.run.device, cfg.run.tf32));
+                                          cfg.run.device, cfg.train.precision));
   for (int f = first_fold; f < folds; ++f) {
     dirs.create(plans[f].dir);
     std::vector<float> test_pred;

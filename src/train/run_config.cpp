@@ -399,7 +399,8 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   m.check_unknown();
 
   Section t(table("train"), "train", origins, c.given, keys);
-  std::string loss = to_string(c.train.loss), schedule = to_string(c.train.schedule);
+  std::string loss = to_string(c.train.loss), schedule = to_string(c.train.schedule),
+              precision = to_string(c.train.precision);
   t.get_batch("batch", c.train.B, c.train.batch_mode);
   t.get("dates", c.train.dates);
   t.get("instruments", c.train.instruments);
@@ -420,9 +421,11 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   t.get("seed", c.train.seed);
   t.get("log_every", c.train.log_every);
   t.get("models", c.train.models);
+  t.get_choice("precision", precision, {"fp32", "tf32", "bf16"});
   t.check_unknown();
   c.train.loss = parse_loss(loss);
   c.train.schedule = parse_schedule(schedule);
+  c.train.precision = parse_precision(precision);
 
   Section w(table("sweep"), "sweep", origins, c.given, keys);
   w.get_list("lr", c.sweep.lr);
@@ -433,7 +436,15 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
 
   Section r(table("run"), "run", origins, c.given, keys);
   r.get_choice("device", c.run.device, {"auto", "cpu", "gpu"});
-  r.get("tf32", c.run.tf32);
+  // run.tf32 = true: the older spelling of train.precision = "tf32" (kept so existing configs run).
+  bool tf32 = false;
+  r.get("tf32", tf32);
+  if (tf32) {
+    require(!c.given.count("train.precision") || c.train.precision == Precision::TF32,
+            "run.tf32 = true contradicts train.precision = \"" + to_string(c.train.precision) +
+                "\": give only train.precision");
+    c.train.precision = Precision::TF32;
+  }
   r.get("graph", c.run.graph);
   r.get("out_dir", c.run.out_dir);
   r.get("eval_every", c.run.eval_every);

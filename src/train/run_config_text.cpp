@@ -110,6 +110,7 @@ toml::table to_table(const RunConfig& c) {
   train.insert_or_assign("seed", int64_t(t.seed));
   train.insert_or_assign("log_every", t.log_every);
   train.insert_or_assign("models", t.models);
+  train.insert_or_assign("precision", to_string(t.precision));
   sweep.insert_or_assign("lr", float_array(c.sweep.lr));
   sweep.insert_or_assign("weight_decay", float_array(c.sweep.weight_decay));
   sweep.insert_or_assign("clip", float_array(c.sweep.clip));
@@ -117,7 +118,6 @@ toml::table to_table(const RunConfig& c) {
   for (int64_t w : c.sweep.warmup) warmup.push_back(w);
   sweep.insert_or_assign("warmup", std::move(warmup));
   run.insert_or_assign("device", c.run.device);
-  run.insert_or_assign("tf32", c.run.tf32);
   run.insert_or_assign("graph", c.run.graph);
   run.insert_or_assign("out_dir", c.run.out_dir);
   run.insert_or_assign("eval_every", c.run.eval_every);

@@ -140,7 +140,7 @@ TEST(RunConfig, OverridesUseTheSameRules) {
                                        {"train.lr=2e-3", "data.source=npy", "run.tf32=true", "model.d_model=48"});
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);
   EXPECT_EQ(c.data.source, "npy");
-  EXPECT_TRUE(c.run.tf32);
+  EXPECT_EQ(c.train.precision, Precision::TF32);  // run.tf32 is the older spelling
   EXPECT_EQ(c.model.D, 48);
   try {
     parse_run_config("", "cfg.toml", {"train.lerning_rate=1"});

@@ -67,14 +67,14 @@ struct Case {
 void check_case(gpu::Gemm& g, const Case& c, uint64_t salt) {
   SCOPED_TRACE("M=" + std::to_string(c.M) + " IN=" + std::to_string(c.IN) + " OUT=" + std::to_string(c.OUT) +
                " bias=" + std::to_string(c.bias) + " dx=" + std::to_string(c.dx) + " off=" + std::to_string(c.off) +
-               (g.tf32 ? " tf32" : " fp32"));
+               (g.tf32() ? " tf32" : " fp32"));
   const LinearParams p{c.M, c.IN, c.OUT};
   const size_t nx = size_t(c.M) * c.IN, ny = size_t(c.M) * c.OUT, nw = size_t(c.OUT) * c.IN;
   auto rng = test::make_rng(salt);
   const auto x = random_vec<float>(nx, rng), w = random_vec<float>(nw, rng), b = random_vec<float>(c.OUT, rng);
   const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(c.OUT, rng);
   const auto r = random_vec<float>(ny, rng);  // the residual input of linear_fwd_add
-  const double gemm_tol = g.tf32 ? tol::kGpuTf32RelL2 : tol::kGpuReduceRelL2;
+  const double gemm_tol = g.tf32() ? tol::kGpuTf32RelL2 : tol::kGpuReduceRelL2;
 
   // reference (double) and term magnitudes (the reference on absolute values)
   const auto xd = cast_vec<double>(x), wd = cast_vec<double>(w), bd = cast_vec<double>(b), dyd = cast_vec<double>(dy);
@@ -155,14 +155,14 @@ const Case kCases[] = {
 
 TEST(LinearGpu, MatchesReferenceFp32) {
   Context ctx;
-  gpu::Gemm g(ctx, /*tf32=*/false);
+  gpu::Gemm g(ctx, Precision::FP32);
   uint64_t salt = 1;
   for (const Case& c : kCases) check_case(g, c, salt++);
 }
 
 TEST(LinearGpu, MatchesReferenceTf32) {
   Context ctx;
-  gpu::Gemm g(ctx, /*tf32=*/true);
+  gpu::Gemm g(ctx, Precision::TF32);
   uint64_t salt = 100;
   for (const Case& c : kCases) check_case(g, c, salt++);
 }
@@ -187,7 +187,7 @@ TEST(LinearGpu, EngineChoice) {
     return n;
   };
   {
-    gpu::Gemm g(ctx, /*tf32=*/false);
+    gpu::Gemm g(ctx, Precision::FP32);
     run(g, {2048, 128, 648}, 0);  // three plans, all on the kernel
     EXPECT_EQ(3, count(g, "3xTF32 kernel"));
     // dW (K = 2048 rows, a 648 × 128 output: at most 11 tiles) splits K wherever its tiles fill at most
@@ -203,7 +203,7 @@ TEST(LinearGpu, EngineChoice) {
     for (const std::string& d : g.plan_descriptions()) std::cout << "  " << d << "\n";
   }
   {
-    gpu::Gemm g(ctx, /*tf32=*/true);
+    gpu::Gemm g(ctx, Precision::TF32);
     run(g, {2048, 128, 648}, 0);
     EXPECT_EQ(0, count(g, "3xTF32"));
     EXPECT_EQ(3u, g.num_plans());
@@ -254,7 +254,8 @@ TEST(LinearGpu, Deterministic) {
         return std::vector<std::vector<float>>{from_device(y_g), from_device(dx_g), from_device(dw_g),
                                                from_device(db_g), from_device(ya_g)};
       };
-      gpu::Gemm g1(ctx, tf32), g2(ctx, tf32);
+      const Precision pr = tf32 ? Precision::TF32 : Precision::FP32;
+      gpu::Gemm g1(ctx, pr), g2(ctx, pr);
       const auto a = run(g1);
       const size_t plans = g1.num_plans();
       EXPECT_EQ(4u, plans);  // forward, dx, dw, residual forward
@@ -283,7 +284,7 @@ TEST(LinearGpu, OfflineAlgorithmTable) {
     GTEST_SKIP() << "the table lists H200 algorithms (132 SMs, sm_90); this GPU has " << sms << " SMs, sm_" << major
                  << minor;
   Context ctx;
-  gpu::Gemm g(ctx, /*tf32=*/true);
+  gpu::Gemm g(ctx, Precision::TF32);
   // The 'L' out_proj (residual forward, dW) and in_proj (dx) GEMMs: M = 8·2048 tokens.
   const LinearParams out_proj{16384, 2048, 1024}, in_proj{16384, 1024, 4384};
   auto rng = test::make_rng(77);

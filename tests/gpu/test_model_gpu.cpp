@@ -78,7 +78,7 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   ref.backward(pd.data(), ref_g.data(), ref_dx.data());
 
   Context ctx;
-  GpuModel model(ctx, lay, cs.B, cs.L, cs.tf32);
+  GpuModel model(ctx, lay, cs.B, cs.L, cs.tf32 ? Precision::TF32 : Precision::FP32);
   const auto dp = to_device(params), dxb = to_device(x), dyb = to_device(y);
   const GpuRun a = run_gpu(ctx, model, dp, dxb, dyb, lp, params.size());
   const double tol = cs.tf32 ? tol::kModelParityTf32RelL2 : tol::kModelParityRelL2;

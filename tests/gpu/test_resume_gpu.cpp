@@ -109,7 +109,7 @@ TEST(ResumeGpuReload, CapturedGraphTrainerReplaysFromAnEarlierState) {
   const ResumeCase r = resume_case();
   const Straight straight = run_straight(r, true);
   Context ctx;
-  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, false, 0});
+  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, Precision::FP32, 0});
   for (int i = 0; i < 50; ++i) t.step();
   const TrainState s50 = t.state();
   for (int i = 0; i < 30; ++i) t.step();  // the graph is captured and replayed by now
@@ -123,7 +123,7 @@ TEST(ResumeGpuReload, CapturedGraphTrainerReplaysFromAnEarlierState) {
 TEST(ResumeGpuReload, LoadStateRejectsAnotherSeedOrSize) {
   const ResumeCase r = resume_case();
   Context ctx;
-  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, false, 0});
+  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, Precision::FP32, 0});
   TrainState s = t.state();
   EXPECT_EQ(s.step, 0);
   EXPECT_EQ(s.seed, r.tc.seed);

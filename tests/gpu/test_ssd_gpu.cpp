@@ -132,7 +132,7 @@ std::vector<double> ref_chunk_states(const Inputs& in) {
 void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
   SCOPED_TRACE(name(s) + (tf32 ? " tf32" : ""));
   Inputs in = make_inputs(s, salt);
-  in.p.tf32 = tf32;
+  in.p.precision = tf32 ? Precision::TF32 : Precision::FP32;
   const SsdParams& p = in.p;
   const Outputs got = run_gpu(in);
 
@@ -241,7 +241,7 @@ TEST(SsdGpu, Deterministic) {
   for (bool tf32 : {false, true}) {
     SCOPED_TRACE(tf32 ? "tf32" : "3xTF32");
     Inputs in = make_inputs({4, 256, 8, 32, 1, 64, 64}, 501);
-    in.p.tf32 = tf32;
+    in.p.precision = tf32 ? Precision::TF32 : Precision::FP32;
     const Outputs a = run_gpu(in), b = run_gpu(in);
     EXPECT_TRUE(same(a.y, b.y));
     EXPECT_TRUE(same(a.states, b.states));

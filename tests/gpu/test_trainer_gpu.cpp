@@ -93,7 +93,7 @@ TEST(TrainerGpu, IcMatchesCpuTrainer) {
     std::vector<float> cpu_loss;
     for (int i = 0; i < 10; ++i) cpu_loss.push_back(cpu.step().loss);
     Context ctx;
-    GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, false, 0});
+    GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, Precision::FP32, 0});
     for (int i = 0; i < 10; ++i) tr.step();
     for (int i = 0; i < 10; ++i)  // the same windows (same sampler) and the same loss, up to fp32 reductions
       EXPECT_NEAR(tr.record(i + 1).loss, cpu_loss[size_t(i)], 1e-4) << "cap " << cap << " step " << i + 1;
@@ -118,7 +118,7 @@ TEST(TrainerGpu, InfBatchIsSkippedAndTrainingGoesOn) {
   TrainCase s = small_case(40);
   s.data.x[size_t(2) * s.data.T * s.data.F + 100 * s.data.F] = std::numeric_limits<float>::infinity();
   Context ctx;
-  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, false, 0});
+  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, Precision::FP32, 0});
   for (int i = 0; i < 40; ++i) tr.step();
   int skipped = 0;
   for (int64_t i = 1; i <= 40; ++i) {
@@ -144,7 +144,7 @@ TEST(TrainerGpu, OverfitsTinyTaskHundredfold) {
   s.tc.B = 4; s.tc.L = 32; s.tc.steps = 400; s.tc.lr = 1e-2f; s.tc.warmup = 10; s.tc.min_lr_ratio = 0.05f;
   s.tc.weight_decay = 0.0f; s.tc.seed = 3; s.tc.log_every = 400;
   Context ctx;
-  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, false, 0});
+  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, Precision::FP32, 0});
   for (int i = 0; i < 400; ++i) tr.step();
   double first = 0, last = 0;
   for (int i = 1; i <= 5; ++i) first += tr.record(i).loss / 5.0;
@@ -165,7 +165,7 @@ TEST(TrainerGpu, MemoryEstimateMatchesTheAllocations) {
     Context ctx;
     size_t free_before = 0, total = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
-    GpuTrainer tr(ctx, s->mc, s->tc, s->data, {true, false, 0});
+    GpuTrainer tr(ctx, s->mc, s->tc, s->data, {true, Precision::FP32, 0});
     size_t free_after = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
     const MemoryEstimate e = estimate_gpu_training(s->mc, s->tc, s->data.N, s->data.T, 1024);

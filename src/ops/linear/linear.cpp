@@ -161,7 +161,7 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
 Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
                const float* bias) {
   Plan pl;
-  const cublasComputeType_t compute = g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = g.tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, compute, CUDA_R_32F));
   const int32_t ta = s.ta, tb = s.tb;
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -174,14 +174,14 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
   // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
   // rejects INPLACE whatever the mask.
   const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-  const AlgoConfig* preferred = linear_detail::preferred_algo(s.op, s.m, s.n, s.k, g.tf32);
+  const AlgoConfig* preferred = linear_detail::preferred_algo(s.op, s.m, s.n, s.k, g.tf32());
   bool from_table = false;
   auto pick = [&] {
     const bool ok =
         pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, preferred, &pl.algo, &from_table) ||
         pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, preferred, &pl.algo, &from_table);
     if (ok)
-      pl.what = describe(s, g.tf32) + ": " + linear_detail::config_string(pl.algo) +
+      pl.what = describe(s, g.tf32()) + ": " + linear_detail::config_string(pl.algo) +
                 (from_table ? " (offline table)" : " (heuristic's first)");
     return ok;
   };
@@ -202,7 +202,7 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
     MLALPHA_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &null_bias, sizeof(null_bias)));
   }
-  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, g.tf32) +
+  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, g.tf32()) +
                       " within a workspace of " + std::to_string(g.workspace_bytes) + " bytes");
   return pl;
 }
@@ -221,13 +221,14 @@ struct GemmPlanCache {
   std::map<PlanKey, Plan> plans;
 };
 
-Gemm::Gemm(cublasLtHandle_t lt_, void* workspace_, size_t workspace_bytes_, bool tf32_)
-    : lt(lt_), workspace(workspace_), workspace_bytes(workspace_bytes_), tf32(tf32_),
+Gemm::Gemm(cublasLtHandle_t lt_, void* workspace_, size_t workspace_bytes_, Precision precision_)
+    : lt(lt_), workspace(workspace_), workspace_bytes(workspace_bytes_), precision(precision_),
       cache(std::make_unique<GemmPlanCache>()) {
   require(lt != nullptr, "Gemm: the cuBLASLt handle is null");
   require(workspace != nullptr || workspace_bytes == 0, "Gemm: workspace is null but workspace_bytes > 0");
 }
-Gemm::Gemm(Context& ctx, bool tf32_) : Gemm(ctx.blas(), ctx.workspace(), ctx.workspace_bytes(), tf32_) {}
+Gemm::Gemm(Context& ctx, Precision precision_)
+    : Gemm(ctx.blas(), ctx.workspace(), ctx.workspace_bytes(), precision_) {}
 Gemm::~Gemm() = default;
 Gemm::Gemm(Gemm&&) noexcept = default;
 Gemm& Gemm::operator=(Gemm&&) noexcept = default;
@@ -249,17 +250,17 @@ void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float
   if (!C) C = D;
   const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C), al_d = alignment_of(D);
   const PlanKey key = {int64_t(s.op),   int64_t(s.m), int64_t(s.n), int64_t(s.k),
-                       int64_t(g.tf32), int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
+                       int64_t(g.tf32()), int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
                        bias ? int64_t(alignment_of(bias)) : 0};
   auto it = g.cache->plans.find(key);
   const Gemm3Params own = gemm3_params(s, A, B, C, D, bias, beta);
   const bool fits_int = s.m < (1u << 30) && s.n < (1u << 30) && s.k < (1u << 30);
   if (it == g.cache->plans.end()) {
-    if (!g.tf32 && fits_int && gemm3_supported(own)) {
+    if (!g.tf32() && fits_int && gemm3_supported(own)) {
       Plan pl;
       pl.own = true;
       pl.own_config = gemm3_config(own, g.workspace_bytes / sizeof(float));
-      pl.what = describe(s, g.tf32) + ": " + pl.own_config.describe();
+      pl.what = describe(s, g.tf32()) + ": " + pl.own_config.describe();
       it = g.cache->plans.emplace(key, std::move(pl)).first;
     } else {
       it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_c, al_d, bias)).first;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "mlalpha/precision.h"
+
 namespace mlalpha {
 
 class Context;
@@ -63,11 +65,14 @@ struct Gemm {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;  // cuBLASLt workspace (device), used stream-ordered
   size_t workspace_bytes = 0;
-  bool tf32 = false;             // true: CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores); false: exact fp32
+  // FP32: our 3xTF32 kernel or cuBLASLt fp32; TF32: CUBLAS_COMPUTE_32F_FAST_TF32; BF16: the bf16 overloads
+  // below (bf16 operands, fp32 accumulation and output); the fp32 launchers run in TF32 when BF16 is set.
+  Precision precision = Precision::FP32;
+  bool tf32() const { return precision != Precision::FP32; }
   std::unique_ptr<GemmPlanCache> cache;
 
-  Gemm(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, bool tf32 = false);
-  explicit Gemm(Context& ctx, bool tf32 = false);  // ctx's handle and workspace
+  Gemm(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, Precision precision = Precision::FP32);
+  explicit Gemm(Context& ctx, Precision precision = Precision::FP32);  // ctx's handle and workspace
   ~Gemm();
   Gemm(Gemm&&) noexcept;
   Gemm& operator=(Gemm&&) noexcept;

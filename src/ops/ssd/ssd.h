@@ -9,6 +9,8 @@
 
 #include <cstddef>
 
+#include "mlalpha/precision.h"
+
 namespace mlalpha {
 
 struct SsdParams {
@@ -17,8 +19,9 @@ struct SsdParams {
   int G = 1, N = 0;  // groups, state size
   int Q = 64;        // chunk length (the GPU uses min(Q, 64): ssd_chunk_len)
   int ld = 0;        // row stride (elements) of x, Bm, Cm and of their gradients
-  bool tf32 = false; // GPU: the chunk products in single-pass tf32 (the model's tf32 mode, like its GEMMs);
-                     // false: 3xTF32, fp32 accuracy
+  // GPU: the chunk products in 3xTF32 (FP32, fp32 accuracy), single-pass tf32 (TF32) or bf16 (BF16), always
+  // with fp32 accumulation, like the model's GEMMs; decays, states and state passing stay fp32.
+  Precision precision = Precision::FP32;
 };
 
 // The op's inputs. x, B, C are column slices of one (B, L, ld) activation (the conv output), each through
