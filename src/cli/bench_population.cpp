@@ -74,7 +74,7 @@ Timing time_streams(const BenchShape& s, int E, const BenchArgs& a) {
     std::vector<std::unique_ptr<GpuTrainer>> tr;
     for (int m = 0; m < E; ++m) {
       ctx.push_back(std::make_unique<Context>(0));
-      tr.push_back(make_bench_trainer(*ctx.back(), s, false, total));
+      tr.push_back(make_bench_trainer(*ctx.back(), s, Precision::FP32, total));
     }
     return {ms_per_step(a, [&] {
               for (auto& t : tr) t->step();

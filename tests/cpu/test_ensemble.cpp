@@ -60,7 +60,7 @@ TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMemb
   EXPECT_TRUE(std::isnan(pred[0]));  // outside the range
   ScoreOptions so;
   so.train = {split.train_begin, split.train_end};
-  const MetricsResult m = all.evaluate(raw, test, "cpu", false, so);
+  const MetricsResult m = all.evaluate(raw, test, "cpu", Precision::FP32, so);
   EXPECT_EQ(m.mean.ic, r.ensemble.mean.ic);
   EXPECT_EQ(m.mean.mse, r.ensemble.mean.mse);
   EXPECT_EQ(m.mean.mse_mean, r.ensemble.mean.mse_mean);

@@ -22,7 +22,7 @@ TEST(PredictGpu, MatchesCpu) {
   const auto cpu = predict_cpu(lay, params, p, s);
   Context ctx;
   const auto dp = to_device(params);
-  const auto gpu = predict_gpu(ctx, lay, dp.data(), p, s, false);
+  const auto gpu = predict_gpu(ctx, lay, dp.data(), p, s, Precision::FP32);
   ASSERT_EQ(cpu.size(), gpu.size());
   // NaN exactly outside [t0, t1) (predict.h): every (instrument, time) in range gets one prediction.
   std::vector<bool> nan_expected(cpu.size());

@@ -64,7 +64,7 @@ struct Straight {
 
 Straight run_straight(const ResumeCase& r, bool graph) {
   Context ctx;
-  GpuTrainer t(ctx, r.mc, r.tc, r.data, {graph, false, 0});
+  GpuTrainer t(ctx, r.mc, r.tc, r.data, {graph, Precision::FP32, 0});
   for (int i = 0; i < 100; ++i) t.step();
   return {t.state(), records(t, 1, 100)};
 }
@@ -82,7 +82,7 @@ TEST_P(ResumeGpu, FiftyPlusFiftyEqualsHundredBitwise) {
   const std::string path = tmp / "step50.safetensors";
   {
     Context ctx;
-    GpuTrainer first(ctx, r.mc, r.tc, r.data, {graph, false, 0});
+    GpuTrainer first(ctx, r.mc, r.tc, r.data, {graph, Precision::FP32, 0});
     for (int i = 0; i < 50; ++i) first.step();
     CheckpointMeta meta;
     meta.model = r.mc, meta.train = r.tc;
@@ -91,7 +91,7 @@ TEST_P(ResumeGpu, FiftyPlusFiftyEqualsHundredBitwise) {
   const Checkpoint c = load_checkpoint(path, r.mc);
   EXPECT_EQ(c.state.step, 50);
   Context ctx;
-  GpuTrainer resumed(ctx, c.meta.model, c.meta.train, r.data, {graph, false, 0});
+  GpuTrainer resumed(ctx, c.meta.model, c.meta.train, r.data, {graph, Precision::FP32, 0});
   resumed.load_state(c.state);
   EXPECT_EQ(resumed.steps_enqueued(), 50);
   for (int i = 0; i < 50; ++i) resumed.step();

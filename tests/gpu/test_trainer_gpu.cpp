@@ -35,7 +35,7 @@ TrainCase small_case(int steps) {
 
 std::vector<float> train_gpu(const TrainCase& s, bool graph, int64_t steps) {
   Context ctx;
-  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {graph, false, 0});
+  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {graph, Precision::FP32, 0});
   for (int64_t i = 0; i < steps; ++i) tr.step();
   return tr.params();
 }
