@@ -13,6 +13,8 @@
 #include "core/side_stream.h"
 #include "model/layout.h"
 #include "ops/linear/linear.h"
+
+#include <cuda_bf16.h>
 #include "ops/loss/loss.h"
 
 namespace mlalpha {
@@ -22,12 +24,15 @@ class GpuModel {
   GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision = Precision::FP32);
 
   // params (table.total()), x (B, L, F): both device memory; x must stay valid until backward().
-  void forward(const float* params, const float* x);
+  // params16 (table.total()): the weights in bf16 (the optimizer's copy), required in BF16 precision and
+  // ignored otherwise; it must stay valid until backward().
+  void forward(const float* params, const float* x, const __nv_bfloat16* params16 = nullptr);
   // y (B, L, K) device targets; loss() (1) and count() (1) stay in device memory. loss_out (1), when
   // non-null, receives the loss instead of loss_value() (a population keeps one per member).
   void loss(const float* y, const LossParams& lp, float* loss_out = nullptr);
-  // grads (table.total()) += ∂loss/∂params; dx (B, L, F) = ∂loss/∂x when non-null.
-  void backward(const float* params, float* grads, float* dx);
+  // grads (table.total()) += ∂loss/∂params; dx (B, L, F) = ∂loss/∂x when non-null. params16 as in forward.
+  void backward(const float* params, float* grads, float* dx, const __nv_bfloat16* params16 = nullptr);
+  Precision precision() const { return gemm_.precision; }
 
   const float* out() const { return out_.data(); }  // (B, L, K)
   const float* loss_value() const { return loss_.data(); }
@@ -41,12 +46,19 @@ class GpuModel {
   size_t activation_bytes() const { return bytes_; }
 
  private:
+  using bf16 = __nv_bfloat16;
   struct LayerActs {
     // h_in (M, D): the layer's input h_l, written by the previous layer's out_proj (by the input
     // projection for l = 0) and read in place by this layer's forward and backward.
     DeviceBuffer<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states;
+    // BF16: hn (M, D) and gout (M, di) are only GEMM operands, so they are stored in bf16 instead.
+    DeviceBuffer<bf16> hn16, gout16;
   };
   DeviceBuffer<float> alloc(size_t n);
+  DeviceBuffer<bf16> alloc16(size_t n);
+  bool is_bf16() const { return gemm_.precision == Precision::BF16; }
+  void forward_bf16(const float* P, const bf16* P16);
+  void backward_bf16(const float* P, const bf16* P16, float* Gr, float* dx);
   // h_l (M, D), the residual stream entering layer l: acts_[l].h_in for l < NL, h_ for l = NL.
   float* resid(int l);
 
@@ -65,6 +77,9 @@ class GpuModel {
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
+  // BF16 only: hfn (M, D) in bf16 instead of hfn_, and the bf16 copies of the GEMM operands x (M, F),
+  // dout (M, K), dh (M, D), dzx (M, proj).
+  DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_;
 };
 
 }  // namespace mlalpha

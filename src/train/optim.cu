@@ -82,10 +82,13 @@ __global__ void grad_clip_scale_kernel(const MemberOptim* __restrict__ opt, int 
   }
 }
 
-// Grid (blocks, members): block (b, m) updates its stride of member m's slices.
+// Grid (blocks, members): block (b, m) updates its stride of member m's slices. kBf16: also stores the new
+// weights rounded to bf16 into p16 (the bf16 mode's GEMM operands), in the same pass.
+template <bool kBf16>
 __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
                              float4* __restrict__ v, const uchar4* __restrict__ decay, size_t n4,
-                             const MemberOptim* __restrict__ opt, const DeviceStepState* __restrict__ state) {
+                             const MemberOptim* __restrict__ opt, const DeviceStepState* __restrict__ state,
+                             uint2* __restrict__ p16 /* (members, n4) quads of bf16, or null */) {
   const DeviceStepState* st = state + blockIdx.y;
   if (st->skip) return;  // a skipped step leaves weights and moments untouched
   const AdamWConfig cfg = opt[blockIdx.y].adam;
@@ -104,6 +107,10 @@ __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ 
     p[j] = pp;
     m[j] = mm;
     v[j] = vv;
+    if constexpr (kBf16) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(pp.x, pp.y), hi = __floats2bfloat162_rn(pp.z, pp.w);
+      p16[j] = make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+    }
   }
 }
 
@@ -149,16 +156,25 @@ void grad_clip_scale(const MemberOptim* opt, int members, DeviceStepState* state
 }
 
 void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
-                         int members, const MemberOptim* opt, const DeviceStepState* state, cudaStream_t stream) {
+                         int members, const MemberOptim* opt, const DeviceStepState* state, cudaStream_t stream,
+                         __nv_bfloat16* params16) {
   require_vec4(params, n, "adamw_step_devscale");
+  require(reinterpret_cast<uintptr_t>(params16) % 8 == 0, "adamw_step_devscale: params16 must be 8-byte aligned");
   require_members(members, "adamw_step_devscale");
   const size_t n4 = n / 4;
   const int threads = 256;
   const size_t want = (n4 + threads - 1) / threads;
   const int blocks = int(want < 1 ? 1 : (want > 4096 ? 4096 : want));
-  adamw_kernel<<<dim3(unsigned(blocks), unsigned(members)), threads, 0, stream>>>(
-      reinterpret_cast<float4*>(params), reinterpret_cast<const float4*>(grads), reinterpret_cast<float4*>(m),
-      reinterpret_cast<float4*>(v), reinterpret_cast<const uchar4*>(decay), n4, opt, state);
+  const auto launch = [&](auto kernel) {
+    kernel<<<dim3(unsigned(blocks), unsigned(members)), threads, 0, stream>>>(
+        reinterpret_cast<float4*>(params), reinterpret_cast<const float4*>(grads), reinterpret_cast<float4*>(m),
+        reinterpret_cast<float4*>(v), reinterpret_cast<const uchar4*>(decay), n4, opt, state,
+        reinterpret_cast<uint2*>(params16));
+  };
+  if (params16)
+    launch(adamw_kernel<true>);
+  else
+    launch(adamw_kernel<false>);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "core/hd.h"
@@ -113,9 +114,12 @@ void grad_clip_scale(const MemberOptim* opt, int members, DeviceStepState* state
 
 // AdamW over the flat arenas, one launch; each member reads its lr, clip scale, skip flag and bias
 // corrections from state[m] and its betas, eps and weight decay from opt[m] (adamw_step_devscale of DESIGN
-// section 2). params, grads, m, v (members, n); decay (n) bytes, shared (one architecture).
+// section 2). params, grads, m, v (members, n); decay (n) bytes, shared (one architecture). params16
+// (members, n), when non-null (bf16 mode), receives the updated weights rounded to bf16 in the same pass;
+// a skipped member's stays as it was, like its params.
 void adamw_step_devscale(float* params, const float* grads, float* m, float* v, const unsigned char* decay, size_t n,
-                         int members, const MemberOptim* opt, const DeviceStepState* state, cudaStream_t stream);
+                         int members, const MemberOptim* opt, const DeviceStepState* state, cudaStream_t stream,
+                         __nv_bfloat16* params16 = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "data/sampler.h"
+#include "ops/cast/cast.h"
 #include "train/schedule.h"
 
 namespace mlalpha {
@@ -96,7 +97,8 @@ PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vecto
   const MemoryEstimate one = estimate_gpu_training(mc, members[0].train, p0.N, p0.T, ring_slots);
   const double n = double(ModelLayout(mc).table.total());
   PopulationMemory e;
-  e.per_member = n * 4 * sizeof(float) + one.other + sizeof(gpu::MemberOptim) + 2 * sizeof(float);
+  const double weights16 = members[0].train.precision == Precision::BF16 ? n * 2 : 0;  // the bf16 weight copy
+  e.per_member = n * 4 * sizeof(float) + weights16 + one.other + sizeof(gpu::MemberOptim) + 2 * sizeof(float);
   e.per_lane = one.activations + one.workspaces + one.batch + double(Context::kWorkspaceBytes);
   e.shared = n;  // the decay mask
   std::vector<const Panel*> seen;
@@ -153,6 +155,11 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
     arena_.params.upload(init_params(layout_, t.seed).data(), n_, size_t(m) * n_);
     optim.push_back({{t.clip, t.beta1, t.beta2, schedule_params(t)}, {t.beta1, t.beta2, t.eps, t.weight_decay}});
   }
+  if (opt.precision == Precision::BF16) {
+    // The bf16 copy of every member's weights: set here and by load_state, kept current by AdamW.
+    params16_ = DeviceBuffer<__nv_bfloat16>(n_ * size_t(E_));
+    gpu::cast_bf16(arena_.params.data(), params16_.data(), n_ * size_t(E_), ctx_.stream());
+  }
   optim_ = DeviceBuffer<gpu::MemberOptim>(size_t(E_));
   optim_.upload(optim);
   std::vector<DeviceStepState> s(static_cast<size_t>(E_));
@@ -194,12 +201,13 @@ void PopulationTrainer::enqueue_step() {
     const TrainConfig& t = tc_[size_t(m)];
     const Dataset& d = data_[size_t(data_of_[size_t(m)])];
     const float* P = arena_.params.data() + size_t(m) * n_;
+    const __nv_bfloat16* P16 = params16_.size() ? params16_.data() + size_t(m) * n_ : nullptr;
     // The sampler reads the member's step counter from device memory, so every replay draws new windows.
     gpu::gather_batch(gather_params(t, d.N, d.T, c.F, c.K), d.x.data(), d.y.data(), &state_.data()[m].step,
                       lane.xb.data(), lane.yb.data(), lane.ctx(ctx_).stream());
-    model.forward(P, lane.xb.data());
+    model.forward(P, lane.xb.data(), P16);
     model.loss(lane.yb.data(), model.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
-    model.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr);
+    model.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr, P16);
   }
   for (int j = 1; j < lanes; ++j) {  // every member's gradients are in before the norm reads them
     lanes_[size_t(j)].done.record(lanes_[size_t(j)].ctx(ctx_).stream());
@@ -210,7 +218,8 @@ void PopulationTrainer::enqueue_step() {
   gpu::grad_clip_scale(optim_.data(), E_, state_.data(), losses_.data(), frozen_.data(), ring_.device(), opt_.ring_size,
                        st);
   gpu::adamw_step_devscale(arena_.params.data(), arena_.grads.data(), arena_.m.data(), arena_.v.data(),
-                           arena_.decay.data(), n_, E_, optim_.data(), state_.data(), st);
+                           arena_.decay.data(), n_, E_, optim_.data(), state_.data(), st,
+                           params16_.size() ? params16_.data() : nullptr);
 }
 
 void PopulationTrainer::step() {
@@ -280,6 +289,8 @@ void PopulationTrainer::load_state(int m, const TrainState& s) {
   arena_.params.upload(s.params.data(), n_, size_t(m) * n_);
   arena_.m.upload(s.m.data(), n_, size_t(m) * n_);
   arena_.v.upload(s.v.data(), n_, size_t(m) * n_);
+  if (params16_.size())
+    gpu::cast_bf16(arena_.params.data() + size_t(m) * n_, params16_.data() + size_t(m) * n_, n_, ctx_.stream());
   // Every other field of the step state is rewritten by the next step before it is read.
   DeviceStepState d;
   std::memset(&d, 0, sizeof d);

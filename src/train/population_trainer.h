@@ -129,6 +129,7 @@ class PopulationTrainer {
   std::vector<Dataset> data_;
   std::vector<int> data_of_;  // (E)
   DeviceBuffer<float> norm_partials_, losses_;  // losses_ (E)
+  DeviceBuffer<__nv_bfloat16> params16_;        // (E, n): BF16 only, the weights' bf16 copy (empty otherwise)
   DeviceBuffer<DeviceStepState> state_;                   // (E)
   DeviceBuffer<gpu::MemberOptim> optim_;                  // (E)
   DeviceBuffer<int> frozen_;                              // (E)

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/model_gpu.h"
 #include "model/model_ref.h"
+#include "ops/cast/cast.h"
 
 namespace mlalpha {
 
@@ -81,11 +82,14 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const float
   check_panel(lay, p);
   GpuModel model(ctx, lay, s.B, s.L, precision);
   DeviceBuffer<float> xdev(size_t(s.B) * s.L * p.F);
+  // BF16: the weights' bf16 copy the model's GEMMs read, made once (the trainer's optimizer keeps its own).
+  DeviceBuffer<__nv_bfloat16> params16(precision == Precision::BF16 ? lay.table.total() : 0);
+  if (params16.size()) gpu::cast_bf16(params_dev, params16.data(), params16.size(), ctx.stream());
   std::vector<float> out(size_t(s.B) * s.L * p.K);
   return run_windows(p, s, [&](const std::vector<float>& xb) -> const std::vector<float>& {
     MLALPHA_CUDA_CHECK(cudaMemcpyAsync(xdev.data(), xb.data(), xb.size() * sizeof(float), cudaMemcpyHostToDevice,
                                        ctx.stream()));
-    model.forward(params_dev, xdev.data());
+    model.forward(params_dev, xdev.data(), params16.size() ? params16.data() : nullptr);
     MLALPHA_CUDA_CHECK(cudaMemcpyAsync(out.data(), model.out(), out.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                        ctx.stream()));
     ctx.synchronize();

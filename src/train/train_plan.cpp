@@ -56,11 +56,15 @@ constexpr double kFloat = sizeof(float);
 // Floats of the activation buffers a model holds per row (M = B·L rows): what forward saves for backward
 // (per layer: h_in, hn, rstd, zx, xbc, delta, y, gout, grstd; then h, hfn, rstdf, out) and backward's
 // gradients of activations (dout, dhfn, dh, dg, dy, dzx, dxbc, ddelta, dhn), as GpuModel allocates them.
-double activation_floats_per_row(const ModelConfig& c) {
+// bf16 (a half float each): hn, gout and hfn are stored only in bf16 (GEMM operands and nothing else), and
+// the GEMM operands x, dout, dh and dzx get bf16 copies (GpuModel).
+double activation_floats_per_row(const ModelConfig& c, Precision precision) {
   const double D = c.D, di = c.d_inner(), H = c.H(), cd = c.conv_dim(), proj = c.in_proj_dim();
-  const double per_layer = D + D + 1 + proj + cd + H + di + di + c.G;
-  const double head = D + D + 1 + c.K;
-  const double grads = c.K + D + D + di + di + proj + cd + H + D;
+  const double h = precision == Precision::BF16 ? 0.5 : 1.0;  // hn, gout, hfn
+  const double per_layer = D + h * D + 1 + proj + cd + H + di + h * di + c.G;
+  const double head = D + h * D + 1 + c.K;
+  double grads = c.K + D + D + di + di + proj + cd + H + D;
+  if (precision == Precision::BF16) grads += 0.5 * (c.F + c.K + D + proj);
   return c.NL * per_layer + head + grads;
 }
 
@@ -74,9 +78,9 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   const int B = tc.windows_per_step(N);
   const double M = double(B) * tc.L;
   MemoryEstimate e;
-  e.params = total * (4 * kFloat + 1);
+  e.params = total * (4 * kFloat + 1 + (tc.precision == Precision::BF16 ? 2 : 0));  // + the bf16 weight copy
   const LayerShapes s(mc, B, tc.L);
-  e.activations = (M * activation_floats_per_row(mc) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
+  e.activations = (M * activation_floats_per_row(mc, tc.precision) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
   const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm), gpu::linear_bwd_workspace_floats(s.input),
                               gpu::linear_bwd_workspace_floats(s.head), gpu::conv1d_silu_bwd_workspace_floats(s.conv),
                               gpu::dt_softplus_bwd_workspace_floats(s.dt), gpu::ssd_bwd_workspace_floats(s.ssd),
@@ -99,7 +103,7 @@ MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& t
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1);
   // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
-  e.activations = M * (activation_floats_per_row(mc) + mc.F) * kFloat;
+  e.activations = M * (activation_floats_per_row(mc, Precision::FP32) + mc.F) * kFloat;
   e.batch = M * (mc.F + mc.K) * kFloat;
   return e;
 }

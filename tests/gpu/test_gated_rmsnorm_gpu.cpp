@@ -197,7 +197,7 @@ TEST(GatedRmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
 }
 
 TEST(GatedRmsNormGpu, RejectsBadShapes) {
-  auto fwd = [](GatedNormParams p) { gpu::gated_rmsnorm_fwd(p, {}, nullptr, nullptr, nullptr); };
+  auto fwd = [](GatedNormParams p) { gpu::gated_rmsnorm_fwd(p, {}, static_cast<float*>(nullptr), nullptr, nullptr); };
   EXPECT_THROW(fwd(GatedNormParams{4, 10, 3, 10, 1e-5f}), Error);  // Dn % G != 0
   EXPECT_THROW(fwd(GatedNormParams{4, 10, 1, 8, 1e-5f}), Error);   // ld_z < Dn
   EXPECT_THROW(fwd(GatedNormParams{4, 8196, 1, 8196, 1e-5f}), Error);  // group of 8196 > 8192 channels

@@ -216,10 +216,10 @@ TEST(LinearGpu, DegenerateShapes) {
   gpu::Gemm g(ctx);
   const LinearParams empty{0, 5, 3};
   EXPECT_EQ(0u, gpu::linear_bwd_workspace_floats(empty));
-  EXPECT_NO_THROW(gpu::linear_fwd(g, empty, {}, nullptr, nullptr));
-  EXPECT_NO_THROW(gpu::linear_bwd(g, empty, {}, nullptr, {}, nullptr, nullptr));
-  EXPECT_THROW(gpu::linear_fwd(g, LinearParams{4, 0, 3}, {}, nullptr, nullptr), Error);
-  EXPECT_NO_THROW(gpu::linear_fwd_add(g, empty, {}, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::linear_fwd(g, empty, LinearInputs<float>{}, nullptr, nullptr));
+  EXPECT_NO_THROW(gpu::linear_bwd(g, empty, LinearInputs<float>{}, nullptr, {}, nullptr, nullptr));
+  EXPECT_THROW(gpu::linear_fwd(g, LinearParams{4, 0, 3}, LinearInputs<float>{}, nullptr, nullptr), Error);
+  EXPECT_NO_THROW(gpu::linear_fwd_add(g, empty, LinearInputs<float>{}, nullptr, nullptr, nullptr));
   // r and y partly overlapping is rejected before any GEMM runs (in place, r == y, is allowed)
   DeviceBuffer<float> buf(64);
   EXPECT_THROW(gpu::linear_fwd_add(g, LinearParams{4, 4, 4}, {.x = buf.data(), .w = buf.data()}, buf.data(),

@@ -157,8 +157,8 @@ TEST(RmsNormGpu, VectorAndScalarPathsAgreeBitwise) {
 }
 
 TEST(RmsNormGpu, RejectsBadShapes) {
-  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 0, 1e-5f}, {}, nullptr, nullptr, nullptr), Error);
-  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 8193, 1e-5f}, {}, nullptr, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 0, 1e-5f}, {}, static_cast<float*>(nullptr), nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::rmsnorm_fwd(RmsNormParams{4, 8193, 1e-5f}, {}, static_cast<float*>(nullptr), nullptr, nullptr), Error);
   EXPECT_THROW(gpu::rmsnorm_bwd(RmsNormParams{4, 8193, 1e-5f}, {}, nullptr, nullptr, {}, false, nullptr, nullptr),
                Error);
 }

@@ -10,6 +10,8 @@
 // Reproducibility: the column → thread map, the team size and every sum order depend on n only. Loads and
 // stores are float4 when the caller has checked that n % 4 == 0 and every row starts 16-byte aligned (kVec),
 // else scalar with the same map, so both paths compute the same bits.
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <initializer_list>
 
@@ -96,6 +98,29 @@ __device__ __forceinline__ void store_quads(float* __restrict__ row, int n, int 
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (c + j < n) row[c + j] = v[k][j];
+    }
+  }
+}
+
+// The same store rounding each value to bf16 (round to nearest even): the bf16 GEMM operands the norms write
+// in bf16 precision (issue 21). kVec: one 8-byte store per quad (n % 4 == 0, row 8-byte aligned).
+template <bool kVec, int kThreads, int kQuads>
+__device__ __forceinline__ void store_quads(__nv_bfloat16* __restrict__ row, int n, int lane,
+                                            const float (&v)[kQuads][4]) {
+#pragma unroll
+  for (int k = 0; k < kQuads; ++k) {
+    const int c = 4 * (lane + k * kThreads);
+    if constexpr (kVec) {
+      if (c >= n) continue;
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v[k][0], v[k][1]), hi = __floats2bfloat162_rn(v[k][2], v[k][3]);
+      uint2 t;
+      t.x = *reinterpret_cast<const unsigned*>(&lo);
+      t.y = *reinterpret_cast<const unsigned*>(&hi);
+      *reinterpret_cast<uint2*>(row + c) = t;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (c + j < n) row[c + j] = __float2bfloat16_rn(v[k][j]);
     }
   }
 }

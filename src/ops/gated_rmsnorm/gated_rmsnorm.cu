@@ -25,11 +25,12 @@ __device__ __forceinline__ float sigmoid_rcp(float z) { return __fdividef(1.f, 1
 
 // out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps). One (row, group) per team: the
 // forward needs no sums across rows, and short blocks balance best.
-template <class Tm, bool kVec>
+// TOut: float, or __nv_bfloat16 in bf16 mode (out is then only out_proj's GEMM operand).
+template <class Tm, bool kVec, typename TOut>
 __global__ void __launch_bounds__(Tm::kBlock)
     gated_rmsnorm_fwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
                              const float* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
-                             float* __restrict__ out /* (M, Dn) */, float* __restrict__ rstd /* (M, G) */) {
+                             TOut* __restrict__ out /* (M, Dn) */, float* __restrict__ rstd /* (M, G) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
   __shared__ float slots[2][Tm::kBlock / 32];
   const int team = threadIdx.x / T, lane = threadIdx.x % T;
@@ -157,8 +158,9 @@ bool vec_ok(const GatedNormParams& p, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd,
-                       cudaStream_t stream) {
+namespace {
+template <typename TOut>
+void fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, TOut* out, float* rstd, cudaStream_t stream) {
   const float *y = in.y, *z = in.z, *w = in.w;
   check_params(p, "gpu::gated_rmsnorm_fwd");
   if (p.M == 0) return;
@@ -172,6 +174,16 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& i
       gated_rmsnorm_fwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
     MLALPHA_CHECK_LAUNCH(stream);
   });
+}
+}  // namespace
+
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd,
+                       cudaStream_t stream) {
+  fwd(p, in, out, rstd, stream);
+}
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, __nv_bfloat16* out, float* rstd,
+                       cudaStream_t stream) {
+  fwd(p, in, out, rstd, stream);
 }
 
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {

@@ -1,6 +1,7 @@
 #pragma once
 // Gated RMSNorm of the Mamba2 mixer (norm_before_gate = False, DESIGN section 1):
 //   u = y ⊙ SiLU(z);  out = u · rsqrt(mean_group(u²) + eps) ⊙ w,  groups of Dn / G consecutive channels.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -45,6 +46,9 @@ namespace gpu {
 // where Dn / G and ld_z are multiples of 4 and the pointers 16-byte aligned, else scalar: the same bits.
 // out (M, Dn), rstd (M, G) written
 void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd,
+                       cudaStream_t stream);
+// The same with out rounded to bf16 as it is stored (the bf16 mode's out_proj operand).
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, __nv_bfloat16* out, float* rstd,
                        cudaStream_t stream);
 // Floats of scratch gated_rmsnorm_bwd needs: one dw partial (Dn) per block of 16 rows.
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);

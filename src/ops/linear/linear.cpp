@@ -109,13 +109,17 @@ struct Preference {
   }
 };
 
-// Key: GEMM, m, n, k, precision, bias present, alignments of A, B, C, D and the bias.
-using PlanKey = std::array<int64_t, 11>;
+// Key: GEMM, m, n, k, precision, operand type, bias present, alignments of A, B, C, D and the bias.
+using PlanKey = std::array<int64_t, 12>;
 
-std::string describe(const GemmShape& s, bool tf32) {
+// The arithmetic of one GEMM: fp32 operands in 3xTF32 / CUDA-core fp32 or in tf32, or bf16 operands.
+enum class Arith { kFp32, kTf32, kBf16 };
+const char* arith_name(Arith a) { return a == Arith::kFp32 ? "fp32" : a == Arith::kTf32 ? "tf32" : "bf16"; }
+
+std::string describe(const GemmShape& s, Arith arith) {
   static const char* names[] = {"forward y = x·Wᵀ", "dx = dy·W", "dW += dyᵀ·x", "residual forward y = r + x·Wᵀ"};
   return std::string(names[int(s.op)]) + " (column-major m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-         " k=" + std::to_string(s.k) + (tf32 ? ", tf32" : ", fp32") + ")";
+         " k=" + std::to_string(s.k) + ", " + arith_name(arith) + ")";
 }
 
 // First heuristic result that runs in our workspace and does not reduce split-K in place, preferring one
@@ -158,30 +162,35 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
   return true;
 }
 
-Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
-               const float* bias) {
+// bf16 operands accumulate in fp32 (CUBLAS_COMPUTE_32F with CUDA_R_16BF A and B, fp32 C and D: the
+// tensor cores' bf16 rate, fp32 sums); fp32 operands in exact fp32 or tf32.
+Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, uint32_t al_b, uint32_t al_c,
+               uint32_t al_d, const float* bias) {
   Plan pl;
-  const cublasComputeType_t compute = g.tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = arith == Arith::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t ab = arith == Arith::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, compute, CUDA_R_32F));
   const int32_t ta = s.ta, tb = s.tb;
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, s.a_rows, s.a_cols, int64_t(s.a_rows)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, s.b_rows, s.b_cols, int64_t(s.b_rows)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, ab, s.a_rows, s.a_cols, int64_t(s.a_rows)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, ab, s.b_rows, s.b_cols, int64_t(s.b_rows)));
   MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.d, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
 
   // Preferred: only deterministic out-of-place split-K (NONE has no bit of its own). Some library versions
   // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
   // rejects INPLACE whatever the mask.
   const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-  const AlgoConfig* preferred = linear_detail::preferred_algo(s.op, s.m, s.n, s.k, g.tf32());
+  // The offline table (linear_algos.cpp) was measured for fp32 operands only.
+  const AlgoConfig* preferred =
+      arith == Arith::kBf16 ? nullptr : linear_detail::preferred_algo(s.op, s.m, s.n, s.k, arith == Arith::kTf32);
   bool from_table = false;
   auto pick = [&] {
     const bool ok =
         pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, preferred, &pl.algo, &from_table) ||
         pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, preferred, &pl.algo, &from_table);
     if (ok)
-      pl.what = describe(s, g.tf32()) + ": " + linear_detail::config_string(pl.algo) +
+      pl.what = describe(s, arith) + ": " + linear_detail::config_string(pl.algo) +
                 (from_table ? " (offline table)" : " (heuristic's first)");
     return ok;
   };
@@ -202,7 +211,7 @@ Plan make_plan(const Gemm& g, const GemmShape& s, uint32_t al_a, uint32_t al_b, 
     MLALPHA_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &null_bias, sizeof(null_bias)));
   }
-  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, g.tf32()) +
+  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, arith) +
                       " within a workspace of " + std::to_string(g.workspace_bytes) + " bytes");
   return pl;
 }
@@ -243,27 +252,31 @@ std::vector<std::string> Gemm::plan_descriptions() const {
 namespace {
 
 // D = op(A)·op(B) + beta·C (+ bias per row of the column-major D when bias is non-null); C = D when C is
-// null (in place: beta = 0 writes D, beta = 1 accumulates onto it).
-void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float beta, const float* C, float* D,
-              const float* bias, const LinearParams& p, cudaStream_t stream) {
+// null (in place: beta = 0 writes D, beta = 1 accumulates onto it). A and B are fp32 (Arith kFp32 / kTf32)
+// or bf16 (kBf16); C, D and the bias are fp32 always.
+void run_gemm(Gemm& g, const GemmShape& s, Arith arith, const void* A, const void* B, float beta, const float* C,
+              float* D, const float* bias, const LinearParams& p, cudaStream_t stream) {
   require(g.cache != nullptr, "linear: Gemm used after it was moved from");
   if (!C) C = D;
   const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C), al_d = alignment_of(D);
-  const PlanKey key = {int64_t(s.op),   int64_t(s.m), int64_t(s.n), int64_t(s.k),
-                       int64_t(g.tf32()), int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
+  const PlanKey key = {int64_t(s.op),   int64_t(s.m), int64_t(s.n), int64_t(s.k), int64_t(arith), int64_t(g.precision),
+                       int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
                        bias ? int64_t(alignment_of(bias)) : 0};
   auto it = g.cache->plans.find(key);
-  const Gemm3Params own = gemm3_params(s, A, B, C, D, bias, beta);
+  const bool fp32_operands = arith == Arith::kFp32;
+  const Gemm3Params own = fp32_operands ? gemm3_params(s, static_cast<const float*>(A), static_cast<const float*>(B),
+                                                       C, D, bias, beta)
+                                        : Gemm3Params{};
   const bool fits_int = s.m < (1u << 30) && s.n < (1u << 30) && s.k < (1u << 30);
   if (it == g.cache->plans.end()) {
-    if (!g.tf32() && fits_int && gemm3_supported(own)) {
+    if (fp32_operands && fits_int && gemm3_supported(own)) {
       Plan pl;
       pl.own = true;
       pl.own_config = gemm3_config(own, g.workspace_bytes / sizeof(float));
-      pl.what = describe(s, g.tf32()) + ": " + pl.own_config.describe();
+      pl.what = describe(s, arith) + ": " + pl.own_config.describe();
       it = g.cache->plans.emplace(key, std::move(pl)).first;
     } else {
-      it = g.cache->plans.emplace(key, make_plan(g, s, al_a, al_b, al_c, al_d, bias)).first;
+      it = g.cache->plans.emplace(key, make_plan(g, s, arith, al_a, al_b, al_c, al_d, bias)).first;
     }
   }
   Plan& pl = it->second;
@@ -278,6 +291,9 @@ void run_gemm(Gemm& g, const GemmShape& s, const float* A, const float* B, float
                                       g.workspace, g.workspace_bytes, stream));
   if (bias && !pl.bias_epilogue) linear_add_bias(p, bias, D, stream);
 }
+
+// fp32 operands: exact in FP32 mode, tf32 otherwise (a BF16 engine given fp32 operands runs them in tf32).
+Arith fp32_arith(const Gemm& g) { return g.precision == Precision::FP32 ? Arith::kFp32 : Arith::kTf32; }
 
 void check_shape(const LinearParams& p) {
   require(p.M >= 0, "linear: M must be >= 0, got " + std::to_string(p.M));
@@ -295,7 +311,7 @@ void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, f
   const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
   // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M))
   const GemmShape s{GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, w, x, 0.f, nullptr, y, b, p, stream);
+  run_gemm(g, s, fp32_arith(g), w, x, 0.f, nullptr, y, b, p, stream);
 }
 
 void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* r, float* y,
@@ -311,7 +327,7 @@ void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputs<float>& i
           "linear_fwd_add: r and y overlap without being the same array");
   // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M)) + 1 · (r stored (OUT, M))
   const GemmShape s{GemmOp::kFwdAdd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, w, x, 1.f, r, y, b, p, stream);
+  run_gemm(g, s, fp32_arith(g), w, x, 1.f, r, y, b, p, stream);
 }
 
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
@@ -326,15 +342,60 @@ void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, c
     require(w != nullptr, "linear_bwd: w must be non-null when dx is requested");
     // dxᵀ (IN, M) = (w stored (IN, OUT)) · (dy stored (OUT, M)); beta = 0 (written)
     const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
-    run_gemm(g, s, w, dy, 0.f, nullptr, dx, nullptr, p, stream);
+    run_gemm(g, s, fp32_arith(g), w, dy, 0.f, nullptr, dx, nullptr, p, stream);
   }
   if (dw) {
     require(x != nullptr, "linear_bwd: x must be non-null when dw is requested");
     // dWᵀ (IN, OUT) += (x stored (IN, M)) · op_T(dy stored (OUT, M)); beta = 1 (accumulated)
     const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
-    run_gemm(g, s, x, dy, 1.f, nullptr, dw, nullptr, p, stream);
+    run_gemm(g, s, fp32_arith(g), x, dy, 1.f, nullptr, dw, nullptr, p, stream);
   }
   if (db) linear_bias_grad(p, dy, db, workspace, stream);
+}
+
+void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, float* y, cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;
+  require(in.x && in.w && y, "linear_fwd (bf16): x, w and y must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  const GemmShape s{GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
+  run_gemm(g, s, Arith::kBf16, in.w, in.x, 0.f, nullptr, y, in.b, p, stream);
+}
+
+void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const float* r, float* y,
+                    cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;
+  require(in.x && in.w && r && y, "linear_fwd_add (bf16): x, w, r and y must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  const auto rb = reinterpret_cast<std::uintptr_t>(r), yb = reinterpret_cast<std::uintptr_t>(y);
+  const std::uintptr_t bytes = M * OUT * sizeof(float);
+  require(rb == yb || rb + bytes <= yb || yb + bytes <= rb,
+          "linear_fwd_add (bf16): r and y overlap without being the same array");
+  const GemmShape s{GemmOp::kFwdAdd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
+  run_gemm(g, s, Arith::kBf16, in.w, in.x, 1.f, r, y, in.b, p, stream);
+}
+
+void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  if (grads.dx || grads.dw) require(dy.bf16 != nullptr, "linear_bwd (bf16): dy.bf16 must be non-null for dx or dw");
+  if (grads.dx) {
+    require(in.w != nullptr, "linear_bwd (bf16): w must be non-null when dx is requested");
+    const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
+    run_gemm(g, s, Arith::kBf16, in.w, dy.bf16, 0.f, nullptr, grads.dx, nullptr, p, stream);
+  }
+  if (grads.dw) {
+    require(in.x != nullptr, "linear_bwd (bf16): x must be non-null when dw is requested");
+    const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
+    run_gemm(g, s, Arith::kBf16, in.x, dy.bf16, 1.f, nullptr, grads.dw, nullptr, p, stream);
+  }
+  if (grads.db) {
+    require(dy.fp32 != nullptr, "linear_bwd (bf16): dy.fp32 must be non-null when db is requested");
+    linear_bias_grad(p, dy.fp32, grads.db, workspace, stream);
+  }
 }
 
 }  // namespace mlalpha::gpu

@@ -4,6 +4,7 @@
 // GPU: cuBLASLt GEMMs (linear.cpp) + our own bias / bias-gradient kernels (linear.cu).
 // CPU: linear_ref.cpp (the oracle).
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -104,6 +105,25 @@ size_t linear_bwd_workspace_floats(const LinearParams& p);
 //   dw (OUT, IN) += dyᵀ · x    accumulated, cuBLASLt beta = 1 (needs in.x)
 //   db (OUT) += Σ_m dy         accumulated; needs workspace (linear_bwd_workspace_floats(p) floats, device)
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream);
+
+// The bf16 forms (issue 21, docs/decisions.md "bf16"): bf16 x and w on the tensor cores' bf16 path with
+// fp32 accumulation, fp32 outputs (y, dx, dw), fp32 bias; same GEMMs, layouts and plan rules as the fp32
+// launchers above (cuBLASLt only: its bf16 kernels run at the bf16 rate; the 3xTF32 kernel is fp32-only).
+struct LinearInputsBf16 {
+  const __nv_bfloat16* x = nullptr;  // (M, IN)
+  const __nv_bfloat16* w = nullptr;  // (OUT, IN): the bf16 copy of the weight the optimizer writes
+  const float* b = nullptr;          // (OUT) or null
+};
+// The backward's dy: bf16 for the two GEMMs, fp32 for the bias gradient (each may be null when unused).
+struct LinearDyBf16 {
+  const __nv_bfloat16* bf16 = nullptr;  // (M, OUT)
+  const float* fp32 = nullptr;          // (M, OUT), read only for db
+};
+void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, float* y, cudaStream_t stream);
+void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const float* r, float* y,
+                    cudaStream_t stream);
+void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
                 const LinearGrads<float>& grads, float* workspace, cudaStream_t stream);
 
 // The two non-GEMM pieces (linear.cu), usable on their own:

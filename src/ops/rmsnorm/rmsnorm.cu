@@ -16,10 +16,11 @@ namespace {
 constexpr int kBwdRows = 16;
 
 // y = x · r ⊙ w with r = rsqrt(mean(x²) + eps). One row per team: no sums across rows, short blocks.
-template <class Tm, bool kVec>
+// TOut: float, or __nv_bfloat16 in bf16 mode (y is then only a GEMM operand).
+template <class Tm, bool kVec, typename TOut>
 __global__ void __launch_bounds__(Tm::kBlock)
     rmsnorm_fwd_kernel(RmsNormParams p, const float* __restrict__ x /* (M, D) */, const float* __restrict__ w /* (D) */,
-                       float* __restrict__ y /* (M, D) */, float* __restrict__ rstd /* (M) or null */) {
+                       TOut* __restrict__ y /* (M, D) */, float* __restrict__ rstd /* (M) or null */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
   __shared__ float slots[2][Tm::kBlock / 32];
   const int team = threadIdx.x / T, lane = threadIdx.x % T;
@@ -52,8 +53,8 @@ template <class Tm, bool kVec>
 __global__ void __launch_bounds__(Tm::kBlock, Tm::kMinBlocks)
     rmsnorm_bwd_kernel(RmsNormParams p, const float* __restrict__ x /* (M, D) */, const float* __restrict__ w /* (D) */,
                        const float* __restrict__ rstd /* (M) */, const float* __restrict__ dy /* (M, D) */,
-                       float* __restrict__ dx /* (M, D) */, bool accumulate,
-                       float* __restrict__ partial /* (gridDim.x, D) */) {
+                       float* __restrict__ dx /* (M, D) */, __nv_bfloat16* __restrict__ dx16 /* (M, D) or null */,
+                       bool accumulate, float* __restrict__ partial /* (gridDim.x, D) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
   __shared__ float slots[2][Tm::kBlock / 32];
   __shared__ __align__(16) float s_acc[Tm::kTeams > 1 ? Tm::kTeams * Tm::kCols : 1];  // (kTeams, D)
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(Tm::kBlock, Tm::kMinBlocks)
         wv[k][j] = accumulate ? old[k][j] + gx : gx;
       }
     store_quads<kVec, T, Q>(dx + off, n, lane, wv);
+    if (dx16) store_quads<kVec, T, Q>(dx16 + off, n, lane, wv);  // the bf16 copy for the next GEMMs' dy
   }
   float* prow = partial + size_t(blockIdx.x) * p.D;
   if constexpr (Tm::kTeams == 1) {
@@ -111,9 +113,8 @@ void check_params(const RmsNormParams& p, const char* who) {
   require(p.eps >= 0.f, std::string(who) + ": eps must be >= 0");
 }
 
-}  // namespace
-
-void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, float* y, float* rstd, cudaStream_t stream) {
+template <typename TOut>
+void fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, TOut* y, float* rstd, cudaStream_t stream) {
   const float *x = in.x, *w = in.w;
   check_params(p, "gpu::rmsnorm_fwd");
   if (p.M == 0) return;
@@ -129,23 +130,34 @@ void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, float* 
   });
 }
 
+}  // namespace
+
+void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, float* y, float* rstd, cudaStream_t stream) {
+  fwd(p, in, y, rstd, stream);
+}
+void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, __nv_bfloat16* y, float* rstd,
+                 cudaStream_t stream) {
+  fwd(p, in, y, rstd, stream);
+}
+
 size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p) { return size_t(bwd_blocks(p)) * size_t(p.D); }
 
 void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd, const float* dy,
-                 const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream) {
+                 const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream,
+                 __nv_bfloat16* dx16) {
   const float *x = in.x, *w = in.w;
   float *dx = g.dx, *dw = g.dw;
   check_params(p, "gpu::rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, no dx rows
   require(workspace != nullptr, "gpu::rmsnorm_bwd: workspace is null (needs rmsnorm_bwd_workspace_floats)");
   const int nb = bwd_blocks(p);
-  const bool vec = p.D % 4 == 0 && all_aligned16({x, w, dy, dx, workspace});
+  const bool vec = p.D % 4 == 0 && all_aligned16({x, w, dy, dx, workspace, dx16});
   with_team(p.D, [&](auto tm) {
     using Tm = decltype(tm);
     if (vec)
-      rmsnorm_bwd_kernel<Tm, true><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, accumulate, workspace);
+      rmsnorm_bwd_kernel<Tm, true><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, dx16, accumulate, workspace);
     else
-      rmsnorm_bwd_kernel<Tm, false><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, accumulate, workspace);
+      rmsnorm_bwd_kernel<Tm, false><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, dx16, accumulate, workspace);
     MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add(nb, p.D, workspace, dw, stream);

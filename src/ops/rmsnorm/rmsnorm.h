@@ -1,5 +1,6 @@
 #pragma once
 // RMSNorm (DESIGN section 1): y = x · rsqrt(mean(x²) + eps) ⊙ w, per row of D.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -40,12 +41,17 @@ namespace gpu {
 // aligned, else scalar: the same bits.
 // y (M, D), rstd (M) written (rstd may be null when no backward follows)
 void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, float* y, float* rstd, cudaStream_t stream);
+// The same with y rounded to bf16 (round to nearest even) as it is stored: the bf16 mode's GEMM operand.
+void rmsnorm_fwd(const RmsNormParams& p, const RmsNormInputs<float>& in, __nv_bfloat16* y, float* rstd,
+                 cudaStream_t stream);
 // Floats of scratch rmsnorm_bwd needs: one dw partial (D) per block of 16 rows.
 size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p);
 // rstd (M), dy (M, D) -> g: g.dx written, or added to when accumulate; g.dw +=.
-// workspace: rmsnorm_bwd_workspace_floats(p) floats, contents need not be initialised.
+// workspace: rmsnorm_bwd_workspace_floats(p) floats, contents need not be initialised. dx16 (M, D), when
+// non-null, also receives the final g.dx rounded to bf16 (the bf16 mode's dy of the GEMMs that produced x).
 void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd, const float* dy,
-                 const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream);
+                 const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream,
+                 __nv_bfloat16* dx16 = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha
