@@ -226,8 +226,11 @@ int run(const Args& a) {
   // The trainer make_bench_trainer builds, as a population of a.models members (1: the same single model).
   const Panel data = bench_panel(s);
   std::vector<PopulationMember> members(size_t(a.models), {bench_train_config(s, 1 + a.warmup + untraced + a.steps), &data});
-  for (int m = 0; m < a.models; ++m) members[size_t(m)].train.seed = uint64_t(1 + m);
-  PopulationTrainer tr(ctx, bench_model_config(s), members, {true, a.tf32 ? Precision::TF32 : Precision::FP32, 0});
+  for (int m = 0; m < a.models; ++m) {
+    members[size_t(m)].train.seed = uint64_t(1 + m);
+    members[size_t(m)].train.precision = a.tf32 ? Precision::TF32 : Precision::FP32;
+  }
+  PopulationTrainer tr(ctx, bench_model_config(s), members, {true, 0});
   tr.step();  // eager: creates the cuBLASLt plans; the next step is captured and replayed from then on
   for (int i = 0; i < a.warmup; ++i) tr.step();
   ctx.synchronize();

@@ -121,8 +121,9 @@ Panel bench_panel(const BenchShape& s) { return make_synthetic({16, s.L + 512, s
 
 std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps) {
   const Panel data = bench_panel(s);  // the trainer keeps a device copy
-  return std::make_unique<GpuTrainer>(ctx, bench_model_config(s), bench_train_config(s, total_steps), data,
-                                      GpuTrainerOptions{true, precision, 0});
+  TrainConfig tc = bench_train_config(s, total_steps);
+  tc.precision = precision;
+  return std::make_unique<GpuTrainer>(ctx, bench_model_config(s), tc, data, GpuTrainerOptions{true, 0});
 }
 
 int run_bench(const BenchArgs& a, double t_start) {

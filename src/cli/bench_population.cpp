@@ -56,7 +56,7 @@ Timing time_population(const BenchShape& s, int E, int& lanes, const BenchArgs& 
   MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free0, &total_b));
   Context ctx(0);
   try {
-    PopulationTrainer pop(ctx, bench_model_config(s), members, {true, Precision::FP32, 0, lanes});
+    PopulationTrainer pop(ctx, bench_model_config(s), members, {true, 0, lanes});
     size_t free1 = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free1, &total_b));
     *bytes = free0 - free1;

@@ -41,7 +41,7 @@ class CpuBackend : public Backend {
 class GpuBackend : public Backend {
  public:
   GpuBackend(const RunConfig& c, const Panel& train)
-      : ctx_(0), tr_(ctx_, c.model, c.train, train, {c.run.graph, c.train.precision, 0}), precision_(c.train.precision) {}
+      : ctx_(0), tr_(ctx_, c.model, c.train, train, {c.run.graph, 0}), precision_(c.train.precision) {}
   const char* name() const override { return "gpu"; }
   void step() override { tr_.step(); }
   TrainPoint point(int64_t s) override {

@@ -18,7 +18,7 @@ std::vector<PopulationMember> members_of(const std::vector<MemberSpec>& specs, c
 class GpuPopulation : public PopulationBackend {
  public:
   GpuPopulation(const RunConfig& c, const std::vector<MemberSpec>& specs, const std::vector<const Panel*>& train)
-      : ctx_(0), tr_(ctx_, c.model, members_of(specs, train), {c.run.graph, c.train.precision, 0}), precision_(c.train.precision) {}
+      : ctx_(0), tr_(ctx_, c.model, members_of(specs, train), {c.run.graph, 0}), precision_(c.train.precision) {}
   const char* name() const override { return "gpu"; }
   int members() const override { return tr_.members(); }
   void step() override { tr_.step(); }

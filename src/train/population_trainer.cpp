@@ -43,6 +43,9 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
             member_where(m, E) + "the batch (" + batch_text(t, members[m].data->N) + ", train.seq_len = " +
                 std::to_string(t.L) + ") differs from member 0's (" + batch_text(t0, members[0].data->N) +
                 ", train.seq_len = " + std::to_string(t0.L) + "): the members of a population share one step shape");
+    require(t.precision == t0.precision, member_where(m, E) + "train.precision = \"" + to_string(t.precision) +
+                                             "\" differs from member 0's \"" + to_string(t0.precision) +
+                                             "\": the members of a population share one step");
   }
   const double free_b = gpu_free_bytes();
   if (E == 1) {  // one model: the message names the settings that size it
@@ -117,13 +120,14 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
       opt_(opt),
       n_(layout_.table.total()),
       E_(int(members.size())),
+      precision_(members[0].train.precision),
       arena_(layout_.table, E_) {
   opt_.ring_size = ring_slots(opt, members);
   const int B = members[0].train.windows_per_step(members[0].data->N), L = members[0].train.L;
   for (int j = 0, lanes = lane_count(mc, members, opt); j < lanes; ++j) {
     Lane lane;
     if (j > 0) lane.own = std::make_unique<Context>(ctx.device());
-    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, opt.precision);
+    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, precision_);
     lane.xb = DeviceBuffer<float>(size_t(B) * L * mc.F);
     lane.yb = DeviceBuffer<float>(size_t(B) * L * mc.K);
     lanes_.push_back(std::move(lane));
@@ -155,7 +159,7 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
     arena_.params.upload(init_params(layout_, t.seed).data(), n_, size_t(m) * n_);
     optim.push_back({{t.clip, t.beta1, t.beta2, schedule_params(t)}, {t.beta1, t.beta2, t.eps, t.weight_decay}});
   }
-  if (opt.precision == Precision::BF16) {
+  if (precision_ == Precision::BF16) {
     // The bf16 copy of every member's weights: set here and by load_state, kept current by AdamW.
     params16_ = DeviceBuffer<__nv_bfloat16>(n_ * size_t(E_));
     gpu::cast_bf16(arena_.params.data(), params16_.data(), n_ * size_t(E_), ctx_.stream());

@@ -38,7 +38,6 @@ namespace mlalpha {
 
 struct GpuTrainerOptions {
   bool graph = true;   // capture the step as a CUDA graph (from the second step on)
-  Precision precision = Precision::FP32;  // train.precision: the GEMMs' and the SSD's chunk products' arithmetic
   int ring_size = 0;   // slots of the step-record ring per member; 0 = max(1024, 2·log_every)
   int lanes = 0;       // populations: streams the members are dealt to; 0 = min(E, 8), fewer when memory is short
 };
@@ -73,6 +72,8 @@ class PopulationTrainer {
   PopulationTrainer& operator=(const PopulationTrainer&) = delete;
 
   int members() const { return int(tc_.size()); }
+  // train.precision, the same for every member (one architecture, one step).
+  Precision precision() const { return precision_; }
   // Enqueue one step of every member that is not frozen; returns at once.
   void step();
   // Steps member m has taken or has enqueued (its counter; a frozen member's stops).
@@ -108,6 +109,7 @@ class PopulationTrainer {
   GpuTrainerOptions opt_;
   size_t n_;  // table.total(): one member's arena length
   int E_;
+  Precision precision_;
   DeviceArena arena_;
   // A lane: a stream with its own model buffers and batch. Lane 0 runs on the trainer's context; the others
   // own theirs (stream, cuBLASLt handle and workspace).

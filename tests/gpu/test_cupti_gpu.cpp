@@ -104,5 +104,13 @@ TEST(CuptiCounts, TimeBatchesWithIcLossToo) {
 // A population of five in one captured step: still no copies, no allocations, syncs only at log points.
 TEST(CuptiCounts, PopulationOfFiveToo) { count_two_hundred_steps(counted_config(), 5); }
 
+// bf16: the casts and the weight copy add kernels only, no copies, allocations or syncs; alone and as a population.
+TEST(CuptiCounts, Bf16Too) {
+  TrainConfig tc = counted_config();
+  tc.precision = Precision::BF16;
+  count_two_hundred_steps(tc);
+  count_two_hundred_steps(tc, 3);
+}
+
 }  // namespace
 }  // namespace mlalpha::test

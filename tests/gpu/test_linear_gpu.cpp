@@ -11,12 +11,14 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "../gpu_util.h"
 #include "../test_util.h"
 #include "../tolerances.h"
+#include "core/bf16.h"
 #include "core/context.h"
 #include "ops/linear/linear.h"
 
@@ -169,6 +171,106 @@ TEST(LinearGpu, MatchesReferenceTf32) {
 
 // In fp32 the GEMMs whose sizes, strides and pointers are multiples of 4 floats / 16 bytes run on the 3xTF32
 // kernel (gemm_3xtf32.cu), the others on cuBLASLt; in tf32 all on cuBLASLt. The plan descriptions say which.
+// bf16: x, w, dy rounded to bf16 on the host; the GPU gets those bf16 values, the reference their exact
+// doubles (kGpuBf16SameInputsRelL2: only the fp32 accumulation differs) and the unrounded inputs
+// (kGpuBf16RelL2: the bf16 rounding itself). db stays our fp32 reduction of the fp32 dy.
+void check_case_bf16(gpu::Gemm& g, const Case& c, uint64_t salt) {
+  SCOPED_TRACE("bf16 M=" + std::to_string(c.M) + " IN=" + std::to_string(c.IN) + " OUT=" + std::to_string(c.OUT) +
+               " bias=" + std::to_string(c.bias) + " dx=" + std::to_string(c.dx));
+  const LinearParams p{c.M, c.IN, c.OUT};
+  const size_t nx = size_t(c.M) * c.IN, ny = size_t(c.M) * c.OUT, nw = size_t(c.OUT) * c.IN;
+  auto rng = test::make_rng(salt);
+  const auto x = random_vec<float>(nx, rng), w = random_vec<float>(nw, rng), b = random_vec<float>(c.OUT, rng);
+  const auto dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng), db0 = random_vec<float>(c.OUT, rng);
+  const auto r = random_vec<float>(ny, rng);
+  auto rounded = [](const std::vector<float>& v) {
+    std::vector<double> o(v.size());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = double(bf16_round(v[i]));
+    return o;
+  };
+  auto to_bf16 = [](const std::vector<float>& v) {
+    DeviceBuffer<__nv_bfloat16> d(v.size());
+    std::vector<__nv_bfloat16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = __float2bfloat16_rn(v[i]);
+    d.upload(h);
+    return d;
+  };
+  struct Ref {
+    std::vector<double> y, ya, dx, dw, db;
+  };
+  auto reference = [&](const std::vector<double>& xd, const std::vector<double>& wd, const std::vector<double>& dyd) {
+    Ref o{std::vector<double>(ny), std::vector<double>(ny), std::vector<double>(nx), cast_vec<double>(dw0),
+          cast_vec<double>(db0)};
+    const auto bd = cast_vec<double>(b), rd = cast_vec<double>(r);
+    ref::linear_fwd<double>(p, {.x = xd.data(), .w = wd.data(), .b = c.bias ? bd.data() : nullptr}, o.y.data());
+    ref::linear_fwd_add<double>(p, {.x = xd.data(), .w = wd.data(), .b = c.bias ? bd.data() : nullptr}, rd.data(),
+                                o.ya.data());
+    ref::linear_bwd<double>(p, {.x = xd.data(), .w = wd.data()}, dyd.data(), {.dx = o.dx.data(), .dw = o.dw.data()});
+    const auto dyf = cast_vec<double>(dy);  // db from the fp32 dy
+    std::vector<double> unused(nw);
+    ref::linear_bwd<double>(p, {.x = xd.data(), .w = wd.data()}, dyf.data(), {.dw = unused.data(), .db = o.db.data()});
+    return o;
+  };
+  const Ref same = reference(rounded(x), rounded(w), rounded(dy));
+  const Ref exact = reference(cast_vec<double>(x), cast_vec<double>(w), cast_vec<double>(dy));
+  const auto xa = abs_of(x), wa = abs_of(w), dya = abs_of(dy), ba = abs_of(b), ra = abs_of(r);
+  Ref mag{std::vector<double>(ny), std::vector<double>(ny), std::vector<double>(nx), abs_of(dw0), abs_of(db0)};
+  ref::linear_fwd<double>(p, {.x = xa.data(), .w = wa.data(), .b = c.bias ? ba.data() : nullptr}, mag.y.data());
+  ref::linear_fwd_add<double>(p, {.x = xa.data(), .w = wa.data(), .b = c.bias ? ba.data() : nullptr}, ra.data(),
+                              mag.ya.data());
+  ref::linear_bwd<double>(p, {.x = xa.data(), .w = wa.data()}, dya.data(),
+                          {.dx = mag.dx.data(), .dw = mag.dw.data(), .db = mag.db.data()});
+
+  auto x16 = to_bf16(x), w16 = to_bf16(w), dy16 = to_bf16(dy);
+  auto b_g = upload_at(b, 0), dy_g = upload_at(dy, 0), r_g = upload_at(r, 0);
+  auto y_g = poisoned_at(ny, 0), ya_g = poisoned_at(ny, 0), dx_g = poisoned_at(nx, 0);
+  auto dw_g = upload_at(dw0, 0), db_g = upload_at(db0, 0);
+  auto ws = test::poisoned(gpu::linear_bwd_workspace_floats(p));
+  const gpu::LinearInputsBf16 in{x16.data(), w16.data(), c.bias ? b_g.ptr() : nullptr};
+  gpu::linear_fwd(g, p, in, y_g.ptr(), nullptr);
+  gpu::linear_fwd_add(g, p, in, r_g.ptr(), ya_g.ptr(), nullptr);
+  gpu::linear_bwd(g, p, in, {dy16.data(), dy_g.ptr()},
+                  {.dx = c.dx ? dx_g.ptr() : nullptr, .dw = dw_g.ptr(), .db = c.bias ? db_g.ptr() : nullptr},
+                  c.bias ? ws.data() : nullptr, nullptr);
+  const auto y = y_g.get(), ya = ya_g.get(), dxv = dx_g.get(), dwv = dw_g.get();
+  for (const auto& [ref, tol, what] : {std::tuple{&same, tol::kGpuBf16SameInputsRelL2, " (same bf16 inputs)"},
+                                       std::tuple{&exact, tol::kGpuBf16RelL2, " (fp32 inputs)"}}) {
+    EXPECT_TRUE(rel_l2_close_to_terms(y, ref->y, mag.y, tol, std::string("y") + what));
+    EXPECT_TRUE(rel_l2_close_to_terms(ya, ref->ya, mag.ya, tol, std::string("y = r + x·Wᵀ") + what));
+    if (c.dx) EXPECT_TRUE(rel_l2_close_to_terms(dxv, ref->dx, mag.dx, tol, std::string("dx") + what));
+    EXPECT_TRUE(rel_l2_close_to_terms(dwv, ref->dw, mag.dw, tol, std::string("dw") + what));
+  }
+  if (c.bias) EXPECT_TRUE(rel_l2_close_to_terms(db_g.get(), same.db, mag.db, tol::kGpuReduceRelL2, "db"));
+}
+
+// Every case of kCases with bf16 operands (cuBLASLt's bf16 GEMMs), and bitwise-equal repeats.
+TEST(LinearGpu, MatchesReferenceBf16) {
+  Context ctx;
+  gpu::Gemm g(ctx, Precision::BF16);
+  uint64_t salt = 500;
+  for (const Case& c : kCases) check_case_bf16(g, c, salt++);
+  for (const std::string& d : g.plan_descriptions()) EXPECT_NE(d.find("bf16"), std::string::npos) << d;
+  // The model's S in_proj shapes twice in fresh engines: the same bits.
+  const LinearParams p{16384, 128, 648};
+  auto rng = test::make_rng(77);
+  const auto x = random_vec<float>(size_t(p.M) * p.IN, rng), w = random_vec<float>(size_t(p.OUT) * p.IN, rng);
+  std::vector<__nv_bfloat16> xh(x.size()), wh(w.size());
+  for (size_t i = 0; i < x.size(); ++i) xh[i] = __float2bfloat16_rn(x[i]);
+  for (size_t i = 0; i < w.size(); ++i) wh[i] = __float2bfloat16_rn(w[i]);
+  DeviceBuffer<__nv_bfloat16> xd(xh.size()), wd(wh.size());
+  xd.upload(xh);
+  wd.upload(wh);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    gpu::Gemm e(ctx, Precision::BF16);
+    auto y = test::poisoned(size_t(p.M) * p.OUT);
+    gpu::linear_fwd(e, p, gpu::LinearInputsBf16{xd.data(), wd.data(), nullptr}, y.data(), nullptr);
+    const auto got = from_device(y);
+    if (run == 0) first = got;
+    else EXPECT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float))) << "bf16 GEMM not bitwise repeatable";
+  }
+}
+
 TEST(LinearGpu, EngineChoice) {
   Context ctx;
   auto rng = test::make_rng(5);

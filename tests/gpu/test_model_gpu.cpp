@@ -8,6 +8,7 @@
 
 #include "gpu_util.h"
 #include "model/model_gpu.h"
+#include "ops/cast/cast.h"
 #include "model/model_ref.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -19,7 +20,7 @@ struct Case {
   const char* name;
   ModelConfig mc;
   int B, L;
-  bool tf32;
+  Precision precision;
 };
 
 ModelConfig make(int F, int K, int D, int NL, int P, int G, int N, int Q) {
@@ -38,9 +39,13 @@ GpuRun run_gpu(Context& ctx, GpuModel& m, const DeviceBuffer<float>& p, const De
   DeviceBuffer<float> g(total), dx(x.size());
   g.fill_bytes(0, ctx.stream());
   dx.fill_bytes(0xFF, ctx.stream());
-  m.forward(p.data(), x.data());
+  // bf16: the weights' bf16 copy, as the trainer's optimizer would keep it
+  DeviceBuffer<__nv_bfloat16> p16(m.precision() == Precision::BF16 ? total : 0);
+  if (p16.size()) gpu::cast_bf16(p.data(), p16.data(), total, ctx.stream());
+  const __nv_bfloat16* P16 = p16.size() ? p16.data() : nullptr;
+  m.forward(p.data(), x.data(), P16);
   m.loss(y.data(), lp);
-  m.backward(p.data(), g.data(), dx.data());
+  m.backward(p.data(), g.data(), dx.data(), P16);
   ctx.synchronize();
   GpuRun r;
   MLALPHA_CUDA_CHECK(cudaMemcpy(&r.loss, m.loss_value(), sizeof(float), cudaMemcpyDeviceToHost));
@@ -78,16 +83,19 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   ref.backward(pd.data(), ref_g.data(), ref_dx.data());
 
   Context ctx;
-  GpuModel model(ctx, lay, cs.B, cs.L, cs.tf32 ? Precision::TF32 : Precision::FP32);
+  GpuModel model(ctx, lay, cs.B, cs.L, cs.precision);
   const auto dp = to_device(params), dxb = to_device(x), dyb = to_device(y);
   const GpuRun a = run_gpu(ctx, model, dp, dxb, dyb, lp, params.size());
-  const double tol = cs.tf32 ? tol::kModelParityTf32RelL2 : tol::kModelParityRelL2;
+  const double tol = cs.precision == Precision::BF16   ? tol::kModelParityBf16RelL2
+                     : cs.precision == Precision::TF32 ? tol::kModelParityTf32RelL2
+                                                       : tol::kModelParityRelL2;
+  const bool evidence = cs.precision != Precision::FP32;
   EXPECT_NEAR(a.loss, ref_loss, tol * std::abs(ref_loss)) << "loss";
   for (const auto& t : lay.table.tensors()) {
     const std::vector<float> got(a.grads.begin() + t.offset, a.grads.begin() + t.offset + t.numel);
     const std::vector<double> want(ref_g.begin() + t.offset, ref_g.begin() + t.offset + t.numel);
     const auto r = rel_l2_close(got, want, tol, t.name);
-    if (cs.tf32) std::printf("  tf32 %s\n", r.message());  // the tolerance's evidence
+    if (evidence) std::printf("  %s %s\n", to_string(cs.precision).c_str(), r.message());  // the tolerance's evidence
     EXPECT_TRUE(r);
   }
   EXPECT_TRUE(rel_l2_close(a.dx, ref_dx, tol, "input x"));
@@ -100,10 +108,12 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ModelGpu,
-    ::testing::Values(Case{"tiny_L1", make(3, 1, 16, 1, 8, 1, 4, 4), 1, 1, false},
-                      Case{"ragged_G2", make(5, 2, 32, 2, 16, 2, 16, 16), 3, 37, false},
-                      Case{"S_like", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, false},
-                      Case{"S_like_tf32", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, true}),
+    ::testing::Values(Case{"tiny_L1", make(3, 1, 16, 1, 8, 1, 4, 4), 1, 1, Precision::FP32},
+                      Case{"ragged_G2", make(5, 2, 32, 2, 16, 2, 16, 16), 3, 37, Precision::FP32},
+                      Case{"S_like", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::FP32},
+                      Case{"S_like_tf32", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::TF32},
+                      Case{"ragged_G2_bf16", make(5, 2, 32, 2, 16, 2, 16, 16), 3, 37, Precision::BF16},
+                      Case{"S_like_bf16", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::BF16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

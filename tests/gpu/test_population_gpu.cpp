@@ -60,7 +60,7 @@ struct Trained {
 
 Trained solo(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, int steps, bool graph) {
   Context ctx;
-  GpuTrainer tr(ctx, mc, tc, data, {graph, Precision::FP32, 0});
+  GpuTrainer tr(ctx, mc, tc, data, {graph, 0});
   for (int i = 0; i < steps; ++i) tr.step();
   Trained t;
   for (int s = 1; s <= steps; ++s) t.records.push_back(tr.record(s));
@@ -91,7 +91,7 @@ void check_members_equal_solo(bool graph) {
   const auto tcs = swept(steps);
   Context ctx;
   const std::vector<PopulationMember> pm = on_panel(tcs, data);
-  PopulationTrainer pop(ctx, mc, pm, {graph, Precision::FP32, 0});
+  PopulationTrainer pop(ctx, mc, pm, {graph, 0});
   for (int i = 0; i < steps; ++i) pop.step();
   for (int m = 0; m < pop.members(); ++m) {
     const std::string what = std::string(graph ? "graph" : "eager") + ", member " + std::to_string(m);

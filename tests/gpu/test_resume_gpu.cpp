@@ -64,7 +64,7 @@ struct Straight {
 
 Straight run_straight(const ResumeCase& r, bool graph) {
   Context ctx;
-  GpuTrainer t(ctx, r.mc, r.tc, r.data, {graph, Precision::FP32, 0});
+  GpuTrainer t(ctx, r.mc, r.tc, r.data, {graph, 0});
   for (int i = 0; i < 100; ++i) t.step();
   return {t.state(), records(t, 1, 100)};
 }
@@ -82,7 +82,7 @@ TEST_P(ResumeGpu, FiftyPlusFiftyEqualsHundredBitwise) {
   const std::string path = tmp / "step50.safetensors";
   {
     Context ctx;
-    GpuTrainer first(ctx, r.mc, r.tc, r.data, {graph, Precision::FP32, 0});
+    GpuTrainer first(ctx, r.mc, r.tc, r.data, {graph, 0});
     for (int i = 0; i < 50; ++i) first.step();
     CheckpointMeta meta;
     meta.model = r.mc, meta.train = r.tc;
@@ -91,7 +91,7 @@ TEST_P(ResumeGpu, FiftyPlusFiftyEqualsHundredBitwise) {
   const Checkpoint c = load_checkpoint(path, r.mc);
   EXPECT_EQ(c.state.step, 50);
   Context ctx;
-  GpuTrainer resumed(ctx, c.meta.model, c.meta.train, r.data, {graph, Precision::FP32, 0});
+  GpuTrainer resumed(ctx, c.meta.model, c.meta.train, r.data, {graph, 0});
   resumed.load_state(c.state);
   EXPECT_EQ(resumed.steps_enqueued(), 50);
   for (int i = 0; i < 50; ++i) resumed.step();
@@ -109,7 +109,7 @@ TEST(ResumeGpuReload, CapturedGraphTrainerReplaysFromAnEarlierState) {
   const ResumeCase r = resume_case();
   const Straight straight = run_straight(r, true);
   Context ctx;
-  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, Precision::FP32, 0});
+  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, 0});
   for (int i = 0; i < 50; ++i) t.step();
   const TrainState s50 = t.state();
   for (int i = 0; i < 30; ++i) t.step();  // the graph is captured and replayed by now
@@ -123,7 +123,7 @@ TEST(ResumeGpuReload, CapturedGraphTrainerReplaysFromAnEarlierState) {
 TEST(ResumeGpuReload, LoadStateRejectsAnotherSeedOrSize) {
   const ResumeCase r = resume_case();
   Context ctx;
-  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, Precision::FP32, 0});
+  GpuTrainer t(ctx, r.mc, r.tc, r.data, {true, 0});
   TrainState s = t.state();
   EXPECT_EQ(s.step, 0);
   EXPECT_EQ(s.seed, r.tc.seed);

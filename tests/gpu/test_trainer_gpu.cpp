@@ -35,7 +35,7 @@ TrainCase small_case(int steps) {
 
 std::vector<float> train_gpu(const TrainCase& s, bool graph, int64_t steps) {
   Context ctx;
-  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {graph, Precision::FP32, 0});
+  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {graph, 0});
   for (int64_t i = 0; i < steps; ++i) tr.step();
   return tr.params();
 }
@@ -46,6 +46,23 @@ TEST(TrainerGpu, GraphReplayEqualsEagerBitwise) {
   const auto graph = train_gpu(s, true, 100);
   ASSERT_EQ(eager.size(), graph.size());
   EXPECT_EQ(std::memcmp(eager.data(), graph.data(), eager.size() * sizeof(float)), 0);
+}
+
+// bf16 keeps DESIGN section 2's reproducibility: eager equals graph replay bitwise, a second run equals the
+// first, and the weights differ from the fp32 run's (the bf16 path is taken) while staying close to them.
+TEST(TrainerGpu, Bf16ReproducibleAndCloseToFp32) {
+  TrainCase s = small_case(60);
+  s.tc.precision = Precision::BF16;
+  const auto eager = train_gpu(s, false, 60), graph = train_gpu(s, true, 60), again = train_gpu(s, true, 60);
+  EXPECT_TRUE(same_bits(eager, graph)) << "bf16: graph replay differs from the eager run";
+  EXPECT_TRUE(same_bits(graph, again)) << "bf16: two runs differ";
+  s.tc.precision = Precision::FP32;
+  const auto fp32 = train_gpu(s, true, 60);
+  EXPECT_FALSE(same_bits(graph, fp32)) << "bf16 gave the fp32 weights bitwise: the bf16 path did not run";
+  double num = 0, den = 0;
+  for (size_t i = 0; i < fp32.size(); ++i) num += double(graph[i] - fp32[i]) * (graph[i] - fp32[i]), den += double(fp32[i]) * fp32[i];
+  std::printf("bf16 vs fp32 weights after 60 steps: rel-L2 %.3g\n", std::sqrt(num / den));
+  EXPECT_LT(std::sqrt(num / den), 2e-2);  // lr 1e-3 × 60 steps moves weights ~6e-2 at most; bf16 noise is a fraction
 }
 
 TEST(TrainerGpu, SameSeedSameWeights) {
@@ -93,7 +110,7 @@ TEST(TrainerGpu, IcMatchesCpuTrainer) {
     std::vector<float> cpu_loss;
     for (int i = 0; i < 10; ++i) cpu_loss.push_back(cpu.step().loss);
     Context ctx;
-    GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, Precision::FP32, 0});
+    GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, 0});
     for (int i = 0; i < 10; ++i) tr.step();
     for (int i = 0; i < 10; ++i)  // the same windows (same sampler) and the same loss, up to fp32 reductions
       EXPECT_NEAR(tr.record(i + 1).loss, cpu_loss[size_t(i)], 1e-4) << "cap " << cap << " step " << i + 1;
@@ -118,7 +135,7 @@ TEST(TrainerGpu, InfBatchIsSkippedAndTrainingGoesOn) {
   TrainCase s = small_case(40);
   s.data.x[size_t(2) * s.data.T * s.data.F + 100 * s.data.F] = std::numeric_limits<float>::infinity();
   Context ctx;
-  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, Precision::FP32, 0});
+  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, 0});
   for (int i = 0; i < 40; ++i) tr.step();
   int skipped = 0;
   for (int64_t i = 1; i <= 40; ++i) {
@@ -137,21 +154,26 @@ TEST(TrainerGpu, InfBatchIsSkippedAndTrainingGoesOn) {
   for (float p : tr.params()) ASSERT_TRUE(std::isfinite(p));
 }
 
-TEST(TrainerGpu, OverfitsTinyTaskHundredfold) {
+void overfit(Precision precision) {
   TrainCase s;
   s.data = make_synthetic({4, 32, 4, 1, 0.0f, 11});
   s.mc.F = 4; s.mc.K = 1; s.mc.D = 32; s.mc.NL = 2; s.mc.P = 16; s.mc.N = 16; s.mc.Q = 16;
   s.tc.B = 4; s.tc.L = 32; s.tc.steps = 400; s.tc.lr = 1e-2f; s.tc.warmup = 10; s.tc.min_lr_ratio = 0.05f;
   s.tc.weight_decay = 0.0f; s.tc.seed = 3; s.tc.log_every = 400;
+  s.tc.precision = precision;
   Context ctx;
-  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, Precision::FP32, 0});
+  GpuTrainer tr(ctx, s.mc, s.tc, s.data, {true, 0});
   for (int i = 0; i < 400; ++i) tr.step();
   double first = 0, last = 0;
   for (int i = 1; i <= 5; ++i) first += tr.record(i).loss / 5.0;
   for (int i = 396; i <= 400; ++i) last += tr.record(i).loss / 5.0;
-  std::printf("GPU overfit: first-5 mean loss %.5f, last-5 %.3g (ratio %.0f)\n", first, last, first / last);
+  std::printf("GPU overfit (%s): first-5 mean loss %.5f, last-5 %.3g (ratio %.0f)\n", to_string(precision).c_str(),
+              first, last, first / last);
   EXPECT_GT(first / last, 100.0);
 }
+
+TEST(TrainerGpu, OverfitsTinyTaskHundredfold) { overfit(Precision::FP32); }
+TEST(TrainerGpu, OverfitsTinyTaskHundredfoldBf16) { overfit(Precision::BF16); }
 
 // The memory estimate the trainer checks before allocating counts exactly what the model allocates, for
 // the small case and for a G > 1, ragged-L case; and the device memory the trainer takes is within the
@@ -161,11 +183,13 @@ TEST(TrainerGpu, MemoryEstimateMatchesTheAllocations) {
   TrainCase r = small_case(5);
   r.mc.G = 2; r.mc.N = 8; r.tc.L = 37; r.tc.B = 3;
   TrainCase x = ic_case(5, 4);  // time batches: B = dates × cap
-  for (const TrainCase* s : {&g, &r, &x}) {
+  TrainCase h = small_case(5), hr = r;  // bf16: half-size operands and the weights' bf16 copy
+  h.tc.precision = hr.tc.precision = Precision::BF16;
+  for (const TrainCase* s : {&g, &r, &x, &h, &hr}) {
     Context ctx;
     size_t free_before = 0, total = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
-    GpuTrainer tr(ctx, s->mc, s->tc, s->data, {true, Precision::FP32, 0});
+    GpuTrainer tr(ctx, s->mc, s->tc, s->data, {true, 0});
     size_t free_after = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
     const MemoryEstimate e = estimate_gpu_training(s->mc, s->tc, s->data.N, s->data.T, 1024);
