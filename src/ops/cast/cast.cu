@@ -1,5 +1,7 @@
 // fp32 → bf16, four elements a thread per iteration when both pointers allow it (n % 4 == 0, x 16-byte and
 // y 8-byte aligned), else one; __float2bfloat16_rn either way, so both paths give the same bits.
+#include <cstdint>
+
 #include "core/cuda_check.h"
 #include "ops/cast/cast.h"
 
