@@ -1,6 +1,7 @@
 // GPU SSD scan (forward and backward) against the CPU oracle in double (DESIGN section 4): random shapes
 // including B = 1, L = 1, L not a multiple of Q, Q > L, G > 1 (also H not a multiple of G), odd P and N,
-// N padded inside the kernel, the 'S' layer shape, strong decays and a long sequence; plus determinism.
+// N padded inside the kernel, the 'S' layer shape, strong decays and a long sequence, in fp32 and in the tf32
+// and bf16 modes; plus determinism in each mode.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -127,12 +128,22 @@ std::vector<double> ref_chunk_states(const Inputs& in) {
   return out;
 }
 
-// tf32: the chunk products in single-pass tf32 (the model's tf32 mode), checked at kGpuSsdTf32RelL2 with the
-// measured errors printed (the tolerance's evidence).
-void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
-  SCOPED_TRACE(name(s) + (tf32 ? " tf32" : ""));
+// The chunk products in `precision`: FP32 (3xTF32) checked at kGpuSsdRelL2 (dA_log at kGpuSsdDALogRelL2);
+// TF32 (single-pass tf32, the model's tf32 mode) at kGpuSsdTf32RelL2 and BF16 (bf16 operands, the model's
+// bf16 mode) at kGpuSsdBf16RelL2, with the measured errors printed (the tolerances' evidence).
+double ssd_tol(Precision precision) {
+  switch (precision) {
+    case Precision::TF32: return tol::kGpuSsdTf32RelL2;
+    case Precision::BF16: return tol::kGpuSsdBf16RelL2;
+    case Precision::FP32: break;
+  }
+  return tol::kGpuSsdRelL2;
+}
+void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Precision::FP32) {
+  const bool fp32 = precision == Precision::FP32;
+  SCOPED_TRACE(name(s) + " " + to_string(precision));
   Inputs in = make_inputs(s, salt);
-  in.p.precision = tf32 ? Precision::TF32 : Precision::FP32;
+  in.p.precision = precision;
   const SsdParams& p = in.p;
   const Outputs got = run_gpu(in);
 
@@ -148,11 +159,12 @@ void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
                        {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(), .dB = dxbc.data() + in.bo,
                         .dC = dxbc.data() + in.co, .dD = dD.data()});
 
-  const double tol = tf32 ? tol::kGpuSsdTf32RelL2 : tol::kGpuSsdRelL2;
+  const double tol = ssd_tol(precision);
   // MLALPHA_TEST_VERBOSE=1 prints every measured error (the 3xTF32 tolerance's evidence too).
-  const bool verbose = tf32 || std::getenv("MLALPHA_TEST_VERBOSE") != nullptr;
+  const bool verbose = !fp32 || std::getenv("MLALPHA_TEST_VERBOSE") != nullptr;
+  const std::string tag = fp32 ? "" : to_string(precision) + " ";
   auto check = [&](const ::testing::AssertionResult& r) {
-    if (verbose) std::printf("  %s%s\n", tf32 ? "tf32 " : "", r.message());
+    if (verbose) std::printf("  %s%s\n", tag.c_str(), r.message());
     EXPECT_TRUE(r);
   };
   check(rel_l2_close(got.y, y, tol, "y"));
@@ -163,7 +175,7 @@ void check_against_ref(const Shape& s, uint64_t salt, bool tf32 = false) {
                      "dC"));
   check(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
   // += semantics (totals) and the gradient itself (increments over the random starting values)
-  const double tol_dA = tf32 ? tol::kGpuSsdTf32RelL2 : tol::kGpuSsdDALogRelL2;
+  const double tol_dA = fp32 ? tol::kGpuSsdDALogRelL2 : tol;
   check(rel_l2_close(got.dA_log, dA_log, tol_dA, "dA_log (accumulated)"));
   check(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
   check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol_dA, "dA_log increment"));
@@ -217,31 +229,40 @@ TEST(SsdGpu, LongSequence) {
   check_against_ref({2, 512, 4, 32, 1, 64, 256, 0, 0.3, 1.5}, 402);
 }
 
-// tf32 mode on the model's shapes, a ragged one, strong decay and a long sequence.
+// The reduced-precision modes on the model's shapes, a ragged one, strong decay and a long sequence.
+const Shape kModeShapes[] = {
+    {4, 256, 8, 32, 1, 64, 64},                 // 'S' layer
+    {1, 300, 4, 64, 1, 128, 256},               // 'L' head: P = 64, N = 128
+    {2, 200, 2, 64, 1, 64, 128},                // 'M' head: P = N = 64
+    {3, 70, 3, 7, 2, 3, 32, 1},                 // ragged, G > 1
+    {1, 300, 4, 32, 2, 64, 64, 0, 0.3, 1.5},    // strong decay
+    {1, 2048, 2, 64, 1, 128, 256},              // long sequence
+};
+
+// tf32 mode.
 TEST(SsdGpu, Tf32Mode) {
-  const Shape shapes[] = {
-      {4, 256, 8, 32, 1, 64, 64},                 // 'S' layer
-      {1, 300, 4, 64, 1, 128, 256},               // 'L' head: P = 64, N = 128
-      {2, 200, 2, 64, 1, 64, 128},                // 'M' head: P = N = 64
-      {3, 70, 3, 7, 2, 3, 32, 1},                 // ragged, G > 1
-      {1, 300, 4, 32, 2, 64, 64, 0, 0.3, 1.5},    // strong decay
-      {1, 2048, 2, 64, 1, 128, 256},              // long sequence
-  };
   uint64_t salt = 1;
-  for (const Shape& s : shapes) check_against_ref(s, 600 + salt++, /*tf32=*/true);
+  for (const Shape& s : kModeShapes) check_against_ref(s, 600 + salt++, Precision::TF32);
 }
 
-// Identical inputs give identical bits in both modes; and tf32 mode does take the single-pass path (its
-// output differs from the 3xTF32 one).
+// bf16 mode: the same shapes, so its printed errors compare with tf32 mode's.
+TEST(SsdGpu, Bf16Mode) {
+  uint64_t salt = 1;
+  for (const Shape& s : kModeShapes) check_against_ref(s, 600 + salt++, Precision::BF16);
+}
+
+// Identical inputs give identical bits in every mode; and each mode takes its own path: the forward's and
+// the backward's outputs of any two modes differ.
 TEST(SsdGpu, Deterministic) {
   auto same = [](const std::vector<float>& u, const std::vector<float>& v) {
     return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
   };
-  std::vector<float> y_of[2];
-  for (bool tf32 : {false, true}) {
-    SCOPED_TRACE(tf32 ? "tf32" : "3xTF32");
+  const Precision modes[] = {Precision::FP32, Precision::TF32, Precision::BF16};
+  Outputs out_of[3];
+  for (int m = 0; m < 3; ++m) {
+    SCOPED_TRACE(to_string(modes[m]));
     Inputs in = make_inputs({4, 256, 8, 32, 1, 64, 64}, 501);
-    in.p.precision = tf32 ? Precision::TF32 : Precision::FP32;
+    in.p.precision = modes[m];
     const Outputs a = run_gpu(in), b = run_gpu(in);
     EXPECT_TRUE(same(a.y, b.y));
     EXPECT_TRUE(same(a.states, b.states));
@@ -249,9 +270,15 @@ TEST(SsdGpu, Deterministic) {
     EXPECT_TRUE(same(a.ddelta, b.ddelta));
     EXPECT_TRUE(same(a.dA_log, b.dA_log));
     EXPECT_TRUE(same(a.dD, b.dD));
-    y_of[tf32] = a.y;
+    out_of[m] = a;
   }
-  EXPECT_FALSE(same(y_of[0], y_of[1])) << "SsdParams::tf32 made no difference";
+  for (int m = 0; m < 3; ++m)
+    for (int n = m + 1; n < 3; ++n) {
+      SCOPED_TRACE(to_string(modes[m]) + " vs " + to_string(modes[n]));
+      EXPECT_FALSE(same(out_of[m].y, out_of[n].y)) << "SsdParams::precision made no difference to y";
+      EXPECT_FALSE(same(out_of[m].states, out_of[n].states)) << "... to the chunk states";
+      EXPECT_FALSE(same(out_of[m].dxbc, out_of[n].dxbc)) << "... to dx, dB, dC";
+    }
 }
 
 }  // namespace

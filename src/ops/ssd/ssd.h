@@ -19,8 +19,11 @@ struct SsdParams {
   int G = 1, N = 0;  // groups, state size
   int Q = 64;        // chunk length (the GPU uses min(Q, 64): ssd_chunk_len)
   int ld = 0;        // row stride (elements) of x, Bm, Cm and of their gradients
-  // GPU: the chunk products in 3xTF32 (FP32, fp32 accuracy), single-pass tf32 (TF32) or bf16 (BF16), always
-  // with fp32 accumulation, like the model's GEMMs; decays, states and state passing stay fp32.
+  // GPU: how the chunk products (the (T, T), (T, N), (T, P), (P, N) tile products) are formed, always on
+  // the tensor cores with fp32 accumulation, like the model's GEMMs: 3xTF32 (FP32: fp32 accuracy),
+  // single-pass tf32 (TF32: ~2^-11 relative per operand) or bf16 operands (BF16: ~2^-8). Only the products'
+  // operands are rounded, in registers: inputs, outputs, shared-memory tiles, decay cumsums, exponentials,
+  // chunk states, state passing and every accumulator stay fp32 (ssd_common.cuh).
   Precision precision = Precision::FP32;
 };
 

@@ -171,12 +171,12 @@ __device__ __forceinline__ BwdChunk bwd_stage_and_decay(const Args& a, const Bwd
 // e^{cs_i − cs_j} Δ_j (Δ_j folded in here: group_dx_products reads only that) and the decay term's
 // W[i, j] = CB[i, j] (dy_i·x_j) Δ_j into the unused upper triangle. Each thread takes the decays and CB of
 // the (i, j) it owns in the DX product once, for both.
-template <bool kExact>
+template <MmaMode kMode>
 __device__ __forceinline__ void bwd_cb_dx(const Args& a, const BwdChunk& k, const BwdTiles& s) {
   const int tc = k.tc;
   Acc acc, ldec, cb;
   zero(acc);
-  mm<kExact, false, true>(acc, s.sDY, a.ldP, s.sX, a.ldP, 0, tc, 0, tc, a.P);
+  mm<kMode, false, true>(acc, s.sDY, a.ldP, s.sX, a.ldP, 0, tc, 0, tc, a.P);
   for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) {
     ldec[r][cc] = j <= i ? decay(s.scs, i, j) : 0.f;
     cb[r][cc] = j <= i ? s.sDX[i * a.ldT + j] * ldec[r][cc] : 0.f;  // sDX holds the group's C·Bᵀ
@@ -247,7 +247,7 @@ __device__ __forceinline__ void bwd_store_dx(const Args& a, const BwdChunk& k, c
 
 // Phase 4, dx_t[p] = Δ_t v_t[p] + D_h dy_t[p] with v_t[p] = Σ_n g_t[p,n] B_t[n] = (CBᵀ dy)_t + dec_out_t
 // (Gs B_t), and the row sums x_t·v_t (the first term of dΔ_t) into sdd.
-template <bool kExact>
+template <MmaMode kMode>
 __device__ __forceinline__ void bwd_dx(const Args& a, const BwdChunk& k, const BwdTiles& s) {
   const int tc = k.tc;
   RowSums xv;
@@ -255,10 +255,10 @@ __device__ __forceinline__ void bwd_dx(const Args& a, const BwdChunk& k, const B
     Acc acc;
     zero(acc);
     if (!k.last) {
-      mm<kExact, false, true>(acc, s.sB, a.ldN, s.sS, a.ldN, 0, tc, p0, a.P, a.N);
+      mm<kMode, false, true>(acc, s.sB, a.ldN, s.sS, a.ldN, 0, tc, p0, a.P, a.N);
       for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int) { acc[r][cc] *= s.sdout[t]; });
     }
-    mm<kExact, false, false>(acc, s.sCB, a.ldT, s.sDY, a.ldP, 0, tc, p0, a.P, tc);
+    mm<kMode, false, false>(acc, s.sCB, a.ldT, s.sDY, a.ldP, 0, tc, p0, a.P, tc);
     for_pairs(0, tc, p0, a.P, [&](int r, int hh, int t, int p, bool two) {
       const float2 dy2 = *reinterpret_cast<const float2*>(s.sDY + t * a.ldP + p);  // p even, ldP % 4 == 0
       const float2 x2 = *reinterpret_cast<const float2*>(s.sX + t * a.ldP + p);
@@ -301,7 +301,7 @@ __device__ __forceinline__ float bwd_gs_sin(const Args& a, const BwdChunk& k, co
 // dC_t[n] = Σ_p s_t[p,n] dy_t[p]): dB_t ∋ Δ_t dec_out_t (x_tᵀ Gs), dC_t ∋ dec_in_t (dy_tᵀ S_in), as
 // per-head (or per-pair) partials in wsB, wsC, and the row sums sout_j = (those dB terms)·B_j and
 // yoff_i = (those dC terms)·C_i of the decay term into sout, syoff (kSumSlots partials per step).
-template <bool kExact, int kN, bool kConcurrent>
+template <MmaMode kMode, int kN, bool kConcurrent>
 __device__ __forceinline__ void bwd_db_dc(const Args& a, const BwdChunk& k, const BwdTiles& s) {
   const int tc = k.tc, warp = threadIdx.x >> 5;
   // One 64-column tile of dB (and the row sums of sout) or of dC (and of yoff) into the accumulators of the
@@ -310,7 +310,7 @@ __device__ __forceinline__ void bwd_db_dc(const Args& a, const BwdChunk& k, cons
     constexpr int kW = decltype(wt)::kWidth;
     zero(acc);
     if (!k.last) {
-      mm<kExact, false, false, kW>(acc, s.sX, a.ldP, s.sS, a.ldN, 0, tc, n0, a.N, a.P, wt);
+      mm<kMode, false, false, kW>(acc, s.sX, a.ldP, s.sS, a.ldN, 0, tc, n0, a.N, a.P, wt);
       for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
         acc[r][cc] *= s.sdt[t] * s.sdout[t];
         rs.add(cc, acc[r][cc] * s.sB[t * a.ldN + n]);
@@ -321,7 +321,7 @@ __device__ __forceinline__ void bwd_db_dc(const Args& a, const BwdChunk& k, cons
   auto dc_tile = [&](auto wt, int n0, RowSums& rs, auto& acc) {
     constexpr int kW = decltype(wt)::kWidth;
     zero(acc);
-    mm<kExact, false, false, kW>(acc, s.sDY, a.ldP, s.sSin, a.ldN, 0, tc, n0, a.N, a.P, wt);
+    mm<kMode, false, false, kW>(acc, s.sDY, a.ldP, s.sSin, a.ldN, 0, tc, n0, a.N, a.P, wt);
     for_out<kW>(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       acc[r][cc] *= s.sdin[t];
       rs.add(cc, acc[r][cc] * s.sC[t * a.ldN + n]);
@@ -453,7 +453,7 @@ __device__ __forceinline__ void bwd_ddelta_params(const Args& a, const BwdChunk&
   }
 }
 
-template <bool kExact, int kN, int kP, bool kFullChunks>
+template <MmaMode kMode, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -462,18 +462,18 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   constexpr int kSumSlots = kConcurrent ? 2 : kColWarps;  // row-sum partials of sout and yoff per step
   const BwdTiles s = bwd_tiles(a, smem_d);
   const BwdChunk k = bwd_stage_and_decay<kFullChunks>(a, s);
-  bwd_cb_dx<kExact>(a, k, s);
+  bwd_cb_dx<kMode>(a, k, s);
   __syncthreads();
   bwd_w_sums(a, k, s);
   bwd_store_dx(a, k, s);
   stage_wait_pending<1>();  // B, C, G_{c+1}
   __syncthreads();
-  bwd_dx<kExact>(a, k, s);
+  bwd_dx<kMode>(a, k, s);
   // Pairs of heads (a.cluster_heads == 2): this block is past the last reader of its C·Bᵀ and DX tiles, so
   // its partner may write into them (bwd_db_dc); the partner waits for this arrival before it does.
   if (kConcurrent && kN == 128 && a.cluster_heads > 1) __cluster_barrier_arrive();
   const float c0 = bwd_gs_sin(a, k, s);  // synchronises
-  bwd_db_dc<kExact, kN, kConcurrent>(a, k, s);
+  bwd_db_dc<kMode, kN, kConcurrent>(a, k, s);
   __syncthreads();  // the row and column sums of every warp are in place
   bwd_offset_sums<kSumSlots>(a, k, s);
   __syncthreads();
@@ -543,8 +543,8 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
     // the group sum saves), so M and the rest keep one partial per head.
     constexpr int kPairs = kConcurrent && decltype(n)::value == 128 ? 2 : 1;
     if (kPairs > 1 && p.H % p.G == 0 && (p.H / p.G) % kPairs == 0 && p.N % 4 == 0) a.cluster_heads = kPairs;
-    auto pick = [](auto exact) {
-      return bwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
+    auto pick = [](auto mode) {
+      return bwd_kernel<decltype(mode)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
     };
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream,
                   dim3(1, a.cluster_heads, 1));

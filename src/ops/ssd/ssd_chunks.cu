@@ -24,7 +24,7 @@ namespace {
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
 // one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
 // chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
-template <bool kReverse, bool kExact, int kTilesN, int kN, int kP, bool kFullChunks>
+template <bool kReverse, MmaMode kMode, int kTilesN, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
       for (int s = 0; s < kSub; ++s)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[u][s][e] *= dec;
-      mm<kExact, true, false>(S[u], sV, ldV, sR, ldR, 0, np, u * kTile, nn, tc, WarpTile<>(), KScale{sw});
+      mm<kMode, true, false>(S[u], sV, ldV, sR, ldR, 0, np, u * kTile, nn, tc, WarpTile<>(), KScale{sw});
       for_pairs(0, np, u * kTile, nn, [&](int r, int hh, int i, int j, bool two) {
         store_pair(dst + size_t(i) * a.N + j, S[u][r][2 * hh], S[u][r][2 * hh + 1], two);
       });
@@ -118,8 +118,8 @@ void launch(const Args& a, cudaStream_t stream) {
     auto go = [&](auto tiles_n) {
       constexpr int kTilesN = decltype(tiles_n)::value;
       const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTilesN * kTile), a.H, a.B);
-      auto pick = [](auto exact) {
-        return states_kernel<kReverse, decltype(exact)::value, kTilesN, kN, decltype(p)::value, decltype(full)::value>;
+      auto pick = [](auto mode) {
+        return states_kernel<kReverse, decltype(mode)::value, kTilesN, kN, decltype(p)::value, decltype(full)::value>;
       };
       launch_kernel(a, pick, grid, kThreads, states_smem_bytes(a), stream);
     };

@@ -15,11 +15,14 @@
 // Chunk length: T = min(Q, 64), halved while the backward's tiles exceed the shared memory a block may use
 // (ssd_layout.cu); it depends on the shape only, so results never depend on the device.
 //
-// Products: a block (8 warps; 16 in the backward) computes one 64×64 output tile with tf32 tensor-core mma,
-// in the 3xTF32 split (fp32 accuracy) or, in the model's tf32 mode (SsdParams::tf32), single-pass tf32 like
-// its GEMMs (see mm(); every kernel is a template on kExact). Tiles are stored row-major with a row stride
-// ≡ 12 (mod 32) floats (tile_ld): an mma operand fragment reads 8 rows × 4 columns or 4 rows × 8 columns,
-// which then fall in different banks (all 32 for the first, all but a few for the second).
+// Products: a block (8 warps; 16 in the backward) computes one 64×64 output tile with tensor-core mma on
+// fp32 tiles, in one of three modes (MmaMode, from SsdParams::precision; every kernel is a template on it):
+// the 3xTF32 split (fp32 accuracy), single-pass tf32 (the model's tf32 mode, like its GEMMs) or bf16
+// operands (the model's bf16 mode), always with fp32 accumulation; see mma_step(). Only the products'
+// operands are rounded, in registers: the tiles, decays, states, state passing and the elementwise work
+// stay fp32 in every mode. Tiles are stored row-major with a row stride ≡ 12 (mod 32) floats (tile_ld): an
+// mma operand fragment reads 8 rows × 4 columns or 4 rows × 8 columns, which then fall in different banks
+// (all 32 for the first, all but a few for the second).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -27,6 +30,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/common/bf16_mma.cuh"
 #include "ops/common/tf32_mma.cuh"
 #include "ops/common/reduce.cuh"
 #include "ops/ssd/ssd.h"
@@ -47,13 +51,18 @@ constexpr int kSmemLimitBytes = 227 * 1024;  // sm_90 opt-in maximum per block
 // registers at 64 so that S's 16-warp blocks still run two per SM.
 constexpr int kBwdWarps = 16;
 
+// How mm() forms its products (mma_step): the 3xTF32 split (fp32 accuracy, Precision::FP32), single-pass
+// tf32 (~2^-11 relative per operand, Precision::TF32) or bf16 operands (~2^-8, Precision::BF16:
+// 7 stored mantissa bits against tf32's 10).
+enum class MmaMode { k3xTF32, kTF32, kBF16 };
+
 // Everything a kernel needs, passed by value.
 struct Args {
   int B, L, H, P, G, N, ld;
   int T, nchunks;          // chunk length and count
   int Ts;                  // stride of the per-step arrays in shared memory: T rounded up to a multiple of 4,
                            // so that every tile after them starts 16-byte aligned (ldmatrix, cp.async 16)
-  bool tf32;               // products in single-pass tf32 (kernels <false>) instead of 3xTF32 (<true>)
+  MmaMode mode;            // how the chunk products are formed (the kernels' kMode)
   int ldN, ldP, ldT;       // tile row strides for N, P and T columns (tile_ld)
   bool sin_own;            // backward: S_in has a tile of its own (staged with the others at the start)
                            // rather than replacing G_{c+1}'s after dB (when it would cost blocks per SM)
@@ -250,10 +259,8 @@ __device__ __forceinline__ float decay(const double* scs, int i, int j) { return
 // j0 + W·wc + [0, W) of it, W / 8 m16n8k8 subtiles (WarpTile<W>); by default the block's warps split the
 // tile, warp w at wr = w % 4, wc = w / 4 with W = kWarpCols. Lane (g = lane / 4, q = lane % 4) holds
 // acc[s][e] for subtile s at row i0 + 16·wr + g + 8·(e / 2), column j0 + W·wc + 8s + 2q + (e % 2) (the mma
-// accumulator layout). Each fp32 operand is split into tf32 hi + lo and the product is taken as
-// lo·hi + hi·lo + hi·hi ("3xTF32"): the dropped terms are ~2^-21 relative, so results match an fp32
-// product to a few ulps (the tests' tolerances are those of the fp32 kernels). Fixed order throughout:
-// bit-reproducible.
+// accumulator layout). The operands are fp32 tiles in shared memory; mma_step says how each mode rounds
+// them. Fixed order throughout: bit-reproducible in every mode.
 template <int kW = kWarpCols>
 struct WarpTile {
   static constexpr int kWidth = kW, kS = kW / 8;  // columns, subtiles
@@ -265,29 +272,74 @@ struct WarpTile {
   __device__ int row(int i0, int e) const { return i0 + 16 * wr + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
   __device__ int col(int j0, int s, int e) const { return j0 + kW * wc + 8 * s + 2 * (threadIdx.x & 3) + (e & 1); }
 };
-// One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4) and the kSub B fragments, split, then
-// lo·hi + hi·lo + hi·hi into each subtile (kExact), or only hi·hi: the single-pass product of tf32 mode,
-// ~2^-11 relative per operand as in cuBLAS's tf32 GEMMs.
-template <bool kExact, int kS>
-__device__ __forceinline__ void mma_step(float (&acc)[kS][4], const float (&av)[4], const float (&bv)[kS][2]) {
-  uint32_t ah[4], al[4];
+// One k-step of 8: the A fragment (rows ilo, ihi; columns q, q + 4: av = (g, q), (g + 8, q), (g, q + 4),
+// (g + 8, q + 4), the tf32 m16n8k8 layout) and the kSub B fragments (bv[s] = rows q, q + 4 of column g),
+// into each subtile:
+// - k3xTF32: each operand split into tf32 hi + lo and the product taken as lo·hi + hi·lo + hi·hi; the
+//   dropped terms are ~2^-21 relative, so results match an fp32 product to a few ulps (the tests'
+//   tolerances are those of the fp32 kernels).
+// - kTF32: only hi·hi, the single-pass product of tf32 mode, ~2^-11 relative per operand as in cuBLAS's
+//   tf32 GEMMs.
+// - kBF16: the operands rounded to bf16 (≤ 2^-8 relative each) for one bf16 m16n8k8 mma, fp32 accumulation.
+//   Its lane holds physical columns 2q, 2q + 1 of A and rows 2q, 2q + 1 of B (bf16_mma.cuh) where the tf32
+//   layout has q, q + 4. A product sums over k, so any permutation of k applied to A's columns and B's rows
+//   alike leaves it unchanged: with physical k 2q ↔ logical q and 2q + 1 ↔ logical q + 4 (a bijection of
+//   0 … 7) the tf32-layout fragments pack as they are, A's rows as (av[0], av[2]) and (av[1], av[3]), B as
+//   (bv[s][0], bv[s][1]). So mm() loads the same fragments in every mode.
+template <int kS>
+__device__ __forceinline__ void pack_bf16_step(const float (&av)[4], const float (&bv)[kS][2], uint32_t (&ap)[2],
+                                               uint32_t (&bp)[kS]) {
+  ap[0] = pack_bf16x2(av[0], av[2]);  // row g, logical k = q, q + 4
+  ap[1] = pack_bf16x2(av[1], av[3]);  // row g + 8
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    if constexpr (kExact) split_tf32(av[e], ah[e], al[e]);
-    else ah[e] = round_tf32(av[e]);
+  for (int s = 0; s < kS; ++s) bp[s] = pack_bf16x2(bv[s][0], bv[s][1]);
+}
+template <MmaMode kMode, int kS>
+__device__ __forceinline__ void mma_step(float (&acc)[kS][4], const float (&av)[4], const float (&bv)[kS][2]) {
+  if constexpr (kMode == MmaMode::kBF16) {
+    uint32_t ap[2], bp[kS];
+    pack_bf16_step(av, bv, ap, bp);
+#pragma unroll
+    for (int s = 0; s < kS; ++s) mma_bf16_k8(acc[s], ap, bp[s]);
+  } else {
+    constexpr bool kExact = kMode == MmaMode::k3xTF32;
+    uint32_t ah[4], al[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (kExact) split_tf32(av[e], ah[e], al[e]);
+      else ah[e] = round_tf32(av[e]);
+    }
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      uint32_t bh[2], bl[2];
+      if constexpr (kExact) {
+        split_tf32(bv[s][0], bh[0], bl[0]);
+        split_tf32(bv[s][1], bh[1], bl[1]);
+        mma_tf32(acc[s], al, bh);
+        mma_tf32(acc[s], ah, bl);
+      } else {
+        bh[0] = round_tf32(bv[s][0]), bh[1] = round_tf32(bv[s][1]);
+      }
+      mma_tf32(acc[s], ah, bh);
+    }
   }
+}
+// Two consecutive k-steps of 8 (fragments 0 at k0, 1 at k0 + 8) as one bf16 m16n8k16 mma, half the mma of
+// two mma_step<kBF16>: its A registers are m16n8k8's at columns 2q, 2q + 1 and then at 2q + 8, 2q + 9, its
+// B registers likewise at rows 2q, 2q + 1 and 2q + 8, 2q + 9 (bf16_mma.cuh), so the permutation of
+// mma_step maps each half to one step's fragments.
+template <int kS>
+__device__ __forceinline__ void mma_step_bf16_pair(float (&acc)[kS][4], const float (&av0)[4],
+                                                   const float (&bv0)[kS][2], const float (&av1)[4],
+                                                   const float (&bv1)[kS][2]) {
+  uint32_t ap0[2], bp0[kS], ap1[2], bp1[kS];
+  pack_bf16_step(av0, bv0, ap0, bp0);
+  pack_bf16_step(av1, bv1, ap1, bp1);
+  const uint32_t ap[4] = {ap0[0], ap0[1], ap1[0], ap1[1]};
 #pragma unroll
   for (int s = 0; s < kS; ++s) {
-    uint32_t bh[2], bl[2];
-    if constexpr (kExact) {
-      split_tf32(bv[s][0], bh[0], bl[0]);
-      split_tf32(bv[s][1], bh[1], bl[1]);
-      mma_tf32(acc[s], al, bh);
-      mma_tf32(acc[s], ah, bl);
-    } else {
-      bh[0] = round_tf32(bv[s][0]), bh[1] = round_tf32(bv[s][1]);
-    }
-    mma_tf32(acc[s], ah, bh);
+    const uint32_t bp[2] = {bp0[s], bp1[s]};
+    mma_bf16_k16(acc[s], ap, bp);
   }
 }
 // ldmatrix with 32-bit elements: block m of the x4 (x2) form is 8 rows of 4 floats whose row addresses come
@@ -316,7 +368,8 @@ __device__ __forceinline__ void ldsm_x2(float (&r)[2], unsigned addr) {
 // B transposed) is loaded with ldmatrix: every tile starts 16-byte aligned and its row stride is a
 // multiple of 4 floats (Args::Ts, tile_ld), as ldmatrix requires; the others one float a load.
 // With a KScale ks (KScale::kOn), A's column k is scaled by ks(k) as it is loaded: A diag(ks) B without a
-// pass over a tile in shared memory and the barrier after it.
+// pass over a tile in shared memory and the barrier after it. In kBF16 mode the full k-steps go in pairs,
+// one m16n8k16 mma each (mma_step_bf16_pair), and a last unpaired one and the partial step as m16n8k8.
 struct NoKScale {
   static constexpr bool kOn = false;
   __device__ float operator()(int) const { return 1.f; }
@@ -326,7 +379,7 @@ struct KScale {
   const float* s;  // (K)
   __device__ float operator()(int k) const { return s[k]; }
 };
-template <bool kExact, bool kTransA, bool kTransB, int kW = kWarpCols, class KS = NoKScale>
+template <MmaMode kMode, bool kTransA, bool kTransB, int kW = kWarpCols, class KS = NoKScale>
 __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float* A, int lda, const float* B, int ldb,
                                    int i0, int M, int j0, int Ncols, int K, WarpTile<kW> w = WarpTile<kW>(),
                                    KS ks = KS()) {
@@ -368,9 +421,8 @@ __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float*
       b_sm[t] = unsigned(__cvta_generic_to_shared(B + j * ldb + 4 * ((lane >> 3) & 1)));
     }
   }
-  int k0 = 0;
-  for (; k0 + 8 <= K; k0 += 8) {
-    float av[4], bv[kSub][2];
+  // One full k-step of 8 at k0: the fragments loaded (A's columns scaled) and the pointers stepped.
+  auto load_step = [&](int k0, float (&av)[4], float (&bv)[kSub][2]) {
     if constexpr (kSmA) {
       ldsm_x4(av, a_sm);
       a_sm += 32u;
@@ -396,7 +448,20 @@ __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float*
       const float s0 = ks(k0 + q), s1 = ks(k0 + q + 4);
       av[0] *= s0, av[1] *= s0, av[2] *= s1, av[3] *= s1;
     }
-    mma_step<kExact>(acc, av, bv);
+  };
+  int k0 = 0;
+  if constexpr (kMode == MmaMode::kBF16) {  // pairs of k-steps as one m16n8k16 mma; a last full k8 step below
+    for (; k0 + 16 <= K; k0 += 16) {
+      float av0[4], bv0[kSub][2], av1[4], bv1[kSub][2];
+      load_step(k0, av0, bv0);
+      load_step(k0 + 8, av1, bv1);
+      mma_step_bf16_pair(acc, av0, bv0, av1, bv1);
+    }
+  }
+  for (; k0 + 8 <= K; k0 += 8) {
+    float av[4], bv[kSub][2];
+    load_step(k0, av, bv);
+    mma_step<kMode>(acc, av, bv);
   }
   if (k0 < K) {  // the last partial step: k ≥ K counts as 0 (the ldmatrix operands' pointers were not stepped)
     const int ka = kSmA ? k0 * ak : 0, kb = kSmB ? k0 * bk : 0;
@@ -411,7 +476,7 @@ __device__ __forceinline__ void mm(typename WarpTile<kW>::Acc& acc, const float*
       const float s0 = v0 ? ks(k0 + q) : 0.f, s1 = v1 ? ks(k0 + q + 4) : 0.f;
       av[0] *= s0, av[1] *= s0, av[2] *= s1, av[3] *= s1;
     }
-    mma_step<kExact>(acc, av, bv);
+    mma_step<kMode>(acc, av, bv);
   }
 }
 template <int kS>
@@ -522,14 +587,14 @@ struct BwdWorkspace {
   size_t dx, g, b, c, a, d, total;
 };
 BwdWorkspace bwd_workspace(const Args& a);
-// Launches pick(std::true_type{}), the 3xTF32 kernel, or pick(std::false_type{}), tf32 mode's (a.tf32;
-// a kernel's kExact is decltype(arg)::value), with `smem` bytes of dynamic shared memory, above the 48 KiB
+// Launches pick(mode), mode = std::integral_constant<MmaMode, a.mode> (a kernel's kMode is
+// decltype(mode)::value), with `smem` bytes of dynamic shared memory, above the 48 KiB
 // default where needed, in thread-block clusters of `cluster` blocks where that is not (1, 1, 1).
 template <class Pick>
 void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem, cudaStream_t stream,
                    dim3 cluster = dim3(1, 1, 1)) {
-  auto go = [&](auto exact) {
-    const auto kernel = pick(exact);
+  auto go = [&](auto mode) {
+    const auto kernel = pick(mode);
     MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     if (cluster.x * cluster.y * cluster.z == 1) {
       kernel<<<grid, threads, smem, stream>>>(a);
@@ -544,8 +609,11 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
     }
     MLALPHA_CHECK_LAUNCH(stream);
   };
-  if (a.tf32) go(std::false_type{});
-  else go(std::true_type{});
+  switch (a.mode) {
+    case MmaMode::k3xTF32: go(std::integral_constant<MmaMode, MmaMode::k3xTF32>{}); break;
+    case MmaMode::kTF32: go(std::integral_constant<MmaMode, MmaMode::kTF32>{}); break;
+    case MmaMode::kBF16: go(std::integral_constant<MmaMode, MmaMode::kBF16>{}); break;
+  }
 }
 
 // ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), by the pass

@@ -11,7 +11,7 @@ namespace {
 
 // The chunk's C·Bᵀ comes from chunk_cb (ssd_group.cu, once per group), so the block stages it, x, C and S_in
 // and needs no B: C·Bᵀ and x first (the M X product starts on them), C and S_in while it runs.
-template <bool kExact, int kN, int kP, bool kFullChunks>
+template <MmaMode kMode, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -48,13 +48,13 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
     zero(mx);
     zero(cs);
     // Σ_{j≤t} M[t, j] x_j[p]
-    mm<kExact, false, false>(mx, sM, a.ldT, sX, a.ldP, 0, tc, p0, a.P, tc);
+    mm<kMode, false, false>(mx, sM, a.ldT, sX, a.ldP, 0, tc, p0, a.P, tc);
     if (p0 == 0) {  // C and S_in are in place
       stage_wait();
       __syncthreads();
     }
     // (S_in C_t)[p], times e^{cs_t} below
-    mm<kExact, false, true>(cs, sC, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
+    mm<kMode, false, true>(cs, sC, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
       a.y[(row_of(a, b, t0 + t) * a.H + h) * a.P + p] = sdec[t] * cs[r][cc] + mx[r][cc] + Dh * sX[t * a.ldP + p];
     });
@@ -76,8 +76,8 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
   chunk_cb(a, stream);
   chunk_entry_states(a, stream);
   with_dims(a, [&](auto n, auto pp, auto full) {
-    auto pick = [](auto exact) {
-      return ssd_fwd_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
+    auto pick = [](auto mode) {
+      return ssd_fwd_kernel<decltype(mode)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
     };
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, fwd_smem_bytes(a), stream);
   });

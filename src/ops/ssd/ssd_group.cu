@@ -14,7 +14,7 @@ namespace mlalpha::gpu {
 namespace ssd_detail {
 namespace {
 
-template <bool kExact, int kN, int kP, bool kFullChunks>
+template <MmaMode kMode, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads) cb_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kThreads) cb_kernel(Args args) {
   __syncthreads();
   Acc acc;
   zero(acc);
-  mm<kExact, false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
+  mm<kMode, false, true>(acc, sC, a.ldN, sB, a.ldN, 0, tc, 0, tc, a.N);
   float* out = cb_at(a, b, c, g);  // (T, T)
   for_out(0, tc, 0, tc, [&](int r, int cc, int i, int j) { out[i * a.T + j] = j <= i ? acc[r][cc] : 0.f; });
 }
@@ -73,7 +73,7 @@ __device__ void sum_heads(const Args& a, int b, int c, int g, int tc, float* sD)
   }
 }
 
-template <bool kExact, int kN, int kP, bool kFullChunks>
+template <MmaMode kMode, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads) dx_group_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
   const Args a = fixed_dims<kN, kP>(args);
@@ -91,8 +91,8 @@ __global__ void __launch_bounds__(kThreads) dx_group_kernel(Args args) {
     Acc db, dc;
     zero(db);
     zero(dc);
-    mm<kExact, true, false>(db, sD, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);   // (Dᵀ C)_t
-    mm<kExact, false, false>(dc, sD, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);  // (D B)_i
+    mm<kMode, true, false>(db, sD, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);   // (Dᵀ C)_t
+    mm<kMode, false, false>(dc, sD, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);  // (D B)_i
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
       const size_t o = row_of(a, b, t0 + t) * a.ld + size_t(g) * a.N + n;
       a.dB[o] += db[r][cc];
@@ -107,8 +107,8 @@ void chunk_cb(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   const size_t smem = 2 * size_t(a.T) * a.ldN * sizeof(float);
   with_dims(a, [&](auto n, auto pp, auto full) {
-    auto pick = [](auto exact) {
-      return cb_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
+    auto pick = [](auto mode) {
+      return cb_kernel<decltype(mode)::value, decltype(n)::value, decltype(pp)::value, decltype(full)::value>;
     };
     launch_kernel(a, pick, dim3(a.nchunks, a.G, a.B), kThreads, smem, stream);
   });
@@ -118,8 +118,8 @@ void group_dx_products(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
   const size_t smem = (size_t(a.T) * a.ldT + 2 * size_t(a.T) * a.ldN) * sizeof(float);
   with_dims(a, [&](auto n, auto pp, auto full) {
-    auto pick = [](auto exact) {
-      return dx_group_kernel<decltype(exact)::value, decltype(n)::value, decltype(pp)::value,
+    auto pick = [](auto mode) {
+      return dx_group_kernel<decltype(mode)::value, decltype(n)::value, decltype(pp)::value,
                              decltype(full)::value>;
     };
     launch_kernel(a, pick, dim3(a.nchunks, a.G, a.B), kThreads, smem, stream);

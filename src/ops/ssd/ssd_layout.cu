@@ -55,7 +55,9 @@ Args make_layout(const SsdParams& p) {
   while (T > kMinChunk && bwd_bytes(T, p.N, p.P) > size_t(kSmemLimitBytes)) T = (T + 1) / 2;
   a.T = T;
   a.Ts = scalar_stride(T);
-  a.tf32 = p.precision != Precision::FP32;
+  a.mode = p.precision == Precision::TF32   ? MmaMode::kTF32
+           : p.precision == Precision::BF16 ? MmaMode::kBF16
+                                            : MmaMode::k3xTF32;
   a.nchunks = ceil_div(p.L, T);
   a.ldN = tile_ld(p.N), a.ldP = tile_ld(p.P), a.ldT = tile_ld(T);
   // S_in's own tile lets its copy overlap the first half of the backward (and Σ G·S_in come from shared
