@@ -25,10 +25,11 @@ constexpr double kGpuReduceRelL2 = 2e-5;
 
 // GEMMs in tf32 (10-bit mantissa): rel ≈ 2^-11 per product, ~3e-4 on a dot product.
 constexpr double kGpuTf32RelL2 = 2e-3;
-// GEMMs in bf16 (8-bit mantissa, unit roundoff u = 2^-9 ≈ 2e-3) with fp32 accumulation. Against the
+// GEMMs in bf16 (8 significant bits, unit roundoff u = 2^-8 ≈ 3.9e-3) with fp32 accumulation. Against the
 // reference on the same bf16-rounded inputs only the fp32 sums differ: the fp32 bound, with a factor for
-// the tensor cores' own summation order. Against the unrounded fp32 reference each product carries ≤ 2u
-// of rounding, of random sign: ~u·sqrt(2) ≈ 3e-3 of the terms' scale; 8e-3 leaves a factor of ~3.
+// the tensor cores' own summation order. Against the unrounded fp32 reference each product carries two
+// roundings of random sign, each ~u/sqrt(3) in r.m.s.: ~u·sqrt(2/3) ≈ 3.2e-3 of the terms' scale; 8e-3
+// leaves a factor of 2.5 (H200, 2026-12-02: every case of kCases passed).
 constexpr double kGpuBf16SameInputsRelL2 = 1e-4;
 constexpr double kGpuBf16RelL2 = 8e-3;
 
@@ -61,10 +62,10 @@ constexpr double kModelParityRelL2 = 1e-4;
 // the layers forward and back; the largest error over all tensors, 30 seeds of the S-like shape (H200,
 // 2026-12-01): 1.1e-3 to 3.2e-3 (dt_bias, A_log, D: sums over every step).
 constexpr double kModelParityTf32RelL2 = 1e-2;
-// Whole model in bf16 (bf16 GEMM operands and SSD chunk products, fp32 everywhere else): u = 2^-9 per
-// operand, 4x tf32's, so 4x tf32's bound; the values the S-like and ragged shapes measure are printed by the
-// test (docs/testing.md records them).
-constexpr double kModelParityBf16RelL2 = 4e-2;
+// Whole model in bf16 (bf16 GEMM operands and SSD chunk products, fp32 everywhere else): u = 2^-8 per
+// operand, 8x tf32's 2^-11; the values the S-like and ragged shapes measure are printed by the test
+// (docs/testing.md records them). 8x tf32's bound.
+constexpr double kModelParityBf16RelL2 = 8e-2;
 
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences
 // (~1e-5) pass through Adam's m/sqrt(v), which magnifies them where v is tiny; 20 steps at lr 1e-3
