@@ -22,6 +22,7 @@
 
 #include "bench/kernel_names.h"
 #include "cli/bench.h"
+#include "cli/commands.h"
 #include "core/context.h"
 #include "core/cuda_event.h"
 #include "core/error.h"
@@ -161,7 +162,7 @@ double time_steps(PopulationTrainer& tr, int steps) {
 
 struct Args {
   std::string config = "S";
-  bool tf32 = false;
+  Precision precision = Precision::FP32;
   int steps = 20;
   int warmup = 10;
   bool trace_from_start = false;
@@ -212,7 +213,7 @@ int run(const Args& a) {
   require(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   Context ctx(0);
   std::printf("ml-alpha-kernels: config %s (B %d, L %d, F %d, D %d, NL %d, N %d, P %d, Q %d), %s, %d model%s, on %s\n",
-              s.name, s.B, s.L, s.F, s.D, s.NL, s.N, s.P, s.Q, a.tf32 ? "tf32" : "fp32", a.models,
+              s.name, s.B, s.L, s.F, s.D, s.NL, s.N, s.P, s.Q, to_string(a.precision).c_str(), a.models,
               a.models > 1 ? "s (a population in one step)" : "", cuda_device_summary(0).c_str());
   std::fflush(stdout);
 
@@ -228,7 +229,7 @@ int run(const Args& a) {
   std::vector<PopulationMember> members(size_t(a.models), {bench_train_config(s, 1 + a.warmup + untraced + a.steps), &data});
   for (int m = 0; m < a.models; ++m) {
     members[size_t(m)].train.seed = uint64_t(1 + m);
-    members[size_t(m)].train.precision = a.tf32 ? Precision::TF32 : Precision::FP32;
+    members[size_t(m)].train.precision = a.precision;
   }
   PopulationTrainer tr(ctx, bench_model_config(s), members, {true, 0});
   tr.step();  // eager: creates the cuBLASLt plans; the next step is captured and replayed from then on
@@ -286,7 +287,10 @@ int main(int argc, char** argv) {
   app.add_option("--config", a.config, "DESIGN section 5 configuration")
       ->check(CLI::IsMember({"S", "M", "L"}))
       ->capture_default_str();
-  app.add_flag("--tf32", a.tf32, "GEMMs in tf32 on the tensor cores");
+  std::string precision;
+  bool tf32 = false;
+  app.add_option("--precision", precision, kPrecisionHelp)->type_name("fp32|tf32|bf16");
+  app.add_flag("--tf32", tf32, "the older spelling of --precision tf32");
   app.add_option("--models", a.models, "trace a population of this many members in one captured step")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -302,6 +306,12 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  try {
+    a.precision = precision_flag(precision, tf32).value_or(Precision::FP32);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ml-alpha-kernels: error: %s\n", e.what());
+    return 1;
   }
   if (cuda_device_count() == 0) {
     std::fprintf(stderr, "ml-alpha-kernels: error: no CUDA device found; this tool times the GPU training step "

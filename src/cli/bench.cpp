@@ -129,18 +129,24 @@ std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s
 int run_bench(const BenchArgs& a, double t_start) {
   require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
   Context ctx(0);
-  std::printf("ml-alpha bench on %s; median of %d steps after %d warm-up steps (CUDA events, graph replay)\n",
-              cuda_device_summary(0).c_str(), a.steps, a.warmup);
+  const std::string precision = a.precision ? to_string(*a.precision) : "fp32 (L: tf32, then fp32)";
+  std::printf("ml-alpha bench on %s; %s; median of %d steps after %d warm-up steps (CUDA events, graph replay)\n",
+              cuda_device_summary(0).c_str(), precision.c_str(), a.steps, a.warmup);
   std::printf("| config    |    B |     L |     D | NL |    params |    ms/step |     min ms |     tokens/s | first step s | loss first -> last |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool first = true;
   std::stringstream list(a.configs);
   for (std::string name; std::getline(list, name, ',');) {
     const BenchShape& s = bench_shape(name);
-    const bool both = name == "L" && !a.tf32;
-    bench_model(ctx, s, a.tf32 || name == "L" ? Precision::TF32 : Precision::FP32, a, t_start, first);
+    if (a.precision) {
+      bench_model(ctx, s, *a.precision, a, t_start, first);
+    } else if (name == "L") {
+      bench_model(ctx, s, Precision::TF32, a, t_start, first);
+      bench_model(ctx, s, Precision::FP32, a, t_start, false);
+    } else {
+      bench_model(ctx, s, Precision::FP32, a, t_start, first);
+    }
     first = false;
-    if (both) bench_model(ctx, s, Precision::FP32, a, t_start, false);
   }
   std::printf("(* first step s: from process start, so it includes the configurations timed before it)\n");
   if (a.optimizer) {

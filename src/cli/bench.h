@@ -4,6 +4,7 @@
 // step instead of a copy that drifts.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "mlalpha/precision.h"
@@ -18,7 +19,9 @@ struct BenchArgs {
   int warmup = 10;                // untimed steps after the first (eager) one
   int steps = 60;                 // timed steps (median reported)
   bool optimizer = true;          // also the AdamW + clip case over 25M and 100M parameters
-  bool tf32 = false;              // every model configuration in tf32 (L always runs both)
+  // Every model configuration (and the population bench) in this precision; none: S and M in fp32, L in
+  // tf32 and then fp32 (the population bench fp32).
+  std::optional<Precision> precision;
   std::string models;             // "16,64": time populations of these sizes instead (run_population_bench)
   std::string lanes = "0";        // populations: the lane counts timed (PopulationTrainer's streams; 0 = its default)
   int batch = 0;                  // populations: windows per step instead of the configuration's B (0 = its B)

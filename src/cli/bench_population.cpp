@@ -51,6 +51,7 @@ Timing time_population(const BenchShape& s, int E, int& lanes, const BenchArgs& 
     members.push_back({bench_train_config(s, total), &data});
     members.back().train.seed = uint64_t(1 + m);
     members.back().train.lr = 1e-3f * float(1 + m % 4) / 2;
+    members.back().train.precision = a.precision.value_or(Precision::FP32);
   }
   size_t free0 = 0, total_b = 0;
   MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free0, &total_b));
@@ -74,7 +75,7 @@ Timing time_streams(const BenchShape& s, int E, const BenchArgs& a) {
     std::vector<std::unique_ptr<GpuTrainer>> tr;
     for (int m = 0; m < E; ++m) {
       ctx.push_back(std::make_unique<Context>(0));
-      tr.push_back(make_bench_trainer(*ctx.back(), s, Precision::FP32, total));
+      tr.push_back(make_bench_trainer(*ctx.back(), s, a.precision.value_or(Precision::FP32), total));
     }
     return {ms_per_step(a, [&] {
               for (auto& t : tr) t->step();
@@ -111,9 +112,10 @@ int run_population_bench(const BenchArgs& a) {
   require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
   const std::vector<int> sizes = int_list(a.models, "--models", 1, 4096, "a population size");
   const std::vector<int> lane_counts = int_list(a.lanes, "--lanes", 0, 64, "a lane count (0: the default)");
-  std::printf("ml-alpha bench --models on %s; fp32; ms per step of all E models, host clock over %d steps after %d "
+  std::printf("ml-alpha bench --models on %s; %s; ms per step of all E models, host clock over %d steps after %d "
               "warm-up steps\n",
-              cuda_device_summary(0).c_str(), a.steps, a.warmup);
+              cuda_device_summary(0).c_str(), to_string(a.precision.value_or(Precision::FP32)).c_str(), a.steps,
+              a.warmup);
   std::printf("| config | E | lanes | one model ms | population ms | x one | models/s | E streams ms | x one | "
               "sequential ms | population vs streams | population memory |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");

@@ -25,6 +25,12 @@ std::atomic<bool>& stop_flag() {
 }
 extern "C" void on_stop_signal(int) { stop_flag().store(true); }
 
+// After the device's name: the GPU's arithmetic; the CPU computes fp32 whatever train.precision says.
+std::string precision_note(const std::string& device, Precision p) {
+  if (device != "cpu") return " (" + to_string(p) + ")";
+  return p == Precision::FP32 ? "" : " (fp32: train.precision = " + to_string(p) + " applies to the GPU only)";
+}
+
 std::string fmt_metrics(const Metrics& m) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "mse %.5g  ic %.4f  rank_ic %.4f  icir %.3f  dir_acc %.4f  (%lld points)", m.mse, m.ic,
@@ -143,8 +149,8 @@ int cmd_train(const TrainArgs& a) {
       case RunEvent::Kind::fold_start: {
         if (e.folds > 1)
           std::cout << "== walk-forward fold " << e.fold << " (folds 0 to " << e.folds - 1 << ", fold 0 the earliest)\n";
-        std::cout << "device " << e.device << " | split " << e.split.to_string() << " | model " << e.params
-                  << " params" << std::endl;
+        std::cout << "device " << e.device << precision_note(e.device, cfg.train.precision) << " | split "
+                  << e.split.to_string() << " | model " << e.params << " params" << std::endl;
         ProgressOptions po;
         po.total_steps = cfg.train.steps;
         po.log_every = cfg.train.log_every;

@@ -1,7 +1,10 @@
 #pragma once
 // The subcommands of `ml-alpha` (main.cpp parses the flags and calls these).
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "mlalpha/precision.h"
 
 namespace mlalpha {
 
@@ -21,6 +24,13 @@ int cmd_train(const TrainArgs& a);
 std::string sweep_override(const std::string& arg);
 // Every --sweep argument in order; a KEY given twice is an error (its values belong in one list).
 std::vector<std::string> sweep_overrides(const std::vector<std::string>& args);
+
+// `--precision P` and its older spelling `--tf32` (same as --precision tf32), as the command line gave them
+// (precision "" and tf32 false: neither given, so the config decides). Throws Error for a bad P, or for
+// --tf32 with another --precision.
+std::optional<Precision> precision_flag(const std::string& precision, bool tf32);
+// --precision's help: what each precision computes (mlalpha/precision.h).
+extern const char* const kPrecisionHelp;
 
 struct EvalArgs : CommonArgs {
   std::string checkpoint;

@@ -47,6 +47,12 @@ const CLI::Validator kBatch(
     },
     "INT|time");
 
+// --precision P and its older spelling --tf32; precision_flag (commands.h) reads them after parsing.
+void add_precision(CLI::App& c, std::string& precision, bool& tf32, const std::string& key_note) {
+  c.add_option("--precision", precision, std::string(kPrecisionHelp) + key_note)->type_name("fp32|tf32|bf16");
+  c.add_flag("--tf32", tf32, "the older spelling of --precision tf32");
+}
+
 struct Flags {
   Flag<Int> steps{"train.steps", {}}, batch{"train.batch", {}}, seq_len{"train.seq_len", {}},
       warmup{"train.warmup", {}}, log_every{"train.log_every", {}}, seed{"train.seed", {}},
@@ -59,6 +65,7 @@ struct Flags {
       noise{"data.noise", {}};
   Flag<std::string> device{"run.device", {}}, out_dir{"run.out_dir", {}}, metric{"run.metric", {}},
       loss{"train.loss", {}}, schedule{"train.schedule", {}};
+  std::string precision;  // --precision as given ("" = the config's)
   bool tf32 = false, no_graph = false;
   std::vector<std::string> sweep;  // --sweep KEY=V1,V2,... as given
 
@@ -75,7 +82,7 @@ struct Flags {
   }
   void add_all(CLI::App& c, bool training) {
     add(c, "--device", device, "auto | cpu | gpu");
-    c.add_flag("--tf32", tf32, "GPU matrix products (GEMMs and the SSD's chunk products) in tf32 on the tensor cores (run.tf32)");
+    add_precision(c, precision, tf32, " (train.precision)");
     if (!training) return;
     add(c, "--steps", steps, "optimizer steps");
     add(c, "--batch,-B", batch, "windows per step, or 'time': train.dates cross-sections of train.instruments instruments",
@@ -142,7 +149,11 @@ struct Flags {
       emit(sets, *f);
     for (const auto* f : {&lr, &weight_decay, &clip, &noise}) emit(sets, *f);
     for (const auto* f : {&device, &out_dir, &metric, &loss, &schedule}) emit(sets, *f);
-    if (tf32) sets.push_back("run.tf32=true");
+    if (const std::optional<Precision> p = precision_flag(precision, tf32)) {
+      sets.push_back("train.precision=\"" + to_string(*p) + "\"");
+      // The flag decides, over a config file's older spelling run.tf32 = true as well.
+      sets.push_back("run.tf32=false");
+    }
     if (no_graph) sets.push_back("run.graph=false");
     for (std::string& s : sweep_overrides(sweep)) sets.push_back(std::move(s));
     return sets;
@@ -234,7 +245,10 @@ int main(int argc, char** argv) {
   bench->add_option("--configs", bargs.configs, "comma-separated subset of S,M,L")->capture_default_str();
   bench->add_option("--steps", bargs.steps, "timed steps per configuration (median reported)")->capture_default_str();
   bench->add_option("--warmup", bargs.warmup, "untimed steps before timing")->capture_default_str();
-  bench->add_flag("--tf32", bargs.tf32, "run every configuration in tf32 (L always runs tf32 and fp32)");
+  std::string bench_precision;
+  bool bench_tf32 = false;
+  add_precision(*bench, bench_precision, bench_tf32,
+                ". Every configuration runs in it; without it S and M run fp32, L tf32 and then fp32");
   bench->add_flag("!--no-optimizer", bargs.optimizer, "skip the AdamW + clip over 25M/100M parameters case");
   CLI::Option* bench_configs = bench->get_option("--configs");
   bench->add_option("--models", bargs.models,
@@ -272,6 +286,7 @@ int main(int argc, char** argv) {
     }
     if (*info) return cmd_info(info_ckpt, info_fold);
     if (*bench) {
+      bargs.precision = precision_flag(bench_precision, bench_tf32);
       if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
       if (!bargs.models.empty()) {
         if (bench_configs->count() == 0) bargs.configs = "S,M";

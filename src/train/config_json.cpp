@@ -33,7 +33,7 @@ void visit_fields(TrainConfig& c, V&& v) {
   v("warmup", c.warmup), v("schedule", c.schedule), v("weight_decay", c.weight_decay);
   v("beta1", c.beta1), v("beta2", c.beta2), v("eps", c.eps), v("clip", c.clip), v("loss", c.loss);
   v("huber_delta", c.huber_delta), v("burn_in", c.burn_in), v("seed", c.seed), v("log_every", c.log_every);
-  v("models", c.models);
+  v("models", c.models), v("precision", c.precision);
 }
 
 // ---- encoding: exact, human-readable
@@ -43,6 +43,7 @@ ojson encode(uint64_t v) { return v; }
 ojson encode(LossKind v) { return to_string(v); }
 ojson encode(Schedule v) { return to_string(v); }
 ojson encode(BatchMode v) { return to_string(v); }
+ojson encode(Precision v) { return to_string(v); }
 ojson encode(float v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -101,10 +102,16 @@ void decode(const ojson& j, BatchMode& out, const Field& f) {
   out = j == "time" ? BatchMode::Time : BatchMode::Windows;
 }
 
+void decode(const ojson& j, Precision& out, const Field& f) {
+  if (!j.is_string() || (j != "fp32" && j != "tf32" && j != "bf16")) f.fail("\"fp32\", \"tf32\" or \"bf16\"", j);
+  out = parse_precision(j.get<std::string>());
+}
+
 // Fields added after checkpoints were first written: a checkpoint without them keeps the default (the
-// windows batch mode it was trained with; one model, as every checkpoint holds one member's weights).
+// windows batch mode it was trained with; one model, as every checkpoint holds one member's weights;
+// fp32, or tf32 given then as run.tf32, which was not recorded).
 bool optional_field(const std::string& name) {
-  return name == "batch_mode" || name == "dates" || name == "instruments" || name == "models";
+  return name == "batch_mode" || name == "dates" || name == "instruments" || name == "models" || name == "precision";
 }
 
 ojson parse_json(const std::string& text, const std::string& where, const char* what) {

@@ -174,7 +174,8 @@ bool is_processing_key(const std::string& key) {
 }
 // Train settings a resume may change when the caller sets them explicitly; the rest must match.
 const char* const kResumeMayChange[] = {"train.steps", "train.lr", "train.min_lr_ratio", "train.warmup",
-                                        "train.schedule", "train.weight_decay", "train.clip", "train.log_every"};
+                                        "train.schedule", "train.weight_decay", "train.clip", "train.log_every",
+                                        "train.precision"};
 
 }  // namespace
 
@@ -227,6 +228,7 @@ RunConfig resolve_run_config(const RunConfig& config, const std::string& resume,
   if (config.was_given("train.weight_decay")) out.train.weight_decay = config.train.weight_decay;
   if (config.was_given("train.clip")) out.train.clip = config.train.clip;
   if (config.was_given("train.log_every")) out.train.log_every = config.train.log_every;
+  if (config.was_given("train.precision")) out.train.precision = config.train.precision;
   require(ck.step < out.train.steps,
           "--resume " + resume + ": the checkpoint has trained " + std::to_string(ck.step) + " of train.steps = " +
               std::to_string(out.train.steps) + " steps, so the run is finished; to train longer set train.steps " +

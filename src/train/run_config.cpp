@@ -436,14 +436,17 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
 
   Section r(table("run"), "run", origins, c.given, keys);
   r.get_choice("device", c.run.device, {"auto", "cpu", "gpu"});
-  // run.tf32 = true: the older spelling of train.precision = "tf32" (kept so existing configs run).
+  // run.tf32 = true: the older spelling of train.precision = "tf32" (kept so existing configs run). It is
+  // given as train.precision, the key every later comparison (a resume's) knows; false says nothing.
   bool tf32 = false;
   r.get("tf32", tf32);
+  c.given.erase("run.tf32");
   if (tf32) {
     require(!c.given.count("train.precision") || c.train.precision == Precision::TF32,
             "run.tf32 = true contradicts train.precision = \"" + to_string(c.train.precision) +
                 "\": give only train.precision");
     c.train.precision = Precision::TF32;
+    c.given.insert("train.precision");
   }
   r.get("graph", c.run.graph);
   r.get("out_dir", c.run.out_dir);

@@ -360,6 +360,20 @@ TEST(ConfigJson, EveryFieldRoundTripsExactly) {
   const TrainConfig o = train_config_from_json(old, "test");
   EXPECT_EQ(o.batch_mode, BatchMode::Windows);
   EXPECT_EQ(o.dates, 4);
+
+  // The GPU's precision is recorded, so a resume continues in it; a checkpoint from before it was
+  // recorded reads as fp32.
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16}) {
+    TrainConfig b;
+    b.precision = p;
+    EXPECT_HAS(to_json(b), "\"precision\":\"" + to_string(p) + "\"");
+    EXPECT_EQ(train_config_from_json(to_json(b), "test").precision, p);
+  }
+  std::string before = to_json(TrainConfig{});
+  const std::string field = R"(,"precision":"fp32")";
+  ASSERT_NE(before.find(field), std::string::npos) << before;
+  before.erase(before.find(field), field.size());
+  EXPECT_EQ(train_config_from_json(before, "test").precision, Precision::FP32);
 }
 
 TEST(ConfigJson, CoversEveryField) {
@@ -381,6 +395,9 @@ TEST(ConfigJson, BadFieldsAreNamed) {
   j = to_json(TrainConfig{});
   j.replace(j.find(R"("loss":"mse")"), 12, R"("loss":"mae")");
   EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'loss' must be \"mse\", \"huber\" or \"ic\"");
+  j = to_json(TrainConfig{});
+  j.replace(j.find(R"("precision":"fp32")"), 18, R"("precision":"fp16")");
+  EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'precision' must be \"fp32\", \"tf32\" or \"bf16\", got \"fp16\"");
   j = to_json(TrainConfig{});
   j.replace(j.find(R"("B":16)"), 6, R"("B":1e99)");
   EXPECT_HAS(error_of([&] { train_config_from_json(j, where); }), "field 'B' must be an integer");

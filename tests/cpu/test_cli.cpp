@@ -474,6 +474,85 @@ TEST_F(Cli, PredictAndEvalWithAPopulationsMembers) {
   EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
+// --precision P and its older spelling --tf32, as precision_flag reads them.
+std::string precision_error(const std::string& precision, bool tf32) {
+  try {
+    precision_flag(precision, tf32);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PrecisionOption, AliasAndConflicts) {
+  EXPECT_EQ(precision_flag("", false), std::nullopt);  // neither: the config decides
+  EXPECT_EQ(precision_flag("", true), Precision::TF32);
+  EXPECT_EQ(precision_flag("fp32", false), Precision::FP32);
+  EXPECT_EQ(precision_flag("tf32", false), Precision::TF32);
+  EXPECT_EQ(precision_flag("bf16", false), Precision::BF16);
+  EXPECT_EQ(precision_flag("tf32", true), Precision::TF32);  // the same thing twice
+  EXPECT_EQ(precision_error("bf16", true),
+            "--tf32 (the older spelling of --precision tf32) contradicts --precision bf16: give only --precision");
+  EXPECT_NE(precision_error("fp32", true).find("contradicts --precision fp32"), std::string::npos);
+  EXPECT_EQ(precision_error("fp16", false), "--precision must be 'fp32', 'tf32' or 'bf16', got 'fp16'");
+}
+
+// --precision reaches train.precision: bad values and conflicts fail before any output, the checkpoint
+// records the precision (info shows it), a resume keeps it or changes it when told, and the CPU says it
+// computes fp32 regardless. bench and eval read the flag too.
+TEST_F(Cli, PrecisionOption) {
+  Result r = run("train --help");
+  EXPECT_NE(r.out.find("--precision fp32|tf32|bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp32 master weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--tf32"), std::string::npos) << r.out;
+  r = run("train --precision fp16 -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("ml-alpha: error: --precision must be 'fp32', 'tf32' or 'bf16', got 'fp16'"), std::string::npos)
+      << r.out;
+  r = run("train --precision bf16 --tf32 -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--tf32 (the older spelling of --precision tf32) contradicts --precision bf16"), std::string::npos)
+      << r.out;
+  r = run("train --set train.precision=\"half\" -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("train.precision: must be one of 'fp32', 'tf32', 'bf16', got 'half'"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("x")));
+  r = run("bench --precision fp16");  // the flag is read before the GPU is looked for
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--precision must be 'fp32', 'tf32' or 'bf16', got 'fp16'"), std::string::npos) << r.out;
+  r = run("bench --help");
+  EXPECT_NE(r.out.find("--precision fp32|tf32|bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("without it S and M run fp32, L tf32 and then fp32"), std::string::npos) << r.out;
+
+  // A config file's older run.tf32 = true gives way to the flag.
+  std::ofstream(p("old.toml")) << "[run]\ntf32 = true\n";
+  r = run(std::string(kSmall) + "--config " + p("old.toml") + " --precision bf16 --steps 20 --stop-after 10 "
+          "--timesteps 300 -o " + p("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("device cpu (fp32: train.precision = bf16 applies to the GPU only)"), std::string::npos) << r.out;
+  r = run("info --checkpoint " + p("run/last.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("precision = 'bf16'"), std::string::npos) << r.out;
+  r = run("train --device cpu --stop-after 5 -o " + p("run") + " --resume " + p("run/last.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("train.precision = bf16 applies"), std::string::npos) << r.out;  // the checkpoint's
+  EXPECT_EQ(r.out.find("resume: train.precision"), std::string::npos) << r.out;
+  r = run("train --device cpu --tf32 -o " + p("run") + " --resume " + p("run/last.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resume: train.precision: 'bf16' -> 'tf32' (set explicitly)"), std::string::npos) << r.out;
+  EXPECT_EQ(load_checkpoint(p("run/last.safetensors")).state.step, 20);
+  r = run("eval --device cpu --precision bf16 --checkpoint " + p("run/last.safetensors") + " --split valid");
+  EXPECT_EQ(r.code, 0) << r.out;
+
+  // A population records it in population.json; its resume takes the older spelling as well.
+  r = run(std::string(kSmall) + "--models 2 --steps 20 --stop-after 10 --timesteps 300 -o " + p("pop"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("train --device cpu --set run.tf32=true --resume " + p("pop"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resume: train.precision: 'fp32' -> 'tf32' (set explicitly)"), std::string::npos) << r.out;
+  EXPECT_NE(slurp(p("pop/population.json")).find("precision = 'tf32'"), std::string::npos);
+}
+
 TEST_F(Cli, OutputComesBeforeTheError) {
   // stdout is flushed before the error goes to stderr, so a combined log reads in order.
   const Result r = run("train --device cpu --warmup 400");

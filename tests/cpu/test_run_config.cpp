@@ -135,6 +135,64 @@ TEST(RunConfig, BatchModeAndIcLoss) {
   }
 }
 
+// train.precision: its three values and the default, the message for anything else, run.tf32 = true as
+// its older spelling (given as train.precision), a conflict between the two, and the value written back
+// into the config text a run records (run.tf32 is never written).
+TEST(RunConfig, Precision) {
+  const RunConfig d = parse_run_config("", "cfg.toml");
+  EXPECT_EQ(d.train.precision, Precision::FP32);
+  EXPECT_FALSE(d.was_given("train.precision"));
+  for (const auto& [name, p] : {std::pair{"fp32", Precision::FP32}, std::pair{"tf32", Precision::TF32},
+                                std::pair{"bf16", Precision::BF16}}) {
+    const RunConfig c = parse_run_config(std::string("[train]\nprecision = \"") + name + "\"\n", "cfg.toml");
+    EXPECT_EQ(c.train.precision, p) << name;
+    EXPECT_TRUE(c.was_given("train.precision"));
+    EXPECT_EQ(to_string(p), name);
+    EXPECT_EQ(parse_precision(name), p);
+    const std::string text = to_toml(c);
+    EXPECT_NE(text.find(std::string("precision = '") + name + "'"), std::string::npos) << text;
+    EXPECT_EQ(text.find("tf32 ="), std::string::npos) << text;
+    EXPECT_EQ(parse_run_config(text, "written.toml").train.precision, p) << text;
+    // The same through an override, as --precision writes it.
+    EXPECT_EQ(parse_run_config("", "cfg.toml", {std::string("train.precision=\"") + name + "\""}).train.precision, p);
+  }
+  const std::string bad = error_of("\n[train]\nprecision = \"fp16\"\n");
+  EXPECT_NE(bad.find("cfg.toml:3: train.precision: must be one of 'fp32', 'tf32', 'bf16', got 'fp16'"),
+            std::string::npos) << bad;
+  EXPECT_NE(error_of("[train]\nprecision = \"BF16\"\n").find("got 'BF16'"), std::string::npos);  // case matters
+  EXPECT_NE(error_of("[train]\nprecision = 16\n").find("cfg.toml:2: train.precision: expected a string"),
+            std::string::npos);
+  try {
+    parse_precision("half", "--precision");
+    ADD_FAILURE() << "'half' accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--precision must be 'fp32', 'tf32' or 'bf16', got 'half'");
+  }
+
+  // run.tf32: true is train.precision = "tf32", and counts as given under that key; false says nothing.
+  const RunConfig old = parse_run_config("[run]\ntf32 = true\n", "cfg.toml");
+  EXPECT_EQ(old.train.precision, Precision::TF32);
+  EXPECT_TRUE(old.was_given("train.precision"));
+  EXPECT_FALSE(old.was_given("run.tf32"));
+  EXPECT_EQ(parse_run_config(to_toml(old), "written.toml").train.precision, Precision::TF32);
+  const RunConfig off = parse_run_config("[run]\ntf32 = false\n", "cfg.toml");
+  EXPECT_EQ(off.train.precision, Precision::FP32);
+  EXPECT_FALSE(off.was_given("train.precision"));
+  EXPECT_FALSE(off.was_given("run.tf32"));
+  EXPECT_EQ(parse_run_config("[train]\nprecision = \"tf32\"\n[run]\ntf32 = true\n", "cfg.toml").train.precision,
+            Precision::TF32);  // both spellings of the same
+  EXPECT_EQ(parse_run_config("[train]\nprecision = \"bf16\"\n[run]\ntf32 = false\n", "cfg.toml").train.precision,
+            Precision::BF16);
+  const std::string conflict = error_of("[train]\nprecision = \"bf16\"\n[run]\ntf32 = true\n");
+  EXPECT_NE(conflict.find("run.tf32 = true contradicts train.precision = \"bf16\": give only train.precision"),
+            std::string::npos) << conflict;
+  EXPECT_NE(error_of("[run]\ntf32 = \"yes\"\n").find("run.tf32: expected true or false"), std::string::npos);
+  // What --precision bf16 sends wins over a file's run.tf32 = true (it resets the older spelling too).
+  EXPECT_EQ(parse_run_config("[run]\ntf32 = true\n", "cfg.toml", {"train.precision=\"bf16\"", "run.tf32=false"})
+                .train.precision,
+            Precision::BF16);
+}
+
 TEST(RunConfig, OverridesUseTheSameRules) {
   const RunConfig c = parse_run_config("[train]\nlr = 1e-3\n", "cfg.toml",
                                        {"train.lr=2e-3", "data.source=npy", "run.tf32=true", "model.d_model=48"});
