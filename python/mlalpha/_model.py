@@ -23,8 +23,27 @@ def _is_frame(data) -> bool:
     return isinstance(data, pd.DataFrame)
 
 
-def _predict(model, data, t0, t1, device, tf32):
+_PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def _precision(precision, tf32, what: str) -> str:
+    """The GPU precision asked of `what` (Model.predict, ...): precision ("fp32" | "tf32" | "bf16", None:
+    fp32), or tf32=True, its older spelling (the same as precision="tf32")."""
+    if not isinstance(tf32, bool):
+        raise ValueError(f"{what}: tf32 must be True or False (or give precision='tf32'), got {tf32!r}")
+    if precision is None:
+        return "tf32" if tf32 else "fp32"
+    if not isinstance(precision, str) or precision not in _PRECISIONS:
+        raise ValueError(f"{what}: precision must be 'fp32', 'tf32' or 'bf16', got {precision!r}")
+    if tf32 and precision != "tf32":
+        raise ValueError(f"{what}: tf32=True (the older spelling of precision='tf32') contradicts "
+                         f"precision={precision!r}: give only precision")
+    return precision
+
+
+def _predict(model, data, t0, t1, device, precision, tf32, what):
     """Model.predict / Ensemble.predict: `model` has feature_names, target_names, K and _core.predict."""
+    precision = _precision(precision, tf32, what)
     if _is_frame(data):
         if not model.feature_names:
             raise ValueError("predict: the model records no feature names; build the panel with Panel.from_frame(df, features=[...])")
@@ -38,7 +57,7 @@ def _predict(model, data, t0, t1, device, tf32):
         series = x.ndim == 2
         y = np.full(x.shape[:-1] + (model.K,), np.nan, dtype=np.float32)
         panel = Panel.from_numpy(x, y)
-    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, tf32)
+    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision)
     if panel._frame is not None:
         return panel.to_frame(pred, model.target_names or [f"y{k}" for k in range(model.K)])
     return pred[0] if series else pred
@@ -58,14 +77,21 @@ class Model:
         """Writes the checkpoint (and its optimizer sidecar when the model has one) atomically."""
         self._core.save(os.fspath(path))
 
-    def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", tf32: bool = False) -> np.ndarray:
+    def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
+                tf32: bool = False) -> np.ndarray:
         """Predictions for time steps [t0, t1) (NaN elsewhere), windows of the training length.
 
         data: a Panel -> (N, T, K), or a DataFrame aligned to its rows when it came from Panel.from_frame;
         a DataFrame (long, as Panel.from_frame takes; the model's feature columns) -> a DataFrame aligned to
         its rows, one column per target; features as an array, (N, T, F) -> (N, T, K) or (T, F) -> (T, K).
+
+        precision: the GPU's arithmetic (docs/config.md, train.precision): "fp32" (None, the default: fp32
+        accuracy), "tf32" (GEMMs and SSD chunk products single-pass tf32 on the tensor cores) or "bf16"
+        (bf16 GEMM operands and SSD chunk products with fp32 accumulation). The CPU computes fp32 whatever
+        it says. Not the precision the model was trained in (config["train"]["precision"]) unless given.
+        tf32=True is the older spelling of precision="tf32"; with another precision it is a ValueError.
         """
-        return _predict(self, data, t0, t1, device, tf32)
+        return _predict(self, data, t0, t1, device, precision, tf32, "Model.predict")
 
     @property
     def config(self) -> dict:
@@ -111,9 +137,11 @@ class Ensemble:
             raise ValueError(f"members: 'all', 'top:K' or a list of member names, got {members!r}")
         return cls(_core.Ensemble.load(os.fspath(run_dir), members, -1 if fold is None else int(fold)))
 
-    def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", tf32: bool = False):
-        """The mean of the members' Model.predict, with Model.predict's arguments and returns."""
-        return _predict(self, data, t0, t1, device, tf32)
+    def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
+                tf32: bool = False):
+        """The mean of the members' Model.predict, with Model.predict's arguments (precision and its older
+        spelling tf32 included) and returns."""
+        return _predict(self, data, t0, t1, device, precision, tf32, "Ensemble.predict")
 
     @property
     def models(self) -> list[Model]:

@@ -218,6 +218,57 @@ def test_fit_rejects_bad_input(arrays):
         mlalpha.fit(mlalpha.Panel.from_numpy(x[:, :20], y[:, :20]), mlalpha.Config(SMALL))
 
 
+def test_predict_precision_and_its_tf32_alias(run, arrays):
+    x, _ = arrays
+    model = run.best
+    fp32 = model.predict(x, device="cpu")
+    for p in ("fp32", "tf32", "bf16"):  # the CPU computes fp32 whatever the precision says
+        np.testing.assert_array_equal(model.predict(x, device="cpu", precision=p), fp32)
+    np.testing.assert_array_equal(model.predict(x, device="cpu", tf32=True), fp32)
+    np.testing.assert_array_equal(model.predict(x, device="cpu", precision="tf32", tf32=True), fp32)  # the same twice
+    with pytest.raises(ValueError, match=r"Model\.predict: precision must be 'fp32', 'tf32' or 'bf16', got 'fp16'"):
+        model.predict(x, device="cpu", precision="fp16")
+    with pytest.raises(ValueError, match=r"got 'BF16'"):
+        model.predict(x, device="cpu", precision="BF16")
+    with pytest.raises(ValueError, match=r"precision must be .* got 16"):
+        model.predict(x, device="cpu", precision=16)
+    with pytest.raises(ValueError, match=r"tf32=True \(the older spelling of precision='tf32'\) contradicts "
+                                         r"precision='bf16': give only precision"):
+        model.predict(x, device="cpu", precision="bf16", tf32=True)
+    with pytest.raises(ValueError, match="contradicts precision='fp32'"):
+        model.predict(x, device="cpu", precision="fp32", tf32=True)
+    with pytest.raises(ValueError, match="tf32 must be True or False"):
+        model.predict(x, device="cpu", tf32="yes")
+    with pytest.raises(ValueError, match="precision must be 'fp32', 'tf32' or 'bf16', got 'half'"):
+        model._core.predict(mlalpha.Panel.from_numpy(*arrays)._core, 0, -1, "cpu", "half")  # the engine checks too
+
+
+def test_config_precision_round_trips(arrays, tmp_path):
+    assert mlalpha.Config()["train.precision"] == "fp32"
+    for p in ("fp32", "tf32", "bf16"):
+        c = mlalpha.Config(train={"precision": p})
+        assert c["train.precision"] == p and "train.precision" in c.given
+        assert mlalpha.Config(c.to_dict())["train.precision"] == p
+        assert f"precision = '{p}'" in c.to_toml()
+    old = mlalpha.Config(run={"tf32": True})  # the older spelling
+    assert old["train.precision"] == "tf32" and "train.precision" in old.given and "run.tf32" not in old.given
+    assert "tf32 =" not in old.to_toml()
+    with pytest.raises(ValueError, match=r"run.tf32 = true contradicts train.precision = \"bf16\""):
+        mlalpha.Config(train={"precision": "bf16"}, run={"tf32": True})
+    with pytest.raises(ValueError, match=r"train.precision: must be one of 'fp32', 'tf32', 'bf16', got 'fp16'"):
+        mlalpha.Config(train={"precision": "fp16"})
+    # A run records it: the config it ran with, its checkpoints, and a resume continues in it.
+    x, y = arrays
+    cfg = mlalpha.Config(SMALL).replace(train={"precision": "bf16"}, run={"stop_after": 10})
+    r = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, out_dir=tmp_path / "run")
+    assert r.config["train.precision"] == "bf16"
+    assert r.last.config["train"]["precision"] == "bf16"
+    back = mlalpha.load(tmp_path / "run" / "last.safetensors")
+    assert back.config["train"]["precision"] == "bf16"
+    r2 = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), resume=tmp_path / "run" / "last.safetensors")
+    assert r2.last.step == 30 and r2.last.config["train"]["precision"] == "bf16"
+
+
 # --- checkpoints --------------------------------------------------------------------------------------
 
 def test_save_load_round_trip(run, arrays, tmp_path):

@@ -25,6 +25,18 @@ def population(tmp_path_factory):
     return run, panel
 
 
+def test_predict_precision(population):
+    run, panel = population
+    ens = mlalpha.Ensemble.load(run.dir)
+    fp32 = ens.predict(panel, device="cpu")
+    assert np.array_equal(ens.predict(panel, device="cpu", precision="bf16"), fp32, equal_nan=True)  # the CPU: fp32
+    assert np.array_equal(ens.predict(panel, device="cpu", tf32=True), fp32, equal_nan=True)
+    with pytest.raises(ValueError, match=r"Ensemble\.predict: precision must be 'fp32', 'tf32' or 'bf16', got 'fp8'"):
+        ens.predict(panel, device="cpu", precision="fp8")
+    with pytest.raises(ValueError, match="contradicts precision='bf16'"):
+        ens.predict(panel, device="cpu", precision="bf16", tf32=True)
+
+
 def test_all_members_are_the_runs_ensemble(population):
     run, panel = population
     ens = mlalpha.Ensemble.load(run.dir)
