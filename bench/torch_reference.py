@@ -7,8 +7,13 @@ the C++ code, with the same tensor names so an ml-alpha checkpoint loads with lo
          independent check of the math.
   bench: time the usual PyTorch training step (fused AdamW, clip_grad_norm_, loss.item() every step)
          in eager mode and with the whole step captured in a CUDA graph, on the DESIGN section 5 shapes.
+         --precision fp32 | tf32 | bf16 runs every shape in it (--tf32: the older spelling of --precision
+         tf32); without it S and M run fp32 and L tf32. bf16 is PyTorch's usual mixed precision:
+         torch.autocast(bfloat16) around the forward pass and the loss, fp32 parameters (the master
+         weights), gradients and fused AdamW, no GradScaler (bf16 has fp32's exponent range).
 """
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -161,10 +166,28 @@ SHAPES = {"S": (64, 256, 32, 128, 4, 64, 32, 64), "M": (32, 512, 64, 256, 6, 64,
           "L": (8, 2048, 64, 1024, 8, 128, 64, 256)}
 
 
-def bench_one(name, graph, steps, warmup, tf32):
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def default_precision(name):
+    """The precision a shape runs in without --precision: L in tf32, as ml-alpha bench's first L row."""
+    return "tf32" if name == "L" else "fp32"
+
+
+def chosen_precision(a, parser):
+    """--precision, or --tf32 as its older spelling; None when neither was given."""
+    if a.tf32 and a.precision not in (None, "tf32"):
+        parser.error(f"--tf32 (the older spelling of --precision tf32) contradicts --precision {a.precision}: "
+                     "give only --precision")
+    return "tf32" if a.tf32 else a.precision
+
+
+def bench_one(name, graph, steps, warmup, precision):
     B, L, Fe, D, NL, N, P, Q = SHAPES[name]
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    # fp32 and bf16 leave tf32 off: in bf16 the matrix products autocast to bf16, and what autocast keeps
+    # in fp32 stays true fp32.
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
     dev = "cuda"
     torch.manual_seed(0)
     cfg = dict(F=Fe, K=1, D=D, NL=NL, expand=2, P=P, G=1, N=N, W=4, Q=Q)
@@ -188,11 +211,21 @@ def bench_one(name, graph, steps, warmup, tf32):
         xb.copy_(panel_x[inst[:, None], start[:, None] + ar])
         yb.copy_(panel_y[inst[:, None], start[:, None] + ar])
 
+    def autocast():
+        """bf16: the forward pass and the loss under autocast (linear, conv1d and einsum in bf16 with fp32
+        accumulation; mse_loss, softplus, exp, cumsum and the norms' reductions in fp32). Inside a CUDA
+        graph capture the cast-weight cache stays off: cached casts would be made once, at capture,
+        and never again after the optimizer changes the weights."""
+        if precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=not graph)
+
     def step():
         sample()
         opt.zero_grad(set_to_none=False)
-        loss = F.mse_loss(model(xb), yb)
-        loss.backward()
+        with autocast():
+            loss = F.mse_loss(model(xb), yb)
+        loss.backward()  # outside autocast, as PyTorch recommends; the gradients come out fp32 like the weights
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss
@@ -225,7 +258,7 @@ def bench_one(name, graph, steps, warmup, tf32):
         times.append(e0.elapsed_time(e1))
     times.sort()
     med = times[len(times) // 2]
-    print(f"| torch {name} {'tf32' if tf32 else 'fp32'} {'graph' if graph else 'eager'} | {med:9.3f} ms | "
+    print(f"| torch {name} {precision} {'graph' if graph else 'eager'} | {med:9.3f} ms | "
           f"{B * L / med * 1e3:12.0f} tok/s | first step {t_first:.2f} s |", flush=True)
     return med
 
@@ -234,24 +267,33 @@ def cmd_bench(a):
     """Each (configuration, mode) runs in its own process: a failed graph capture leaves CUDA state
     (the RNG's capture offsets) that would poison every later measurement in the same process."""
     import subprocess
-    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; median of {a.steps} steps, loss.item() each step",
-          flush=True)
+    chosen = a.chosen_precision
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; "
+          f"{chosen or 'fp32 (L: tf32)'}; median of {a.steps} steps, loss.item() each step", flush=True)
     for name in a.configs.split(","):
+        precision = chosen or default_precision(name)
         for graph in (False, True):
             cmd = [sys.executable, __file__, "bench-one", "--config", name, "--steps", str(a.steps),
-                   "--warmup", str(a.warmup)] + (["--graph"] if graph else []) + (["--tf32"] if a.tf32 else [])
+                   "--warmup", str(a.warmup), "--precision", precision] + (["--graph"] if graph else [])
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 last = (r.stderr.strip().splitlines() or ["?"])[-1]
-                print(f"| torch {name} {'graph' if graph else 'eager'} | failed: {last} |", flush=True)
+                print(f"| torch {name} {precision} {'graph' if graph else 'eager'} | failed: {last} |", flush=True)
             else:
                 print(r.stdout.strip(), flush=True)
     return 0
 
 
 def cmd_bench_one(a):
-    bench_one(a.config, a.graph, a.steps, a.warmup, a.tf32 or a.config == "L")
+    bench_one(a.config, a.graph, a.steps, a.warmup, a.chosen_precision or default_precision(a.config))
     return 0
+
+
+def add_precision(parser, help_default):
+    parser.add_argument("--precision", choices=PRECISIONS,
+                        help="fp32; tf32 (matmuls and convolutions on tf32 tensor cores); bf16 (autocast to "
+                             "bfloat16 around forward and loss, fp32 master weights and AdamW). " + help_default)
+    parser.add_argument("--tf32", action="store_true", help="the older spelling of --precision tf32")
 
 
 def main():
@@ -267,14 +309,16 @@ def main():
     b.add_argument("--configs", default="S,M,L")
     b.add_argument("--steps", type=int, default=60)
     b.add_argument("--warmup", type=int, default=10)
-    b.add_argument("--tf32", action="store_true")
+    add_precision(b, "Every configuration runs in it (default: S and M fp32, L tf32).")
     o = sub.add_parser("bench-one", help="one configuration and mode (what bench runs per process)")
     o.add_argument("--config", required=True, choices=sorted(SHAPES))
     o.add_argument("--graph", action="store_true")
     o.add_argument("--steps", type=int, default=60)
     o.add_argument("--warmup", type=int, default=10)
-    o.add_argument("--tf32", action="store_true")
+    add_precision(o, "Default: fp32, L tf32.")
     a = ap.parse_args()
+    if a.cmd in ("bench", "bench-one"):
+        a.chosen_precision = chosen_precision(a, b if a.cmd == "bench" else o)
     return {"check": cmd_check, "bench": cmd_bench, "bench-one": cmd_bench_one}[a.cmd](a)
 
 
