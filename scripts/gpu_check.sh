@@ -48,7 +48,7 @@ for w in $what; do
       # GPU time per kernel of one training step (bench/kernel_times.cpp). Every configuration goes into
       # one log: the device machine returns only a few files.
       : >"$out/kernels.log"
-      for args in "--config S" "--config M" "--config L --tf32"; do
+      for args in "--config S" "--config M" "--config L --precision tf32"; do
         echo "== ml-alpha-kernels $args" | tee -a "$out/kernels.log"
         "$bin"/ml-alpha-kernels $args 2>&1 | tee -a "$out/kernels.log"
         rc=${PIPESTATUS[0]}
