@@ -54,10 +54,10 @@ void bench_model(Context& ctx, const BenchShape& s, Precision precision, const B
   const auto ms = time_calls(ctx.stream(), a.steps, [&] { tr.step(); });
   const StepRecord last = tr.record(tr.steps_enqueued());
   const double med = median(ms);
-  std::printf("| %-2s %-4s | %4d | %5d | %5d | %2d | %9.1fM | %9.3f | %9.3f | %12.0f | %9.2f%s | %8.4f -> %.4f |\n",
+  std::printf("| %-2s %-4s | %4d | %5d | %5d | %2d | %9.1fM | %9.3f | %9.3f | %12.0f | %9.2f%s | %8.4f -> %.4f | %10s |\n",
               s.name, to_string(precision).c_str(), s.B, s.L, s.D, s.NL, double(tr.layout().table.count()) / 1e6, med,
               double(*std::min_element(ms.begin(), ms.end())), double(s.B) * s.L / (med / 1e3), first_step_s,
-              first ? "" : "*", double(r1.loss), double(last.loss));
+              first ? "" : "*", double(r1.loss), double(last.loss), format_bytes(double(tr.activation_bytes())).c_str());
   std::fflush(stdout);
 }
 
@@ -132,8 +132,8 @@ int run_bench(const BenchArgs& a, double t_start) {
   const std::string precision = a.precision ? to_string(*a.precision) : "fp32 (L: tf32, then fp32)";
   std::printf("ml-alpha bench on %s; %s; median of %d steps after %d warm-up steps (CUDA events, graph replay)\n",
               cuda_device_summary(0).c_str(), precision.c_str(), a.steps, a.warmup);
-  std::printf("| config    |    B |     L |     D | NL |    params |    ms/step |     min ms |     tokens/s | first step s | loss first -> last |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| config    |    B |     L |     D | NL |    params |    ms/step |     min ms |     tokens/s | first step s | loss first -> last | activations |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool first = true;
   std::stringstream list(a.configs);
   for (std::string name; std::getline(list, name, ',');) {
