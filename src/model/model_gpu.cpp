@@ -64,7 +64,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
   dh_ = alloc(M * s.D);
   dg_ = alloc(M * s.di);
   dy_ = alloc(M * s.di);
-  dzx_ = alloc(M * s.proj);
+  if (!is_bf16()) dzx_ = alloc(M * s.proj);  // bf16: dzx16_ only
   dxbc_ = alloc(M * s.cd);
   ddelta_ = alloc(M * s.H);
   dhn_ = alloc(M * s.D);
@@ -197,7 +197,8 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
 // bf16 copy P16, activations and gradients rounded to bf16 where they are written) and fp32 accumulation;
 // the residual stream, norms' statistics, conv, softplus, the SSD's decays and states and all gradients
 // that are not GEMM operands stay fp32. The bf16 operands are written by their producers (the norms) or,
-// where several kernels write one operand (dzx) or the producer is outside the model (x, dout), by one cast.
+// the backward's dzx by its three producers (gated norm, softplus, conv), and the two whose producer is
+// outside the model (x, dout) by one cast each.
 void GpuModel::forward_bf16(const float* P, const bf16* P16) {
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
@@ -249,11 +250,11 @@ void GpuModel::backward_bf16(const float* P, const bf16* P16, float* Gr, float* 
     side_.done(0);
     if (l < c.NL - 1) side_.join(st, 1);
     const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    const ZxCols<float> dzx = zx_cols(s, dzx_.data());
+    const ZxCols<bf16> dzx = zx_cols(s, dzx16_.data());  // in_proj's dy, written in bf16 by its three producers
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
     gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
-                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, ws, st);
+                           {.dy = dy_.data(), .dw = Gr + o.gnorm_w}, ws, st, dzx.z);
     gpu::ssd_bwd(s.ssd,
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
                   .Dskip = P + o.D},
@@ -262,10 +263,9 @@ void GpuModel::backward_bf16(const float* P, const bf16* P16, float* Gr, float* 
                   .dD = Gr + o.D},
                  ws, st);
     gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
-                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, ws, st);
+                         {.ddt_bias = Gr + o.dt_bias}, ws, st, dzx.dt);
     gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc_.data(),
-                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st);
-    gpu::cast_bf16(dzx_.data(), dzx16_.data(), size_t(M_) * s.proj, st);
+                         {.dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st, dzx.xBC);
     gpu::linear_bwd(gemm_, s.in_proj, {.w = P16 + o.in_proj_w}, {dzx16_.data()}, {.dx = dhn_.data()}, ws, st);
     side_.fork(st);
     gpu::linear_bwd(gemm_side_, s.in_proj, {.x = a.hn16.data()}, {dzx16_.data()}, {.dw = Gr + o.in_proj_w}, nullptr,

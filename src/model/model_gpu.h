@@ -77,8 +77,8 @@ class GpuModel {
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
-  // BF16 only: hfn (M, D) in bf16 instead of hfn_, and the bf16 copies of the GEMM operands x (M, F),
-  // dout (M, K), dh (M, D), dzx (M, proj).
+  // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), and the
+  // bf16 copies of the GEMM operands x (M, F), dout (M, K), dh (M, D).
   DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_;
 };
 

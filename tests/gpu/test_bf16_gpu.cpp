@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "core/bf16.h"
 #include "core/mapped_buffer.h"
 #include "ops/cast/cast.h"
+#include "ops/conv1d/conv1d.h"
+#include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "train/optim.h"
@@ -126,6 +129,64 @@ TEST(Bf16Gpu, GatedNormWritesRoundedOperand) {
     EXPECT_TRUE(rounded_bitwise(from_device16(out16), from_device(out), "out"));
     EXPECT_TRUE(test::same_bits(from_device(rstd16), from_device(rstd)));
   }
+}
+
+// The three producers of in_proj's dy in bf16 mode write their column slices of one (M, ld) buffer: each
+// slice is the fp32 result rounded, every other column is left alone (still poison), and the parameter
+// gradients they also produce are bitwise those of the fp32 call.
+TEST(Bf16Gpu, InProjDyProducersWriteRoundedSlices) {
+  const int B = 3, L = 70, H = 8, di = 64, C = 96, ld = di + C + H + 4;  // z | xBC | dt | spare columns
+  const int M = B * L;
+  auto rng = test::make_rng(21);
+  const auto zx = to_device(random_vec<float>(size_t(M) * ld, rng, -3, 3));
+  const auto dg = to_device(random_vec<float>(size_t(M) * di, rng)), y = to_device(random_vec<float>(size_t(M) * di, rng));
+  const auto gw = to_device(random_vec<float>(di, rng, 0.5, 1.5)), grstd = to_device(random_vec<float>(M, rng, 0.5, 2));
+  const auto ddelta = to_device(random_vec<float>(size_t(M) * H, rng)), dt_bias = to_device(random_vec<float>(H, rng));
+  const auto dxbc = to_device(random_vec<float>(size_t(M) * C, rng)), cw = to_device(random_vec<float>(size_t(C) * 4, rng));
+  const auto cb = to_device(random_vec<float>(C, rng));
+  const GatedNormParams gp{M, di, 1, ld, 1e-5f};
+  const DtParams dp{M, H, ld, 1e-3f, std::numeric_limits<float>::infinity()};
+  const Conv1dParams cp{B, L, C, 4, ld};
+  const size_t ws_n = std::max({gpu::gated_rmsnorm_bwd_workspace_floats(gp), gpu::dt_softplus_bwd_workspace_floats(dp),
+                                gpu::conv1d_silu_bwd_workspace_floats(cp)});
+  auto ws = poisoned(ws_n);
+  auto dz32 = poisoned(size_t(M) * ld);
+  auto d16 = poisoned16(size_t(M) * ld);
+  auto dy_a = poisoned(size_t(M) * di), dy_b = poisoned(size_t(M) * di);
+  std::vector<std::vector<float>> params(2);
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool bf = pass == 1;
+    auto gwd = to_device(std::vector<float>(di, 0.f)), dtb = to_device(std::vector<float>(H, 0.f));
+    auto cdw = to_device(std::vector<float>(size_t(C) * 4, 0.f)), cdb = to_device(std::vector<float>(C, 0.f));
+    gpu::gated_rmsnorm_bwd(gp, {.y = y.data(), .z = zx.data(), .w = gw.data()}, grstd.data(), dg.data(),
+                           {.dy = (bf ? dy_b : dy_a).data(), .dz = bf ? nullptr : dz32.data(), .dw = gwd.data()},
+                           ws.data(), nullptr, bf ? d16.data() : nullptr);
+    gpu::dt_softplus_bwd(dp, {.dt = zx.data() + di + C, .dt_bias = dt_bias.data()}, ddelta.data(),
+                         {.ddt = bf ? nullptr : dz32.data() + di + C, .ddt_bias = dtb.data()}, ws.data(), nullptr,
+                         bf ? d16.data() + di + C : nullptr);
+    gpu::conv1d_silu_bwd(cp, {.x = zx.data() + di, .w = cw.data(), .bias = cb.data()}, dxbc.data(),
+                         {.dx = bf ? nullptr : dz32.data() + di, .dw = cdw.data(), .dbias = cdb.data()}, ws.data(),
+                         nullptr, bf ? d16.data() + di : nullptr);
+    for (auto* b : {&gwd, &dtb, &cdw, &cdb}) {
+      const auto v = from_device(*b);
+      params[size_t(pass)].insert(params[size_t(pass)].end(), v.begin(), v.end());
+    }
+  }
+  EXPECT_TRUE(test::same_bits(params[1], params[0])) << "parameter gradients differ between fp32 and bf16 dy";
+  EXPECT_TRUE(test::same_bits(from_device(dy_b), from_device(dy_a))) << "the gated norm's dy differs";
+  const auto want = from_device(dz32), got = from_device16(d16);
+  std::vector<float> w_used, g_used;
+  for (int m = 0; m < M; ++m)
+    for (int c = 0; c < ld; ++c) {
+      const size_t i = size_t(m) * ld + c;
+      if (c < di + C + H) {
+        w_used.push_back(want[i]);
+        g_used.push_back(got[i]);
+      } else {
+        ASSERT_TRUE(std::isnan(got[i])) << "spare column " << c << " of row " << m << " was written";
+      }
+    }
+  EXPECT_TRUE(rounded_bitwise(g_used, w_used, "dzx16"));
 }
 
 // AdamW with the copy: the fp32 results are those of the plain kernel, bitwise, and the copy is their

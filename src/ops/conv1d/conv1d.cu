@@ -80,6 +80,18 @@ __device__ __forceinline__ void store_quad(float* __restrict__ p, int nc, const 
       if (j < nc) p[j] = v[j];
   }
 }
+// The same rounded to bf16 (bf16 mode: dx is in_proj's GEMM operand dy); kVec: one 8-byte store.
+template <bool kVec>
+__device__ __forceinline__ void store_quad(__nv_bfloat16* __restrict__ p, int nc, const float (&v)[4]) {
+  if constexpr (kVec) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]), hi = __floats2bfloat162_rn(v[2], v[3]);
+    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j < nc) p[j] = __float2bfloat16_rn(v[j]);
+  }
+}
 
 // wk[k][j] = w[c+j, k], bc[j] = bias[c+j] for the nc channels of the quad, 0 for the others. Scalar loads on
 // both paths: W·4 + 4 floats once per thread (L1/L2 hits), and w, bias need no alignment.
@@ -156,11 +168,11 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
 // blockIdx.y) into part_w[blk] (C, W) (dw's layout) and part_b[blk] (C).
 //   dpre[t] = dy[t] · SiLU'(pre[t]) (0 for t >= L);  dx[s] = Σ_k w[k] · dpre[s+(W−1)−k];
 //   dw[k] += Σ_t dpre[t] · x[t−(W−1)+k];  dbias += Σ_t dpre[t].
-template <int W, bool kVec>
+template <int W, bool kVec, typename TDx>
 __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     conv1d_silu_bwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
                            const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
-                           const float* __restrict__ dy /* (B, L, C) */, float* __restrict__ dx /* (B, L, ld_x) */,
+                           const float* __restrict__ dy /* (B, L, C) */, TDx* __restrict__ dx /* (B, L, ld_x) */,
                            float* __restrict__ part_w /* (nblocks, C, W) */,
                            float* __restrict__ part_b /* (nblocks, C) */) {
   constexpr int G = kBwdGroup;
@@ -180,7 +192,7 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     const size_t ldx = size_t(p.ld_x);
     const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;     // x[b, t0, c]
     const float* dyq = dy + (size_t(b) * p.L + t0) * p.C + c;   // dy[b, t0, c]
-    float* dxq = dx + (size_t(b) * p.L + t0) * ldx + c;         // dx[b, t0, c]
+    TDx* dxq = dx + (size_t(b) * p.L + t0) * ldx + c;           // dx[b, t0, c]
     float xs[W - 1 + G][4];  // xs[i] = x at t0 + g − (W−1) + i (zero before t = 0)
     float dp[W][4] = {};     // dp[i] = dpre at step t − (W−1) + i (those before t0 are never used)
 #pragma unroll
@@ -339,10 +351,11 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
   return nblocks * size_t(p.W + 1) * size_t(p.C);
 }
 
-void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
-                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream) {
+namespace {
+template <typename TDx>
+void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, TDx* dx, float* dw, float* dbias,
+         float* workspace, cudaStream_t stream) {
   const float *x = in.x, *w = in.w, *bias = in.bias;
-  float *dx = g.dx, *dw = g.dw, *dbias = g.dbias;
   check_params(p);
   if (p.B == 0 || p.L == 0 || p.C == 0) return;  // dx empty; dw, dbias += empty sums
   require(x && w && bias && dy && dx && dw && dbias, "conv1d_silu_bwd: all tensors must be non-null");
@@ -364,6 +377,13 @@ void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const
   });
   colsum_add(int(nblocks), p.C * p.W, part_w, dw, stream);  // dw (C, W) has the partials' row layout
   colsum_add(int(nblocks), p.C, part_b, dbias, stream);
+}
+}  // namespace
+
+void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16) {
+  if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, workspace, stream);
+  else bwd(p, in, dy, g.dx, g.dw, g.dbias, workspace, stream);
 }
 
 }  // namespace mlalpha::gpu

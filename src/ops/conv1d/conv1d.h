@@ -2,6 +2,7 @@
 // Causal depthwise conv1d + bias + SiLU over the xBC channels of the Mamba2 in_proj output
 // (DESIGN section 1):  y[b,t,c] = SiLU(bias[c] + Σ_{k<W} w[c,k] · x[b, t−(W−1)+k, c]), x = 0 before t = 0.
 // GPU: conv1d.cu. CPU: conv1d_ref.cpp (the oracle).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -53,9 +54,11 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
 // (conv1d_silu_bwd_workspace_floats(p) floats).
 // The pre-activation is recomputed; dw, dbias are summed as per-block partials, then in a fixed order
 // (colsum_add): bitwise reproducible. Fast path (float4) when C % 4 == 0, ld_x % 4 == 0 and x, dy, dx
-// (fwd: x, y) are 16-byte aligned; otherwise a scalar path with the same bits.
+// (fwd: x, y) are 16-byte aligned; otherwise a scalar path with the same bits. dx16 (B, L, ld_x), when
+// non-null, receives dx rounded to bf16 instead of g.dx (then not read): bf16 mode, in_proj's dy.
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
-                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream);
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream,
+                     __nv_bfloat16* dx16 = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -27,10 +27,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // g = ddelta · σ(u) where lo ≤ softplus(u) ≤ hi, else 0 (u > 20: softplus is the identity, slope 1, as the
 // ref); ddt = g; partial[block][h] = Σ_rows g, the row slices of a head added in a fixed order.
+// TOut: float, or __nv_bfloat16 in bf16 mode (ddt is then only in_proj's GEMM operand dy).
+__device__ __forceinline__ void store_as(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+template <typename TOut>
 __global__ void __launch_bounds__(kTileH* kRowSlices)
     dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const float* __restrict__ dt,
                            const float* __restrict__ dt_bias, const float* __restrict__ ddelta,
-                           float* __restrict__ ddt, float* __restrict__ partial /* (gridDim.x, H) */) {
+                           TOut* __restrict__ ddt /* (M, ld_dt) */, float* __restrict__ partial /* (gridDim.x, H) */) {
   __shared__ float s[kRowSlices][kTileH];
   const int h = blockIdx.y * kTileH + threadIdx.x;
   const int row0 = blockIdx.x * kBwdRows;
@@ -43,7 +47,7 @@ __global__ void __launch_bounds__(kTileH* kRowSlices)
       const float v = softplus(u);
       const bool pass = v >= lo && v <= hi;
       const float g = pass ? ddelta[size_t(m) * H + h] * (u > 20.f ? 1.f : sigmoid(u)) : 0.f;
-      ddt[size_t(m) * ld_dt + h] = g;
+      store_as(ddt + size_t(m) * ld_dt + h, g);
       acc += g;
     }
   }
@@ -80,7 +84,7 @@ void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta,
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p) { return size_t(bwd_blocks(p)) * size_t(p.H); }
 
 void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
-                     float* workspace, cudaStream_t stream) {
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16) {
   const float *dt = in.dt, *dt_bias = in.dt_bias;
   float *ddt = g.ddt, *ddt_bias = g.ddt_bias;
   check_params(p, "gpu::dt_softplus_bwd");
@@ -89,8 +93,13 @@ void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* 
   const int nb = bwd_blocks(p);
   const int tiles = (p.H + kTileH - 1) / kTileH;
   require(tiles <= 65535, "gpu::dt_softplus_bwd: H too large");
-  dt_softplus_bwd_kernel<<<dim3(nb, tiles), dim3(kTileH, kRowSlices), 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt,
-                                                                                  dt_bias, ddelta, ddt, workspace);
+  const dim3 grid(nb, tiles), block(kTileH, kRowSlices);
+  if (ddt16)
+    dt_softplus_bwd_kernel<<<grid, block, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, ddelta, ddt16,
+                                                       workspace);
+  else
+    dt_softplus_bwd_kernel<<<grid, block, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, ddelta, ddt,
+                                                       workspace);
   MLALPHA_CHECK_LAUNCH(stream);
   colsum_add(nb, p.H, workspace, ddt_bias, stream);
 }

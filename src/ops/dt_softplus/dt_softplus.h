@@ -1,5 +1,6 @@
 #pragma once
 // Δ = clamp(softplus(dt + dt_bias), lo, hi) (DESIGN section 1; no clamp by default: lo = 0, hi = inf).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -42,8 +43,9 @@ void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta,
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p);
 // ddelta (M, H) -> g (DtGrads says what is written and what accumulated). workspace:
 // dt_softplus_bwd_workspace_floats(p) floats.
+// ddt16 (M, ld_dt), when non-null, receives ddt rounded to bf16 instead of g.ddt (bf16 mode: in_proj's dy).
 void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
-                     float* workspace, cudaStream_t stream);
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16 = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -74,12 +74,13 @@ constexpr int bwd_min_blocks() {
 //   SiLU(z) = z·σ, SiLU'(z) = σ·(1 + z·(1 − σ)) (ops/activations.h);  partial[block] = Σ_rows dout·u·r.
 // Everything but c is known before the team's sum, so the output pass keeps four values per column in
 // registers (r·w·dout, u, SiLU(z), y·SiLU'(z)) and dw is accumulated before the barrier.
-template <class Tm, bool kVec>
+// TDz: float, or __nv_bfloat16 in bf16 mode (dz is then only in_proj's GEMM operand dy).
+template <class Tm, bool kVec, typename TDz>
 __global__ void __launch_bounds__(Tm::kBlock, (bwd_min_blocks<Tm, kVec>()))
     gated_rmsnorm_bwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
                              const float* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
                              const float* __restrict__ rstd /* (M, G) */, const float* __restrict__ dout /* (M, Dn) */,
-                             float* __restrict__ dy /* (M, Dn) */, float* __restrict__ dz /* (M, ld_z) */,
+                             float* __restrict__ dy /* (M, Dn) */, TDz* __restrict__ dz /* (M, ld_z) */,
                              float* __restrict__ partial /* (gridDim.x, Dn) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
   __shared__ float slots[2][Tm::kBlock / 32];
@@ -190,10 +191,11 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
   return size_t(bwd_blocks(p)) * size_t(p.Dn);
 }
 
-void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
-                       const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream) {
+namespace {
+template <typename TDz>
+void bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd, const float* dout, float* dy,
+         TDz* dz, float* dw, float* workspace, cudaStream_t stream) {
   const float *y = in.y, *z = in.z, *w = in.w;
-  float *dy = g.dy, *dz = g.dz, *dw = g.dw;
   check_params(p, "gpu::gated_rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, nothing written
   require(workspace != nullptr, "gpu::gated_rmsnorm_bwd: workspace is null (needs gated_rmsnorm_bwd_workspace_floats)");
@@ -209,6 +211,14 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& i
     MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add(nb, p.Dn, workspace, dw, stream);
+}
+}  // namespace
+
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
+                       const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
+                       __nv_bfloat16* dz16) {
+  if (dz16) bwd(p, in, rstd, dout, g.dy, dz16, g.dw, workspace, stream);
+  else bwd(p, in, rstd, dout, g.dy, g.dz, g.dw, workspace, stream);
 }
 
 }  // namespace mlalpha::gpu

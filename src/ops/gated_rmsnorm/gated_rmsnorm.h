@@ -54,8 +54,11 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& i
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);
 // rstd (M, G), dout (M, Dn) -> g (GatedNormGrads says what is written and what accumulated).
 // workspace: gated_rmsnorm_bwd_workspace_floats(p) floats.
+// dz16 (M, ld_z), when non-null, receives dz rounded to bf16 instead of g.dz (then not read): the bf16
+// mode's dy of in_proj, whose other columns dt_softplus_bwd and conv1d_silu_bwd write likewise.
 void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
-                       const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream);
+                       const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
+                       __nv_bfloat16* dz16 = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha
