@@ -43,12 +43,14 @@ for w in $what; do
     train)
       "$bin"/ml-alpha train --steps 300 --log-every 100 2>&1 | tee "$out/train.log" ;;
     bench)
-      "$bin"/ml-alpha bench 2>&1 | tee "$out/bench.log" ;;
+      # the default table (S, M fp32; L tf32 and fp32), then every configuration in bf16
+      { "$bin"/ml-alpha bench && "$bin"/ml-alpha bench --precision bf16 --no-optimizer; } 2>&1 | tee "$out/bench.log" ;;
     kernels)
       # GPU time per kernel of one training step (bench/kernel_times.cpp). Every configuration goes into
       # one log: the device machine returns only a few files.
       : >"$out/kernels.log"
-      for args in "--config S" "--config M" "--config L --precision tf32"; do
+      for args in "--config S" "--config M" "--config L --precision tf32" "--config S --precision bf16" \
+                  "--config M --precision bf16" "--config L --precision bf16"; do
         echo "== ml-alpha-kernels $args" | tee -a "$out/kernels.log"
         "$bin"/ml-alpha-kernels $args 2>&1 | tee -a "$out/kernels.log"
         rc=${PIPESTATUS[0]}
@@ -66,7 +68,8 @@ for w in $what; do
         "$bin"/ml-alpha predict $data --checkpoint "$d/run/last.safetensors" --split all -o "$d/all" >/dev/null &&
         python3 bench/torch_reference.py check --checkpoint "$d/run/last.safetensors" --features "$d/features.npy" \
           --targets "$d/targets.npy" --pred "$d/all.npy" 2>&1 | tee "$out/torch_check.log" || status=1
-      python3 bench/torch_reference.py bench 2>&1 | tee "$out/torch_bench.log" ;;
+      { python3 bench/torch_reference.py bench && python3 bench/torch_reference.py bench --precision bf16; } 2>&1 |
+        tee "$out/torch_bench.log" ;;
   esac
 done
 exit $status
