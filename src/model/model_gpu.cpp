@@ -92,25 +92,55 @@ LossParams GpuModel::loss_params(const TrainConfig& tc, int G) const {
 
 float* GpuModel::resid(int l) { return l < lay_.cfg.NL ? acts_[l].h_in.data() : h_.data(); }
 
-void GpuModel::forward(const float* P, const float* x, const bf16* P16) {
-  x_ = x;
+// One GEMM of the model in its precision: fp32 operands (FP32, TF32) or their bf16 forms with the weights'
+// bf16 copy (BF16). x, w_off name the input and the weight; r, when non-null, is the residual added.
+void GpuModel::linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, const float* b,
+                          const float* r, float* y, cudaStream_t st) {
   if (is_bf16()) {
-    require(P16 != nullptr, "GpuModel::forward: bf16 precision needs the weights' bf16 copy");
-    return forward_bf16(P, P16);
+    const gpu::LinearInputsBf16 in{x.b16, P16_ + w_off, b};
+    if (r) gpu::linear_fwd_add(g, p, in, r, y, st);
+    else gpu::linear_fwd(g, p, in, y, st);
+  } else {
+    const LinearInputs<float> in{.x = x.f32, .w = P_ + w_off, .b = b};
+    if (r) gpu::linear_fwd_add(g, p, in, r, y, st);
+    else gpu::linear_fwd(g, p, in, y, st);
   }
+}
+
+// The backward of one GEMM (linear_bwd's grads): dx reads the weight, dw reads x; dy.f32 feeds db.
+void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
+                          const LinearGrads<float>& grads, cudaStream_t st) {
+  float* ws = grads.db ? ws_.data() : nullptr;
+  if (is_bf16()) gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, ws, st);
+  else gpu::linear_bwd(g, p, {.x = x.f32, .w = P_ + w_off}, dy.f32, grads, ws, st);
+}
+
+// BF16 (docs/decisions.md "bf16"): every GEMM on bf16 operands (the weights' bf16 copy P16, activations and
+// gradients rounded to bf16 where they are written) with fp32 accumulation; the residual stream, the norms'
+// statistics, conv, softplus, the SSD's decays and states and every gradient that is not a GEMM operand
+// stay fp32. The bf16 operands are written by their producers: the norms (hn, gout, hfn, and dh's copy),
+// the backward's dzx by its three producers (gated norm, softplus, conv); the two whose producer is outside
+// the model (x, dout) by one cast each.
+void GpuModel::forward(const float* P, const float* x, const bf16* P16) {
+  const bool h16 = is_bf16();
+  require(!h16 || P16 != nullptr, "GpuModel::forward: bf16 precision needs the weights' bf16 copy");
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
+  x_ = x, P_ = P, P16_ = P16;
+  if (h16) gpu::cast_bf16(x, x16_.data(), size_t(M_) * c.F, st);
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
   // input projection, layer l reads h_l = resid(l) and writes h_{l+1} = h_l + mixer(h_l) to resid(l + 1),
   // so every layer's input stays where its backward (rmsnorm_bwd) reads it, without a copy.
-  gpu::linear_fwd(gemm_, s.input, {.x = x, .w = P + lay_.in_w, .b = P + lay_.in_b}, resid(0), st);
+  linear_fwd(gemm_, s.input, {x, x16_.data()}, lay_.in_w, P + lay_.in_b, nullptr, resid(0), st);
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
     LayerActs& a = acts_[l];
     const float* h = resid(l);
-    gpu::rmsnorm_fwd(s.norm, {.x = h, .w = P + o.norm_w}, a.hn.data(), a.rstd.data(), st);
-    gpu::linear_fwd(gemm_, s.in_proj, {.x = a.hn.data(), .w = P + o.in_proj_w}, a.zx.data(), st);
+    const RmsNormInputs<float> norm_in{.x = h, .w = P + o.norm_w};
+    if (h16) gpu::rmsnorm_fwd(s.norm, norm_in, a.hn16.data(), a.rstd.data(), st);
+    else gpu::rmsnorm_fwd(s.norm, norm_in, a.hn.data(), a.rstd.data(), st);
+    linear_fwd(gemm_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, nullptr, nullptr, a.zx.data(), st);
     const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
     gpu::conv1d_silu_fwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, a.xbc.data(), st);
     gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
@@ -119,14 +149,17 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16) {
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
                   .Dskip = P + o.D},
                  a.y.data(), a.states.data(), st);
-    gpu::gated_rmsnorm_fwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.gout.data(),
-                           a.grstd.data(), st);
+    const GatedNormInputs<float> gnorm_in{.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w};
+    if (h16) gpu::gated_rmsnorm_fwd(s.gnorm, gnorm_in, a.gout16.data(), a.grstd.data(), st);
+    else gpu::gated_rmsnorm_fwd(s.gnorm, gnorm_in, a.gout.data(), a.grstd.data(), st);
     // h_{l+1} (M, D) = h_l + gout · out_projᵀ: the residual add is the GEMM epilogue (C = h_l, beta = 1,
     // D = h_{l+1}, out of place), so the mixer output is never stored and no add kernel runs.
-    gpu::linear_fwd_add(gemm_, s.out_proj, {.x = a.gout.data(), .w = P + o.out_proj_w}, h, resid(l + 1), st);
+    linear_fwd(gemm_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, nullptr, h, resid(l + 1), st);
   }
-  gpu::rmsnorm_fwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, hfn_.data(), rstdf_.data(), st);
-  gpu::linear_fwd(gemm_, s.head, {.x = hfn_.data(), .w = P + lay_.head_w, .b = P + lay_.head_b}, out_.data(), st);
+  const RmsNormInputs<float> normf_in{.x = h_.data(), .w = P + lay_.norm_f};
+  if (h16) gpu::rmsnorm_fwd(s.norm, normf_in, hfn16_.data(), rstdf_.data(), st);
+  else gpu::rmsnorm_fwd(s.norm, normf_in, hfn_.data(), rstdf_.data(), st);
+  linear_fwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, P + lay_.head_b, nullptr, out_.data(), st);
 }
 
 void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
@@ -136,38 +169,43 @@ void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
 }
 
 void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
-  if (is_bf16()) {
-    require(P16 != nullptr, "GpuModel::backward: bf16 precision needs the weights' bf16 copy");
-    return backward_bf16(P, P16, Gr, dx);
-  }
+  const bool h16 = is_bf16();
+  require(!h16 || P16 != nullptr, "GpuModel::backward: bf16 precision needs the weights' bf16 copy");
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
-  gpu::linear_bwd(gemm_, s.head, {.x = hfn_.data(), .w = P + lay_.head_w}, dout_.data(),
-                  {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, ws, st);
+  P_ = P, P16_ = P16;
+  bf16* dh16 = h16 ? dh16_.data() : nullptr;  // RMSNorm's backward also writes dh's bf16 copy in bf16
+  if (h16) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
+  linear_bwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, {dout_.data(), dout16_.data()},
+             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st);
   gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
-                   {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, ws, st);
+                   {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, ws, st, dh16);
   // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
   // alongside the main stream's chain (nothing on it reads dW). The main stream waits only where it is
-  // about to overwrite what they read: dh_ (out_proj's dy, rewritten by the layer's last RMSNorm backward;
-  // slot 0) and dzx_ (in_proj's dy, rewritten by the next layer's gated-norm backward; slot 1).
+  // about to overwrite what they read: dh (out_proj's dy, rewritten by the layer's last RMSNorm backward;
+  // slot 0) and dzx (in_proj's dy, rewritten by the next layer's gated-norm backward; slot 1), in either
+  // precision's buffers.
+  const Operand dh{dh_.data(), dh16_.data()}, dzx_op{dzx_.data(), dzx16_.data()};
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
-    gpu::linear_bwd(gemm_, s.out_proj, {.w = P + o.out_proj_w}, dh_.data(), {.dx = dg_.data()}, ws, st);
+    linear_bwd(gemm_, s.out_proj, {}, o.out_proj_w, dh, {.dx = dg_.data()}, st);
     side_.fork(st);
-    gpu::linear_bwd(gemm_side_, s.out_proj, {.x = a.gout.data()}, dh_.data(), {.dw = Gr + o.out_proj_w}, nullptr,
-                    side_.get());
+    linear_bwd(gemm_side_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, dh, {.dw = Gr + o.out_proj_w},
+               side_.get());
     side_.done(0);
     if (l < c.NL - 1) side_.join(st, 1);
-    // The activations' column slices and the same slices of their gradient buffers.
+    // The activations' column slices and the same slices of their gradient buffers; in bf16 in_proj's dy
+    // exists only in bf16 (dzx16_), written by its three producers.
     const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    const ZxCols<float> dzx = zx_cols(s, dzx_.data());
+    const ZxCols<float> dzx = h16 ? ZxCols<float>{} : zx_cols(s, dzx_.data());
+    const ZxCols<bf16> dzx16 = h16 ? zx_cols(s, dzx16_.data()) : ZxCols<bf16>{};
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
     gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
-                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, ws, st);
+                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, ws, st, dzx16.z);
     gpu::ssd_bwd(s.ssd,
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
                   .Dskip = P + o.D},
@@ -176,108 +214,21 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                   .dD = Gr + o.D},
                  ws, st);
     gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
-                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, ws, st);
+                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, ws, st, dzx16.dt);
     gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc_.data(),
-                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st);
-    gpu::linear_bwd(gemm_, s.in_proj, {.w = P + o.in_proj_w}, dzx_.data(), {.dx = dhn_.data()}, ws, st);
+                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st, dzx16.xBC);
+    linear_bwd(gemm_, s.in_proj, {}, o.in_proj_w, dzx_op, {.dx = dhn_.data()}, st);
     side_.fork(st);
-    gpu::linear_bwd(gemm_side_, s.in_proj, {.x = a.hn.data()}, dzx_.data(), {.dw = Gr + o.in_proj_w}, nullptr,
-                    side_.get());
+    linear_bwd(gemm_side_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, dzx_op, {.dw = Gr + o.in_proj_w},
+               side_.get());
     side_.done(1);
     side_.join(st, 0);
     gpu::rmsnorm_bwd(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
-                     {.dx = dh_.data(), .dw = Gr + o.norm_w}, true, ws, st);
+                     {.dx = dh_.data(), .dw = Gr + o.norm_w}, true, ws, st, dh16);
   }
   side_.join(st, 1);  // every weight gradient is in before the optimizer reads them
-  gpu::linear_bwd(gemm_, s.input, {.x = x_, .w = P + lay_.in_w}, dh_.data(),
-                  {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b}, ws, st);
-}
-
-// BF16 (docs/decisions.md "bf16"): the same computation with every GEMM on bf16 operands (the weights'
-// bf16 copy P16, activations and gradients rounded to bf16 where they are written) and fp32 accumulation;
-// the residual stream, norms' statistics, conv, softplus, the SSD's decays and states and all gradients
-// that are not GEMM operands stay fp32. The bf16 operands are written by their producers (the norms) or,
-// the backward's dzx by its three producers (gated norm, softplus, conv), and the two whose producer is
-// outside the model (x, dout) by one cast each.
-void GpuModel::forward_bf16(const float* P, const bf16* P16) {
-  const ModelConfig& c = lay_.cfg;
-  const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
-  cudaStream_t st = ctx_.stream();
-  gpu::cast_bf16(x_, x16_.data(), size_t(M_) * c.F, st);
-  gpu::linear_fwd(gemm_, s.input, {.x = x16_.data(), .w = P16 + lay_.in_w, .b = P + lay_.in_b}, resid(0), st);
-  for (int l = 0; l < c.NL; ++l) {
-    const LayerOffsets& o = lay_.layers[l];
-    LayerActs& a = acts_[l];
-    const float* h = resid(l);
-    gpu::rmsnorm_fwd(s.norm, {.x = h, .w = P + o.norm_w}, a.hn16.data(), a.rstd.data(), st);
-    gpu::linear_fwd(gemm_, s.in_proj, {.x = a.hn16.data(), .w = P16 + o.in_proj_w}, a.zx.data(), st);
-    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    gpu::conv1d_silu_fwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, a.xbc.data(), st);
-    gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
-    const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
-    gpu::ssd_fwd(s.ssd,
-                 {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
-                  .Dskip = P + o.D},
-                 a.y.data(), a.states.data(), st);
-    gpu::gated_rmsnorm_fwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.gout16.data(),
-                           a.grstd.data(), st);
-    gpu::linear_fwd_add(gemm_, s.out_proj, {.x = a.gout16.data(), .w = P16 + o.out_proj_w}, h, resid(l + 1), st);
-  }
-  gpu::rmsnorm_fwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, hfn16_.data(), rstdf_.data(), st);
-  gpu::linear_fwd(gemm_, s.head, {.x = hfn16_.data(), .w = P16 + lay_.head_w, .b = P + lay_.head_b}, out_.data(),
-                  st);
-}
-
-// The fp32 backward's order and side-stream overlap (see backward()); the side stream's GEMMs read dh16_
-// and dzx16_, which are rewritten at the same points as dh_ and dzx_, so the same two joins guard them.
-void GpuModel::backward_bf16(const float* P, const bf16* P16, float* Gr, float* dx) {
-  const ModelConfig& c = lay_.cfg;
-  const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
-  cudaStream_t st = ctx_.stream();
-  float* ws = ws_.data();
-  gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
-  gpu::linear_bwd(gemm_, s.head, {.x = hfn16_.data(), .w = P16 + lay_.head_w}, {dout16_.data(), dout_.data()},
-                  {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, ws, st);
-  gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
-                   {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, ws, st, dh16_.data());
-  for (int l = c.NL - 1; l >= 0; --l) {
-    const LayerOffsets& o = lay_.layers[l];
-    const LayerActs& a = acts_[l];
-    gpu::linear_bwd(gemm_, s.out_proj, {.w = P16 + o.out_proj_w}, {dh16_.data()}, {.dx = dg_.data()}, ws, st);
-    side_.fork(st);
-    gpu::linear_bwd(gemm_side_, s.out_proj, {.x = a.gout16.data()}, {dh16_.data()}, {.dw = Gr + o.out_proj_w},
-                    nullptr, side_.get());
-    side_.done(0);
-    if (l < c.NL - 1) side_.join(st, 1);
-    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    const ZxCols<bf16> dzx = zx_cols(s, dzx16_.data());  // in_proj's dy, written in bf16 by its three producers
-    const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
-    const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
-    gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
-                           {.dy = dy_.data(), .dw = Gr + o.gnorm_w}, ws, st, dzx.z);
-    gpu::ssd_bwd(s.ssd,
-                 {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
-                  .Dskip = P + o.D},
-                 a.states.data(), dy_.data(),
-                 {.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B, .dC = dxbc.C,
-                  .dD = Gr + o.D},
-                 ws, st);
-    gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
-                         {.ddt_bias = Gr + o.dt_bias}, ws, st, dzx.dt);
-    gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc_.data(),
-                         {.dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st, dzx.xBC);
-    gpu::linear_bwd(gemm_, s.in_proj, {.w = P16 + o.in_proj_w}, {dzx16_.data()}, {.dx = dhn_.data()}, ws, st);
-    side_.fork(st);
-    gpu::linear_bwd(gemm_side_, s.in_proj, {.x = a.hn16.data()}, {dzx16_.data()}, {.dw = Gr + o.in_proj_w}, nullptr,
-                    side_.get());
-    side_.done(1);
-    side_.join(st, 0);
-    gpu::rmsnorm_bwd(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
-                     {.dx = dh_.data(), .dw = Gr + o.norm_w}, true, ws, st, dh16_.data());
-  }
-  side_.join(st, 1);
-  gpu::linear_bwd(gemm_, s.input, {.x = x16_.data(), .w = P16 + lay_.in_w}, {dh16_.data(), dh_.data()},
-                  {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b}, ws, st);
+  linear_bwd(gemm_, s.input, {x_, x16_.data()}, lay_.in_w, dh, {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b},
+             st);
 }
 
 }  // namespace mlalpha

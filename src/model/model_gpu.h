@@ -57,8 +57,16 @@ class GpuModel {
   DeviceBuffer<float> alloc(size_t n);
   DeviceBuffer<bf16> alloc16(size_t n);
   bool is_bf16() const { return gemm_.precision == Precision::BF16; }
-  void forward_bf16(const float* P, const bf16* P16);
-  void backward_bf16(const float* P, const bf16* P16, float* Gr, float* dx);
+  // A GEMM operand in both precisions' buffers; the model's precision picks which one is read (the other
+  // is an empty buffer's null).
+  struct Operand {
+    const float* f32 = nullptr;
+    const bf16* b16 = nullptr;
+  };
+  void linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, const float* b, const float* r,
+                  float* y, cudaStream_t st);
+  void linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
+                  const LinearGrads<float>& grads, cudaStream_t st);
   // h_l (M, D), the residual stream entering layer l: acts_[l].h_in for l < NL, h_ for l = NL.
   float* resid(int l);
 
@@ -73,6 +81,8 @@ class GpuModel {
   DeviceBuffer<unsigned char> side_ws_;
   gpu::Gemm gemm_side_;
   const float* x_ = nullptr;
+  const float* P_ = nullptr;   // the weights of the current forward / backward (table.total())
+  const bf16* P16_ = nullptr;  // their bf16 copy (BF16)
   std::vector<LayerActs> acts_;
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
