@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
   kprof::Args a;
   CLI::App app{"ml-alpha-kernels: GPU time per kernel of one training step (CUPTI activity tracing)"};
   app.add_option("--config", a.config, "DESIGN section 5 configuration")
-      ->check(CLI::IsMember({"S", "M", "L"}))
+      ->check(CLI::IsMember({"S", "M", "L", "W256", "W16K", "W64K"}))
       ->capture_default_str();
   std::string precision;
   bool tf32 = false;

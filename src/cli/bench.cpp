@@ -16,9 +16,14 @@ namespace mlalpha {
 
 namespace {
 
+// S, M, L: DESIGN section 5. W256, W16K, W64K: 65,536 tokens a step with D 256 and 4 layers as 256 windows
+// of 256, 4 of 16,384 and 1 of 65,536 (issue 22's long-window case: the SSD's parallelism over B·H).
 constexpr BenchShape kShapes[] = {{"S", 64, 256, 32, 128, 4, 64, 32, 64},
                                   {"M", 32, 512, 64, 256, 6, 64, 64, 128},
-                                  {"L", 8, 2048, 64, 1024, 8, 128, 64, 256}};
+                                  {"L", 8, 2048, 64, 1024, 8, 128, 64, 256},
+                                  {"W256", 256, 256, 64, 256, 4, 64, 64, 64},
+                                  {"W16K", 4, 16384, 64, 256, 4, 64, 64, 64},
+                                  {"W64K", 1, 65536, 64, 256, 4, 64, 64, 64}};
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -100,7 +105,7 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
 const BenchShape& bench_shape(const std::string& name) {
   for (const BenchShape& k : kShapes)
     if (name == k.name) return k;
-  throw Error("unknown configuration '" + name + "' (expected S, M or L)");
+  throw Error("unknown configuration '" + name + "' (expected S, M, L, W256, W16K or W64K)");
 }
 
 ModelConfig bench_model_config(const BenchShape& s) {

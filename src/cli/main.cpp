@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
 
   BenchArgs bargs;
   CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU");
-  bench->add_option("--configs", bargs.configs, "comma-separated subset of S,M,L")->capture_default_str();
+  bench->add_option("--configs", bargs.configs, "comma-separated subset of S,M,L (DESIGN section 5) and W256,W16K,W64K (65,536 tokens a step as 256 windows of 256, 4 of 16,384, 1 of 65,536)")->capture_default_str();
   bench->add_option("--steps", bargs.steps, "timed steps per configuration (median reported)")->capture_default_str();
   bench->add_option("--warmup", bargs.warmup, "untimed steps before timing")->capture_default_str();
   std::string bench_precision;

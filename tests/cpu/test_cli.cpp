@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/bench.h"
 #include "cli/commands.h"
 #include "data/npy.h"
 #include "mlalpha/error.h"
@@ -560,6 +561,24 @@ TEST_F(Cli, OutputComesBeforeTheError) {
   const size_t data_line = r.out.find("ml-alpha train"), error = r.out.find("ml-alpha: error:");
   ASSERT_NE(error, std::string::npos) << r.out;
   EXPECT_TRUE(data_line == std::string::npos || data_line < error) << r.out;
+}
+
+// The long-window cases of bench (issue 22): 65,536 tokens a step, D 256, 4 layers, in three window shapes;
+// an unknown name lists every configuration.
+TEST(BenchShapes, LongWindowCasesHoldOneTokenCount) {
+  for (const char* name : {"W256", "W16K", "W64K"}) {
+    const BenchShape& s = bench_shape(name);
+    EXPECT_EQ(s.B * s.L, 65536) << name;
+    EXPECT_EQ(s.D, 256) << name;
+    EXPECT_EQ(s.NL, 4) << name;
+  }
+  EXPECT_EQ(bench_shape("W64K").B, 1);
+  try {
+    bench_shape("XL");
+    ADD_FAILURE() << "no error for an unknown configuration";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected S, M, L, W256, W16K or W64K"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
