@@ -84,17 +84,19 @@ void expect_same_records(const std::vector<StepRecord>& a, const std::vector<Ste
     EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(StepRecord)), 0) << what << ": record of step " << i + 1;
 }
 
-void check_members_equal_solo(bool graph) {
+void check_members_equal_solo(bool graph, Precision precision = Precision::FP32) {
   const ModelConfig mc = small_model();
   const Panel data = make_synthetic({6, 300, 5, 1, 0.1f, 21});
   const int steps = 30;
-  const auto tcs = swept(steps);
+  auto tcs = swept(steps);
+  for (TrainConfig& t : tcs) t.precision = precision;
   Context ctx;
   const std::vector<PopulationMember> pm = on_panel(tcs, data);
   PopulationTrainer pop(ctx, mc, pm, {graph, 0});
   for (int i = 0; i < steps; ++i) pop.step();
   for (int m = 0; m < pop.members(); ++m) {
-    const std::string what = std::string(graph ? "graph" : "eager") + ", member " + std::to_string(m);
+    const std::string what =
+        std::string(graph ? "graph" : "eager") + " " + to_string(precision) + ", member " + std::to_string(m);
     const Trained alone = solo(mc, tcs[size_t(m)], data, steps, graph);
     std::vector<StepRecord> recs;
     for (int s = 1; s <= steps; ++s) recs.push_back(pop.record(m, s));
@@ -108,6 +110,8 @@ void check_members_equal_solo(bool graph) {
 
 TEST(PopulationGpu, MembersEqualSoloRunsBitwiseGraph) { check_members_equal_solo(true); }
 TEST(PopulationGpu, MembersEqualSoloRunsBitwiseEager) { check_members_equal_solo(false); }
+// bf16: each member's bf16 weight copy (written by the shared AdamW launch) is its own, as alone.
+TEST(PopulationGpu, MembersEqualSoloRunsBitwiseBf16) { check_members_equal_solo(true, Precision::BF16); }
 
 // Members on their own training panels (walk-forward folds of different lengths); member 1's panel has a
 // NaN feature, so its batches that touch it are skipped — its alone, as in its solo run.

@@ -36,6 +36,12 @@ TEST(PredictGpu, MatchesCpu) {
       }
   ASSERT_EQ(in_range, size_t(p.N) * (s.t1 - s.t0) * p.K);
   EXPECT_TRUE(rel_l2_close_where_finite(gpu, cpu, nan_expected, in_range, tol::kModelParityRelL2, "predictions"));
+  // bf16 (its own bf16 copy of the weights, made once): the same NaN pattern, values within the bf16 bound.
+  const auto gpu16 = predict_gpu(ctx, lay, dp.data(), p, s, Precision::BF16);
+  ASSERT_EQ(cpu.size(), gpu16.size());
+  EXPECT_TRUE(rel_l2_close_where_finite(gpu16, cpu, nan_expected, in_range, tol::kModelParityBf16RelL2,
+                                        "bf16 predictions"));
+  EXPECT_FALSE(same_bits(gpu16, gpu)) << "bf16 predictions equal fp32's bitwise: the bf16 path did not run";
 }
 
 }  // namespace
