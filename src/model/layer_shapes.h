@@ -1,11 +1,14 @@
 #pragma once
 // The op parameters of the perception model for M = B·L rows, derived from the config in one place so
 // the CPU reference and the GPU model cannot drift apart (DESIGN section 1 shapes).
+#include <algorithm>
+
 #include "mlalpha/config.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/ssd/ssd.h"
 
@@ -58,6 +61,33 @@ struct XbcCols {
 template <typename T>
 XbcCols<T> xbc_cols(const LayerShapes& s, T* xbc /* (M, conv_dim) */) {
   return {xbc, xbc + s.di, xbc + s.di + s.GN, s.cd};
+}
+
+// The GPU backward's parameter-gradient partials (per-block sums over rows, ops/common/colsum.h), each op's
+// in its own region of one buffer so that a single ColsumBatch launch at the end of the backward adds them
+// all: per layer the RMSNorm's (dw), the gated norm's (dw), softplus's (ddt_bias) and conv's (dw, dbias),
+// then the final norm's and the input and head biases'. Offsets and sizes in floats.
+struct GradPartials {
+  size_t norm, gnorm, dt, conv, per_layer;  // one layer's regions, in this order
+  size_t final_norm, input_db, head_db;     // offsets after the NL layers
+  size_t total;
+  GradPartials(const LayerShapes& s, int NL)
+      : norm(gpu::rmsnorm_bwd_workspace_floats(s.norm)),
+        gnorm(gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm)),
+        dt(gpu::dt_softplus_bwd_workspace_floats(s.dt)),
+        conv(gpu::conv1d_silu_bwd_workspace_floats(s.conv)),
+        per_layer(norm + gnorm + dt + conv),
+        final_norm(size_t(NL) * per_layer),
+        input_db(final_norm + norm),
+        head_db(input_db + gpu::linear_bwd_workspace_floats(s.input)),
+        total(head_db + gpu::linear_bwd_workspace_floats(s.head)) {}
+  size_t layer(int l) const { return size_t(l) * per_layer; }  // + 0, norm, norm + gnorm, … for each op
+};
+
+// Floats of the GPU model's shared op scratch (the SSD backward's and the loss's, used in turn), beside
+// GradPartials; the model and the memory estimate both size it here.
+inline size_t gpu_scratch_floats(const LayerShapes& s, int B, int L, int K) {
+  return std::max({gpu::ssd_bwd_workspace_floats(s.ssd), gpu::loss_workspace_floats_any(B, L, K), size_t(1)});
 }
 
 }  // namespace mlalpha

@@ -74,16 +74,10 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     dh16_ = alloc16(M * s.D);
     dzx16_ = alloc16(M * s.proj);
   }
-  // One scratch buffer serves every op in turn (stream order makes the reuse safe).
-  const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm),
-                              gpu::linear_bwd_workspace_floats(s.input),
-                              gpu::linear_bwd_workspace_floats(s.head),
-                              gpu::conv1d_silu_bwd_workspace_floats(s.conv),
-                              gpu::dt_softplus_bwd_workspace_floats(s.dt),
-                              gpu::ssd_bwd_workspace_floats(s.ssd),
-                              gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm),
-                              gpu::loss_workspace_floats_any(B, L, c.K), size_t(1)});
-  ws_ = alloc(ws);
+  // One scratch buffer serves the SSD backward and the loss in turn (stream order makes the reuse safe);
+  // the parameter partials have a region per op, summed together at the end of backward().
+  ws_ = alloc(gpu_scratch_floats(s, B, L, c.K));
+  partials_ = alloc(GradPartials(s, c.NL).total);
 }
 
 LossParams GpuModel::loss_params(const TrainConfig& tc, int G) const {
@@ -108,11 +102,12 @@ void GpuModel::linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 }
 
 // The backward of one GEMM (linear_bwd's grads): dx reads the weight, dw reads x; dy.f32 feeds db.
+// db_part: db's partials region (GradPartials) when grads.db is set; its sum joins colsums_.
 void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
-                          const LinearGrads<float>& grads, cudaStream_t st) {
-  float* ws = grads.db ? ws_.data() : nullptr;
-  if (is_bf16()) gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, ws, st);
-  else gpu::linear_bwd(g, p, {.x = x.f32, .w = P_ + w_off}, dy.f32, grads, ws, st);
+                          const LinearGrads<float>& grads, cudaStream_t st, float* db_part) {
+  if (is_bf16())
+    gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, db_part, st, &colsums_);
+  else gpu::linear_bwd(g, p, {.x = x.f32, .w = P_ + w_off}, dy.f32, grads, db_part, st, &colsums_);
 }
 
 // BF16 (docs/decisions.md "bf16"): every GEMM on bf16 operands (the weights' bf16 copy P16, activations and
@@ -175,13 +170,15 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
+  const GradPartials parts(s, c.NL);
+  float* part = partials_.data();
   P_ = P, P16_ = P16;
   bf16* dh16 = h16 ? dh16_.data() : nullptr;  // RMSNorm's backward also writes dh's bf16 copy in bf16
   if (h16) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
   linear_bwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, {dout_.data(), dout16_.data()},
-             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st);
+             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db);
   gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
-                   {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, ws, st, dh16);
+                   {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, part + parts.final_norm, st, dh16, &colsums_);
   // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
   // alongside the main stream's chain (nothing on it reads dW). The main stream waits only where it is
   // about to overwrite what they read: dh (out_proj's dy, rewritten by the layer's last RMSNorm backward;
@@ -191,6 +188,8 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
+    float* lp = part + parts.layer(l);  // this layer's partials: norm, gnorm, dt, conv
+    float *p_norm = lp, *p_gnorm = lp + parts.norm, *p_dt = p_gnorm + parts.gnorm, *p_conv = p_dt + parts.dt;
     linear_bwd(gemm_, s.out_proj, {}, o.out_proj_w, dh, {.dx = dg_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, dh, {.dw = Gr + o.out_proj_w},
@@ -205,7 +204,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
     gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
-                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, ws, st, dzx16.z);
+                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, p_gnorm, st, dzx16.z, &colsums_);
     gpu::ssd_bwd(s.ssd,
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
                   .Dskip = P + o.D},
@@ -214,9 +213,10 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                   .dD = Gr + o.D},
                  ws, st);
     gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
-                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, ws, st, dzx16.dt);
+                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, p_dt, st, dzx16.dt, &colsums_);
     gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc_.data(),
-                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, ws, st, dzx16.xBC);
+                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, p_conv, st, dzx16.xBC,
+                         &colsums_);
     linear_bwd(gemm_, s.in_proj, {}, o.in_proj_w, dzx_op, {.dx = dhn_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, dzx_op, {.dw = Gr + o.in_proj_w},
@@ -224,11 +224,13 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     side_.done(1);
     side_.join(st, 0);
     gpu::rmsnorm_bwd(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
-                     {.dx = dh_.data(), .dw = Gr + o.norm_w}, true, ws, st, dh16);
+                     {.dx = dh_.data(), .dw = Gr + o.norm_w}, true, p_norm, st, dh16, &colsums_);
   }
   side_.join(st, 1);  // every weight gradient is in before the optimizer reads them
   linear_bwd(gemm_, s.input, {x_, x16_.data()}, lay_.in_w, dh, {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b},
-             st);
+             st, part + parts.input_db);
+  // Every parameter partial of the pass, summed in one launch (each in its own op's fixed order).
+  colsums_.run(st);
 }
 
 }  // namespace mlalpha

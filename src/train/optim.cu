@@ -2,6 +2,7 @@
 // from device memory: DESIGN section 2, steps 5-7.
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/common/bf16_pack.cuh"
 #include "train/optim.h"
 
 namespace mlalpha::gpu {
@@ -108,8 +109,7 @@ __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ 
     m[j] = mm;
     v[j] = vv;
     if constexpr (kBf16) {
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(pp.x, pp.y), hi = __floats2bfloat162_rn(pp.z, pp.w);
-      p16[j] = make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+      p16[j] = pack_bf16x4(pp.x, pp.y, pp.z, pp.w);
     }
   }
 }

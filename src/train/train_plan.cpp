@@ -81,11 +81,7 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   e.params = total * (4 * kFloat + 1 + (tc.precision == Precision::BF16 ? 2 : 0));  // + the bf16 weight copy
   const LayerShapes s(mc, B, tc.L);
   e.activations = (M * activation_floats_per_row(mc, tc.precision) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
-  const size_t ws = std::max({gpu::rmsnorm_bwd_workspace_floats(s.norm), gpu::linear_bwd_workspace_floats(s.input),
-                              gpu::linear_bwd_workspace_floats(s.head), gpu::conv1d_silu_bwd_workspace_floats(s.conv),
-                              gpu::dt_softplus_bwd_workspace_floats(s.dt), gpu::ssd_bwd_workspace_floats(s.ssd),
-                              gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm), gpu::loss_workspace_floats_any(B, tc.L, mc.K),
-                              size_t(1)});
+  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL).total;
   e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
   e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
   e.batch = M * (mc.F + mc.K) * kFloat;

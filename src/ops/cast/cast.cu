@@ -4,6 +4,7 @@
 
 #include "core/cuda_check.h"
 #include "ops/cast/cast.h"
+#include "ops/common/bf16_pack.cuh"
 
 namespace mlalpha::gpu {
 namespace {
@@ -11,8 +12,7 @@ namespace {
 __global__ void cast4_kernel(const float4* __restrict__ x /* (n4) */, uint2* __restrict__ y /* (n4) */, size_t n4) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) {
     const float4 v = x[i];
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    y[i] = make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+    y[i] = pack_bf16x4(v.x, v.y, v.z, v.w);
   }
 }
 

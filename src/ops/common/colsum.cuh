@@ -1,17 +1,8 @@
 #pragma once
-// Fixed-order sums of per-block partials, for the parameter gradients that the backward kernels reduce over
-// rows without atomics (rmsnorm, gated_rmsnorm, dt_softplus): each backward block writes one partial row of
-// D floats, then colsum_add adds the rows in a fixed order. Every order depends on the shape only, so the
-// results are bitwise reproducible. Device helpers here are for .cu files only.
-#include <cuda_runtime.h>
-
-#include <cstddef>
+// The device helpers of the fixed-order partial sums (colsum.h), for .cu files only.
+#include "ops/common/colsum.h"
 
 namespace mlalpha::gpu {
-
-// dw[c] += Σ_b partial[b][c] for c < D, b < nb (partial is (nb, D), row-major), in a fixed order: slice t
-// sums b = t, t + 16, …; the 16 slices then add in order. One launch on `stream`, checked.
-void colsum_add(int nb, int D, const float* partial, float* dw, cudaStream_t stream);
 
 // A block's partial row from its kAcc shared accumulators of D floats: partial_row[i] = Σ_k acc[k·D + i]
 // (k ascending), the block's kThreads threads (1-D) striding the columns. Call after the __syncthreads

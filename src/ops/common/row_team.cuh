@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "ops/common/bf16_pack.cuh"
 #include "ops/common/reduce.cuh"
 
 namespace mlalpha::gpu {
@@ -112,11 +113,7 @@ __device__ __forceinline__ void store_quads(__nv_bfloat16* __restrict__ row, int
     const int c = 4 * (lane + k * kThreads);
     if constexpr (kVec) {
       if (c >= n) continue;
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(v[k][0], v[k][1]), hi = __floats2bfloat162_rn(v[k][2], v[k][3]);
-      uint2 t;
-      t.x = *reinterpret_cast<const unsigned*>(&lo);
-      t.y = *reinterpret_cast<const unsigned*>(&hi);
-      *reinterpret_cast<uint2*>(row + c) = t;
+      *reinterpret_cast<uint2*>(row + c) = pack_bf16x4(v[k][0], v[k][1], v[k][2], v[k][3]);
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j)

@@ -84,8 +84,7 @@ __device__ __forceinline__ void store_quad(float* __restrict__ p, int nc, const 
 template <bool kVec>
 __device__ __forceinline__ void store_quad(__nv_bfloat16* __restrict__ p, int nc, const float (&v)[4]) {
   if constexpr (kVec) {
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]), hi = __floats2bfloat162_rn(v[2], v[3]);
-    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+    *reinterpret_cast<uint2*>(p) = pack_bf16x4(v[0], v[1], v[2], v[3]);
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -354,7 +353,7 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
 namespace {
 template <typename TDx>
 void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, TDx* dx, float* dw, float* dbias,
-         float* workspace, cudaStream_t stream) {
+         float* workspace, cudaStream_t stream, ColsumBatch* defer) {
   const float *x = in.x, *w = in.w, *bias = in.bias;
   check_params(p);
   if (p.B == 0 || p.L == 0 || p.C == 0) return;  // dx empty; dw, dbias += empty sums
@@ -375,15 +374,16 @@ void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, 
       conv1d_silu_bwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
     MLALPHA_CHECK_LAUNCH(stream);
   });
-  colsum_add(int(nblocks), p.C * p.W, part_w, dw, stream);  // dw (C, W) has the partials' row layout
-  colsum_add(int(nblocks), p.C, part_b, dbias, stream);
+  colsum_add_or_defer(defer, int(nblocks), p.C * p.W, part_w, dw, stream);  // dw (C, W): the partials' rows
+  colsum_add_or_defer(defer, int(nblocks), p.C, part_b, dbias, stream);
 }
 }  // namespace
 
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
-                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16) {
-  if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, workspace, stream);
-  else bwd(p, in, dy, g.dx, g.dw, g.dbias, workspace, stream);
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
+                     ColsumBatch* defer) {
+  if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, workspace, stream, defer);
+  else bwd(p, in, dy, g.dx, g.dw, g.dbias, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

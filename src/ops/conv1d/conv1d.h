@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "ops/common/colsum.h"
+
 namespace mlalpha {
 
 struct Conv1dParams {
@@ -56,9 +58,11 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
 // (colsum_add): bitwise reproducible. Fast path (float4) when C % 4 == 0, ld_x % 4 == 0 and x, dy, dx
 // (fwd: x, y) are 16-byte aligned; otherwise a scalar path with the same bits. dx16 (B, L, ld_x), when
 // non-null, receives dx rounded to bf16 instead of g.dx (then not read): bf16 mode, in_proj's dy.
+// defer, when non-null, records the fixed-order sum of the parameter partials instead of launching it
+// (ColsumBatch, ops/common/colsum.h): the workspace must then stay untouched until the batch runs.
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
                      const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream,
-                     __nv_bfloat16* dx16 = nullptr);
+                     __nv_bfloat16* dx16 = nullptr, ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

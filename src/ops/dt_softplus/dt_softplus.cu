@@ -84,7 +84,7 @@ void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta,
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p) { return size_t(bwd_blocks(p)) * size_t(p.H); }
 
 void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
-                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16) {
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16, ColsumBatch* defer) {
   const float *dt = in.dt, *dt_bias = in.dt_bias;
   float *ddt = g.ddt, *ddt_bias = g.ddt_bias;
   check_params(p, "gpu::dt_softplus_bwd");
@@ -101,7 +101,7 @@ void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* 
     dt_softplus_bwd_kernel<<<grid, block, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, ddelta, ddt,
                                                        workspace);
   MLALPHA_CHECK_LAUNCH(stream);
-  colsum_add(nb, p.H, workspace, ddt_bias, stream);
+  colsum_add_or_defer(defer, nb, p.H, workspace, ddt_bias, stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "ops/common/colsum.h"
+
 namespace mlalpha {
 
 struct DtParams {
@@ -44,8 +46,11 @@ size_t dt_softplus_bwd_workspace_floats(const DtParams& p);
 // ddelta (M, H) -> g (DtGrads says what is written and what accumulated). workspace:
 // dt_softplus_bwd_workspace_floats(p) floats.
 // ddt16 (M, ld_dt), when non-null, receives ddt rounded to bf16 instead of g.ddt (bf16 mode: in_proj's dy).
+// defer, when non-null, records the fixed-order sum of the parameter partials instead of launching it
+// (ColsumBatch, ops/common/colsum.h): the workspace must then stay untouched until the batch runs.
 void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
-                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16 = nullptr);
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16 = nullptr,
+                     ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -194,7 +194,7 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
 namespace {
 template <typename TDz>
 void bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd, const float* dout, float* dy,
-         TDz* dz, float* dw, float* workspace, cudaStream_t stream) {
+         TDz* dz, float* dw, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
   const float *y = in.y, *z = in.z, *w = in.w;
   check_params(p, "gpu::gated_rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, nothing written
@@ -210,15 +210,15 @@ void bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float
       gated_rmsnorm_bwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
     MLALPHA_CHECK_LAUNCH(stream);
   });
-  colsum_add(nb, p.Dn, workspace, dw, stream);
+  colsum_add_or_defer(defer, nb, p.Dn, workspace, dw, stream);
 }
 }  // namespace
 
 void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
                        const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
-                       __nv_bfloat16* dz16) {
-  if (dz16) bwd(p, in, rstd, dout, g.dy, dz16, g.dw, workspace, stream);
-  else bwd(p, in, rstd, dout, g.dy, g.dz, g.dw, workspace, stream);
+                       __nv_bfloat16* dz16, ColsumBatch* defer) {
+  if (dz16) bwd(p, in, rstd, dout, g.dy, dz16, g.dw, workspace, stream, defer);
+  else bwd(p, in, rstd, dout, g.dy, g.dz, g.dw, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "ops/common/colsum.h"
+
 namespace mlalpha {
 
 struct GatedNormParams {
@@ -56,9 +58,11 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);
 // workspace: gated_rmsnorm_bwd_workspace_floats(p) floats.
 // dz16 (M, ld_z), when non-null, receives dz rounded to bf16 instead of g.dz (then not read): the bf16
 // mode's dy of in_proj, whose other columns dt_softplus_bwd and conv1d_silu_bwd write likewise.
+// defer, when non-null, records the fixed-order sum of the parameter partials instead of launching it
+// (ColsumBatch, ops/common/colsum.h): the workspace must then stay untouched until the batch runs.
 void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
                        const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
-                       __nv_bfloat16* dz16 = nullptr);
+                       __nv_bfloat16* dz16 = nullptr, ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -301,101 +301,81 @@ void check_shape(const LinearParams& p) {
           "linear: IN and OUT must be >= 1, got IN=" + std::to_string(p.IN) + " OUT=" + std::to_string(p.OUT));
 }
 
+// The launchers' shared bodies; x, w, dy are fp32 or bf16 as `arith` says, `who` names the launcher in errors.
+// y (M, OUT) = x · wᵀ + b, plus r when non-null (the residual form).
+void fwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void* w, const float* b, const float* r,
+         float* y, cudaStream_t stream, const char* who) {
+  check_shape(p);
+  if (p.M == 0) return;
+  require(x && w && y, std::string(who) + ": x, w and y must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  if (r) {
+    const auto rb = reinterpret_cast<std::uintptr_t>(r), yb = reinterpret_cast<std::uintptr_t>(y);
+    const std::uintptr_t bytes = M * OUT * sizeof(float);
+    require(rb == yb || rb + bytes <= yb || yb + bytes <= rb,
+            std::string(who) + ": r and y overlap without being the same array");
+  }
+  // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M)) [+ 1 · (r stored (OUT, M))]
+  const GemmShape s{r ? GemmOp::kFwdAdd : GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
+  run_gemm(g, s, arith, w, x, r ? 1.f : 0.f, r, y, b, p, stream);
+}
+
+// dx, dw from dy (the GEMMs' operand type), db from dy32 (fp32).
+void bwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void* w, const void* dy, const float* dy32,
+         const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer, const char* who) {
+  check_shape(p);
+  if (p.M == 0) return;  // dx has no rows; dw, db += empty sums
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  if (grads.dx || grads.dw) require(dy != nullptr, std::string(who) + ": dy must be non-null for dx or dw");
+  if (grads.dx) {
+    require(w != nullptr, std::string(who) + ": w must be non-null when dx is requested");
+    // dxᵀ (IN, M) = (w stored (IN, OUT)) · (dy stored (OUT, M)); beta = 0 (written)
+    const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
+    run_gemm(g, s, arith, w, dy, 0.f, nullptr, grads.dx, nullptr, p, stream);
+  }
+  if (grads.dw) {
+    require(x != nullptr, std::string(who) + ": x must be non-null when dw is requested");
+    // dWᵀ (IN, OUT) += (x stored (IN, M)) · op_T(dy stored (OUT, M)); beta = 1 (accumulated)
+    const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
+    run_gemm(g, s, arith, x, dy, 1.f, nullptr, grads.dw, nullptr, p, stream);
+  }
+  if (grads.db) {
+    require(dy32 != nullptr, std::string(who) + ": the fp32 dy must be non-null when db is requested");
+    linear_bias_grad(p, dy32, grads.db, workspace, stream, defer);
+  }
+}
+
 }  // namespace
 
 void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, float* y, cudaStream_t stream) {
-  const float *x = in.x, *w = in.w, *b = in.b;
-  check_shape(p);
-  if (p.M == 0) return;
-  require(x && w && y, "linear_fwd: x, w and y must be non-null");
-  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
-  // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M))
-  const GemmShape s{GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, fp32_arith(g), w, x, 0.f, nullptr, y, b, p, stream);
+  fwd(g, p, fp32_arith(g), in.x, in.w, in.b, nullptr, y, stream, "linear_fwd");
 }
 
 void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* r, float* y,
                     cudaStream_t stream) {
-  const float *x = in.x, *w = in.w, *b = in.b;
-  check_shape(p);
-  if (p.M == 0) return;
-  require(x && w && r && y, "linear_fwd_add: x, w, r and y must be non-null");
-  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
-  const auto rb = reinterpret_cast<std::uintptr_t>(r), yb = reinterpret_cast<std::uintptr_t>(y);
-  const std::uintptr_t bytes = M * OUT * sizeof(float);
-  require(rb == yb || rb + bytes <= yb || yb + bytes <= rb,
-          "linear_fwd_add: r and y overlap without being the same array");
-  // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M)) + 1 · (r stored (OUT, M))
-  const GemmShape s{GemmOp::kFwdAdd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, fp32_arith(g), w, x, 1.f, r, y, b, p, stream);
+  require(p.M == 0 || r, "linear_fwd_add: r must be non-null");
+  fwd(g, p, fp32_arith(g), in.x, in.w, in.b, r, y, stream, "linear_fwd_add");
 }
 
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
-                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream) {
-  const float *x = in.x, *w = in.w;
-  float *dx = grads.dx, *dw = grads.dw, *db = grads.db;
-  check_shape(p);
-  if (p.M == 0) return;  // dx has no rows; dw, db += empty sums
-  require(dy != nullptr, "linear_bwd: dy must be non-null");
-  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
-  if (dx) {
-    require(w != nullptr, "linear_bwd: w must be non-null when dx is requested");
-    // dxᵀ (IN, M) = (w stored (IN, OUT)) · (dy stored (OUT, M)); beta = 0 (written)
-    const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
-    run_gemm(g, s, fp32_arith(g), w, dy, 0.f, nullptr, dx, nullptr, p, stream);
-  }
-  if (dw) {
-    require(x != nullptr, "linear_bwd: x must be non-null when dw is requested");
-    // dWᵀ (IN, OUT) += (x stored (IN, M)) · op_T(dy stored (OUT, M)); beta = 1 (accumulated)
-    const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
-    run_gemm(g, s, fp32_arith(g), x, dy, 1.f, nullptr, dw, nullptr, p, stream);
-  }
-  if (db) linear_bias_grad(p, dy, db, workspace, stream);
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
+  require(p.M == 0 || dy != nullptr, "linear_bwd: dy must be non-null");
+  bwd(g, p, fp32_arith(g), in.x, in.w, dy, dy, grads, workspace, stream, defer, "linear_bwd");
 }
 
 void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, float* y, cudaStream_t stream) {
-  check_shape(p);
-  if (p.M == 0) return;
-  require(in.x && in.w && y, "linear_fwd (bf16): x, w and y must be non-null");
-  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
-  const GemmShape s{GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, Arith::kBf16, in.w, in.x, 0.f, nullptr, y, in.b, p, stream);
+  fwd(g, p, Arith::kBf16, in.x, in.w, in.b, nullptr, y, stream, "linear_fwd (bf16)");
 }
 
 void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const float* r, float* y,
                     cudaStream_t stream) {
-  check_shape(p);
-  if (p.M == 0) return;
-  require(in.x && in.w && r && y, "linear_fwd_add (bf16): x, w, r and y must be non-null");
-  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
-  const auto rb = reinterpret_cast<std::uintptr_t>(r), yb = reinterpret_cast<std::uintptr_t>(y);
-  const std::uintptr_t bytes = M * OUT * sizeof(float);
-  require(rb == yb || rb + bytes <= yb || yb + bytes <= rb,
-          "linear_fwd_add (bf16): r and y overlap without being the same array");
-  const GemmShape s{GemmOp::kFwdAdd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, Arith::kBf16, in.w, in.x, 1.f, r, y, in.b, p, stream);
+  require(p.M == 0 || r, "linear_fwd_add (bf16): r must be non-null");
+  fwd(g, p, Arith::kBf16, in.x, in.w, in.b, r, y, stream, "linear_fwd_add (bf16)");
 }
 
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
-                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream) {
-  check_shape(p);
-  if (p.M == 0) return;
-  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
-  if (grads.dx || grads.dw) require(dy.bf16 != nullptr, "linear_bwd (bf16): dy.bf16 must be non-null for dx or dw");
-  if (grads.dx) {
-    require(in.w != nullptr, "linear_bwd (bf16): w must be non-null when dx is requested");
-    const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
-    run_gemm(g, s, Arith::kBf16, in.w, dy.bf16, 0.f, nullptr, grads.dx, nullptr, p, stream);
-  }
-  if (grads.dw) {
-    require(in.x != nullptr, "linear_bwd (bf16): x must be non-null when dw is requested");
-    const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
-    run_gemm(g, s, Arith::kBf16, in.x, dy.bf16, 1.f, nullptr, grads.dw, nullptr, p, stream);
-  }
-  if (grads.db) {
-    require(dy.fp32 != nullptr, "linear_bwd (bf16): dy.fp32 must be non-null when db is requested");
-    linear_bias_grad(p, dy.fp32, grads.db, workspace, stream);
-  }
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
+  bwd(g, p, Arith::kBf16, in.x, in.w, dy.bf16, dy.fp32, grads, workspace, stream, defer, "linear_bwd (bf16)");
 }
 
 }  // namespace mlalpha::gpu

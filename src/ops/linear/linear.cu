@@ -1,7 +1,7 @@
 // Linear layer, the non-GEMM kernels (the GEMMs are cuBLASLt calls in linear.cpp):
 // - the bias add y += b, used only when cuBLASLt has no BIAS-epilogue algorithm for a shape;
 // - the bias gradient db += Σ_m dy as a two-pass reduction: per-block partials over fixed row chunks,
-//   then a fixed-order sum. No atomics, so db is bitwise reproducible (DESIGN section 2).
+//   then their fixed-order sum (colsum_add). No atomics, so db is bitwise reproducible (DESIGN section 2).
 #include "core/cuda_check.h"
 #include "ops/linear/linear.h"
 
@@ -32,15 +32,6 @@ __global__ void db_partial_kernel(int M, int OUT, const float* __restrict__ dy, 
     for (int r = 1; r < kDbRowThreads; ++r) t += red[r][threadIdx.x];
     partial[size_t(blockIdx.y) * OUT + o] = t;
   }
-}
-
-// db (OUT) += Σ_ch partial[ch, o], chunks in ascending order (coalesced over o).
-__global__ void db_final_kernel(int chunks, int OUT, const float* __restrict__ partial, float* __restrict__ db) {
-  const int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= OUT) return;
-  float s = 0.f;
-  for (int ch = 0; ch < chunks; ++ch) s += partial[size_t(ch) * OUT + o];
-  db[o] += s;
 }
 
 // y (M, OUT) += b (OUT) broadcast over rows; elementwise, so the grid size does not affect the result.
@@ -74,7 +65,8 @@ void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
-void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream) {
+void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream,
+                      ColsumBatch* defer) {
   check_params(p);
   if (p.M == 0) return;  // db += empty sum
   require(dy != nullptr && db != nullptr, "linear_bias_grad: dy and db must be non-null");
@@ -84,8 +76,7 @@ void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* 
   const dim3 grid1((p.OUT + kDbCols - 1) / kDbCols, chunks);
   db_partial_kernel<<<grid1, dim3(kDbCols, kDbRowThreads), 0, stream>>>(p.M, p.OUT, dy, workspace);
   MLALPHA_CHECK_LAUNCH(stream);
-  db_final_kernel<<<(p.OUT + 255) / 256, 256, 0, stream>>>(chunks, p.OUT, workspace, db);
-  MLALPHA_CHECK_LAUNCH(stream);
+  colsum_add_or_defer(defer, chunks, p.OUT, workspace, db, stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mlalpha/precision.h"
+#include "ops/common/colsum.h"
 
 namespace mlalpha {
 
@@ -104,8 +105,10 @@ size_t linear_bwd_workspace_floats(const LinearParams& p);
 //   dx (M, IN) = dy · w        written (needs in.w)
 //   dw (OUT, IN) += dyᵀ · x    accumulated, cuBLASLt beta = 1 (needs in.x)
 //   db (OUT) += Σ_m dy         accumulated; needs workspace (linear_bwd_workspace_floats(p) floats, device)
+// defer, when non-null, records db's fixed-order sum instead of launching it (ColsumBatch,
+// ops/common/colsum.h): the workspace must then stay untouched until the batch runs.
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
-                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream);
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer = nullptr);
 
 // The bf16 forms (issue 21, docs/decisions.md "bf16"): bf16 x and w on the tensor cores' bf16 path with
 // fp32 accumulation, fp32 outputs (y, dx, dw), fp32 bias; same GEMMs, layouts and plan rules as the fp32
@@ -124,14 +127,15 @@ void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, floa
 void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const float* r, float* y,
                     cudaStream_t stream);
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
-                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream);
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer = nullptr);
 
 // The two non-GEMM pieces (linear.cu), usable on their own:
 // y (M, OUT) += b (OUT) broadcast over rows (used when cuBLASLt offers no BIAS-epilogue algorithm).
 void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream_t stream);
 // db (OUT) += Σ_m dy (M, OUT): per-block partials in workspace (linear_bwd_workspace_floats(p) floats),
-// then a fixed-order sum over the partials; no atomics, bitwise reproducible.
-void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream);
+// then their fixed-order sum (colsum_add, or recorded in defer); no atomics, bitwise reproducible.
+void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream,
+                      ColsumBatch* defer = nullptr);
 
 }  // namespace gpu
 

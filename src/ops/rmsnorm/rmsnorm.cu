@@ -144,7 +144,7 @@ size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p) { return size_t(bwd_
 
 void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd, const float* dy,
                  const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream,
-                 __nv_bfloat16* dx16) {
+                 __nv_bfloat16* dx16, ColsumBatch* defer) {
   const float *x = in.x, *w = in.w;
   float *dx = g.dx, *dw = g.dw;
   check_params(p, "gpu::rmsnorm_bwd");
@@ -160,7 +160,7 @@ void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const f
       rmsnorm_bwd_kernel<Tm, false><<<nb, Tm::kBlock, 0, stream>>>(p, x, w, rstd, dy, dx, dx16, accumulate, workspace);
     MLALPHA_CHECK_LAUNCH(stream);
   });
-  colsum_add(nb, p.D, workspace, dw, stream);
+  colsum_add_or_defer(defer, nb, p.D, workspace, dw, stream);
 }
 
 }  // namespace mlalpha::gpu

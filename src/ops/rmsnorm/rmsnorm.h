@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "ops/common/colsum.h"
+
 namespace mlalpha {
 
 struct RmsNormParams {
@@ -49,9 +51,11 @@ size_t rmsnorm_bwd_workspace_floats(const RmsNormParams& p);
 // rstd (M), dy (M, D) -> g: g.dx written, or added to when accumulate; g.dw +=.
 // workspace: rmsnorm_bwd_workspace_floats(p) floats, contents need not be initialised. dx16 (M, D), when
 // non-null, also receives the final g.dx rounded to bf16 (the bf16 mode's dy of the GEMMs that produced x).
+// defer, when non-null, records the fixed-order sum of the parameter partials instead of launching it
+// (ColsumBatch, ops/common/colsum.h): the workspace must then stay untouched until the batch runs.
 void rmsnorm_bwd(const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd, const float* dy,
                  const RmsNormGrads<float>& g, bool accumulate, float* workspace, cudaStream_t stream,
-                 __nv_bfloat16* dx16 = nullptr);
+                 __nv_bfloat16* dx16 = nullptr, ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -1,0 +1,48 @@
+#pragma once
+// Fixed-order column sums of per-block partials, the second pass of every parameter gradient that a backward
+// kernel reduces over rows without atomics (rmsnorm, gated_rmsnorm, dt_softplus, conv1d, the linear bias):
+// each backward block writes one partial row, then the rows are added in an order fixed by the shape only,
+// so the results are bitwise reproducible. Host-visible part; the device helpers are in colsum.cuh.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace mlalpha::gpu {
+
+// dw[c] += Σ_b partial[b][c] for c < D, b < nb (partial is (nb, D), row-major), in a fixed order: slice t
+// sums b = t, t + 16, …; the 16 slices then add in order. One launch on `stream`, checked.
+void colsum_add(int nb, int D, const float* partial, float* dw, cudaStream_t stream);
+
+// One deferred colsum_add: dw (D) += the column sums of partial (nb, D).
+struct ColsumJob {
+  const float* partial = nullptr;  // (nb, D)
+  float* dw = nullptr;             // (D)
+  int nb = 0, D = 0;
+};
+
+// The partial sums of a whole backward pass, added in one launch instead of one each (a model's S step has
+// 21 of them, each a few microseconds of latency for a few hundred kilobytes). An op given a batch records
+// its job instead of launching; its partials must then stay untouched until run(), so each op needs its own
+// workspace region. Every job is summed in exactly colsum_add's order: the results are bitwise the same as
+// launching each one where it is recorded. Host object; safe to use while a stream is being captured.
+class ColsumBatch {
+ public:
+  void add(const ColsumJob& job);
+  // dw += … for every recorded job, in as few launches as the kernel's job table allows, then forgets them.
+  // No two jobs may share a dw (they would race).
+  void run(cudaStream_t stream);
+  size_t pending() const { return jobs_.size(); }
+
+ private:
+  std::vector<ColsumJob> jobs_;
+};
+
+// colsum_add now, or recorded in `defer` when it is non-null.
+inline void colsum_add_or_defer(ColsumBatch* defer, int nb, int D, const float* partial, float* dw,
+                                cudaStream_t stream) {
+  if (defer) defer->add({partial, dw, nb, D});
+  else colsum_add(nb, D, partial, dw, stream);
+}
+
+}  // namespace mlalpha::gpu
