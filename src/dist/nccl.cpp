@@ -12,6 +12,10 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "nccl.h is older than NCCL 2.14 (no non-blocking communicators, ncclCommFinalize): point MLALPHA_NCCL_INCLUDE_DIR at a newer one"
+#endif
+
 namespace mlalpha::dist {
 
 static_assert(sizeof(ncclUniqueId) == kUniqueIdBytes, "bootstrap.h's UniqueId must hold ncclUniqueId");

@@ -1,7 +1,8 @@
 // dist/launch.h with /bin/sh standing in for the engine's binary: every rank gets its own RANK, the shared
 // world size and one id-file path (in a folder removed afterwards), rank 0's output passes through and the
 // others' go to their logs; one failing rank (non-zero exit, a signal, a binary that cannot run) stops the
-// others, also those ignoring SIGTERM, and is the one named.
+// others, also those ignoring SIGTERM, and is the one named. One test re-executes this binary itself, as
+// --gpus will.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "dist/bootstrap.h"
 #include "dist/launch.h"
 
 namespace mlalpha::dist {
@@ -152,6 +154,28 @@ TEST_F(Launch, BadOptionsAreRefused) {
   o = sh(1, "exit 0");
   o.log_dir.clear();
   EXPECT_NO_THROW(launch_local(o));
+}
+
+// Run by the next test as a launched child of this very binary; skipped when run directly.
+TEST(LaunchChild, WritesWhatRankFromEnvReads) {
+  if (!is_launched_rank(process_env())) GTEST_SKIP() << "runs only as a child of launch_local";
+  const char* dir = std::getenv("MLALPHA_TEST_LAUNCH_DIR");
+  ASSERT_NE(dir, nullptr);
+  const RankInfo r = rank_from_env(process_env());
+  std::ofstream(fs::path(dir) / ("child." + std::to_string(r.rank)))
+      << r.rank << " " << r.world << " " << r.local_rank << " " << r.source;
+}
+
+TEST_F(Launch, ReexecutesItsOwnBinaryAndRankFromEnvReadsTheRanks) {
+  ::setenv("MLALPHA_TEST_LAUNCH_DIR", dir_.string().c_str(), 1);
+  LaunchOptions o;  // exe: /proc/self/exe
+  o.processes = 2;
+  o.argv = {"test_launch", "--gtest_filter=LaunchChild.*"};
+  o.log_dir = dir_.string();
+  launch_local(o);
+  ::unsetenv("MLALPHA_TEST_LAUNCH_DIR");
+  EXPECT_EQ(read_file(dir_ / "child.0"), "0 2 0 torchrun");
+  EXPECT_EQ(read_file(dir_ / "child.1"), "1 2 1 torchrun");
 }
 
 TEST(LaunchEnv, ALaunchedRankIsRecognised) {
