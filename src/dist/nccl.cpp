@@ -72,7 +72,10 @@ void disable_nvls_unless_set() { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*
 NcclLib::NcclLib(const std::string& library) : api_(std::make_unique<Api>()), library_(library) {
   disable_nvls_unless_set();
   // RTLD_LOCAL: NCCL's symbols stay out of the global namespace (nothing else should bind to them).
-  handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: dlclose must not unmap NCCL, whose threads outlive its calls (ncclGetUniqueId leaves a
+  // bootstrap thread waiting for ranks, communicators leave proxy threads); unmapping their code under them
+  // crashed the process in about a third of the runs of test_nccl.
+  handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle_ == nullptr) {
     const char* err = dlerror();
     throw Error("NCCL: cannot load '" + library + "' (" + (err ? err : "no dlerror text") +
@@ -119,7 +122,7 @@ NcclLib& NcclLib::operator=(NcclLib&& o) noexcept {
 }
 
 void NcclLib::reset() noexcept {
-  if (handle_) (void)dlclose(handle_);  // nothing to report: the library stays mapped or goes, either is fine
+  if (handle_) (void)dlclose(handle_);  // drops the reference; NCCL stays mapped (RTLD_NODELETE, above)
   handle_ = nullptr;
 }
 

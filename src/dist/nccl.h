@@ -27,7 +27,8 @@ struct ncclComm;  // NCCL's opaque communicator (ncclComm_t is ncclComm*)
 
 namespace mlalpha::dist {
 
-// The NCCL shared library, open for this object's lifetime (dlclose on destruction); move-only. Before
+// The NCCL shared library, open for this object's lifetime (dlclose on destruction, though NCCL's code
+// stays mapped for the threads it leaves running); move-only. Before
 // loading it sets NCCL_NVLS_ENABLE=0 unless the variable is already set (see nccl.cpp for why), so the
 // process's environment changes: construct it before starting threads that read the environment.
 class NcclLib {
