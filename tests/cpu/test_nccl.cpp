@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <map>
@@ -77,6 +78,34 @@ TEST(Nccl, TheInstalledLibraryResolvesWhenPresent) {
   EXPECT_EQ(moved.version(), version);
   EXPECT_EQ(lib->version(), 0);
   EXPECT_THROW(lib->unique_id(), Error);
+}
+
+// The id hand-over comes before anything touches a GPU, so its failures show here too.
+TEST(Nccl, MakeCommunicatorNeedsAnExchangeAndWaitsForItWithinTheTimeout) {
+  std::shared_ptr<const NcclLib> lib;
+  try {
+    lib = std::make_shared<const NcclLib>();
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no usable libnccl.so.2 here: " << e.what();
+  }
+  RankInfo r1;
+  r1.rank = 1, r1.world = 2;
+  CommOptions o;
+  o.timeout = std::chrono::milliseconds(100);
+  const auto error_of = [&](const IdExchange& x) {
+    try {
+      make_communicator(lib, r1, x, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of({}).find("rank 1 of 2 has no id exchange"), std::string::npos);
+  IdExchange file;
+  file.file = "/nonexistent-mlalpha-dir/nccl-id";
+  const std::string waited = error_of(file);
+  EXPECT_NE(waited.find("rank 1 waited 100 ms for rank 0's id file '/nonexistent-mlalpha-dir/nccl-id'"),
+            std::string::npos) << waited;
 }
 
 TEST(Nccl, TheIdExchangeComesFromTheLaunchersVariables) {
