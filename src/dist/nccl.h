@@ -28,9 +28,9 @@ struct ncclComm;  // NCCL's opaque communicator (ncclComm_t is ncclComm*)
 namespace mlalpha::dist {
 
 // The NCCL shared library, open for this object's lifetime (dlclose on destruction, though NCCL's code
-// stays mapped for the threads it leaves running); move-only. Before
-// loading it sets NCCL_NVLS_ENABLE=0 unless the variable is already set (see nccl.cpp for why), so the
-// process's environment changes: construct it before starting threads that read the environment.
+// stays mapped for the threads it leaves running); move-only. Before loading it sets NCCL_NVLS_ENABLE=0
+// unless the variable is already set (see nccl.cpp for why), so the process's environment changes:
+// construct it before starting threads that read the environment.
 class NcclLib {
  public:
   // Throws Error naming `library`, dlerror()'s text and what to do (install NCCL, set LD_LIBRARY_PATH)
@@ -93,10 +93,12 @@ class Communicator {
   int world() const { return world_; }
   bool aborted() const { return aborted_; }
 
-  // buf (n) ← Σ over ranks of buf, in place, fp32, enqueued on `stream`. No host synchronisation: legal
-  // while `stream` is being captured into a CUDA graph (every rank must capture it likewise, and replay the
-  // graph as a collective). Returns once NCCL has enqueued the work (a non-blocking communicator is polled
-  // until then, at most the timeout, which is host-side only).
+  // buf (n) ← Σ over ranks of buf, in place, fp32, enqueued on `stream`. A collective: every rank calls it
+  // with the same n, in the same order. It sums; a mean gradient needs a 1/world scale (e.g. folded into
+  // the loss scale) on the caller's side. No host synchronisation: legal while `stream` is being captured
+  // into a CUDA graph (every rank must capture it likewise, and replay the graph as a collective). Returns
+  // once NCCL has enqueued the work (a non-blocking communicator is polled until then, at most the
+  // timeout, host-side only).
   void all_reduce_sum(float* buf /* (n) */, size_t n, cudaStream_t stream);
 
   // Waits until `done` has completed, polling the event and NCCL's asynchronous error state. On an NCCL
