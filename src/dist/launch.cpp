@@ -257,8 +257,9 @@ void launch_local(const LaunchOptions& o) {
   if (first_failure == nullptr) return;
 
   const Child& f = *first_failure;
-  std::string msg = "launch: rank " + std::to_string(f.rank) + " of " + std::to_string(o.processes) + " " +
-                    (f.status == -1 ? std::string("ended, but its exit status could not be read") : describe_status(f.status)) +
+  const std::string how =
+      f.status == -1 ? std::string("ended, but its exit status could not be read") : describe_status(f.status);
+  std::string msg = "launch: rank " + std::to_string(f.rank) + " of " + std::to_string(o.processes) + " " + how +
                     "; the other ranks were stopped";
   if (!f.log.empty()) {
     msg += ". Its output is in '" + f.log + "'";

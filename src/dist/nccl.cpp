@@ -13,7 +13,8 @@
 #include "core/error.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
-#error "nccl.h is older than NCCL 2.14 (no non-blocking communicators, ncclCommFinalize): point MLALPHA_NCCL_INCLUDE_DIR at a newer one"
+// Non-blocking communicators and ncclCommFinalize, which this file relies on, came with 2.14.
+#error "nccl.h is older than NCCL 2.14: point MLALPHA_NCCL_INCLUDE_DIR at a newer one"
 #endif
 
 namespace mlalpha::dist {
@@ -46,8 +47,9 @@ std::string ms_text(std::chrono::milliseconds t) { return std::to_string(t.count
 
 std::string version_string(int code) {
   // Codes since 2.9 are major·10000 + minor·100 + patch; before, major·1000 + minor·100 + patch.
-  if (code < 10000) return std::to_string(code / 1000) + "." + std::to_string(code / 100 % 10) + "." + std::to_string(code % 100);
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+  const int major = code < 10000 ? code / 1000 : code / 10000;
+  const int minor = code < 10000 ? code / 100 % 10 : code / 100 % 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
 }
 
 template <class Fn>
