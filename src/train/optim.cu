@@ -131,6 +131,20 @@ static void require_members(int members, const char* what) {
   require(members >= 1 && members <= 65535, std::string(what) + ": members must be in [1, 65535]");
 }
 
+namespace {
+__global__ void scale_kernel(float* __restrict__ x, size_t n, float s) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) x[i] *= s;
+}
+}  // namespace
+
+void scale_inplace(float* x, size_t n, float s, cudaStream_t stream) {
+  if (n == 0) return;
+  require(x != nullptr, "scale_inplace: x is null");
+  const size_t want = (n + 255) / 256;
+  scale_kernel<<<unsigned(want < 4096 ? want : 4096), 256, 0, stream>>>(x, n, s);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
 void grad_norm_sq_phase1(const float* g, size_t n, int members, float* partials, cudaStream_t stream) {
   require_vec4(g, n, "grad_norm_sq_phase1");
   require_members(members, "grad_norm_sq_phase1");

@@ -90,6 +90,9 @@ void grad_norm_sq_phase1(const float* g, size_t n, int members, float* partials,
 // Phase 2: one block per member sums its partials in a fixed order, in double, into state[m].norm_sq.
 void grad_norm_sq_phase2(const float* partials, int blocks, int members, DeviceStepState* state, cudaStream_t stream);
 
+// x (n) *= s in place: the data-parallel mean, Σ over ranks / world (exact for a power-of-two world).
+void scale_inplace(float* x, size_t n, float s, cudaStream_t stream);
+
 struct ClipParams {
   float max_norm = 1.0f;  // <= 0: no clipping
   float beta1 = 0.9f, beta2 = 0.999f;

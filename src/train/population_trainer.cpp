@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/rng.h"
 #include "data/sampler.h"
+#include "dist/nccl.h"
 #include "ops/cast/cast.h"
 #include "train/schedule.h"
 
@@ -207,8 +209,8 @@ void PopulationTrainer::enqueue_step() {
     const float* P = arena_.params.data() + size_t(m) * n_;
     const __nv_bfloat16* P16 = params16_.size() ? params16_.data() + size_t(m) * n_ : nullptr;
     // The sampler reads the member's step counter from device memory, so every replay draws new windows.
-    gpu::gather_batch(gather_params(t, d.N, d.T, c.F, c.K), d.x.data(), d.y.data(), &state_.data()[m].step,
-                      lane.xb.data(), lane.yb.data(), lane.ctx(ctx_).stream());
+    gpu::gather_batch(rank_gather_params(t, d), d.x.data(), d.y.data(), &state_.data()[m].step, lane.xb.data(),
+                      lane.yb.data(), lane.ctx(ctx_).stream());
     model.forward(P, lane.xb.data(), P16);
     model.loss(lane.yb.data(), model.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
     model.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr, P16);
@@ -217,6 +219,7 @@ void PopulationTrainer::enqueue_step() {
     lanes_[size_t(j)].done.record(lanes_[size_t(j)].ctx(ctx_).stream());
     lanes_[size_t(j)].done.wait_on(st);
   }
+  if (opt_.comm) reduce_over_ranks(st);
   gpu::grad_norm_sq_phase1(arena_.grads.data(), n_, E_, norm_partials_.data(), st);
   gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n_), E_, state_.data(), st);
   gpu::grad_clip_scale(optim_.data(), E_, state_.data(), losses_.data(), frozen_.data(), ring_.device(), opt_.ring_size,
@@ -224,6 +227,36 @@ void PopulationTrainer::enqueue_step() {
   gpu::adamw_step_devscale(arena_.params.data(), arena_.grads.data(), arena_.m.data(), arena_.v.data(),
                            arena_.decay.data(), n_, E_, optim_.data(), state_.data(), st,
                            params16_.size() ? params16_.data() : nullptr);
+}
+
+// Rank r of a data-parallel run draws its own windows: rank 0 those of a run on one GPU, rank r > 0 from the
+// seed mixed with r (core/rng.h), so the ranks' batches are independent and a world of one is a plain run.
+GatherParams PopulationTrainer::rank_gather_params(const TrainConfig& t, const Dataset& d) const {
+  const ModelConfig& c = layout_.cfg;
+  GatherParams g = gather_params(t, d.N, d.T, c.F, c.K);
+  const int rank = opt_.comm ? opt_.comm->rank() : 0;
+  if (rank > 0) g.seed = mix64(g.seed ^ (0x9e3779b97f4a7c15ull * uint64_t(rank)));
+  return g;
+}
+
+// Every member's gradient and loss summed over the ranks (NCCL, in place, inside the captured step), then
+// divided by the world size: the mean over world × B windows, the same on every rank, so the norm, the clip
+// and AdamW that follow agree bitwise across ranks. A world of one sums nothing and scales by nothing.
+void PopulationTrainer::reduce_over_ranks(cudaStream_t st) {
+  dist::Communicator& comm = *opt_.comm;
+  comm.all_reduce_sum(arena_.grads.data(), n_ * size_t(E_), st);
+  comm.all_reduce_sum(losses_.data(), size_t(E_), st);
+  if (comm.world() == 1) return;
+  const float inv = 1.0f / float(comm.world());
+  gpu::scale_inplace(arena_.grads.data(), n_ * size_t(E_), inv, st);
+  gpu::scale_inplace(losses_.data(), size_t(E_), inv, st);
+}
+
+// Waits for the device: a bounded wait that fails naming `what` when a peer rank died or hangs in a
+// data-parallel run (dist::Communicator::wait_or_abort), a plain synchronisation otherwise.
+void PopulationTrainer::wait_device(const char* what) {
+  if (opt_.comm) opt_.comm->wait_or_abort(ctx_.stream(), opt_.dist_timeout, what);
+  else ctx_.synchronize();
 }
 
 void PopulationTrainer::step() {
@@ -250,7 +283,7 @@ StepRecord PopulationTrainer::record(int m, int64_t s) {
               std::to_string(std::max<int64_t>(first_step_[i], enqueued_[i] - opt_.ring_size + 1)) + ".." +
               std::to_string(enqueued_[i]) + ")");
   if (s > synced_[i]) {  // one synchronisation covers every step enqueued so far
-    ctx_.synchronize();
+    wait_device("the GPU's steps");
     synced_ = enqueued_;
   }
   const volatile StepRecord& r = ring_.host()[i * size_t(opt_.ring_size) + size_t((s - 1) % opt_.ring_size)];
@@ -267,13 +300,13 @@ StepRecord PopulationTrainer::record(int m, int64_t s) {
 
 std::vector<float> PopulationTrainer::params(int m) {
   require(m >= 0 && m < E_, "PopulationTrainer::params: no member " + std::to_string(m));
-  ctx_.synchronize();
+  wait_device("the GPU's steps");
   return arena_.params.download(size_t(m) * n_, n_);
 }
 
 TrainState PopulationTrainer::state(int m) {
   require(m >= 0 && m < E_, "PopulationTrainer::state: no member " + std::to_string(m));
-  ctx_.synchronize();
+  wait_device("the GPU's steps");
   TrainState s;
   s.params = arena_.params.download(size_t(m) * n_, n_);
   s.m = arena_.m.download(size_t(m) * n_, n_);
@@ -289,7 +322,7 @@ TrainState PopulationTrainer::state(int m) {
 void PopulationTrainer::load_state(int m, const TrainState& s) {
   require(m >= 0 && m < E_, "PopulationTrainer::load_state: no member " + std::to_string(m));
   check_train_state(s, n_, tc_[size_t(m)].seed, "load_state");
-  ctx_.synchronize();  // no step in flight reads the buffers being replaced
+  wait_device("the GPU's steps");  // no step in flight reads the buffers being replaced
   arena_.params.upload(s.params.data(), n_, size_t(m) * n_);
   arena_.m.upload(s.m.data(), n_, size_t(m) * n_);
   arena_.v.upload(s.v.data(), n_, size_t(m) * n_);
@@ -310,7 +343,7 @@ void PopulationTrainer::load_state(int m, const TrainState& s) {
 void PopulationTrainer::freeze(int m) {
   require(m >= 0 && m < E_, "PopulationTrainer::freeze: no member " + std::to_string(m));
   if (frozen_host_[size_t(m)]) return;
-  ctx_.synchronize();  // the flag takes effect from the next step on, never inside one already enqueued
+  wait_device("the GPU's steps");  // the flag takes effect from the next step on, never inside one already enqueued
   frozen_host_[size_t(m)] = 1;
   frozen_.upload(frozen_host_);
   graph_exec_ = CudaGraphExec();  // captured again without the member's forward and backward

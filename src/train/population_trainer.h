@@ -17,6 +17,7 @@
 // model trained alone (GpuTrainer is the population of one). One member's NaN batch only sets its own skip flag.
 // The rules of DESIGN section 2 hold for the whole population: no device→host copy, no host
 // synchronisation, no atomics, no allocation in the step.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -36,10 +37,22 @@
 
 namespace mlalpha {
 
+namespace dist {
+class Communicator;
+}
+
 struct GpuTrainerOptions {
   bool graph = true;   // capture the step as a CUDA graph (from the second step on)
   int ring_size = 0;   // slots of the step-record ring per member; 0 = max(1024, 2·log_every)
   int lanes = 0;       // populations: streams the members are dealt to; 0 = min(E, 8), fewer when memory is short
+  // Data-parallel training (issue 23, docs/decisions.md "Several GPUs"): this process is rank
+  // comm->rank() of comm->world(); null trains alone. Each rank samples its own windows (the sampler's
+  // seed keyed by the rank), the gradients and losses are summed over the ranks inside the step (in the
+  // captured graph) and divided by the world size before the norm, so every rank applies the same update;
+  // the host's waits (record, params, state) become bounded waits that fail when a peer dies or hangs.
+  // A world of one does exactly the arithmetic of a plain run. Not owned; must outlive the trainer.
+  dist::Communicator* comm = nullptr;
+  std::chrono::milliseconds dist_timeout{std::chrono::minutes(5)};  // the bound on those waits
 };
 
 // One member: its training settings and the training panel it samples (members may share a panel, which
@@ -94,13 +107,17 @@ class PopulationTrainer {
 
   const ModelLayout& layout() const { return layout_; }
   Context& context() { return ctx_; }
-  void synchronize() { ctx_.synchronize(); }
+  void synchronize() { wait_device("the GPU's steps"); }
   // Activation and op scratch memory of one lane (GpuModel::activation_bytes()).
   size_t activation_bytes() const { return lanes_[0].model->activation_bytes(); }
   int lanes() const { return int(lanes_.size()); }
 
  private:
   void enqueue_step();
+  struct Dataset;
+  GatherParams rank_gather_params(const TrainConfig& t, const Dataset& d) const;
+  void reduce_over_ranks(cudaStream_t st);
+  void wait_device(const char* what);
   int first_active() const;
 
   Context& ctx_;

@@ -2,10 +2,12 @@
 // forms, its in-place sum equals the input bitwise (eagerly and inside a captured CUDA graph replayed twice),
 // wait_or_abort returns on finished work and aborts, naming rank, wait and limit, on work that hangs; an
 // aborted or moved-from communicator refuses further work. Skips without a GPU (gpu_main.cpp) or without
-// libnccl.so.2.
+// libnccl.so.2. The trainer's data-parallel path (GpuTrainerOptions::comm) in a world of one trains to the
+// same bits as a plain run, in both precisions, eagerly and from the captured graph.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -17,8 +19,10 @@
 #include "core/context.h"
 #include "core/cuda_graph.h"
 #include "core/error.h"
+#include "data/synthetic.h"
 #include "dist/nccl.h"
 #include "gpu_util.h"
+#include "train/trainer_gpu.h"
 
 namespace mlalpha::dist {
 namespace {
@@ -146,6 +150,52 @@ TEST_F(NcclGpu, AMovedFromCommunicatorRefusesWork) {
   EXPECT_NO_THROW(b.all_reduce_sum(d.data(), 8, ctx.stream()));
   b.wait_or_abort(ctx.stream(), 5s, "the moved-to communicator's sum");
   EXPECT_NE(error_of([&] { a.all_reduce_sum(d.data(), 8, ctx.stream()); }).find("moved from"), std::string::npos);
+}
+
+// The data-parallel step (population_trainer.cpp reduce_over_ranks) with a world of one: the gradient and
+// loss all-reduces sit inside the captured graph and must change nothing, so 60 steps (graph replay from
+// step 2), their records and the weights equal a plain run's bitwise.
+void expect_world_of_one_equals_plain(const std::shared_ptr<const NcclLib>& lib, Precision precision, bool graph) {
+  SCOPED_TRACE(std::string(to_string(precision)) + (graph ? " graph" : " eager"));
+  const Panel data = make_synthetic({6, 300, 5, 1, 0.1f, 21});
+  ModelConfig mc;
+  mc.F = 5, mc.K = 1, mc.D = 32, mc.NL = 2, mc.P = 16, mc.G = 1, mc.N = 16, mc.Q = 16;
+  TrainConfig tc;
+  tc.B = 4, tc.L = 40, tc.steps = 60, tc.lr = 1e-3f, tc.warmup = 5, tc.seed = 9, tc.log_every = 10, tc.burn_in = 2;
+  tc.precision = precision;
+  auto run = [&](Communicator* comm, std::vector<StepRecord>* recs) {
+    Context ctx(0);
+    GpuTrainerOptions o;
+    o.graph = graph;
+    o.comm = comm;
+    GpuTrainer tr(ctx, mc, tc, data, o);
+    for (int s = 1; s <= 60; ++s) {
+      tr.step();
+      if (s % 20 == 0) recs->push_back(tr.record(s));
+    }
+    return tr.params();
+  };
+  std::vector<StepRecord> plain_recs, dist_recs;
+  const std::vector<float> plain = run(nullptr, &plain_recs);
+  Context ctx(0);
+  Communicator comm = make_communicator(lib, RankInfo{}, IdExchange{}, CommOptions{});
+  const std::vector<float> dp = run(&comm, &dist_recs);
+  ASSERT_EQ(plain.size(), dp.size());
+  EXPECT_EQ(0, std::memcmp(plain.data(), dp.data(), plain.size() * sizeof(float))) << "the weights differ";
+  ASSERT_EQ(plain_recs.size(), dist_recs.size());
+  for (size_t i = 0; i < plain_recs.size(); ++i) {
+    EXPECT_EQ(plain_recs[i].step, dist_recs[i].step);
+    EXPECT_EQ(0, std::memcmp(&plain_recs[i].loss, &dist_recs[i].loss, sizeof(float))) << "step " << plain_recs[i].step;
+    EXPECT_EQ(0, std::memcmp(&plain_recs[i].grad_norm, &dist_recs[i].grad_norm, sizeof(float)));
+  }
+  EXPECT_TRUE(std::isfinite(plain_recs.back().loss));
+  EXPECT_LT(plain_recs.back().loss, plain_recs.front().loss);  // it trained
+}
+
+TEST_F(NcclGpu, TrainerWorldOfOneEqualsPlainRunBitwise) {
+  expect_world_of_one_equals_plain(lib_, Precision::FP32, true);
+  expect_world_of_one_equals_plain(lib_, Precision::FP32, false);
+  expect_world_of_one_equals_plain(lib_, Precision::BF16, true);
 }
 
 }  // namespace
