@@ -229,6 +229,30 @@ TEST(SsdGpu, LongSequence) {
   check_against_ref({2, 512, 4, 32, 1, 64, 256, 0, 0.3, 1.5}, 402);
 }
 
+// More than 64 chunks: the chunk-state walks run as segments of 32 steps side by side plus the carry pass
+// (ssd_chunks.cu), on the generic kernels (P = N = 16, a ragged last chunk: 101 chunks, 4 segments, the
+// last of 4 steps), the 'S' head (130 full chunks: 5 segments, the last of one step), the 'M' head with
+// strong decay, and in the tf32 and bf16 modes; and still deterministic.
+// The smallest segmented shape (66 chunks: segments of 32, 32 and 1 step), small enough for the sanitizers.
+TEST(SsdGpu, SegmentedSmall) {
+  check_against_ref({1, 64 * 66, 1, 8, 1, 8, 64}, 700);
+  check_against_ref({1, 64 * 66, 2, 32, 1, 64, 64}, 699);
+}
+
+TEST(SsdGpu, SegmentedStateWalks) {
+  check_against_ref({1, 64 * 100 + 17, 2, 16, 1, 16, 64}, 701);
+  check_against_ref({1, 64 * 130, 2, 32, 1, 64, 64}, 702);
+  check_against_ref({2, 64 * 80, 2, 64, 1, 64, 64, 0, 0.3, 1.5}, 703);
+  check_against_ref({1, 64 * 130, 2, 32, 1, 64, 64}, 704, Precision::TF32);
+  check_against_ref({1, 64 * 130, 2, 32, 1, 64, 64}, 705, Precision::BF16);
+  Inputs in = make_inputs({1, 64 * 97, 2, 32, 1, 64, 64}, 706);
+  const Outputs a = run_gpu(in), b = run_gpu(in);
+  EXPECT_EQ(0, std::memcmp(a.states.data(), b.states.data(), a.states.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.dxbc.data(), b.dxbc.data(), a.dxbc.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.ddelta.data(), b.ddelta.data(), a.ddelta.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.dA_log.data(), b.dA_log.data(), a.dA_log.size() * sizeof(float)));
+}
+
 // The reduced-precision modes on the model's shapes, a ragged one, strong decay and a long sequence.
 const Shape kModeShapes[] = {
     {4, 256, 8, 32, 1, 64, 64},                 // 'S' layer

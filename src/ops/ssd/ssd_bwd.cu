@@ -531,7 +531,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
   const size_t rows = size_t(p.B) * p.L;
   const BwdWorkspace w = bwd_workspace(a);
   a.wsDX = workspace + w.dx, a.wsG = workspace + w.g, a.wsB = workspace + w.b, a.wsC = workspace + w.c;
-  a.wsA = workspace + w.a, a.wsD = workspace + w.d;
+  a.wsA = workspace + w.a, a.wsD = workspace + w.d, a.wsE = workspace + w.e;
 
   chunk_adjoint_states(a, stream);  // (a)
   with_dims(a, [&](auto n, auto pp, auto full) {  // (b)

@@ -13,6 +13,18 @@
 // into a second buffer while the current one is worked on. So each state is written once and never read
 // back (the separate per-chunk kernel and pass wrote, read and rewrote every state: ~0.8 GB per layer and
 // direction for the 'L' configuration), and the pass costs no kernel of its own. Fixed order throughout.
+//
+// Long sequences (Args::nseg > 1, from 65 chunks): the walk of one (b, h) is a chain of nchunks − 1
+// dependent steps, and with few (b, h) the GPU idles (one window of 65,536: 8 chains of 1,023 steps,
+// 3.5 ms a walk). The recurrence is linear, so it splits like a scan: with O_k the state a walk step k
+// writes and dec_k its decay, O_k = dec_k O_{k−1} + X_k, a segment [k0, k1) walked from a zero state gives
+// local states O'_k, and
+//     O_k = O'_k + (Π_{k0 ≤ j ≤ k} dec_j) · O_{k0−1}.
+// So the segments walk side by side (states_kernel, grid × nseg; each also writes E_k = Σ_{k0 ≤ j ≤ k} log
+// dec_j), then carry_kernel walks the segments in order, one thread per state element: it adds
+// e^{E_k} · O_{k0−1} to each step's state, O_{k0−1} being the previous segment's last state once corrected.
+// The products stay as they are; the carry pass reads and writes every state once more (elementwise, far
+// cheaper than a step of the walk). Every order is fixed by the shape.
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu::ssd_detail {
@@ -24,6 +36,7 @@ namespace {
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
 // one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
 // chunk step is a chain of short dependent phases, which the other blocks on the SM overlap.
+// Grid z: B · nseg, (b, segment); the segment's steps k ∈ [seg · seg_steps, min(nchunks − 1, …)).
 template <bool kReverse, MmaMode kMode, int kTilesN, int kN, int kP, bool kFullChunks>
 __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(Args args) {
   extern __shared__ __align__(16) double smem_d[];
@@ -32,7 +45,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   static_assert(kCols <= kStateCols, "states_smem_bytes sizes the slices of B and C for kStateCols");
   const int tiles_n = ceil_div(a.N, kCols);
   const int p0 = (blockIdx.x / tiles_n) * kTile, n0 = (blockIdx.x % tiles_n) * kCols;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const int h = blockIdx.y, b = blockIdx.z / a.nseg, seg = blockIdx.z % a.nseg;
   const int np = min(kTile, a.P - p0), nn = min(kCols, a.N - n0);  // this tile's rows and columns
   const int ldV = tile_ld_kn(min(kTile, a.P)), ldR = tile_ld_kn(min(kCols, a.N));  // both read as (k, j)
   double* scs = smem_d;                               // (T) cs_t
@@ -47,11 +60,16 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   Acc S[kTilesN];  // the carried state's tile, 64 columns each, in the mma accumulator layout
 #pragma unroll
   for (int u = 0; u < kTilesN; ++u) zero(S[u]);
-  if (!kReverse)
+  if (!kReverse && seg == 0)
     for (int j0 = 0; j0 < nn; j0 += kTile)
       for_out(0, np, j0, nn, [&](int, int, int i, int j) { out[size_t(i) * a.N + j] = 0.f; });
 
   const int steps = a.nchunks - 1;
+  const int k_begin = seg * a.seg_steps, k_end = min(steps, k_begin + a.seg_steps);
+  // Segments after the first write their steps' summed decay exponents for carry_kernel (one block of the
+  // (b, h): they are the same in every tile).
+  float* E = seg > 0 && blockIdx.x == 0 && threadIdx.x == 0 ? a.wsE + (size_t(b) * a.H + h) * steps : nullptr;
+  double e_sum = 0.0;
   auto chunk_of = [&](int k) { return kReverse ? a.nchunks - 1 - k : k; };
   LaneDeltas next;  // warp 0: the Δ of the chunk prefetched last
   auto prefetch = [&](int k) {  // chunk k's slices into buffer k % 2, as one copy group; its Δ into `next`
@@ -68,21 +86,24 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
     }
     stage_commit();
   };
-  if (steps > 0) prefetch(0);
-  float dt_next = 0.f;  // reverse: Δ at the first step of chunk c + 1 (the chunk before in the walk)
-  for (int k = 0; k < steps; ++k) {
+  if (k_begin < k_end) prefetch(k_begin);
+  // reverse: Δ at the first step of chunk c + 1 (the chunk before in the walk); a later segment reads the
+  // one before its first step
+  float dt_next = kReverse && k_begin > 0 ? a.delta[row_of(a, b, chunk_begin(a, chunk_of(k_begin - 1))) * a.H + h] : 0.f;
+  for (int k = k_begin; k < k_end; ++k) {
     const int c = chunk_of(k), t0 = chunk_begin(a, c), tc = chunk_steps<kFullChunks>(a, c, t0);
     const LaneDeltas cur = next;
-    if (k + 1 < steps) prefetch(k + 1);  // buffer (k + 1) % 2 was freed by the barrier ending step k − 1
+    if (k + 1 < k_end) prefetch(k + 1);  // buffer (k + 1) % 2 was freed by the barrier ending step k − 1
     else stage_commit();                 // an empty group, so that "all but the newest" means chunk k
     chunk_decay_of(cur, A, tc, sdt, scs);
     for (int t = threadIdx.x; t < tc; t += kThreads)  // e^{cs_i − cs_0}, or Δ_j e^{cs_last − cs_j}
       sw[t] = kReverse ? decay(scs, t, 0) : sdt[t] * decay(scs, tc - 1, t);
     // The carried state's decay: e^{A Σ_{t∈c} Δ_t} forward; backward e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t}, and the
     // last chunk's state is its own contribution.
-    const float dec = kReverse ? (k == 0 ? 0.f : float(exp(scs[tc - 1] - scs[0] + double(A) * double(dt_next))))
-                               : float(exp(scs[tc - 1]));
+    const double log_dec = kReverse ? scs[tc - 1] - scs[0] + double(A) * double(dt_next) : scs[tc - 1];
+    const float dec = kReverse && k == 0 ? 0.f : float(exp(log_dec));
     if (kReverse) dt_next = sdt[0];
+    if (E) E[k] = float(e_sum += log_dec);  // k > 0 here: segment 0 writes none
     stage_wait_but_one();
     __syncthreads();
     const float* sR = buf + (k & 1) * buf_floats;
@@ -109,6 +130,35 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   }
 }
 
+// The segments' carries (top of the file): one thread per element of a (b, h)'s (P, N) state, segments in
+// order; within a segment every step adds the same carry, so a thread's loads are independent and kUnroll
+// of them are in flight. Grid (⌈P·N / kThreads⌉, H, B).
+template <bool kReverse>
+__global__ void __launch_bounds__(kThreads) carry_kernel(Args a) {
+  constexpr int kUnroll = 8;
+  const size_t PN = size_t(a.P) * a.N, i = size_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= PN) return;
+  const int h = blockIdx.y, b = blockIdx.z, steps = a.nchunks - 1;
+  float* base = state_at(a, kReverse ? a.wsG : a.states, b, h, 0) + i;
+  const float* E = a.wsE + (size_t(b) * a.H + h) * steps;
+  auto at = [&](int k) { return base + size_t(kReverse ? a.nchunks - 1 - k : k + 1) * PN; };  // step k's state
+  float carry = *at(a.seg_steps - 1);  // the first segment's last state: already the true one
+  for (int seg = 1; seg < a.nseg; ++seg) {
+    const int k_begin = seg * a.seg_steps, k_end = min(steps, k_begin + a.seg_steps);
+    float last = carry;
+    for (int k0 = k_begin; k0 < k_end; k0 += kUnroll) {
+      float v[kUnroll], e[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (k0 + u < k_end) v[u] = *at(k0 + u), e[u] = E[k0 + u];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (k0 + u < k_end) *at(k0 + u) = last = v[u] + expf(e[u]) * carry;
+    }
+    carry = last;
+  }
+}
+
 template <bool kReverse>
 void launch(const Args& a, cudaStream_t stream) {
   if (a.B == 0 || a.L == 0) return;
@@ -117,7 +167,7 @@ void launch(const Args& a, cudaStream_t stream) {
     constexpr int kN = decltype(n)::value;
     auto go = [&](auto tiles_n) {
       constexpr int kTilesN = decltype(tiles_n)::value;
-      const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTilesN * kTile), a.H, a.B);
+      const dim3 grid(ceil_div(a.P, kTile) * ceil_div(a.N, kTilesN * kTile), a.H, a.B * a.nseg);
       auto pick = [](auto mode) {
         return states_kernel<kReverse, decltype(mode)::value, kTilesN, kN, decltype(p)::value, decltype(full)::value>;
       };
@@ -130,6 +180,10 @@ void launch(const Args& a, cudaStream_t stream) {
       go(std::integral_constant<int, (kN > kTile ? 2 : 1)>{});
     }
   });
+  if (a.nseg > 1) {
+    carry_kernel<kReverse><<<dim3(unsigned(ceil_div(a.P * a.N, kThreads)), a.H, a.B), kThreads, 0, stream>>>(a);
+    MLALPHA_CHECK_LAUNCH(stream);
+  }
 }
 
 }  // namespace

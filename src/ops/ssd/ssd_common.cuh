@@ -68,6 +68,8 @@ struct Args {
                            // rather than replacing G_{c+1}'s after dB (when it would cost blocks per SM)
   int cluster_heads;       // backward: heads per thread-block cluster that add their dB, dC in shared
                            // memory (ssd_bwd.cu, pairs: 2); 1: every head writes its own partial
+  int seg_steps, nseg;     // the chunk-state walks (ssd_chunks.cu) in nseg segments of seg_steps steps
+                           // (the last may be shorter); nseg = 1: one walk over all nchunks − 1 steps
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
   float* y;       // (B, L, H, P) forward output
   float* states;  // (B, H, nchunks, P, N) state entering each chunk
@@ -82,6 +84,8 @@ struct Args {
   float* wsA;     // (B, H, nchunks) per-(b, h, chunk) dA_log partial
   float* wsD;     // (B, H, nchunks) per-(b, h, chunk) dD partial
   float* wsDX;    // (B, nchunks, H, T, T) per-head DX diag(Δ) of each chunk, row stride T (ssd_bwd.cu)
+  float* wsE;     // (B, H, nchunks − 1) nseg > 1: each walk step's decay exponent summed from its segment's
+                  // start (ssd_chunks.cu), in the forward's saved buffer or the backward's workspace
 };
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -584,8 +588,12 @@ size_t states_smem_bytes(const Args& a);
 size_t saved_cb_offset(const Args& a);
 // Offsets (floats) of the backward's scratch regions (Args::wsDX, wsG, wsB, wsC, wsA, wsD), 16-byte aligned.
 struct BwdWorkspace {
-  size_t dx, g, b, c, a, d, total;
+  size_t dx, g, b, c, a, d, e, total;
 };
+// Offset (floats) of the forward's wsE in its saved buffer, after the C·Bᵀ tiles.
+size_t saved_e_offset(const Args& a);
+// Floats of wsE: B · H · (nchunks − 1) when the walks are segmented, else 0.
+size_t walk_exponent_floats(const Args& a);
 BwdWorkspace bwd_workspace(const Args& a);
 // Launches pick(mode), mode = std::integral_constant<MmaMode, a.mode> (a kernel's kMode is
 // decltype(mode)::value), with `smem` bytes of dynamic shared memory, above the 48 KiB

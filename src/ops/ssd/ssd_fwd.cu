@@ -72,7 +72,7 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
   Args a = make_layout(p);
   set_inputs(a, in);
   a.y = y;
-  a.states = saved, a.cb = saved + saved_cb_offset(a);
+  a.states = saved, a.cb = saved + saved_cb_offset(a), a.wsE = saved + saved_e_offset(a);
   chunk_cb(a, stream);
   chunk_entry_states(a, stream);
   with_dims(a, [&](auto n, auto pp, auto full) {

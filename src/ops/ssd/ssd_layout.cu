@@ -64,6 +64,17 @@ Args make_layout(const SsdParams& p) {
   // memory), unless the extra tile would cost a block per SM (the 'S' shape: two blocks fit only without it).
   a.sin_own = bwd_blocks_per_sm(bwd_bytes(T, p.N, p.P, true)) == bwd_blocks_per_sm(bwd_bytes(T, p.N, p.P));
   a.cluster_heads = 1;
+  // The chunk-state walks are sequential over chunks: one (b, h) walks nchunks − 1 steps one after the
+  // other. Long sequences split the walk into segments of kSegSteps that run side by side (ssd_chunks.cu);
+  // the rule depends on the shape only, so the results do too. Below kSegFrom chunks a single walk is
+  // short enough (and the model's S, M, L shapes keep their bits).
+  constexpr int kSegFrom = 64, kSegSteps = 32;
+  const int steps = a.nchunks - 1;
+  a.seg_steps = a.nchunks > kSegFrom ? kSegSteps : std::max(steps, 1);
+  a.nseg = std::max(1, ceil_div(steps, a.seg_steps));
+  require(int64_t(a.B) * a.nseg <= 65535,
+          "ssd (gpu): B · ceil((L/Q − 1) / 32) must be <= 65535 (the grid of the chunk-state walks), got B=" +
+              std::to_string(a.B) + " with " + std::to_string(a.nseg) + " segments of L=" + std::to_string(a.L));
   return a;
 }
 
@@ -86,10 +97,14 @@ size_t round4(size_t n) { return (n + 3) / 4 * 4; }  // regions start 16-byte al
 size_t saved_cb_offset(const Args& a) {
   return round4(size_t(a.B) * a.H * a.nchunks * a.P * a.N);
 }
+size_t saved_e_offset(const Args& a) { return saved_cb_offset(a) + round4(size_t(a.B) * a.nchunks * a.G * a.T * a.T); }
+size_t walk_exponent_floats(const Args& a) {
+  return a.nseg > 1 ? size_t(a.B) * a.H * size_t(a.nchunks - 1) : 0;
+}
 
 // The backward's scratch (ssd_bwd.cu): per-head DX diag(Δ) tiles (B, nchunks, H, T, T), G (B, H, nchunks,
 // P, N), per-head (per-pair) dB, dC partials (B, L, H, N) each, the per-(b, h, chunk) partials of dA_log
-// and dD.
+// and dD, and the segmented adjoint walk's exponents (wsE).
 BwdWorkspace bwd_workspace(const Args& a) {
   const size_t rows = size_t(a.B) * a.L, blocks = size_t(a.B) * a.H * a.nchunks;
   BwdWorkspace w{};
@@ -99,7 +114,8 @@ BwdWorkspace bwd_workspace(const Args& a) {
   w.c = w.b + round4(rows * a.H * a.N);
   w.a = w.c + round4(rows * a.H * a.N);
   w.d = w.a + round4(blocks);
-  w.total = w.d + blocks;
+  w.e = w.d + round4(blocks);
+  w.total = w.e + walk_exponent_floats(a);
   return w;
 }
 
@@ -118,7 +134,7 @@ size_t ssd_chunk_states_floats(const SsdParams& p) {
 size_t ssd_saved_floats(const SsdParams& p) {
   ssd_detail::validate(p);
   const ssd_detail::Args a = ssd_detail::make_layout(p);
-  return ssd_detail::saved_cb_offset(a) + size_t(p.B) * a.nchunks * p.G * a.T * a.T;
+  return ssd_detail::saved_e_offset(a) + ssd_detail::walk_exponent_floats(a);
 }
 
 size_t ssd_bwd_workspace_floats(const SsdParams& p) {
