@@ -78,6 +78,14 @@ struct RunOptions {
   // settings, so eval / predict / resume can load the data again. A panel built in memory (numpy, pandas)
   // is recorded by its fingerprint only.
   bool panel_from_config = false;
+  // Data-parallel training over NCCL (docs/decisions.md "Several GPUs"): this process is rank `rank` of
+  // `world`, on GPU `local_rank` of its host (ml-alpha train takes them from torchrun's, Open MPI's,
+  // Slurm's or PMI's variables, or from its own --gpus launcher; rank 0's unique id travels as
+  // MLALPHA_DIST_ID_FILE or MASTER_ADDR/MASTER_PORT say). world > 1: every rank trains the same run on
+  // its own windows with the gradients averaged over the ranks, so all ranks hold the same weights;
+  // rank 0 writes run.out_dir, the others a private temporary folder that is removed at the end. GPU
+  // only, one model (no population) for now.
+  int rank = 0, world = 1, local_rank = 0;
 };
 
 struct FoldResult {

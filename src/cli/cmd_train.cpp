@@ -5,10 +5,15 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/context.h"
+#include "dist/bootstrap.h"
+#include "dist/launch.h"
 #include "mlalpha/config.h"
 #include "mlalpha/error.h"
 #include "mlalpha/run.h"
@@ -82,6 +87,25 @@ void print_population(const RunResult& r) {
   if (!r.leaderboard_file.empty()) std::printf("leaderboard: %s\n", r.leaderboard_file.c_str());
 }
 
+// --gpus N: this process starts N ranks, one per GPU, each running this same command line (dist/launch.h),
+// and waits for them; rank 0's output is this terminal's, the others' go to a log folder named here.
+int launch_ranks(const TrainArgs& a) {
+  const int have = cuda_device_count();
+  require(have >= a.gpus, "--gpus " + std::to_string(a.gpus) + ": this host shows " + std::to_string(have) +
+                              " GPU(s) (CUDA_VISIBLE_DEVICES may hide some)");
+  std::string dir = (std::filesystem::temp_directory_path() / "ml-alpha-ranks-XXXXXX").string();
+  require(mkdtemp(dir.data()) != nullptr, "--gpus: cannot create a log folder under " +
+                                              std::filesystem::temp_directory_path().string());
+  std::cout << "ml-alpha train: " << a.gpus << " ranks, one per GPU; rank 0's output follows, ranks 1 to "
+            << a.gpus - 1 << " log to " << dir << "/rank<k>.log" << std::endl;
+  dist::LaunchOptions o;
+  o.processes = a.gpus;
+  o.argv = a.argv;
+  o.log_dir = dir;
+  dist::launch_local(o);
+  return 0;
+}
+
 }  // namespace
 
 std::string sweep_override(const std::string& arg) {
@@ -121,6 +145,18 @@ std::vector<std::string> sweep_overrides(const std::vector<std::string>& args) {
 }
 
 int cmd_train(const TrainArgs& a) {
+  const dist::EnvLookup env = dist::process_env();
+  const dist::RankInfo rank = dist::rank_from_env(env);
+  const bool launched = dist::is_launched_rank(env);
+  if (a.gpus > 1 && !launched) {
+    require(rank.world == 1, "--gpus " + std::to_string(a.gpus) + ": this process is already rank " +
+                                 std::to_string(rank.rank) + " of " + std::to_string(rank.world) + " (" + rank.source +
+                                 " variables); the launcher starts the ranks, so leave --gpus out");
+    load_run_config(a.config, a.overrides).validate();  // a bad setting fails once, here, not in every rank
+    return launch_ranks(a);
+  }
+  require(!launched || rank.world == a.gpus, "this rank's WORLD_SIZE (" + std::to_string(rank.world) +
+                                                 ") differs from --gpus " + std::to_string(a.gpus));
   const RunConfig given = load_run_config(a.config, a.overrides);
   const RunConfig cfg = resolve_run_config(given, a.resume, nullptr);
   cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
@@ -143,6 +179,10 @@ int cmd_train(const TrainArgs& a) {
   opt.overwrite = a.overwrite;
   opt.stop = &stop_flag();
   opt.panel_from_config = true;  // the panel is load_panel(cfg.data)
+  opt.rank = rank.rank, opt.world = rank.world, opt.local_rank = rank.local_rank;
+  if (rank.world > 1)
+    std::cout << "rank " << rank.rank << " of " << rank.world << " (" << rank.source << "), GPU " << rank.local_rank
+              << (rank.rank > 0 ? "; rank 0 writes the run" : "") << std::endl;
   int64_t shown = 0;  // a population's progress bar: the latest step any member reported
   opt.callback = [&](const RunEvent& e) {
     switch (e.kind) {

@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
 
   TrainArgs targs;
+  targs.argv.assign(argv, argv + argc);
   Flags tflags;
   std::vector<std::string> tsets;
   CLI::App* train = app.add_subcommand("train", "train a model (default data: the built-in synthetic panel)");
@@ -183,6 +184,11 @@ int main(int argc, char** argv) {
                     "and data govern)")
       ->check(CLI::ExistingPath);
   train->add_flag("--overwrite", targs.overwrite, "replace a run already in run.out_dir");
+  train->add_option("--gpus", targs.gpus,
+                    "data-parallel training on this many GPUs of this host: one process per GPU (ranks 1 and up "
+                    "log to a folder it names), gradients averaged over NCCL; under torchrun, mpirun or srun "
+                    "leave it out (their RANK / WORLD_SIZE variables set the ranks)")
+      ->check(CLI::Range(1, 1024));
   tflags.add_all(*train, true);
 
   EvalArgs eargs;

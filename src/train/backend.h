@@ -25,8 +25,20 @@ class Backend {
   virtual void load_state(const TrainState& s) = 0;
 };
 
+// A data-parallel run's NCCL communicator, made once per process (every fold's trainer uses it): on the
+// rank's GPU, joined through the exchange the environment names (dist::id_exchange_from_env).
+struct DistSession;
+struct DistSessionDeleter {
+  void operator()(DistSession* s) const;
+};
+using DistSessionPtr = std::unique_ptr<DistSession, DistSessionDeleter>;
+// Checks that GPU local_rank exists, makes it current and joins the communicator (bounded by a timeout
+// that names the missing ranks); throws Error otherwise.
+DistSessionPtr open_dist_session(int rank, int world, int local_rank);
+
 // "gpu" when run.device is gpu, or auto with a GPU present; else "cpu". `train` is the training panel.
-std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train);
+// dist, when non-null: the GPU trainer on the session's GPU, its gradients averaged over the ranks.
+std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train, DistSession* dist = nullptr);
 // True for device "gpu" (which requires one: an error otherwise) and for "auto" with a GPU present.
 bool use_gpu(const std::string& device);
 // Predictions with given weights on `device` (auto | cpu | gpu), for eval / predict.

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -82,14 +83,15 @@ std::vector<FoldReport> earlier_folds(const fs::path& json, int first) {
 // ---- one fold
 
 FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan, int folds, const Checkpoint* resume,
-                      bool described, uint64_t fingerprint, Reporter& rep, std::vector<float>* test_pred) {
+                      bool described, uint64_t fingerprint, Reporter& rep, std::vector<float>* test_pred,
+                      DistSession* dist) {
   const Split& split = plan.split;
   const auto t_prepare = std::chrono::steady_clock::now();
   const Panel norm = prepared(panel, cfg.data, plan.stats);
   const Panel train = slice_panel(norm, split.train_begin, split.train_end);
   const auto t_setup = std::chrono::steady_clock::now();
   const ModelLayout layout(cfg.model);
-  auto be = make_backend(cfg, train);
+  auto be = make_backend(cfg, train, dist);
   std::string prep_note = plan.read_seconds >= 0 ? "panel read in " + seconds_text(plan.read_seconds) + "; " : "";
   prep_note += "data prepared in " + seconds_text(t_prepare, t_setup) +
                " (processed as the data settings say, training range sliced); " + be->name() + " engine set up in " +
@@ -168,6 +170,26 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   rep.emit(e);
   return res;
 }
+
+// Rank r > 0 of a data-parallel run: a private run folder, removed with this object. Every rank runs the
+// whole run (its evaluations and early stopping see the same weights, so all ranks take the same steps and
+// stop together); only rank 0's files are kept.
+struct WorkerDir {
+  fs::path path;
+  explicit WorkerDir(int rank) {
+    std::string t = (fs::temp_directory_path() / ("ml-alpha-rank" + std::to_string(rank) + "-XXXXXX")).string();
+    require(mkdtemp(t.data()) != nullptr, "data-parallel rank " + std::to_string(rank) +
+                                              ": cannot create its private run folder under " +
+                                              fs::temp_directory_path().string());
+    path = t;
+  }
+  ~WorkerDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  WorkerDir(const WorkerDir&) = delete;
+  WorkerDir& operator=(const WorkerDir&) = delete;
+};
 
 bool is_processing_key(const std::string& key) {
   return key == "data.feature_norm" || key == "data.robust_clip" || key == "data.target_norm" || key == "data.nan_fill";
@@ -254,6 +276,21 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   cfg.model.F = panel.F;
   cfg.model.K = panel.K;
   cfg.validate();
+  DistSessionPtr dist;
+  std::unique_ptr<WorkerDir> worker;
+  if (options.world > 1) {
+    require(options.rank >= 0 && options.rank < options.world && options.local_rank >= 0,
+            "data-parallel run: rank " + std::to_string(options.rank) + " of world " + std::to_string(options.world) +
+                " (local rank " + std::to_string(options.local_rank) + ") is not a rank of it");
+    require(!is_population(cfg), "data-parallel training of a population (train.models = " +
+                                     std::to_string(cfg.train.models) +
+                                     " or [sweep]) is not supported yet: train it on one GPU, or one model per run");
+    if (options.rank > 0) {
+      worker = std::make_unique<WorkerDir>(options.rank);
+      cfg.run.out_dir = worker->path.string();
+    }
+    dist = open_dist_session(options.rank, options.world, options.local_rank);
+  }
 
   // Everything checked before any output exists: the splits, each fold's statistics and targets, the
   // resume checkpoint and the run folder.
@@ -316,7 +353,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     dirs.create(plans[f].dir);
     std::vector<float> test_pred;
     result.folds.push_back(train_fold(cfg, panel, plans[f], folds, f == first_fold ? resume.get() : nullptr,
-                                     options.panel_from_config, fingerprint, rep, &test_pred));
+                                     options.panel_from_config, fingerprint, rep, &test_pred, dist.get()));
     if (folds > 1) {  // after every fold, so an interrupted walk-forward keeps what it finished
       summary.push_back(report_of(result.folds.back()));
       if (result.folds.back().has_test) oos.add(plans[f], test_pred);

@@ -35,9 +35,11 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result run(const std::string& args) {
+  // env: variables set for the command ("RANK=1 WORLD_SIZE=2"), or empty.
+  Result run(const std::string& args, const std::string& env = "") {
     const std::string log = (dir_ / "cmd.log").string();
-    const std::string cmd = std::string(MLALPHA_BIN) + " " + args + " > " + log + " 2>&1";
+    const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(MLALPHA_BIN) + " " + args + " > " +
+                            log + " 2>&1";
     const int status = std::system(cmd.c_str());
     std::ifstream in(log);
     std::stringstream ss;
@@ -208,6 +210,35 @@ std::string slurp(const std::string& path) {
 }
 
 const char* kSmall = "train --device cpu --instruments 4 --features 3 --head-dim 8 -B 4 --warmup 2 --log-every 10 ";
+
+// Data-parallel runs (issue 23) that cannot start fail before anything is written: more --gpus than the host
+// has, --gpus inside a launcher's rank, a population across ranks, a rank without its GPU or its peers.
+TEST_F(Cli, DataParallelSetupErrors) {
+  Result r = run(std::string(kSmall) + "--steps 20 --gpus 999 -o " + p("a"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--gpus 999: this host shows"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("a")));
+
+  r = run(std::string(kSmall) + "--steps 20 --gpus 2 -o " + p("b"), "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("already rank 1 of 2 (torchrun variables)"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("b")));
+
+  r = run(std::string(kSmall) + "--steps 20 --models 2 -o " + p("c"), "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("data-parallel training of a population"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("c")));
+
+  // No GPU (CI), or a GPU but no way to reach rank 1 (no MLALPHA_DIST_ID_FILE, MASTER_ADDR): an error either way.
+  r = run(std::string(kSmall) + "--steps 20 -o " + p("d"), "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("rank 0 of 2"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("d")));
+
+  r = run(std::string(kSmall) + "--steps 20 -o " + p("e"), "RANK=0 WORLD_SIZE=2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("LOCAL_RANK"), std::string::npos) << r.out;
+}
 
 TEST_F(Cli, AnExistingRunIsNeverLost) {
   ASSERT_EQ(run(std::string(kSmall) + "--steps 20 --eval-every 10 --timesteps 300 -o " + p("run")).code, 0);
