@@ -84,8 +84,10 @@ struct RunOptions {
   // MLALPHA_DIST_ID_FILE or MASTER_ADDR/MASTER_PORT say). world > 1: every rank trains the same run on
   // its own windows with the gradients averaged over the ranks, so all ranks hold the same weights;
   // rank 0 writes run.out_dir, the others a private temporary folder that is removed at the end. GPU
-  // only, one model (no population) for now.
+  // only, one model (no population) for now. data_parallel: take that path even for a world of one (what
+  // `--gpus 1` does; it trains to the plain run's bits).
   int rank = 0, world = 1, local_rank = 0;
+  bool data_parallel = false;
 };
 
 struct FoldResult {

@@ -96,8 +96,9 @@ int launch_ranks(const TrainArgs& a) {
   std::string dir = (std::filesystem::temp_directory_path() / "ml-alpha-ranks-XXXXXX").string();
   require(mkdtemp(dir.data()) != nullptr, "--gpus: cannot create a log folder under " +
                                               std::filesystem::temp_directory_path().string());
-  std::cout << "ml-alpha train: " << a.gpus << " ranks, one per GPU; rank 0's output follows, ranks 1 to "
-            << a.gpus - 1 << " log to " << dir << "/rank<k>.log" << std::endl;
+  std::cout << "ml-alpha train: " << a.gpus << " rank(s), one per GPU, over NCCL; rank 0's output follows";
+  if (a.gpus > 1) std::cout << ", ranks 1 to " << a.gpus - 1 << " log to " << dir << "/rank<k>.log";
+  std::cout << std::endl;
   dist::LaunchOptions o;
   o.processes = a.gpus;
   o.argv = a.argv;
@@ -148,15 +149,15 @@ int cmd_train(const TrainArgs& a) {
   const dist::EnvLookup env = dist::process_env();
   const dist::RankInfo rank = dist::rank_from_env(env);
   const bool launched = dist::is_launched_rank(env);
-  if (a.gpus > 1 && !launched) {
+  if (a.gpus > 0 && !launched) {
     require(rank.world == 1, "--gpus " + std::to_string(a.gpus) + ": this process is already rank " +
                                  std::to_string(rank.rank) + " of " + std::to_string(rank.world) + " (" + rank.source +
                                  " variables); the launcher starts the ranks, so leave --gpus out");
     load_run_config(a.config, a.overrides).validate();  // a bad setting fails once, here, not in every rank
     return launch_ranks(a);
   }
-  require(!launched || rank.world == a.gpus, "this rank's WORLD_SIZE (" + std::to_string(rank.world) +
-                                                 ") differs from --gpus " + std::to_string(a.gpus));
+  require(!launched || a.gpus == 0 || rank.world == a.gpus,
+          "this rank's WORLD_SIZE (" + std::to_string(rank.world) + ") differs from --gpus " + std::to_string(a.gpus));
   const RunConfig given = load_run_config(a.config, a.overrides);
   const RunConfig cfg = resolve_run_config(given, a.resume, nullptr);
   cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
@@ -180,6 +181,7 @@ int cmd_train(const TrainArgs& a) {
   opt.stop = &stop_flag();
   opt.panel_from_config = true;  // the panel is load_panel(cfg.data)
   opt.rank = rank.rank, opt.world = rank.world, opt.local_rank = rank.local_rank;
+  opt.data_parallel = launched || rank.world > 1;
   if (rank.world > 1)
     std::cout << "rank " << rank.rank << " of " << rank.world << " (" << rank.source << "), GPU " << rank.local_rank
               << (rank.rank > 0 ? "; rank 0 writes the run" : "") << std::endl;

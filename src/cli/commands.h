@@ -16,7 +16,7 @@ struct CommonArgs {
 struct TrainArgs : CommonArgs {
   std::string resume;      // checkpoint to continue from
   bool overwrite = false;  // replace a run already in run.out_dir
-  int gpus = 1;            // --gpus N: data-parallel over N GPUs of this host, one process each
+  int gpus = 0;            // --gpus N (0: not given): data-parallel over N GPUs of this host, one process each
   std::vector<std::string> argv;  // the command line as given (the --gpus launcher re-runs it per rank)
 };
 int cmd_train(const TrainArgs& a);

@@ -278,7 +278,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   cfg.validate();
   DistSessionPtr dist;
   std::unique_ptr<WorkerDir> worker;
-  if (options.world > 1) {
+  if (options.world > 1 || options.data_parallel) {
     require(options.rank >= 0 && options.rank < options.world && options.local_rank >= 0,
             "data-parallel run: rank " + std::to_string(options.rank) + " of world " + std::to_string(options.world) +
                 " (local rank " + std::to_string(options.local_rank) + ") is not a rank of it");
