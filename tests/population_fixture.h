@@ -35,4 +35,15 @@ class PopulationFixture : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// The same on the GPU: a 60-step run of a two-layer model (validation every 10 steps).
+class GpuRunFixture : public PopulationFixture {
+ protected:
+  std::vector<std::string> settings() const override {
+    return {"run.device=\"gpu\"", "data.instruments=8", "data.timesteps=400", "data.n_features=4",
+            "model.d_model=32", "model.head_dim=16", "model.layers=2", "train.batch=8",
+            "train.seq_len=48", "train.steps=60", "train.warmup=5", "train.log_every=10",
+            "run.eval_every=10"};
+  }
+};
+
 }  // namespace mlalpha::test

@@ -19,6 +19,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "dist/fd.h"
 
 namespace mlalpha::dist {
 namespace {
@@ -50,30 +51,6 @@ int env_int(const EnvLookup& env, const char* key, const char* launcher) {
 }
 
 std::string ms_text(std::chrono::milliseconds t) { return std::to_string(t.count()) + " ms"; }
-
-// A socket, closed on destruction; move-only.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
 
 int ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "dist/fd.h"
 
 namespace mlalpha::dist {
 namespace {
@@ -42,33 +43,6 @@ class TempDir {
 
  private:
   fs::path path_;
-};
-
-// A file descriptor, closed with its owner; move-only.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      close();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
 };
 
 struct Child {

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -22,6 +21,7 @@
 #include "data/synthetic.h"
 #include "dist/nccl.h"
 #include "gpu_util.h"
+#include "test_util.h"
 #include "train/trainer_gpu.h"
 
 namespace mlalpha::dist {
@@ -39,14 +39,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 class NcclGpu : public ::testing::Test {
  protected:

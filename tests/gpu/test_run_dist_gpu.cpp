@@ -17,15 +17,7 @@ namespace fs = std::filesystem;
 namespace mlalpha {
 namespace {
 
-class RunDistGpu : public test::PopulationFixture {
- protected:
-  std::vector<std::string> settings() const override {
-    return {"run.device=\"gpu\"", "data.instruments=8", "data.timesteps=400", "data.n_features=4",
-            "model.d_model=32", "model.head_dim=16", "model.layers=2", "train.batch=8",
-            "train.seq_len=48", "train.steps=60", "train.warmup=5", "train.log_every=10",
-            "run.eval_every=10"};
-  }
-};
+using RunDistGpu = test::GpuRunFixture;
 
 std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }
 
