@@ -16,9 +16,9 @@
 // The DX terms of dB and dC are linear in DX with the group's B and C, so they are taken once per group from
 // Σ_h DX_h diag(Δ_h) (ssd_group.cu); a head's block computes the other terms and writes its DX diag(Δ).
 // Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B), on the 'L' head shape in
-// clusters of two heads that add their dB, dC terms first (pairs); (c) group_dx_products: dB, dC ← the
-// per-head (or per-pair) partials of each group summed in order, plus the DX terms; (d)
-// param_reduce_kernel: dA_log, dD += Σ over (b, chunk) of the per-block partials, in order.
+// clusters of two heads that add their dB, dC terms first (pairs); (c) group_sum_kernel: dB, dC ←
+// the per-head (or per-pair) partials of each group summed in order; (d) group_dx_products: dB, dC += the
+// DX terms; (e) param_reduce_kernel: dA_log, dD += Σ over (b, chunk) of the per-block partials, in order.
 #define MLALPHA_SSD_WARPS 16  // = kBwdWarps (ssd_common.cuh says why)
 #include <cooperative_groups.h>
 
@@ -480,6 +480,24 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   bwd_ddelta_params(a, k, s, c0);
 }
 
+// (c) dB, dC of group g = Σ over its heads h ∈ [⌈gH/G⌉, ⌈(g+1)H/G⌉) of the per-head partials.
+__global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, const float* wsB, const float* wsC,
+                                 float* dB, float* dC) {
+  const size_t total = size_t(rows) * G * N;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    const int n = int(i % N), g = int((i / N) % G);
+    const size_t row = i / (size_t(N) * G);
+    const int h_lo = (g * H + G - 1) / G, h_hi = ((g + 1) * H + G - 1) / G;
+    float sb = 0.f, sc = 0.f;
+    for (int h = h_lo; h < h_hi; ++h) {
+      sb += wsB[(row * H + h) * N + n];
+      sc += wsC[(row * H + h) * N + n];
+    }
+    dB[row * ld + size_t(g) * N + n] = sb;
+    dC[row * ld + size_t(g) * N + n] = sc;
+  }
+}
+
 // (d) dA_log[h] += Σ_{b, c}, dD[h] += Σ_{b, c} of the per-(b, h, chunk) partials: a block per head, each
 // thread a fixed strided subset in order, then a fixed-order block sum.
 __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, int nchunks, const float* wsA,
@@ -510,6 +528,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
   a.states = const_cast<float*>(saved);  // read only in the backward
   a.cb = a.states + saved_cb_offset(a);
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
+  const size_t rows = size_t(p.B) * p.L;
   const BwdWorkspace w = bwd_workspace(a);
   a.wsDX = workspace + w.dx, a.wsG = workspace + w.g, a.wsB = workspace + w.b, a.wsC = workspace + w.c;
   a.wsA = workspace + w.a, a.wsD = workspace + w.d, a.wsE = workspace + w.e;
@@ -530,8 +549,16 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream,
                   dim3(1, a.cluster_heads, 1));
   });
-  group_dx_products(a, stream);  // (c) dB, dC
-  {  // (d) parameter gradients
+  {  // (c) group sums of dB, dC; fixed grid from the shape
+    const size_t total = rows * p.G * p.N;
+    const int threads = 256;
+    const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
+    group_sum_kernel<<<blocks, threads, 0, stream>>>(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB,
+                                                     a.wsC, g.dB, g.dC);
+    MLALPHA_CHECK_LAUNCH(stream);
+  }
+  group_dx_products(a, stream);  // (d)
+  {  // (e) parameter gradients
     param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD);
     MLALPHA_CHECK_LAUNCH(stream);
   }

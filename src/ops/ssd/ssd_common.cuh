@@ -631,8 +631,7 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
 void chunk_entry_states(const Args& a, cudaStream_t stream);
 void chunk_adjoint_states(const Args& a, cudaStream_t stream);
 // ssd_group.cu: the products a group's heads share. chunk_cb: a.cb ← each chunk's C·Bᵀ. group_dx_products:
-// a.dB = Σ_h wsB_h + (Σ_h DX_h diag(Δ_h))ᵀ C and a.dC = Σ_h wsC_h + (Σ_h DX_h diag(Δ_h)) B per group, from
-// a.wsDX and the heads' (or head pairs') partials a.wsB, a.wsC.
+// a.dB += (Σ_h DX_h diag(Δ_h))ᵀ C and a.dC += (Σ_h DX_h diag(Δ_h)) B per group, from a.wsDX.
 void chunk_cb(const Args& a, cudaStream_t stream);
 void group_dx_products(const Args& a, cudaStream_t stream);
 

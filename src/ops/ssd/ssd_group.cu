@@ -7,9 +7,6 @@
 //   are linear in DX, and B and C are the group's, so Σ_h of them is one product of the summed
 //   D = Σ_h DX_h diag(Δ_h): dB += Dᵀ C, dC += D B. Four of the backward's fourteen products per head become
 //   four per group, at the price of each head writing its (T, T) DX diag(Δ) and this kernel reading them.
-//   It also sums the heads' other dB, dC terms (their per-head, or per-pair, partials wsB, wsC) as it
-//   writes dB, dC, so they are written once: dB = Σ_h wsB_h + Dᵀ C, the heads in index order, then the
-//   product added (a separate group-sum kernel used to write the sum for this one to add to).
 // Both: grid (nchunks, G, B), 8 warps, fixed order throughout (the heads are summed in index order).
 #include "ops/ssd/ssd_common.cuh"
 
@@ -96,18 +93,10 @@ __global__ void __launch_bounds__(kThreads) dx_group_kernel(Args args) {
     zero(dc);
     mm<kMode, true, false>(db, sD, a.ldT, sC, a.ldN, 0, tc, n0, a.N, tc);   // (Dᵀ C)_t
     mm<kMode, false, false>(dc, sD, a.ldT, sB, a.ldN, 0, tc, n0, a.N, tc);  // (D B)_i
-    // The group's heads (pairs of heads with Args::cluster_heads = 2) in the per-head partials' layout.
-    const int Hc = a.H / a.cluster_heads, h_lo = group_head_lo(g, Hc, a.G), h_hi = group_head_lo(g + 1, Hc, a.G);
     for_out(0, tc, n0, a.N, [&](int r, int cc, int t, int n) {
-      const size_t row = row_of(a, b, t0 + t);
-      float sb = 0.f, sc = 0.f;
-      for (int h = h_lo; h < h_hi; ++h) {
-        sb += a.wsB[(row * Hc + h) * a.N + n];
-        sc += a.wsC[(row * Hc + h) * a.N + n];
-      }
-      const size_t o = row * a.ld + size_t(g) * a.N + n;
-      a.dB[o] = sb + db[r][cc];
-      a.dC[o] = sc + dc[r][cc];
+      const size_t o = row_of(a, b, t0 + t) * a.ld + size_t(g) * a.N + n;
+      a.dB[o] += db[r][cc];
+      a.dC[o] += dc[r][cc];
     });
   }
 }
