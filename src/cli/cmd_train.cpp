@@ -5,13 +5,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "core/context.h"
+#include "core/temp_dir.h"
 #include "dist/bootstrap.h"
 #include "dist/launch.h"
 #include "mlalpha/config.h"
@@ -93,9 +92,7 @@ int launch_ranks(const TrainArgs& a) {
   const int have = cuda_device_count();
   require(have >= a.gpus, "--gpus " + std::to_string(a.gpus) + ": this host shows " + std::to_string(have) +
                               " GPU(s) (CUDA_VISIBLE_DEVICES may hide some)");
-  std::string dir = (std::filesystem::temp_directory_path() / "ml-alpha-ranks-XXXXXX").string();
-  require(mkdtemp(dir.data()) != nullptr, "--gpus: cannot create a log folder under " +
-                                              std::filesystem::temp_directory_path().string());
+  const std::string dir = make_temp_dir("ml-alpha-ranks-", "--gpus: the ranks' log folder").string();
   std::cout << "ml-alpha train: " << a.gpus << " rank(s), one per GPU, over NCCL; rank 0's output follows";
   if (a.gpus > 1) std::cout << ", ranks 1 to " << a.gpus - 1 << " log to " << dir << "/rank<k>.log";
   std::cout << std::endl;

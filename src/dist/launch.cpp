@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "dist/fd.h"
 
 namespace mlalpha::dist {
@@ -23,27 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// A private folder for the run's id file, removed with its owner (also when launching fails).
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "mlalpha-launch-XXXXXX").string();
-    require(::mkdtemp(templ.data()) != nullptr,
-            "launch: cannot create a temporary folder like '" + templ + "': " + std::strerror(errno));
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);  // best effort: a leftover folder in the temp dir harms nothing
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 struct Child {
   int rank = 0;
@@ -182,7 +162,7 @@ void launch_local(const LaunchOptions& o) {
   require(o.processes == 1 || fs::is_directory(o.log_dir),
           "launch: the log folder '" + o.log_dir + "' for ranks 1 and up does not exist (or is not a folder)");
 
-  const TempDir tmp;
+  const TempDir tmp("mlalpha-launch-", "launch: the folder of the NCCL id file");
   const std::string id_file = (tmp.path() / "nccl-id").string();
   std::vector<std::string> args = o.argv;
   std::vector<char*> argv = pointers(args);

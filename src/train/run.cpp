@@ -9,13 +9,13 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "data/fileio.h"
 #include "model/layout.h"
 #include "train/backend.h"
@@ -171,26 +171,6 @@ FoldResult train_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   return res;
 }
 
-// Rank r > 0 of a data-parallel run: a private run folder, removed with this object. Every rank runs the
-// whole run (its evaluations and early stopping see the same weights, so all ranks take the same steps and
-// stop together); only rank 0's files are kept.
-struct WorkerDir {
-  fs::path path;
-  explicit WorkerDir(int rank) {
-    std::string t = (fs::temp_directory_path() / ("ml-alpha-rank" + std::to_string(rank) + "-XXXXXX")).string();
-    require(mkdtemp(t.data()) != nullptr, "data-parallel rank " + std::to_string(rank) +
-                                              ": cannot create its private run folder under " +
-                                              fs::temp_directory_path().string());
-    path = t;
-  }
-  ~WorkerDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  WorkerDir(const WorkerDir&) = delete;
-  WorkerDir& operator=(const WorkerDir&) = delete;
-};
-
 bool is_processing_key(const std::string& key) {
   return key == "data.feature_norm" || key == "data.robust_clip" || key == "data.target_norm" || key == "data.nan_fill";
 }
@@ -277,7 +257,9 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   cfg.model.K = panel.K;
   cfg.validate();
   DistSessionPtr dist;
-  std::unique_ptr<WorkerDir> worker;
+  // Rank r > 0 runs the whole run in a private folder, removed at the end: its evaluations and early stops
+  // see the same weights as rank 0's, so all ranks take the same steps; only rank 0's files are kept.
+  std::unique_ptr<TempDir> worker;
   if (options.world > 1 || options.data_parallel) {
     require(options.rank >= 0 && options.rank < options.world && options.local_rank >= 0,
             "data-parallel run: rank " + std::to_string(options.rank) + " of world " + std::to_string(options.world) +
@@ -286,8 +268,9 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
                                      std::to_string(cfg.train.models) +
                                      " or [sweep]) is not supported yet: train it on one GPU, or one model per run");
     if (options.rank > 0) {
-      worker = std::make_unique<WorkerDir>(options.rank);
-      cfg.run.out_dir = worker->path.string();
+      worker = std::make_unique<TempDir>("ml-alpha-rank" + std::to_string(options.rank) + "-",
+                                         "data-parallel rank " + std::to_string(options.rank) + "'s run folder");
+      cfg.run.out_dir = worker->path().string();
     }
     dist = open_dist_session(options.rank, options.world, options.local_rank);
   }
