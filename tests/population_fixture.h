@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mlalpha/run.h"
+#include "train/checkpoint.h"
 
 namespace mlalpha::test {
 
@@ -34,6 +35,11 @@ class PopulationFixture : public ::testing::Test {
   }
   std::filesystem::path dir_;
 };
+
+// A checkpoint's weights (table.total()).
+inline std::vector<float> checkpoint_params(const std::filesystem::path& p) {
+  return load_checkpoint_weights(p.string()).params;
+}
 
 // The same on the GPU: a 60-step run of a two-layer model (validation every 10 steps).
 class GpuRunFixture : public PopulationFixture {

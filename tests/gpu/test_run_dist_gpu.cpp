@@ -10,7 +10,6 @@
 #include "dist/nccl.h"
 #include "mlalpha/run.h"
 #include "population_fixture.h"
-#include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -19,7 +18,7 @@ namespace {
 
 using RunDistGpu = test::GpuRunFixture;
 
-std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }
+using test::checkpoint_params;
 
 TEST_F(RunDistGpu, AWorldOfOneEqualsThePlainRunBitwise) {
   try {
@@ -40,8 +39,8 @@ TEST_F(RunDistGpu, AWorldOfOneEqualsThePlainRunBitwise) {
     EXPECT_EQ(plain.folds[0].steps, 60);
     EXPECT_EQ(dp.folds[0].steps, 60);
     const fs::path a = dir_ / (std::string("plain-") + precision), b = dir_ / (std::string("dp-") + precision);
-    EXPECT_EQ(weights(a / "last.safetensors"), weights(b / "last.safetensors"));
-    EXPECT_EQ(weights(a / "best.safetensors"), weights(b / "best.safetensors"));
+    EXPECT_EQ(checkpoint_params(a / "last.safetensors"), checkpoint_params(b / "last.safetensors"));
+    EXPECT_EQ(checkpoint_params(a / "best.safetensors"), checkpoint_params(b / "best.safetensors"));
     ASSERT_EQ(plain.folds[0].history.size(), dp.folds[0].history.size());
     for (size_t i = 0; i < plain.folds[0].history.size(); ++i)
       EXPECT_EQ(plain.folds[0].history[i].loss, dp.folds[0].history[i].loss) << "step " << plain.folds[0].history[i].step;

@@ -7,7 +7,6 @@
 
 #include "mlalpha/run.h"
 #include "population_fixture.h"
-#include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -16,7 +15,7 @@ namespace {
 
 using RunPopulationGpu = test::GpuRunFixture;
 
-std::vector<float> weights(const fs::path& p) { return load_checkpoint_weights(p.string()).params; }
+using test::checkpoint_params;
 
 TEST_F(RunPopulationGpu, SweptMembersEqualTheirSoloRuns) {
   const RunResult r = run_training(config("pop", {"train.models=2", "sweep.lr=[1e-3, 4e-3]", "sweep.weight_decay=[0.0, 0.1]"}));
@@ -31,8 +30,8 @@ TEST_F(RunPopulationGpu, SweptMembersEqualTheirSoloRuns) {
         const RunResult s = run_training(config(solo, {std::string("train.lr=") + lr, std::string("train.weight_decay=") + wd,
                                                        "train.seed=" + std::to_string(seed)}));
         const fs::path member = dir_ / "pop" / r.members[size_t(m)].name;
-        EXPECT_EQ(weights(dir_ / solo / "last.safetensors"), weights(member / "last.safetensors")) << member;
-        EXPECT_EQ(weights(dir_ / solo / "best.safetensors"), weights(member / "best.safetensors")) << member;
+        EXPECT_EQ(checkpoint_params(dir_ / solo / "last.safetensors"), checkpoint_params(member / "last.safetensors")) << member;
+        EXPECT_EQ(checkpoint_params(dir_ / solo / "best.safetensors"), checkpoint_params(member / "best.safetensors")) << member;
         EXPECT_EQ(s.folds[0].best_step, r.members[size_t(m)].best_step) << member;
         ++m;
       }
@@ -50,7 +49,7 @@ TEST_F(RunPopulationGpu, ParallelFoldsWithPatienceEqualTheSoloWalkForward) {
   ASSERT_EQ(s.folds.size(), 3u);
   for (int f = 0; f < 3; ++f) {
     const fs::path fold = "fold-" + std::to_string(f);
-    EXPECT_EQ(weights(dir_ / "solo" / fold / "last.safetensors"), weights(dir_ / "pop" / fold / "member-00" / "last.safetensors"))
+    EXPECT_EQ(checkpoint_params(dir_ / "solo" / fold / "last.safetensors"), checkpoint_params(dir_ / "pop" / fold / "member-00" / "last.safetensors"))
         << fold;
     EXPECT_EQ(s.folds[size_t(f)].steps, r.members[size_t(f)].steps) << fold;
     EXPECT_EQ(s.folds[size_t(f)].early_stopped, r.members[size_t(f)].early_stopped) << fold;
@@ -71,9 +70,9 @@ TEST_F(RunPopulationGpu, StoppedAndResumedEqualsUninterrupted) {
   const RunResult resumed = run_training(config("cut", base), o);
   ASSERT_EQ(whole.members.size(), 6u);
   for (const MemberResult& m : whole.members) {
-    EXPECT_EQ(weights(dir_ / "whole" / m.name / "last.safetensors"), weights(dir_ / "cut" / m.name / "last.safetensors"))
+    EXPECT_EQ(checkpoint_params(dir_ / "whole" / m.name / "last.safetensors"), checkpoint_params(dir_ / "cut" / m.name / "last.safetensors"))
         << m.name;
-    EXPECT_EQ(weights(dir_ / "whole" / m.name / "best.safetensors"), weights(dir_ / "cut" / m.name / "best.safetensors"))
+    EXPECT_EQ(checkpoint_params(dir_ / "whole" / m.name / "best.safetensors"), checkpoint_params(dir_ / "cut" / m.name / "best.safetensors"))
         << m.name;
   }
   EXPECT_EQ(whole.ensemble.mean.ic, resumed.ensemble.mean.ic);
