@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string_view>
 
+#include "checkpoint/config_json.h"
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
-#include "train/config_json.h"
-#include "train/safetensors.h"
 
 namespace {
 

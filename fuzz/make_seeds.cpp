@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/config_json.h"
+#include "checkpoint/safetensors.h"
 #include "data/npy.h"
-#include "train/config_json.h"
-#include "train/safetensors.h"
 
 namespace {
 

@@ -26,8 +26,8 @@ COMMON=(src/data/fileio.cpp src/core/atomic_file.cpp)
 declare -A SOURCES=(
   [npy]="src/data/npy.cpp"
   [csv]="src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp"
-  [safetensors]="src/train/safetensors.cpp src/train/config_json.cpp src/core/config.cpp"
-  [toml]="src/train/run_config.cpp src/train/run_config_text.cpp src/core/config.cpp src/data/split.cpp src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp src/data/normalize.cpp src/data/panel_setup.cpp src/data/npy.cpp src/data/synthetic.cpp src/data/targets.cpp src/train/metrics.cpp src/core/rng.cpp"
+  [safetensors]="src/checkpoint/safetensors.cpp src/checkpoint/config_json.cpp src/core/config_types.cpp"
+  [toml]="$(echo src/config/*.cpp) src/core/config_types.cpp src/data/split.cpp src/data/csv.cpp src/data/time_axis.cpp src/core/suggest.cpp src/data/normalize.cpp src/data/panel_setup.cpp src/data/npy.cpp src/data/synthetic.cpp src/data/targets.cpp src/core/rng.cpp"
 )
 TARGETS=("${@:2}")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy csv safetensors toml)
@@ -39,8 +39,8 @@ FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc
 
 mkdir -p "$DIR/artifacts"
 echo "== building fuzz targets in $DIR"
-"$CXX" -std=c++20 -O1 -Iinclude -Isrc fuzz/make_seeds.cpp src/data/npy.cpp src/train/safetensors.cpp \
-  src/train/config_json.cpp src/core/config.cpp "${COMMON[@]}" -o "$DIR/make_seeds"
+"$CXX" -std=c++20 -O1 -Iinclude -Isrc fuzz/make_seeds.cpp src/data/npy.cpp src/checkpoint/safetensors.cpp \
+  src/checkpoint/config_json.cpp src/core/config_types.cpp "${COMMON[@]}" -o "$DIR/make_seeds"
 for t in "${TARGETS[@]}"; do
   # toml++ 3.3.0 (Debian's) asserts on some malformed documents in debug builds (fuzz/fuzz_toml.cpp lists
   # them); NDEBUG builds it as the release binary is, so the fuzzer gets past them into our code.

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mlalpha/run.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace mlalpha::test {
 

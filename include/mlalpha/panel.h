@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "mlalpha/config.h"
+#include "mlalpha/config_types.h"
 #include "mlalpha/error.h"
 #include "mlalpha/float_values.h"
 

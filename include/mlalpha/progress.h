@@ -1,6 +1,6 @@
 #pragma once
-// The progress display of a run, for programs that show one (the command does; include/mlalpha/run.h's
-// events feed it). Host-only.
+// The progress display of a run, for programs that show one (the command does; the events of
+// include/mlalpha/run.h feed it). Host-only.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "mlalpha/metrics.h"
-#include "mlalpha/run.h"  // TrainPoint
+#include "mlalpha/records.h"
 
 namespace mlalpha {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "mlalpha/config.h"  // SplitPoint, SplitSpec, Split
+#include "mlalpha/config_types.h"  // SplitPoint, SplitSpec, Split
 
 namespace mlalpha {
 

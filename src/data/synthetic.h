@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "data/panel.h"
-#include "mlalpha/config.h"  // SynthParams
+#include "mlalpha/config_types.h"  // SynthParams
 
 namespace mlalpha {
 

@@ -98,15 +98,6 @@ class GpuBackend : public Backend {
 
 }  // namespace
 
-bool use_gpu(const std::string& device) {
-  require(device == "auto" || device == "cpu" || device == "gpu",
-          "run.device must be 'auto', 'cpu' or 'gpu', got '" + device + "'");
-  if (device == "cpu") return false;
-  const int gpus = cuda_device_count();
-  require(device != "gpu" || gpus > 0, "run.device = 'gpu' but no CUDA device was found (use 'auto' or 'cpu')");
-  return gpus > 0;
-}
-
 std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train, DistSession* dist) {
   if (dist) {
     require(use_gpu(cfg.run.device), "data-parallel training runs on GPUs: run.device = '" + cfg.run.device +
@@ -115,13 +106,6 @@ std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train, 
   }
   if (use_gpu(cfg.run.device)) return std::make_unique<GpuBackend>(cfg, train, nullptr);
   return std::make_unique<CpuBackend>(cfg, train);
-}
-
-std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
-                                const std::vector<float>& params, const Panel& p, const PredictSpec& spec) {
-  if (!use_gpu(device)) return predict_cpu(layout, params, p, spec);
-  Context ctx(0);
-  return predict_gpu(ctx, layout, params, p, spec, precision);
 }
 
 }  // namespace mlalpha

@@ -4,11 +4,12 @@
 #include <memory>
 #include <vector>
 
-#include "mlalpha/config.h"
-#include "mlalpha/run.h"
+#include "checkpoint/checkpoint.h"
+#include "core/device.h"
 #include "data/panel.h"
-#include "train/checkpoint.h"
-#include "train/predict.h"
+#include "mlalpha/config.h"
+#include "mlalpha/records.h"
+#include "predict/predict.h"
 
 namespace mlalpha {
 
@@ -39,10 +40,5 @@ DistSessionPtr open_dist_session(int rank, int world, int local_rank);
 // "gpu" when run.device is gpu, or auto with a GPU present; else "cpu". `train` is the training panel.
 // dist, when non-null: the GPU trainer on the session's GPU, its gradients averaged over the ranks.
 std::unique_ptr<Backend> make_backend(const RunConfig& cfg, const Panel& train, DistSession* dist = nullptr);
-// True for device "gpu" (which requires one: an error otherwise) and for "auto" with a GPU present.
-bool use_gpu(const std::string& device);
-// Predictions with given weights on `device` (auto | cpu | gpu), for eval / predict.
-std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
-                                const std::vector<float>& params, const Panel& p, const PredictSpec& spec);
 
 }  // namespace mlalpha

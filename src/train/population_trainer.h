@@ -31,7 +31,7 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_gpu.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/optim.h"
 #include "train/train_plan.h"
 

@@ -10,7 +10,7 @@
 #include "model/layout.h"
 #include "model/model_ref.h"
 #include "train/optim.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace mlalpha {
 

@@ -20,9 +20,9 @@
 #include "data/synthetic.h"
 #include "test_files.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/config_json.h"
-#include "train/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/config_json.h"
+#include "checkpoint/safetensors.h"
 #include "train/trainer_cpu.h"
 
 namespace mlalpha::test {
@@ -378,7 +378,7 @@ TEST(ConfigJson, EveryFieldRoundTripsExactly) {
 
 TEST(ConfigJson, CoversEveryField) {
   // Adding a field to ModelConfig or TrainConfig changes these sizes: add the field to visit_fields in
-  // src/train/config_json.cpp (or checkpoints silently lose it), then update the numbers here.
+  // src/checkpoint/config_json.cpp (or checkpoints silently lose it), then update the numbers here.
   EXPECT_EQ(sizeof(ModelConfig), 10 * sizeof(int) + 5 * sizeof(float));
   EXPECT_EQ(sizeof(TrainConfig), 112u);
 }

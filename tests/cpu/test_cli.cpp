@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "data/npy.h"
 #include "mlalpha/error.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "tests/test_util.h"
-#include "train/metrics.h"
+#include "mlalpha/metrics.h"
 
 namespace mlalpha {
 namespace {

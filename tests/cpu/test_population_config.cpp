@@ -7,9 +7,9 @@
 
 #include "mlalpha/config.h"
 #include "test_util.h"
-#include "train/config_json.h"
-#include "train/population.h"
-#include "train/run_config.h"
+#include "checkpoint/config_json.h"
+#include "config/members.h"
+#include "config/run_config.h"
 
 namespace mlalpha {
 namespace {

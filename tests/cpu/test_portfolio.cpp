@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/metrics.h"
+#include "mlalpha/metrics.h"
 
 namespace mlalpha {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "data/synthetic.h"
 #include "model/model_ref.h"
-#include "train/predict.h"
+#include "predict/predict.h"
 
 namespace mlalpha {
 namespace {

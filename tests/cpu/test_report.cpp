@@ -16,8 +16,10 @@
 #include "core/error.h"
 #include "tests/test_files.h"
 #include "tests/test_util.h"
-#include "train/folds.h"
-#include "train/report.h"
+#include "eval/folds.h"
+#include "eval/jsonl.h"
+#include "eval/plots.h"
+#include "mlalpha/progress.h"
 
 namespace mlalpha {
 namespace {

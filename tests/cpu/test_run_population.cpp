@@ -1,4 +1,4 @@
-// Populations on the CPU backend (src/train/run_population.cpp): every member's files, leaderboard.csv,
+// Populations on the CPU backend (src/run/run_population.cpp): every member's files, leaderboard.csv,
 // the mean-ensemble, and the defining property: a member's weights are bitwise those of the same model
 // trained alone (seeds, swept settings, walk-forward folds in turn or at once, early stopping).
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "mlalpha/run.h"
 #include "population_fixture.h"
 #include "test_files.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace fs = std::filesystem;
 

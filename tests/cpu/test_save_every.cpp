@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "mlalpha/run.h"
 #include "population_fixture.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace fs = std::filesystem;
 

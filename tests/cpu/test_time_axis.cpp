@@ -14,7 +14,7 @@
 #include "data/time_axis.h"
 #include "mlalpha/config.h"
 #include "mlalpha/panel.h"
-#include "train/run_record.h"
+#include "checkpoint/run_record.h"
 #include "test_files.h"
 #include "test_util.h"
 

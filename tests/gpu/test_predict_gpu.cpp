@@ -7,7 +7,7 @@
 #include "gpu_util.h"
 #include "test_util.h"
 #include "tolerances.h"
-#include "train/predict.h"
+#include "predict/predict.h"
 
 namespace mlalpha::test {
 namespace {

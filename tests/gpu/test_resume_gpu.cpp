@@ -11,7 +11,7 @@
 #include "data/synthetic.h"
 #include "test_files.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/trainer_gpu.h"
 
 namespace mlalpha::test {

@@ -17,7 +17,7 @@
 
 #include <cstddef>
 
-#include "mlalpha/config.h"
+#include "mlalpha/config_types.h"
 
 namespace mlalpha {
 

@@ -1,0 +1,65 @@
+# The library's layers (DESIGN section 3; docs/decisions.md, "Layers"), bottom first. Each layer is one static
+# library, mlalpha_<layer>, of its folders under src/; it links the layer below it and compiles against an
+# include tree of its own: symbolic links to its folders, the folders of the layers below and the public
+# headers (include/mlalpha/) of its level and below. An #include that runs up therefore finds no file and
+# does not compile; the test layer_includes (tests/CMakeLists.txt) checks that it stays so.
+include(${CMAKE_CURRENT_LIST_DIR}/layer_table.cmake)
+
+# Every folder of src/ (but the command's, src/cli, which sits on top and sees everything) and every public
+# header belongs to exactly one layer.
+file(GLOB src_entries RELATIVE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/*)
+file(GLOB public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/mlalpha ${PROJECT_SOURCE_DIR}/include/mlalpha/*.h)
+set(listed_folders "")
+set(listed_headers "")
+foreach(layer IN LISTS MLALPHA_LAYERS)
+  list(APPEND listed_folders ${MLALPHA_LAYER_${layer}_FOLDERS})
+  list(APPEND listed_headers ${MLALPHA_LAYER_${layer}_HEADERS})
+endforeach()
+foreach(entry IN LISTS src_entries)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/src/${entry} AND NOT entry STREQUAL "cli" AND NOT entry IN_LIST listed_folders)
+    message(FATAL_ERROR "src/${entry} belongs to no layer: add it to its layer in cmake/layers.cmake")
+  endif()
+endforeach()
+foreach(h IN LISTS public_headers)
+  if(NOT h IN_LIST listed_headers)
+    message(FATAL_ERROR "include/mlalpha/${h} belongs to no layer: add it to its layer in cmake/layers.cmake")
+  endif()
+endforeach()
+
+# mlalpha_layer_library(<layer> <below>): the static library of a layer and its include tree.
+set(MLALPHA_LAYER_TREES ${PROJECT_BINARY_DIR}/layers)
+file(REMOVE_RECURSE ${MLALPHA_LAYER_TREES})
+set(visible_folders "")
+set(visible_headers "")
+set(below "")
+foreach(layer IN LISTS MLALPHA_LAYERS)
+  list(APPEND visible_folders ${MLALPHA_LAYER_${layer}_FOLDERS})
+  list(APPEND visible_headers ${MLALPHA_LAYER_${layer}_HEADERS})
+  set(tree ${MLALPHA_LAYER_TREES}/${layer})
+  file(MAKE_DIRECTORY ${tree}/mlalpha)
+  foreach(folder IN LISTS visible_folders)
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${folder} ${tree}/${folder} SYMBOLIC)
+  endforeach()
+  foreach(h IN LISTS visible_headers)
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/mlalpha/${h} ${tree}/mlalpha/${h} SYMBOLIC)
+  endforeach()
+  set(MLALPHA_LAYER_${layer}_TREE ${tree})
+
+  set(sources "")
+  foreach(folder IN LISTS MLALPHA_LAYER_${layer}_FOLDERS)
+    file(GLOB_RECURSE found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${folder}/*.cpp
+         ${PROJECT_SOURCE_DIR}/src/${folder}/*.cu)
+    list(APPEND sources ${found})
+  endforeach()
+  list(FILTER sources EXCLUDE REGEX "_sm90a\\.cu$")
+  add_library(mlalpha_${layer} STATIC ${sources})
+  target_include_directories(mlalpha_${layer} PRIVATE ${tree})
+  target_compile_features(mlalpha_${layer} PUBLIC cxx_std_20)
+  target_compile_options(mlalpha_${layer} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLALPHA_WARN}>)
+  set_target_properties(mlalpha_${layer} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
+  if(below)
+    target_link_libraries(mlalpha_${layer} PUBLIC mlalpha_${below})
+  endif()
+  set(below ${layer})
+endforeach()
+set(MLALPHA_TOP_LAYER ${below})

@@ -1,0 +1,55 @@
+#pragma once
+// Predictions scored and written: the metrics of predictions over a time range of a panel, the long-short
+// plot, and the prediction files (.npy + .csv) that predict, a walk-forward run and a population's ensemble
+// leave (docs/metrics.md).
+#include <string>
+#include <vector>
+
+#include "mlalpha/config_types.h"
+#include "mlalpha/metrics.h"
+#include "mlalpha/panel.h"
+
+namespace mlalpha {
+
+// Which part of a panel's time axis to predict or score.
+struct TimeRange {
+  int t0 = 0, t1 = 0;  // half-open [t0, t1)
+  bool empty() const { return t1 <= t0; }
+};
+
+// The settings of the portfolio metrics and baselines (docs/metrics.md).
+struct ScoreOptions {
+  int quantiles = 5;            // run.quantiles
+  double periods_per_year = 0;  // run.periods_per_year; 0: periods_per_year(panel) (NaN when not dates)
+  TimeRange train;              // the training range: its mean target is the mse_mean predictor (empty: NaN)
+};
+
+// Metrics of predictions (N, T, K) against the panel's targets over `range` (docs/metrics.md).
+MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options = {});
+// The periods per year the options give: options.periods_per_year when > 0, else periods_per_year(p).
+double score_periods_per_year(const Panel& p, const ScoreOptions& options);
+// Writes the cumulative long-short plot of `r` (docs/metrics.md, "Long-short plot") as an SVG, atomically:
+// one line per target, the running sum of the long-short return over the steps that formed portfolios.
+// `what` starts the title ("test, best checkpoint").
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& p, const std::string& what);
+// "[12, 40) (2020-01-02 .. 2020-02-07)": a range with its first and last time labels when the panel has them.
+std::string range_text(const Panel& p, TimeRange r);
+
+// The time range of `split` ("train", "valid", "test", or "all" = the whole axis) in split `s`.
+TimeRange split_range(const Split& s, const std::string& split, int T);
+
+// Writes predictions aligned with (time, instrument) as <prefix>.npy (N, T, K) and <prefix>.csv, each
+// atomically. The CSV has one row per predicted (time, instrument) in [range), time-major:
+//   time, instrument, [fold,] observed, pred_<target>..., target_<target>...
+// observed is 1 when the input row existed and 0 when it was missing (the panel holds it as all-NaN
+// features and all-NaN targets, docs/data.md); floats are written in their shortest form that reads back
+// to the same float (std::to_chars), a NaN target as an empty cell. `fold_of_time` (T), when not empty,
+// adds the fold column: the walk-forward fold whose model predicted that time step.
+struct PredictionFiles {
+  std::string npy, csv;
+  size_t rows = 0;
+};
+PredictionFiles write_predictions(const std::string& prefix, const Panel& p, const std::vector<float>& pred,
+                                  TimeRange range, const std::vector<int>& fold_of_time = {});
+
+}  // namespace mlalpha

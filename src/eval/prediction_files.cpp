@@ -1,0 +1,76 @@
+// Prediction files, <prefix>.npy and <prefix>.csv (include/mlalpha/eval.h).
+#include <charconv>
+#include <cmath>
+
+#include "core/error.h"
+#include "data/fileio.h"
+#include "data/npy.h"
+#include "mlalpha/eval.h"
+
+namespace mlalpha {
+
+namespace {
+std::string label(const std::vector<std::string>& names, size_t i) {
+  return i < names.size() ? names[i] : std::to_string(i);
+}
+}  // namespace
+
+namespace {
+// The shortest decimal that reads back as the same float ("0.1", "-3.25e-07", "inf").
+void put_float(std::string& s, float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  s.append(buf, r.ptr);
+}
+
+// A row that was missing in the input: every feature and every target NaN (docs/data.md).
+bool row_observed(const Panel& p, int i, int t) {
+  const float* x = p.x.data() + (size_t(i) * p.T + t) * p.F;
+  const float* y = p.y.data() + (size_t(i) * p.T + t) * p.K;
+  for (int f = 0; f < p.F; ++f)
+    if (!std::isnan(x[f])) return true;
+  for (int k = 0; k < p.K; ++k)
+    if (!std::isnan(y[k])) return true;
+  return false;
+}
+}  // namespace
+
+PredictionFiles write_predictions(const std::string& prefix, const Panel& p, const std::vector<float>& pred,
+                                  TimeRange range, const std::vector<int>& fold_of_time) {
+  require(pred.size() == size_t(p.N) * p.T * p.K, "write_predictions: " + std::to_string(pred.size()) +
+                                                      " predictions for a panel of N × T × K = " +
+                                                      std::to_string(size_t(p.N) * p.T * p.K));
+  require(fold_of_time.empty() || fold_of_time.size() == size_t(p.T),
+          "write_predictions: fold_of_time has " + std::to_string(fold_of_time.size()) + " entries, expected T = " +
+              std::to_string(p.T));
+  require(0 <= range.t0 && range.t0 <= range.t1 && range.t1 <= p.T, "write_predictions: the range " +
+                                                                       range_text(p, range) + " is outside [0, T)");
+  const bool folds = !fold_of_time.empty();
+  PredictionFiles out{prefix + ".npy", prefix + ".csv", 0};
+  std::string csv = folds ? "time,instrument,fold,observed" : "time,instrument,observed";
+  for (int k = 0; k < p.K; ++k) csv += ",pred_" + label(p.target_names, k);
+  for (int k = 0; k < p.K; ++k) csv += ",target_" + label(p.target_names, k);
+  csv += "\n";
+  for (int t = range.t0; t < range.t1; ++t)
+    for (int i = 0; i < p.N; ++i) {
+      const size_t base = (size_t(i) * p.T + t) * p.K;
+      if (std::isnan(pred[base])) continue;
+      csv += label(p.times, t) + "," + label(p.instruments, i);
+      if (folds) csv.append(",").append(std::to_string(fold_of_time[size_t(t)]));
+      csv += row_observed(p, i, t) ? ",1" : ",0";
+      for (int k = 0; k < p.K; ++k) csv += ",", put_float(csv, pred[base + k]);
+      for (int k = 0; k < p.K; ++k) {
+        csv += ",";
+        if (!std::isnan(p.y[base + k])) put_float(csv, p.y[base + k]);
+      }
+      csv += "\n";
+      ++out.rows;
+    }
+  // Both files are built before either is written, and each is written atomically.
+  const int64_t shape[3] = {p.N, p.T, p.K};
+  write_npy(out.npy, pred, shape);
+  write_file_atomic(out.csv, csv);
+  return out;
+}
+
+}  // namespace mlalpha

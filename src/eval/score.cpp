@@ -1,0 +1,68 @@
+// Scores of predictions and the long-short plot (include/mlalpha/eval.h).
+#include "mlalpha/eval.h"
+
+#include "core/error.h"
+#include "eval/plots.h"
+
+namespace mlalpha {
+
+std::string range_text(const Panel& p, TimeRange r) {
+  // Built with append: GCC 12 reports a false -Wrestrict on "literal" + std::string&&.
+  std::string s(1, '[');
+  s.append(std::to_string(r.t0)).append(", ").append(std::to_string(r.t1)).append(")");
+  if (!r.empty() && size_t(r.t1) <= p.times.size())
+    s.append(" (").append(p.times[size_t(r.t0)]).append(" .. ").append(p.times[size_t(r.t1 - 1)]).append(")");
+  return s;
+}
+
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& panel, const std::string& what) {
+  LongShortPlot plot;
+  for (size_t k = 0; k < r.portfolios.size(); ++k) {
+    const PortfolioSeries& ps = r.portfolios[k];
+    LongShortPlot::Line line;
+    line.label = k < panel.target_names.size() ? panel.target_names[k] : "target " + std::to_string(k);
+    double cum = 0;
+    for (size_t i = 0; i < ps.long_short.size(); ++i)
+      if (ps.formed[i]) line.points.push_back({double(ps.t0 + int(i)), cum += ps.long_short[i]});
+    plot.lines.push_back(std::move(line));
+  }
+  const int t0 = r.portfolios.empty() ? 0 : r.portfolios[0].t0;
+  const int t1 = r.portfolios.empty() ? 0 : t0 + int(r.portfolios[0].long_short.size());
+  plot.title = "cumulative long-short (top − bottom of " + std::to_string(r.portfolios.empty() ? 0 : r.portfolios[0].quantiles) +
+               " quantiles), " + what + " " + range_text(panel, {t0, t1});
+  write_long_short_svg(path, plot);
+}
+
+double score_periods_per_year(const Panel& p, const ScoreOptions& o) {
+  return o.periods_per_year > 0 ? o.periods_per_year : periods_per_year(p);
+}
+
+MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options) {
+  MetricsInput in;
+  in.pred = pred;
+  in.y = p.y;
+  in.N = p.N;
+  in.T = p.T;
+  in.K = p.K;
+  in.t0 = range.t0;
+  in.t1 = range.t1;
+  in.quantiles = options.quantiles;
+  in.periods_per_year = score_periods_per_year(p, options);
+  std::vector<double> base;
+  if (!options.train.empty()) base = target_means(p.y, p.N, p.T, p.K, options.train.t0, options.train.t1);
+  in.train_mean = base;
+  return compute_metrics(in);
+}
+
+TimeRange split_range(const Split& s, const std::string& split, int T) {
+  TimeRange r;
+  if (split == "train") r = {s.train_begin, s.train_end};
+  else if (split == "valid") r = {s.valid_begin, s.valid_end};
+  else if (split == "test") r = {s.test_begin, s.test_end};
+  else if (split == "all") r = {0, T};
+  else throw Error("the split must be train, valid, test or all, got '" + split + "'");
+  require(r.t1 > r.t0, "the " + split + " split is empty (" + s.to_string() + ")");
+  return r;
+}
+
+}  // namespace mlalpha
