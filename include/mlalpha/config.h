@@ -53,17 +53,29 @@ struct RunConfig {
   void validate() const;  // every section, with the key names of the file
 };
 
+// A setting given by a program or a command line flag, applied after the file and the "section.key=value"
+// overrides. kind toml: `value` is TOML, as an override's; text: the string itself, never parsed (a path stays
+// as typed, backslashes and quotes included); integer, number: decimal text read exactly (std::from_chars),
+// never through TOML. `origin` names it in messages ("--out-dir"; empty: "section.key").
+struct ConfigSetting {
+  enum class Kind { toml, text, integer, number };
+  Kind kind = Kind::toml;
+  std::string key, value, origin;
+};
+
 // Parses a TOML file (empty path: defaults only), then applies command-line overrides written as
-// "section.key=value" (the value in TOML syntax; a bare word is taken as a string), with the same checks
-// as the file. Relative data paths written in the file (data.features, data.targets, data.csv) resolve
-// against the file's folder; those given as overrides, and run.out_dir, against the working directory.
-// Throws Error naming the file or override, line and key on any problem; an unknown key gets the most
-// similar valid key as a suggestion.
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// "section.key=value" (the value in TOML syntax; a bare word is taken as the string it spells, backslashes
+// included), then `settings`, with the same checks as the file. Relative data paths written in the file
+// (data.features, data.targets, data.csv) resolve against the file's folder; those given as overrides or
+// settings, and run.out_dir, against the working directory. Throws Error naming the file, override or flag,
+// line and key on any problem; an unknown key gets the most similar valid key as a suggestion.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                          const std::vector<ConfigSetting>& settings = {});
 // The same from TOML text. source_name names it in messages; base_dir ("" = none) is the folder that
 // relative paths in the text resolve against.
 RunConfig parse_run_config(const std::string& text, const std::string& source_name,
-                           const std::vector<std::string>& overrides = {}, const std::string& base_dir = "");
+                           const std::vector<std::string>& overrides = {}, const std::string& base_dir = "",
+                           const std::vector<ConfigSetting>& settings = {});
 
 // The settings of the given sections ("data", "model", ...; empty: all) as a TOML document that
 // parse_run_config reads back to the same values.

@@ -40,10 +40,12 @@ class Ensemble {
   const Model& member(size_t i) const;
   const std::string& name(size_t i) const;
   const std::string& checkpoint(size_t i) const;  // the file member(i) was read from
-  int rank(size_t i) const;                        // its rank in leaderboard.csv (0: the file has none)
+  // The leaderboard is read from leaderboard.json, the table as data (leaderboard.csv, its copy for people, in a
+  // run folder of an older ml-alpha).
+  int rank(size_t i) const;                        // its rank on the leaderboard (0: there is none)
   const std::string& dir() const;                  // the folder holding the members (out_dir or fold-k/)
   const std::string& leaderboard_file() const;     // dir()/leaderboard.csv ("" when there is none)
-  // Member i's cell in leaderboard.csv's `column` ("best_step", "valid_ic", "test_ic", ...); "" when the
+  // Member i's cell in the leaderboard's `column` ("best_step", "valid_ic", "test_ic", ...); "" when the
   // file or the column is missing (an empty cell is a non-finite value, docs/populations.md).
   std::string leaderboard_cell(size_t i, const std::string& column) const;
   const std::vector<std::string>& leaderboard_columns() const;  // its header ({} without the file)

@@ -38,13 +38,15 @@ std::string range_text(const Panel& p, TimeRange r);
 // The time range of `split` ("train", "valid", "test", or "all" = the whole axis) in split `s`.
 TimeRange split_range(const Split& s, const std::string& split, int T);
 
-// Writes predictions aligned with (time, instrument) as <prefix>.npy (N, T, K) and <prefix>.csv, each
-// atomically. The CSV has one row per predicted (time, instrument) in [range), time-major:
+// Writes predictions aligned with (time, instrument) as <prefix>.npy (N, T, K) and <prefix>.csv, as a pair:
+// both are written in full to temporary files before either replaces an older file of its name. The CSV has
+// one row per predicted (time, instrument) in [range), time-major:
 //   time, instrument, [fold,] observed, pred_<target>..., target_<target>...
 // observed is 1 when the input row existed and 0 when it was missing (the panel holds it as all-NaN
 // features and all-NaN targets, docs/data.md); floats are written in their shortest form that reads back
-// to the same float (std::to_chars), a NaN target as an empty cell. `fold_of_time` (T), when not empty,
-// adds the fold column: the walk-forward fold whose model predicted that time step.
+// to the same float (std::to_chars), a NaN target as an empty cell, labels quoted where they hold a comma.
+// `fold_of_time` (T), when not empty, adds the fold column: the walk-forward fold whose model predicted that
+// time step.
 struct PredictionFiles {
   std::string npy, csv;
   size_t rows = 0;

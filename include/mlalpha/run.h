@@ -5,10 +5,14 @@
 // test the best weights, and leave in run.out_dir (fold-k/ for walk-forward folds) metrics.jsonl,
 // curves.svg, best/last checkpoints, best.json, and for walk-forward folds folds.csv.
 //
+// A population (train.models > 1, [sweep], run.parallel_folds) runs the same loop: its members train
+// together, each in its member-XX folder, and the run adds leaderboard.csv and the mean-ensemble.
+//
 // The library never prints: everything a user would see arrives as a RunEvent at the callback, which
-// can also stop the run. Every setting and the data are checked before any output is opened; a run
-// directory that already holds a run is refused unless RunOptions says to overwrite or resume; an error
-// leaves no folder of its own making behind.
+// can also stop the run. Every setting and the data are checked before any output is opened; the run folder
+// is locked for the whole run (run.lock: a second run or resume of it is refused); a folder that already
+// holds a run is refused unless RunOptions says to overwrite (its old files go only after every check,
+// memory included, has passed) or resume; an error leaves no folder of its own making behind.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -26,6 +30,7 @@ namespace mlalpha {
 
 struct RunEvent {
   enum class Kind {
+    start,       // the run begins, its settings resolved and its data read: config, N, T, F, K, read_seconds
     fold_start,  // a fold begins: fold, folds, split, device, params, start_step
     log,         // training records up to `step`: points (every step since the last log event)
     eval,        // a validation: evaluation
@@ -39,6 +44,11 @@ struct RunEvent {
   std::string device;  // "gpu" or "cpu"
   size_t params = 0;
   int64_t start_step = 0;  // fold_start: > 0 when resuming
+  // start: the settings the run uses (a resume's as recorded in its folder; valid during the callback), the
+  // panel's shape and how long reading it took (-1: a panel built in memory).
+  const RunConfig* config = nullptr;
+  int N = 0, T = 0, F = 0, K = 0;
+  double read_seconds = -1;
   std::vector<TrainPoint> points;
   Evaluation evaluation;
   std::string message;
@@ -53,13 +63,14 @@ struct RunEvent {
 using RunCallback = std::function<bool(const RunEvent&)>;
 
 struct RunOptions {
-  // A checkpoint to continue from (its own settings and data govern), or a population's run folder (or one
-  // of its members' checkpoints: the whole population continues; its population.json governs).
+  // A run to continue, in its own folder (docs/config.md, "Resume"): its run folder, or the last.safetensors of
+  // one of its models (a solo run of an older ml-alpha: any of its checkpoints). Its recorded settings govern;
+  // run.out_dir, when set, must name its folder.
   std::string resume;
   bool overwrite = false;   // replace the run already in run.out_dir
   RunCallback callback;     // may be empty
-  // Checked after every step: set from a signal handler (Ctrl-C, SIGTERM) or another thread to stop
-  // the run like a callback returning false. May be null.
+  // Checked after every step: set from a signal handler (SIGINT, SIGTERM, SIGHUP, SIGPIPE) or another thread
+  // to stop the run like a callback returning false. May be null.
   const std::atomic<bool>* stop = nullptr;
   // The panel is what config.data loads (run_training(config) sets it): checkpoints then record the data
   // settings, so eval / predict / resume can load the data again. A panel built in memory (numpy, pandas)
@@ -70,9 +81,10 @@ struct RunOptions {
   // Slurm's or PMI's variables, or from its own --gpus launcher; rank 0's unique id travels as
   // MLALPHA_DIST_ID_FILE or MASTER_ADDR/MASTER_PORT say). world > 1: every rank trains the same run on
   // its own windows with the gradients averaged over the ranks, so all ranks hold the same weights;
-  // rank 0 writes run.out_dir, the others a private temporary folder that is removed at the end. GPU
-  // only, one model (no population) for now. data_parallel: take that path even for a world of one (what
-  // `--gpus 1` does; it trains to the plain run's bits).
+  // rank 0 writes run.out_dir, the others a private temporary folder that is removed at the end (a resume
+  // copies the run folder there first). GPU only; a population's members are averaged member by member.
+  // data_parallel: take that path even for a world of one (what `--gpus 1` does; it trains to the plain run's
+  // bits).
   int rank = 0, world = 1, local_rank = 0;
   bool data_parallel = false;
 };
@@ -111,9 +123,18 @@ struct MemberResult {
   MetricsResult oos;
 };
 
+// A population's ranking (leaderboard.csv's table, as data): the columns (rank, member, the varied settings,
+// best_step, valid_<metric>, test_<metric>... or, walk-forward, folds and oos_<metric>..., dir) and one row of
+// cells per member, best first, then the mean-ensemble's row (its rank cell empty). Numbers are written in
+// their shortest exact form, a missing or non-finite value as an empty cell (docs/populations.md).
+struct Leaderboard {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
 struct RunResult {
-  RunConfig config;  // as run (a resume's comes from its checkpoint)
-  std::vector<FoldResult> folds;  // a solo run's folds (empty for a population: see members)
+  RunConfig config;  // as run (a resume's comes from its run folder's record)
+  std::vector<FoldResult> folds;  // a solo run's folds trained by this invocation (empty for a population: see members)
   // Walk-forward only: the mean and sample std over the folds of each test metric (every fold the run
   // folder holds, a resume's earlier folds included), and the pooled out-of-sample predictions (oos_pred.csv).
   Metrics fold_test_mean, fold_test_std;
@@ -121,11 +142,13 @@ struct RunResult {
   std::string oos_file;   // out_dir/oos_pred.csv
   MetricsResult oos;      // metrics of the pooled predictions
   bool stopped = false;  // ended by the callback or the stop flag before the planned end
+  std::string run_dir;   // the run folder: what --resume continues the run from
   // Populations: every trained model, fold by fold in member order; out_dir/leaderboard.csv; the
   // mean-ensemble of the members' best-weight predictions on the test range (the validation range
   // without one; walk-forward: each fold's ensemble pooled over the test blocks), out_dir/ensemble/pred.csv.
   std::vector<MemberResult> members;
   std::string leaderboard_file;
+  Leaderboard leaderboard;
   bool has_ensemble = false;
   MetricsResult ensemble;
 };

@@ -27,8 +27,8 @@ def _table(rows: list[dict]):
 def _eval_row(fold: int, e: dict) -> dict:
     m = e["metrics"]
     row = {"fold": fold, "step": e["step"], "value": e["value"], "best": e["best"]}
-    row.update({k: m[k] for k in ("mse", "ic", "rank_ic", "icir", "dir_acc", "ls_mean", "ls_std", "ls_sharpe",
-                                  "turnover", "mse_zero", "mse_mean", "points")})
+    row.update({k: m[k] for k in _core.metric_names()})  # the engine's table of metrics, in its order
+    row["points"] = m["points"]
     return row
 
 
@@ -96,9 +96,9 @@ class Run:
         return _table([_eval_row(f.fold, e) for f in self.folds for e in f.evaluations])
 
 
-def _read_leaderboard(path: str) -> list[dict]:
-    """leaderboard.csv as rows of strings turned into numbers where they are numbers (empty cells None)."""
-    import csv
+def _leaderboard_rows(board: dict) -> list[dict]:
+    """The engine's leaderboard (its columns and rows of cells) as dicts, cells turned into numbers where they are
+    numbers (empty cells None): the same table leaderboard.csv holds, handed over as data."""
 
     def value(cell: str):
         if cell == "":
@@ -112,10 +112,8 @@ def _read_leaderboard(path: str) -> list[dict]:
         except ValueError:
             return cell
 
-    if not path or not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    columns = board["columns"]
+    return [{k: value(v) for k, v in zip(columns, row)} for row in board["rows"]]
 
 
 def _load_if(path: str) -> Model | None:
@@ -155,37 +153,21 @@ class _Progress:
             self._bar = None
 
 
-def _resume_dir(resume: str) -> str:
-    """The run folder a resume continues: the folder itself (a population's run.out_dir), the population's
-    folder for a member's checkpoint (out_dir/[fold-k/]member-XX/last.safetensors), else the checkpoint's
-    run folder (its folder, or the one above a walk-forward fold-k)."""
-    if os.path.isdir(resume):
-        return resume
-    d = os.path.dirname(resume)
-    if os.path.basename(d).startswith("member-"):
-        up = os.path.dirname(d)
-        top = os.path.dirname(up)
-        if os.path.basename(up).startswith("fold-") and os.path.exists(os.path.join(top, "population.json")):
-            return top
-        return up
-    return os.path.dirname(d) if os.path.basename(d).startswith("fold-") else d
-
-
 def fit(panel: Panel, config: Config | dict | None = None, device: str | None = None,
         callback: Callable[[dict], Any] | None = None, out_dir: str | os.PathLike | None = None,
-        overwrite: bool = True, progress: bool = False, resume: str | os.PathLike | None = None) -> Run:
+        overwrite: bool = False, progress: bool = False, resume: str | os.PathLike | None = None) -> Run:
     """Trains on `panel` in the engine, as `ml-alpha train` does (walk-forward folds included).
 
     device: "auto" | "cpu" | "gpu"; None keeps the config's run.device (default auto).
     callback(event: dict) is called at each fold start, log point (every train.log_every steps), validation
     and message; returning False stops the run after the current step (as Ctrl-C does).
     out_dir: the run folder; None uses the config's run.out_dir when it was set, otherwise a temporary folder
-    removed once the models are loaded (Run.dir is then None).
+    removed once the models are loaded (Run.dir is then None). A folder that holds a run is refused unless
+    overwrite=True (its old files go once every check has passed) or resume names it.
     Ctrl-C (KeyboardInterrupt) while the engine trains stops it after the current step: fit returns the Run
     with stopped and interrupted True and `last` holding the weights of that step.
-    resume: continue a run (as `ml-alpha train --resume`): a checkpoint (last.safetensors), or a population's
-    run folder (or any of its members' last.safetensors); the run's recorded settings govern, and out_dir
-    defaults to the run's folder. run.stop_after = N in config ends a call after N steps, to be resumed;
+    resume: continue a run in its own folder (as `ml-alpha train --resume`): its run folder, or a last.safetensors
+    in it; the run's recorded settings govern, and out_dir, when given, must be that folder. run.stop_after = N in config ends a call after N steps, to be resumed;
     run.save_every = N also saves `last` every N steps, so a crashed or killed call resumes from its last save.
     """
     if not isinstance(panel, Panel):
@@ -204,8 +186,7 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     if out_dir is not None:
         changes["run.out_dir"] = os.fspath(out_dir)
     elif resume:
-        if "run.out_dir" not in config.given:
-            changes["run.out_dir"] = _resume_dir(resume)
+        pass  # the run's own folder, from its record
     elif "run.out_dir" not in config.given:
         tmp = tempfile.mkdtemp(prefix="mlalpha-run-")
         changes["run.out_dir"] = tmp
@@ -228,14 +209,14 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
                       test=f["test"], best=_load_if(os.path.join(f["dir"], "best.safetensors")),
                       last=_load_if(os.path.join(f["dir"], "last.safetensors")), history=f["history"],
                       evaluations=f["evaluations"]) for f in result["folds"]]
-        board = _read_leaderboard(result["leaderboard_file"])  # before a temporary run folder goes
+        board = _leaderboard_rows(result["leaderboard"])
     finally:
         if bar is not None:
             bar.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     wf = len(result["folds"]) > 1 or result["oos"] is not None
-    return Run(folds=folds, config=config, dir=None if tmp else config["run.out_dir"],
+    return Run(folds=folds, config=config, dir=None if tmp else result["dir"],
                stopped=bool(result["stopped"]) or interrupted, interrupted=interrupted, oos=result["oos"],
                fold_test_mean=result["fold_test_mean"] if wf else None,
                fold_test_std=result["fold_test_std"] if wf else None, members=result["members"],

@@ -157,6 +157,7 @@ nb::dict evaluation_dict(const mlalpha::Evaluation& e) {
 
 const char* kind_name(mlalpha::RunEvent::Kind k) {
   switch (k) {
+    case mlalpha::RunEvent::Kind::start: return "start";
     case mlalpha::RunEvent::Kind::fold_start: return "fold_start";
     case mlalpha::RunEvent::Kind::log: return "log";
     case mlalpha::RunEvent::Kind::eval: return "eval";
@@ -170,6 +171,9 @@ nb::dict event_dict(const mlalpha::RunEvent& e) {
   nb::dict d;
   d["kind"] = kind_name(e.kind), d["fold"] = e.fold, d["folds"] = e.folds, d["step"] = e.step;
   switch (e.kind) {
+    case mlalpha::RunEvent::Kind::start:
+      d["N"] = e.N, d["T"] = e.T, d["F"] = e.F, d["K"] = e.K, d["read_seconds"] = e.read_seconds;
+      break;
     case mlalpha::RunEvent::Kind::fold_start:
       d["split"] = split_dict(e.split), d["device"] = e.device, d["params"] = e.params, d["start_step"] = e.start_step;
       break;
@@ -293,6 +297,12 @@ nb::tuple fit(const mlalpha::RunConfig& config, const mlalpha::Panel& panel, nb:
   for (const mlalpha::MemberResult& m : result->members) members.append(member_dict(m));
   out["members"] = members;
   out["leaderboard_file"] = result->leaderboard_file;
+  // The leaderboard as data (the run's own table; leaderboard.csv is its copy for people).
+  nb::dict board;
+  board["columns"] = result->leaderboard.columns;
+  board["rows"] = result->leaderboard.rows;
+  out["leaderboard"] = board;
+  out["dir"] = result->run_dir;
   if (result->has_ensemble) out["ensemble"] = metrics_result_dict(result->ensemble);
   else out["ensemble"] = nb::none();
   return nb::make_tuple(out, result->config, interrupt_flag().load());
@@ -383,8 +393,17 @@ NB_MODULE(_core, m) {
       .def_prop_ro("given", [](const mlalpha::RunConfig& c) { return std::vector<std::string>(c.given.begin(), c.given.end()); })
       .def_prop_ro("device", [](const mlalpha::RunConfig& c) { return c.run.device; })
       .def_prop_ro("out_dir", [](const mlalpha::RunConfig& c) { return c.run.out_dir; });
-  m.def("parse_run_config", &mlalpha::parse_run_config, "text"_a, "source_name"_a, "overrides"_a, "base_dir"_a);
-  m.def("load_run_config", &mlalpha::load_run_config, "path"_a, "overrides"_a);
+  m.def(
+      "parse_run_config",
+      [](const std::string& text, const std::string& source, const std::vector<std::string>& overrides,
+         const std::string& base_dir) { return mlalpha::parse_run_config(text, source, overrides, base_dir); },
+      "text"_a, "source_name"_a, "overrides"_a, "base_dir"_a);
+  m.def(
+      "load_run_config",
+      [](const std::string& path, const std::vector<std::string>& overrides) {
+        return mlalpha::load_run_config(path, overrides);
+      },
+      "path"_a, "overrides"_a);
   m.def("run_config_keys", &mlalpha::run_config_keys);
   m.def("suggest_run_config_key", &mlalpha::suggest_run_config_key, "key"_a);
 

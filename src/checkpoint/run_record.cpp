@@ -15,6 +15,11 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
+bool parse_hex64(const std::string& text, uint64_t& v) {
+  const auto res = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+  return !text.empty() && res.ec == std::errc() && res.ptr == text.data() + text.size();
+}
+
 std::string encode_run_record(const RunConfig& c, bool described, int fold, uint64_t fingerprint) {
   return nlohmann::json{{"settings", to_toml(c, {"data", "split"})},
                         {"data_described", described},
@@ -32,8 +37,7 @@ RunRecord decode_run_record(const std::string& text, const std::string& path) {
               j["fold"].is_number_integer() && j.contains("fingerprint") && j["fingerprint"].is_string(),
           bad);
   const std::string fp = j["fingerprint"].get<std::string>();
-  const auto res = std::from_chars(fp.data(), fp.data() + fp.size(), r.fingerprint, 16);
-  require(res.ec == std::errc() && res.ptr == fp.data() + fp.size() && !fp.empty(), bad + " (fingerprint '" + fp + "')");
+  require(parse_hex64(fp, r.fingerprint), bad + " (fingerprint '" + fp + "')");
   r.present = true;
   r.described = !j.contains("data_described") || (j["data_described"].is_boolean() && j["data_described"].get<bool>());
   r.settings = parse_run_config(j["settings"].get<std::string>(), path + " (recorded run settings)");

@@ -20,6 +20,8 @@ struct RunRecord {
 std::string encode_run_record(const RunConfig& c, bool described, int fold, uint64_t fingerprint);
 // `path` names the checkpoint in messages; empty text gives a record with present = false.
 RunRecord decode_run_record(const std::string& text, const std::string& path);
+// A fingerprint as 16 hex digits, and back (false when `text` is not hex digits of a 64-bit value).
 std::string hex64(uint64_t v);
+bool parse_hex64(const std::string& text, uint64_t& v);
 
 }  // namespace mlalpha

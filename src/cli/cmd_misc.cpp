@@ -46,7 +46,7 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
                                    std::filesystem::path(a.checkpoint).parent_path().parent_path().string() + ")");
     p.model.emplace(Model::load(a.checkpoint));
   }
-  p.cfg = load_run_config(a.config, a.overrides);
+  p.cfg = load_run_config(a.config, a.overrides, a.settings);
   const Model& ref = p.ref();
   if (!p.cfg.was_given_in("data")) {
     if (!ref.has_data_config())
@@ -149,7 +149,7 @@ int cmd_predict(const PredictArgs& a) {
 }
 
 int cmd_synth(const SynthArgs& a) {
-  const RunConfig cfg = load_run_config(a.config, a.overrides);
+  const RunConfig cfg = load_run_config(a.config, a.overrides, a.settings);
   require(a.format == "npy" || a.format == "csv" || a.format == "both",
           "--format must be npy, csv or both, got '" + a.format + "'");
   cfg.validate();

@@ -4,17 +4,19 @@
 #include <string>
 #include <vector>
 
+#include "mlalpha/config.h"
 #include "mlalpha/precision.h"
 
 namespace mlalpha {
 
 struct CommonArgs {
-  std::string config;                  // TOML file ("" = defaults)
-  std::vector<std::string> overrides;  // "section.key=value"
+  std::string config;                    // TOML file ("" = defaults)
+  std::vector<std::string> overrides;    // --set "section.key=value" (the value in TOML syntax)
+  std::vector<ConfigSetting> settings;   // the flags' values, as typed (after the overrides)
 };
 
 struct TrainArgs : CommonArgs {
-  std::string resume;      // checkpoint to continue from
+  std::string resume;      // a run folder, or a checkpoint of one, to continue
   bool overwrite = false;  // replace a run already in run.out_dir
   int gpus = 0;            // --gpus N (0: not given): data-parallel over N GPUs of this host, one process each
   std::vector<std::string> argv;  // the command line as given (the --gpus launcher re-runs it per rank)

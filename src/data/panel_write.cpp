@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/csv_write.h"
 #include "data/fileio.h"
 #include "data/npy.h"
 #include "mlalpha/panel.h"
@@ -39,20 +40,18 @@ std::vector<std::string> write_panel_files(const Panel& p, const std::string& di
     AtomicFile file((d / "panel.csv").string());
     std::string buf;
     const auto num = [&](float v) {
-      char tmp[32];
-      const auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
       buf += ',';
-      buf.append(tmp, r.ptr);
+      csv_append_float(buf, v);
     };
     buf += "time,instrument";
-    for (int f = 0; f < p.F; ++f) buf.append(1, ',').append(label(p.feature_names, f, "f"));
-    for (int k = 0; k < p.K; ++k) buf.append(1, ',').append(label(p.target_names, k, "y"));
+    for (int f = 0; f < p.F; ++f) buf.append(1, ',').append(csv_cell(label(p.feature_names, f, "f")));
+    for (int k = 0; k < p.K; ++k) buf.append(1, ',').append(csv_cell(label(p.target_names, k, "y")));
     buf += '\n';
     for (int t = 0; t < p.T; ++t)
       for (int i = 0; i < p.N; ++i) {
-        buf += label(p.times, t, "");
+        buf += csv_cell(label(p.times, t, ""));
         buf += ',';
-        buf += label(p.instruments, i, "inst");
+        buf += csv_cell(label(p.instruments, i, "inst"));
         for (int f = 0; f < p.F; ++f) num(p.x[(size_t(i) * p.T + t) * p.F + f]);
         for (int k = 0; k < p.K; ++k) num(p.y[(size_t(i) * p.T + t) * p.K + k]);
         buf += '\n';

@@ -14,6 +14,9 @@ void check_gather(const GatherParams& p) {
               ", N = " + std::to_string(p.N) + ", F = " + std::to_string(p.F) + ", K = " + std::to_string(p.K));
   require(p.L <= p.T, "window length L = " + std::to_string(p.L) + " exceeds the series length T = " +
                           std::to_string(p.T));
+  require(p.t_begin >= 0 && p.row_stride >= 0 && (p.row_stride == 0 ? p.t_begin == 0 : p.t_begin + p.T <= p.row_stride),
+          "gather_batch: the sampled range [" + std::to_string(p.t_begin) + ", " + std::to_string(p.t_begin + p.T) +
+              ") is not inside rows of " + std::to_string(p.row_stride > 0 ? p.row_stride : p.T) + " steps");
   if (p.dates > 0)
     require(p.G >= 1 && p.G <= p.N && int64_t(p.dates) * p.G == p.B,
             "gather_batch: a time batch needs 1 <= G <= N and B = dates × G, got G = " + std::to_string(p.G) +

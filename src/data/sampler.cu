@@ -38,6 +38,15 @@ __global__ void __launch_bounds__(kGatherThreads) gather_kernel(GatherParams p, 
   copy_slice(x + w.x_offset, xb + size_t(b) * nx, nx);
   copy_slice(y + w.y_offset, yb + size_t(b) * ny, ny);
 }
+// Grid (B, slices) as gather_kernel; window b of the tile is windows[first + min(b, count − 1)].
+__global__ void __launch_bounds__(kGatherThreads) gather_windows_kernel(const int4* __restrict__ windows, int first,
+                                                                       int count, int L, const float* __restrict__ x,
+                                                                       int T, int F, float* __restrict__ xb) {
+  const int b = blockIdx.x;
+  const int4 w = windows[first + (b < count ? b : count - 1)];
+  const size_t nx = size_t(L) * F;
+  copy_slice(x + (size_t(w.x) * T + size_t(w.y)) * F, xb + size_t(b) * nx, nx);
+}
 }  // namespace
 
 void gather_batch(const GatherParams& p, const float* x, const float* y, const long long* step, float* xb, float* yb,
@@ -47,6 +56,19 @@ void gather_batch(const GatherParams& p, const float* x, const float* y, const l
   const size_t slices = (n + kGatherSlice - 1) / kGatherSlice;
   require(slices <= 65535, "gather_batch: window too large for one grid (L · max(F, K) > 65535 · 2048)");
   gather_kernel<<<dim3(unsigned(p.B), unsigned(slices)), kGatherThreads, 0, stream>>>(p, x, y, step, xb, yb);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
+void gather_windows(const int4* windows, int first, int count, int B, int L, const float* x, int T, int F, float* xb,
+                    cudaStream_t stream) {
+  require(B >= 1 && L >= 1 && L <= T && F >= 1 && count >= 1 && first >= 0,
+          "gather_windows: need B, L, F, count >= 1, L <= T and first >= 0, got B = " + std::to_string(B) +
+              ", L = " + std::to_string(L) + ", T = " + std::to_string(T) + ", F = " + std::to_string(F) +
+              ", count = " + std::to_string(count) + ", first = " + std::to_string(first));
+  const size_t slices = (size_t(L) * F + kGatherSlice - 1) / kGatherSlice;
+  require(slices <= 65535, "gather_windows: window too large for one grid (L · F > 65535 · 2048)");
+  gather_windows_kernel<<<dim3(unsigned(B), unsigned(slices)), kGatherThreads, 0, stream>>>(windows, first, count, L, x,
+                                                                                          T, F, xb);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

@@ -69,11 +69,15 @@ MLALPHA_HD Window sample_time_window(uint64_t seed, int64_t step, int b, int N, 
 
 // The shape a gather reads and writes: a panel x (N, T, F), y (N, T, K) → a batch xb (B, L, F), yb (B, L, K).
 // dates = 0: windows mode; dates > 0: time mode with G windows per cross-section and B = dates · G.
+// The windows are drawn from the T steps [t_begin, t_begin + T) of a panel whose rows hold row_stride steps
+// (0: T): a fold's training range read in place from the whole panel, the same windows as from a copy of
+// that range alone.
 struct GatherParams {
   int N = 0, T = 0, F = 0, K = 0;
   int B = 0, L = 0;
   unsigned long long seed = 0;
   int dates = 0, G = 0;
+  int t_begin = 0, row_stride = 0;
 };
 
 MLALPHA_HD Window sample_window(const GatherParams& p, int64_t step, int b) {
@@ -89,12 +93,13 @@ struct WindowOffsets {
 };
 MLALPHA_HD WindowOffsets window_offsets(const GatherParams& p, int64_t step, int b) {
   const Window w = sample_window(p, step, b);
-  const size_t row = size_t(w.instrument) * size_t(p.T) + size_t(w.start);
+  const size_t stride = size_t(p.row_stride > 0 ? p.row_stride : p.T);
+  const size_t row = size_t(w.instrument) * stride + size_t(p.t_begin) + size_t(w.start);
   return {row * size_t(p.F), row * size_t(p.K)};
 }
 
-// Throws mlalpha::Error unless the shape can be gathered (B, L, N >= 1, L <= T; time mode: 1 <= G <= N and
-// B = dates · G).
+// Throws mlalpha::Error unless the shape can be gathered (B, L, N >= 1, L <= T, t_begin + T <= row_stride; time
+// mode: 1 <= G <= N and B = dates · G).
 void check_gather(const GatherParams& p);
 
 // CPU gather of one step: x (N, T, F), y (N, T, K) → xb (B, L, F), yb (B, L, K), host memory.
@@ -113,4 +118,9 @@ using mlalpha::GatherParams;
 // x (N, T, F), y (N, T, K) → xb (B, L, F), yb (B, L, K).
 void gather_batch(const GatherParams& p, const float* x, const float* y, const long long* step, float* xb, float* yb,
                   cudaStream_t stream);
+// The windows of a prediction plan: xb[b] (L, F) = the L rows of x (N, T, F) from windows[first + min(b, count −
+// 1)] = (instrument, start), for b in [0, B) (a short last tile repeats its last window). windows in device
+// memory; the same copy as gather_batch, from a list instead of the sampler.
+void gather_windows(const int4* windows, int first, int count, int B, int L, const float* x, int T, int F, float* xb,
+                    cudaStream_t stream);
 }  // namespace mlalpha::gpu

@@ -6,28 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/csv_write.h"
 #include "data/fileio.h"
 
 namespace mlalpha {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-// Shortest text that reads back as the same double; empty for NaN and ±Inf.
-std::string csv_number(double v) {
-  if (!std::isfinite(v)) return "";
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
-// RFC 4180: quoted when it holds the delimiter, a quote or a line break.
-std::string csv_text(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (const char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 ojson json_number(double v) { return std::isfinite(v) ? ojson(v) : ojson(nullptr); }
 
@@ -141,12 +126,14 @@ Metrics metrics_from_json_text(const std::string& text) {
 void write_folds_csv(const std::filesystem::path& path, const std::vector<FoldReport>& folds,
                      const std::vector<std::string>& times, const std::string& metric) {
   check_inputs(folds, times, metric, path);
-  std::string s =
-      "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,"
-      "train_first_time,train_last_time,valid_first_time,valid_last_time,test_first_time,test_last_time,"
-      "steps,best_step,metric,best_value";
-  for (const auto& name : metric_names()) s += ",test_" + name;
-  s += ",test_points\n";
+  std::vector<std::string> header = {
+      "fold",           "train_begin",     "train_end",       "valid_begin",      "valid_end",
+      "test_begin",     "test_end",        "train_first_time", "train_last_time", "valid_first_time",
+      "valid_last_time", "test_first_time", "test_last_time",  "steps",           "best_step",
+      "metric",         "best_value"};
+  for (const auto& name : metric_names()) header.push_back("test_" + name);
+  header.push_back("test_points");
+  std::string s = csv_row(header);
   for (const FoldReport& f : folds) {
     const Split& p = f.split;
     const bool test_range = p.has_test();
@@ -156,15 +143,14 @@ void write_folds_csv(const std::filesystem::path& path, const std::vector<FoldRe
                                       test_range ? std::to_string(p.test_end) : ""};
     const int ends[6] = {p.train_begin, p.train_end - 1, p.valid_begin, p.valid_end - 1,
                          test_range ? p.test_begin : -1, test_range ? p.test_end - 1 : -1};
-    for (const int t : ends) cells.push_back(csv_text(time_at(times, t)));
+    for (const int t : ends) cells.push_back(time_at(times, t));
     cells.push_back(std::to_string(f.steps));
     cells.push_back(std::to_string(f.best_step));
     cells.push_back(metric);
     cells.push_back(csv_number(f.best_value));
     for (const auto& name : metric_names()) cells.push_back(f.has_test ? csv_number(metric_by_name(f.test.mean, name)) : "");
     cells.push_back(f.has_test ? std::to_string(f.test.mean.points) : "");
-    for (size_t i = 0; i < cells.size(); ++i) s += (i ? "," : "") + cells[i];
-    s += "\n";
+    s += csv_row(cells);
   }
   write_file_atomic(path.string(), s);
 }

@@ -2,7 +2,9 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/csv_write.h"
 #include "data/fileio.h"
 #include "data/npy.h"
 #include "mlalpha/eval.h"
@@ -16,13 +18,6 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 }  // namespace
 
 namespace {
-// The shortest decimal that reads back as the same float ("0.1", "-3.25e-07", "inf").
-void put_float(std::string& s, float v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  s.append(buf, r.ptr);
-}
-
 // A row that was missing in the input: every feature and every target NaN (docs/data.md).
 bool row_observed(const Panel& p, int i, int t) {
   const float* x = p.x.data() + (size_t(i) * p.T + t) * p.F;
@@ -48,28 +43,35 @@ PredictionFiles write_predictions(const std::string& prefix, const Panel& p, con
   const bool folds = !fold_of_time.empty();
   PredictionFiles out{prefix + ".npy", prefix + ".csv", 0};
   std::string csv = folds ? "time,instrument,fold,observed" : "time,instrument,observed";
-  for (int k = 0; k < p.K; ++k) csv += ",pred_" + label(p.target_names, k);
-  for (int k = 0; k < p.K; ++k) csv += ",target_" + label(p.target_names, k);
+  for (int k = 0; k < p.K; ++k) csv += "," + csv_cell("pred_" + label(p.target_names, k));
+  for (int k = 0; k < p.K; ++k) csv += "," + csv_cell("target_" + label(p.target_names, k));
   csv += "\n";
   for (int t = range.t0; t < range.t1; ++t)
     for (int i = 0; i < p.N; ++i) {
       const size_t base = (size_t(i) * p.T + t) * p.K;
       if (std::isnan(pred[base])) continue;
-      csv += label(p.times, t) + "," + label(p.instruments, i);
+      csv += csv_cell(label(p.times, t)) + "," + csv_cell(label(p.instruments, i));
       if (folds) csv.append(",").append(std::to_string(fold_of_time[size_t(t)]));
       csv += row_observed(p, i, t) ? ",1" : ",0";
-      for (int k = 0; k < p.K; ++k) csv += ",", put_float(csv, pred[base + k]);
+      for (int k = 0; k < p.K; ++k) csv += ",", csv_append_float(csv, pred[base + k]);
       for (int k = 0; k < p.K; ++k) {
         csv += ",";
-        if (!std::isnan(p.y[base + k])) put_float(csv, p.y[base + k]);
+        if (!std::isnan(p.y[base + k])) csv_append_float(csv, p.y[base + k]);
       }
       csv += "\n";
       ++out.rows;
     }
-  // Both files are built before either is written, and each is written atomically.
+  // A pair: both files are written to temporary files and flushed to disk before either replaces its
+  // predecessor, so an error (a full disk) leaves the old pair or none of the new one, never a mixed pair.
   const int64_t shape[3] = {p.N, p.T, p.K};
-  write_npy(out.npy, pred, shape);
-  write_file_atomic(out.csv, csv);
+  const std::string npy = encode_npy(pred, shape);
+  AtomicFile npy_file(out.npy), csv_file(out.csv);
+  npy_file.write(npy.data(), npy.size());
+  csv_file.write(csv.data(), csv.size());
+  npy_file.flush();
+  csv_file.flush();
+  npy_file.commit();
+  csv_file.commit();
   return out;
 }
 

@@ -2,13 +2,15 @@
 // averaged with the run's own PredictionMean.
 #include "mlalpha/ensemble.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <map>
 #include <sstream>
 
-#include "checkpoint/population_record.h"
+#include "checkpoint/run_records.h"
 #include "core/error.h"
 #include "data/fileio.h"
 #include "predict/prediction_mean.h"
@@ -47,6 +49,13 @@ std::vector<std::string> numbered_dirs(const fs::path& dir, const char* prefix) 
   return out;
 }
 
+// Whether `dir` holds a population's run record (run.json of a population, or an older population.json).
+bool holds_population(const fs::path& dir) {
+  if (!holds_run_record(dir)) return false;
+  const auto rec = read_run_record(dir);
+  return rec && rec->population;
+}
+
 // The run folder and the folder that holds the members (itself, or fold-k/ of a walk-forward run).
 struct Located {
   fs::path dir;
@@ -58,7 +67,7 @@ Located locate(const std::string& run_dir, int fold) {
   if (p.filename().empty()) p = p.parent_path();  // "out/" names "out"
   std::error_code ec;
   require(fs::is_directory(p, ec), "ensemble: " + run_dir + " is not a folder");
-  if (fs::exists(p / kPopulationFile, ec)) {
+  if (holds_population(p)) {
     const std::vector<std::string> folds = numbered_dirs(p, "fold-");
     if (folds.empty()) {
       require(fold <= 0, "ensemble: " + run_dir + " is a population of one split (fold 0), there is no fold " +
@@ -73,13 +82,13 @@ Located locate(const std::string& run_dir, int fold) {
     return {p / ("fold-" + std::to_string(fold)), fold};
   }
   const int k = fold_of_name(p.filename().string());
-  if (k >= 0 && fs::exists(p.parent_path() / kPopulationFile, ec)) {
+  if (k >= 0 && holds_population(p.parent_path())) {
     require(fold < 0 || fold == k, "ensemble: " + run_dir + " is fold " + std::to_string(k) + ", not fold " +
                                        std::to_string(fold));
     return {p, k};
   }
-  throw Error("ensemble: " + run_dir + " holds no population run (no " + kPopulationFile +
-              "; a run of train.models > 1 or a [sweep] leaves one); for one model give its checkpoint (" +
+  throw Error("ensemble: " + run_dir + " holds no population run (no " + kRunFile +
+              " of a population; a run of train.models > 1 or a [sweep] leaves one); for one model give its checkpoint (" +
               (p / "best.safetensors").string() + ")");
 }
 
@@ -97,7 +106,7 @@ std::vector<std::string> csv_cells(const std::string& line) {
   return cells;
 }
 
-// leaderboard.csv's ranking: member name -> rank and cells, and the names best first (the ensemble's row,
+// The leaderboard's ranking: member name -> rank and cells, and the names best first (the ensemble's row,
 // which has no rank, is left out).
 struct Ranking {
   std::vector<std::string> header;
@@ -106,33 +115,61 @@ struct Ranking {
   std::vector<std::string> order;
 };
 
-Ranking read_ranking(const fs::path& file) {
+// The ranking of its rows: rank and member columns, the ensemble's row (no rank) left out.
+void rank_rows(Ranking& r, const std::vector<std::vector<std::string>>& rows, const std::string& file) {
+  const auto col = [&](const char* name) {
+    const auto it = std::find(r.header.begin(), r.header.end(), name);
+    require(it != r.header.end(), file + " has no column '" + name + "'");
+    return size_t(it - r.header.begin());
+  };
+  const size_t rc = col("rank"), mc = col("member");
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const std::vector<std::string>& cells : rows) {
+    if (cells.size() <= std::max(rc, mc) || cells[rc].empty()) continue;  // the ensemble's row
+    int k = 0;
+    const auto res = std::from_chars(cells[rc].data(), cells[rc].data() + cells[rc].size(), k);
+    require(res.ec == std::errc() && k >= 1, file + ": rank '" + cells[rc] + "' of " + cells[mc] +
+                                                 " is not a positive integer");
+    ranked.emplace_back(k, cells[mc]);
+    r.cells[cells[mc]] = cells;
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [k, name] : ranked) r.rank[name] = k, r.order.push_back(name);
+}
+
+// leaderboard.csv of a run folder of an older ml-alpha (no leaderboard.json).
+Ranking read_ranking_csv(const fs::path& file) {
   Ranking r;
   std::istringstream in(read_file_bytes(file.string()));
   std::string line;
   require(bool(std::getline(in, line)), file.string() + " is empty");
   r.header = csv_cells(line);
-  const std::vector<std::string>& header = r.header;
-  const auto col = [&](const char* name) {
-    const auto it = std::find(header.begin(), header.end(), name);
-    require(it != header.end(), file.string() + " has no column '" + name + "'");
-    return size_t(it - header.begin());
-  };
-  const size_t rc = col("rank"), mc = col("member");
-  std::vector<std::pair<int, std::string>> rows;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> cells = csv_cells(line);
-    if (cells.size() <= std::max(rc, mc) || cells[rc].empty()) continue;  // the ensemble's row
-    int k = 0;
-    const auto res = std::from_chars(cells[rc].data(), cells[rc].data() + cells[rc].size(), k);
-    require(res.ec == std::errc() && k >= 1, file.string() + ": rank '" + cells[rc] + "' of " + cells[mc] +
-                                                 " is not a positive integer");
-    rows.emplace_back(k, cells[mc]);
-    r.cells[cells[mc]] = cells;
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [k, name] : rows) r.rank[name] = k, r.order.push_back(name);
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) rows.push_back(csv_cells(line));
+  rank_rows(r, rows, file.string());
   return r;
+}
+
+// leaderboard.json (the table as data) or, in a run folder of an older ml-alpha, leaderboard.csv.
+Ranking read_ranking(const fs::path& dir) {
+  Ranking r;
+  std::error_code ec;
+  const fs::path json = dir / "leaderboard.json";
+  if (fs::exists(json, ec)) {
+    const auto j = nlohmann::json::parse(read_file_bytes(json.string()), nullptr, false);
+    require(j.is_object() && j.contains("columns") && j["columns"].is_array() && j.contains("rows") && j["rows"].is_array(),
+            json.string() + " is not a leaderboard {columns, rows}");
+    std::vector<std::vector<std::string>> rows;
+    try {
+      r.header = j["columns"].get<std::vector<std::string>>();
+      rows = j["rows"].get<std::vector<std::vector<std::string>>>();
+    } catch (const nlohmann::json::exception&) {
+      throw Error(json.string() + ": the columns and rows must be lists of strings");
+    }
+    rank_rows(r, rows, json.string());
+    return r;
+  }
+  return read_ranking_csv(dir / "leaderboard.csv");
 }
 
 std::string list_text(const std::vector<std::string>& names) {
@@ -241,9 +278,9 @@ Ensemble Ensemble::load(const std::string& run_dir, const EnsembleSelection& sel
   std::error_code ec;
   const fs::path board = at.dir / "leaderboard.csv";
   Ranking& ranking = impl->ranking;
-  if (fs::exists(board, ec)) {
+  if (fs::exists(board, ec) || fs::exists(at.dir / "leaderboard.json", ec)) {
     impl->leaderboard = board.string();
-    ranking = read_ranking(board);
+    ranking = read_ranking(at.dir);
   }
 
   std::vector<std::string> chosen;
@@ -323,8 +360,7 @@ bool is_population_dir(const std::string& path) {
   if (p.filename().empty()) p = p.parent_path();
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return false;
-  return fs::exists(p / kPopulationFile, ec) ||
-         (fold_of_name(p.filename().string()) >= 0 && fs::exists(p.parent_path() / kPopulationFile, ec));
+  return holds_population(p) || (fold_of_name(p.filename().string()) >= 0 && holds_population(p.parent_path()));
 }
 
 }  // namespace mlalpha

@@ -131,7 +131,8 @@ std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, c
               ") is empty or outside the data's [0, " + std::to_string(norm.T) + ")");
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
-  return predict_with(device, precision, layout, impl_->state.params, norm, {tc.L, tc.burn_in, tc.windows_per_step(norm.N), range.t0, range.t1});
+  const WindowPlan plan = tiled_windows(norm.N, norm.T, tc.L, tc.burn_in, range.t0, range.t1);
+  return predict_with(device, precision, layout, impl_->state.params, norm, plan, tc.windows_per_step(norm.N));
 }
 
 std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision) const {

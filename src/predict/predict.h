@@ -1,44 +1,53 @@
 #pragma once
-// Predictions over a time range of a (normalised) panel, aligned with (instrument, time).
-// The model is applied to windows of the training length L, exactly as it was trained: each window
-// starts from a zero state, and only positions at or after `burn_in` inside a window are kept (a window
-// that starts at the first time step keeps every position: there is no earlier history to warm up on).
-// Windows advance by L − burn_in, so every time step in range gets exactly one prediction.
+// Predictions (N, T, K) of a model's weights by a window plan (window_plan.h), aligned with (instrument, time):
+// NaN where the plan keeps no row. The windows go through the model B at a time (the model's batch), a short
+// last tile repeating its last window. On the CPU through the reference model; on the GPU from a panel already
+// in device memory: the windows are gathered on the device, each tile is one forward, the kept rows are
+// scattered into a device buffer, and the host waits once, for the one download at the end.
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include <cuda_bf16.h>
+
 #include "core/context.h"
+#include "core/device_buffer.h"
 #include "data/panel.h"
 #include "model/layout.h"
+#include "model/model_gpu.h"
+#include "predict/window_plan.h"
 
 namespace mlalpha {
 
-struct PredictSpec {
-  int L = 64;        // window length (the training L)
-  int burn_in = 0;   // leading positions of a window whose predictions are dropped
-  int B = 16;        // windows per forward pass
-  int t0 = 0, t1 = 0;  // half-open time range to predict
+// The plan on the CPU: params (table.total()) on the host, `p` the (prepared) panel the plan reads.
+std::vector<float> predict_cpu(const ModelLayout& layout, const std::vector<float>& params, const Panel& p,
+                               const WindowPlan& plan, int B);
+
+// Device memory a GPU prediction reuses from call to call (grown when a plan needs more).
+struct PlanBuffers {
+  DeviceBuffer<int4> windows;  // (windows): instrument, start, keep_from, keep_to
+  DeviceBuffer<float> pred;    // (N, t1 − t0, K): the kept rows
 };
 
-// One window: instrument, first time step, and the time steps [keep_from, keep_to) it predicts.
-struct PredictWindow {
-  int instrument, start, keep_from, keep_to;
+// The panel's features in device memory: x (N, T, F).
+struct DeviceFeatures {
+  const float* x = nullptr;
+  int N = 0, T = 0, F = 0;
 };
-std::vector<PredictWindow> plan_windows(const Panel& panel, const PredictSpec& spec);
 
-// Predictions (N, T, K) with NaN outside [t0, t1). params (table.total()) on the host.
-std::vector<float> predict_cpu(const ModelLayout& layout, const std::vector<float>& params, const Panel& panel,
-                               const PredictSpec& spec);
-// The same on the GPU; params (table.total()) in device memory (e.g. the trainer's arena). Runs on
-// ctx's stream and synchronises once at the end.
-std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const float* params_dev, const Panel& panel,
-                               const PredictSpec& spec, Precision precision);
-// The same with params (table.total()) on the host: uploaded to the device first.
+// The plan on the GPU with `model` (of `layout`; its batch B windows of plan.L rows) on model's context ctx: xb (B, L, F) is a
+// device buffer the windows are gathered into; params (table.total()) and, for a bf16 model, params16 in device
+// memory. Nothing but the last download waits for the device.
+std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, GpuModel& model, float* xb, const float* params,
+                               const __nv_bfloat16* params16, const DeviceFeatures& x, const WindowPlan& plan,
+                               PlanBuffers& buffers);
+// The same for one call: a model of B windows, the panel's features uploaded once; params (table.total()) on the
+// host.
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const std::vector<float>& params,
-                               const Panel& panel, const PredictSpec& spec, Precision precision);
+                               const Panel& p, const WindowPlan& plan, int B, Precision precision);
 
-// Predictions with given weights on `device` (auto | cpu | gpu), for eval / predict.
+// predict_cpu or predict_gpu as `device` (auto | cpu | gpu) says, for eval / predict.
 std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
-                                const std::vector<float>& params, const Panel& p, const PredictSpec& spec);
+                                const std::vector<float>& params, const Panel& p, const WindowPlan& plan, int B);
 
 }  // namespace mlalpha

@@ -32,7 +32,7 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
   for (size_t m = 0; m < E; ++m) {
     require(members[m].data != nullptr, member_where(m, E) + "no training panel");
     try {
-      validate_training(mc, members[m].train, *members[m].data);
+      validate_training(mc, members[m].train, *members[m].data, members[m].range);
     } catch (const Error& e) {
       throw Error(member_where(m, E) + e.what());
     }
@@ -72,6 +72,11 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
 
 }  // namespace
 
+void check_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                          const GpuTrainerOptions& opt) {
+  preflight(mc, members, opt);
+}
+
 int PopulationMemory::fitting(double available, int lanes) const {
   const double fixed = shared + per_lane * lanes;
   if (available < fixed + per_member) return 0;
@@ -105,12 +110,17 @@ PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vecto
   const double weights16 = members[0].train.precision == Precision::BF16 ? n * 2 : 0;  // the bf16 weight copy
   e.per_member = n * 4 * sizeof(float) + weights16 + one.other + sizeof(gpu::MemberOptim) + 2 * sizeof(float);
   e.per_lane = one.activations + one.workspaces + one.batch + double(Context::kWorkspaceBytes);
-  e.shared = n;  // the decay mask
+  e.shared = n + one.prediction;  // the decay mask; the prediction buffers of the largest panel, below
+  double largest = double(p0.N) * p0.T;
   std::vector<const Panel*> seen;
   for (const PopulationMember& m : members) {
     if (std::find(seen.begin(), seen.end(), m.data) != seen.end()) continue;
     seen.push_back(m.data);
     e.shared += double(m.data->N) * m.data->T * (mc.F + mc.K) * sizeof(float);
+    if (double(m.data->N) * m.data->T > largest) {  // the kept rows of a prediction on the largest panel
+      e.shared += (double(m.data->N) * m.data->T - largest) * mc.K * sizeof(float);
+      largest = double(m.data->N) * m.data->T;
+    }
   }
   return e;
 }
@@ -138,7 +148,8 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
     tc_.push_back(m.train);
     auto it = std::find_if(data_.begin(), data_.end(), [&](const Dataset& d) { return d.host == m.data; });
     if (it == data_.end()) {
-      // The training panels live in device memory for the whole run (DESIGN section 2, step 1).
+      // The panels live in device memory for the whole run (DESIGN section 2, step 1): the whole time axis,
+      // so validation and test windows are gathered on the device too.
       Dataset d;
       d.host = m.data;
       d.N = m.data->N;
@@ -151,6 +162,12 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
       it = data_.end() - 1;
     }
     data_of_.push_back(int(it - data_.begin()));
+    // Rank r of a data-parallel run draws its own windows: rank 0 those of a run on one GPU, rank r > 0 from
+    // the seed mixed with r (core/rng.h), so the ranks' batches are independent and a world of one is a plain run.
+    GatherParams g = gather_params(m.train, *m.data, m.range);
+    const int rank = opt_.comm ? opt_.comm->rank() : 0;
+    if (rank > 0) g.seed = mix64(g.seed ^ (0x9e3779b97f4a7c15ull * uint64_t(rank)));
+    gather_.push_back(g);
   }
   norm_partials_ = DeviceBuffer<float>(size_t(gpu::grad_norm_blocks(n_)) * E_);
   losses_ = DeviceBuffer<float>(size_t(E_));
@@ -192,7 +209,6 @@ int PopulationTrainer::first_active() const {
 
 void PopulationTrainer::enqueue_step() {
   cudaStream_t st = ctx_.stream();
-  const ModelConfig& c = layout_.cfg;
   MLALPHA_CUDA_CHECK(cudaMemsetAsync(arena_.grads.data(), 0, arena_.grads.bytes(), st));
   const int lanes = int(lanes_.size());
   if (lanes > 1) {
@@ -209,7 +225,7 @@ void PopulationTrainer::enqueue_step() {
     const float* P = arena_.params.data() + size_t(m) * n_;
     const __nv_bfloat16* P16 = params16_.size() ? params16_.data() + size_t(m) * n_ : nullptr;
     // The sampler reads the member's step counter from device memory, so every replay draws new windows.
-    gpu::gather_batch(rank_gather_params(t, d), d.x.data(), d.y.data(), &state_.data()[m].step, lane.xb.data(),
+    gpu::gather_batch(rank_gather_params(m), d.x.data(), d.y.data(), &state_.data()[m].step, lane.xb.data(),
                       lane.yb.data(), lane.ctx(ctx_).stream());
     model.forward(P, lane.xb.data(), P16);
     model.loss(lane.yb.data(), model.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
@@ -229,15 +245,7 @@ void PopulationTrainer::enqueue_step() {
                            params16_.size() ? params16_.data() : nullptr);
 }
 
-// Rank r of a data-parallel run draws its own windows: rank 0 those of a run on one GPU, rank r > 0 from the
-// seed mixed with r (core/rng.h), so the ranks' batches are independent and a world of one is a plain run.
-GatherParams PopulationTrainer::rank_gather_params(const TrainConfig& t, const Dataset& d) const {
-  const ModelConfig& c = layout_.cfg;
-  GatherParams g = gather_params(t, d.N, d.T, c.F, c.K);
-  const int rank = opt_.comm ? opt_.comm->rank() : 0;
-  if (rank > 0) g.seed = mix64(g.seed ^ (0x9e3779b97f4a7c15ull * uint64_t(rank)));
-  return g;
-}
+GatherParams PopulationTrainer::rank_gather_params(int m) const { return gather_[size_t(m)]; }
 
 // Every member's gradient and loss summed over the ranks (NCCL, in place, inside the captured step), then
 // divided by the world size: the mean over world × B windows, the same on every rank, so the norm, the clip
@@ -317,6 +325,32 @@ TrainState PopulationTrainer::state(int m) {
   s.skipped_total = d.skipped_total;
   s.seed = tc_[size_t(m)].seed;
   return s;
+}
+
+std::vector<float> PopulationTrainer::predict(int m, const WindowPlan& plan, const std::vector<float>* params) {
+  require(m >= 0 && m < E_, "PopulationTrainer::predict: no member " + std::to_string(m));
+  cudaStream_t st = ctx_.stream();
+  const float* P = arena_.params.data() + size_t(m) * n_;
+  if (params) {
+    require(params->size() == n_, "PopulationTrainer::predict: " + std::to_string(params->size()) +
+                                      " weights, the model has " + std::to_string(n_));
+    if (predict_params_.size() != n_) predict_params_ = DeviceBuffer<float>(n_);
+    // Ordered on the step's stream: no step in flight reads this buffer, and the forwards below follow it.
+    MLALPHA_CUDA_CHECK(cudaMemcpyAsync(predict_params_.data(), params->data(), n_ * sizeof(float),
+                                       cudaMemcpyHostToDevice, st));
+    P = predict_params_.data();
+  }
+  const __nv_bfloat16* P16 = nullptr;
+  if (precision_ == Precision::BF16) {  // the bf16 copy the model's GEMMs read, made as a lone prediction makes it
+    if (predict_params16_.size() != n_) predict_params16_ = DeviceBuffer<__nv_bfloat16>(n_);
+    gpu::cast_bf16(P, predict_params16_.data(), n_, st);
+    P16 = predict_params16_.data();
+  }
+  const Dataset& d = data_[size_t(data_of_[size_t(m)])];
+  Lane& lane = lanes_[0];  // on ctx_, the step's stream
+  std::vector<float> pred = predict_gpu(ctx_, layout_, *lane.model, lane.xb.data(), P, P16,
+                                        {d.x.data(), d.N, d.T, layout_.cfg.F}, plan, plan_buffers_);
+  return pred;
 }
 
 void PopulationTrainer::load_state(int m, const TrainState& s) {

@@ -31,6 +31,8 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_gpu.h"
+#include "predict/predict.h"
+#include "predict/window_plan.h"
 #include "checkpoint/checkpoint.h"
 #include "train/optim.h"
 #include "train/train_plan.h"
@@ -45,7 +47,7 @@ struct GpuTrainerOptions {
   bool graph = true;   // capture the step as a CUDA graph (from the second step on)
   int ring_size = 0;   // slots of the step-record ring per member; 0 = max(1024, 2·log_every)
   int lanes = 0;       // populations: streams the members are dealt to; 0 = min(E, 8), fewer when memory is short
-  // Data-parallel training (issue 23, docs/decisions.md "Several GPUs"): this process is rank
+  // Data-parallel training (docs/decisions.md "Several GPUs"): this process is rank
   // comm->rank() of comm->world(); null trains alone. Each rank samples its own windows (the sampler's
   // seed keyed by the rank), the gradients and losses are summed over the ranks inside the step (in the
   // captured graph) and divided by the world size before the norm, so every rank applies the same update;
@@ -55,11 +57,13 @@ struct GpuTrainerOptions {
   std::chrono::milliseconds dist_timeout{std::chrono::minutes(5)};  // the bound on those waits
 };
 
-// One member: its training settings and the training panel it samples (members may share a panel, which
-// is then held on the device once; it must outlive the constructor only).
+// One member: its training settings, the panel it samples and the time steps of it it trains on (members may
+// share a panel, which is then held on the device once; it must outlive the constructor only). The whole panel
+// goes to the device, so predictions (predict()) read any range of it in place.
 struct PopulationMember {
   TrainConfig train;
   const Panel* data = nullptr;
+  TrainRange range;  // the training range of `data` (default: all of it)
 };
 
 // The device memory of a population, split into what each member adds, what each lane adds and what all
@@ -73,6 +77,11 @@ struct PopulationMemory {
 };
 PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
                                          int ring_slots);
+
+// Everything the constructor checks before it allocates: each member against its panel, the members against
+// each other (one step shape), the device memory against what the GPU has free. Throws Error naming the setting.
+void check_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
+                          const GpuTrainerOptions& opt = {});
 
 class PopulationTrainer {
  public:
@@ -98,6 +107,11 @@ class PopulationTrainer {
   const float* device_params(int m) const { return arena_.params.data() + size_t(m) * n_; }
   std::vector<float> params(int m);
   TrainState state(int m);
+  // Predictions (N, T, K) of member m's panel by `plan` (predict/window_plan.h), with its live weights or with
+  // `params` (table.total(), host) when non-null, on the step's stream between steps: lane 0's model and batch
+  // buffer do the forwards, the windows are gathered from the panel already on the device, and the host waits
+  // once, for the download of the kept rows. The tiles hold the members' batch B of windows.
+  std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params);
   // Member m continues from `s` (before the first step or between steps), as GpuTrainer::load_state.
   void load_state(int m, const TrainState& s);
   // Member m takes no further steps (its early stop): weights, moments and counters stay. The step is
@@ -115,7 +129,7 @@ class PopulationTrainer {
  private:
   void enqueue_step();
   struct Dataset;
-  GatherParams rank_gather_params(const TrainConfig& t, const Dataset& d) const;
+  GatherParams rank_gather_params(int m) const;  // member m's sampler on this rank
   void reduce_over_ranks(cudaStream_t st);
   void wait_device(const char* what);
   int first_active() const;
@@ -139,14 +153,19 @@ class PopulationTrainer {
   };
   std::vector<Lane> lanes_;
   CudaEvent fork_{cudaEventDisableTiming};
-  // The distinct training panels on the device and which one each member samples.
+  // The distinct panels on the device, which one each member samples and the range of it.
   struct Dataset {
     const Panel* host = nullptr;
     int N = 0, T = 0;
     DeviceBuffer<float> x, y;  // (N, T, F), (N, T, K)
   };
   std::vector<Dataset> data_;
-  std::vector<int> data_of_;  // (E)
+  std::vector<int> data_of_;          // (E)
+  std::vector<GatherParams> gather_;  // (E): each member's windows: its panel, range, seed (and rank)
+  // Predictions: weights given by the caller (and their bf16 copy), the window table and the kept rows.
+  DeviceBuffer<float> predict_params_;
+  DeviceBuffer<__nv_bfloat16> predict_params16_;
+  PlanBuffers plan_buffers_;
   DeviceBuffer<float> norm_partials_, losses_;  // losses_ (E)
   DeviceBuffer<__nv_bfloat16> params16_;        // (E, n): BF16 only, the weights' bf16 copy (empty otherwise)
   DeviceBuffer<DeviceStepState> state_;                   // (E)

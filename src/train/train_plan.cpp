@@ -19,14 +19,18 @@
 
 namespace mlalpha {
 
-void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data) {
+void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range) {
   mc.validate();
   tc.validate();
   data.validate();
   require(data.F == mc.F, "dataset has F = " + std::to_string(data.F) + " features but model.F = " + std::to_string(mc.F));
   require(data.K == mc.K, "dataset has K = " + std::to_string(data.K) + " targets but model.K = " + std::to_string(mc.K));
-  require(tc.L <= data.T, "train.seq_len = " + std::to_string(tc.L) + " exceeds the series length T = " +
-                              std::to_string(data.T));
+  const int end = range.end_of(data);
+  require(0 <= range.begin && range.begin < end && end <= data.T,
+          "the training range [" + std::to_string(range.begin) + ", " + std::to_string(end) + ") is not inside the " +
+              std::to_string(data.T) + " time steps of the data");
+  require(tc.L <= end - range.begin, "train.seq_len = " + std::to_string(tc.L) + " exceeds the series length T = " +
+                                         std::to_string(end - range.begin));
   if (tc.batch_mode == BatchMode::Time) {
     const int64_t B = int64_t(tc.dates) * tc.cross_section(data.N);
     require(B * tc.L * std::max(mc.F, mc.K) <= std::numeric_limits<int>::max(),
@@ -46,6 +50,13 @@ std::string batch_text(const TrainConfig& tc, int N) {
 GatherParams gather_params(const TrainConfig& tc, int N, int T, int F, int K) {
   GatherParams p{N, T, F, K, tc.windows_per_step(N), tc.L, tc.seed};
   if (tc.batch_mode == BatchMode::Time) p.dates = tc.dates, p.G = tc.cross_section(N);
+  return p;
+}
+
+GatherParams gather_params(const TrainConfig& tc, const Panel& data, TrainRange range) {
+  GatherParams p = gather_params(tc, data.N, range.end_of(data) - range.begin, data.F, data.K);
+  p.t_begin = range.begin;
+  p.row_stride = data.T;
   return p;
 }
 
@@ -87,6 +98,9 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   e.batch = M * (mc.F + mc.K) * kFloat;
   e.other = double(gpu::grad_norm_blocks(layout.table.total())) * kFloat + sizeof(DeviceStepState) +
             double(ring_slots) * sizeof(StepRecord);
+  const double windows = double(N) * (double(T) / std::max(1, tc.L - tc.burn_in) + 1);
+  e.prediction = double(N) * T * mc.K * kFloat + windows * 4 * sizeof(int) +
+                 total * (kFloat + (tc.precision == Precision::BF16 ? 2 : 0));
   return e;
 }
 
@@ -122,6 +136,7 @@ void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int 
     << format_bytes(need.params);
   if (need.dataset > 0) m << ", dataset " << format_bytes(need.dataset) << " for " << N << " instruments × " << T << " steps";
   if (need.workspaces > 0) m << ", workspaces " << format_bytes(need.workspaces);
+  if (need.prediction > 0) m << ", predictions " << format_bytes(need.prediction);
   m << "), " << where << " has " << format_bytes(available) << (std::string(where) == "the GPU" ? " free" : " available")
     << "; ";
   const double biggest = std::max({need.activations + need.batch, need.params, need.dataset});

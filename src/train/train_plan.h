@@ -13,13 +13,21 @@
 
 namespace mlalpha {
 
-// ModelConfig::validate, TrainConfig::validate, Panel::validate, and the dataset's F, K and T against the
-// configs (train.seq_len <= T). Throws mlalpha::Error naming the setting.
-void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data);
+// The time steps of a panel a trainer samples: [begin, end); end < 0 means the panel's end.
+struct TrainRange {
+  int begin = 0, end = -1;
+  int end_of(const Panel& p) const { return end < 0 ? p.T : end; }
+};
+
+// ModelConfig::validate, TrainConfig::validate, Panel::validate, and the dataset's F, K and the training range
+// against the configs (train.seq_len <= its length). Throws mlalpha::Error naming the setting.
+void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {});
 
 // The gather of a step on a panel of N instruments × T steps (F features, K targets): train.batch windows, or
 // train.dates cross-sections of tc.cross_section(N) instruments (src/data/sampler.h).
 GatherParams gather_params(const TrainConfig& tc, int N, int T, int F, int K);
+// The same over the range [range.begin, end) of `data`, read in place (GatherParams::t_begin, row_stride).
+GatherParams gather_params(const TrainConfig& tc, const Panel& data, TrainRange range);
 // "train.batch = 16", or "train.batch = \"time\" (4 train.dates × 16 instruments)", for messages.
 std::string batch_text(const TrainConfig& tc, int N);
 
@@ -32,7 +40,9 @@ struct MemoryEstimate {
   double dataset = 0;      // the device copy of the panel (GPU) x (N, T, F) and y (N, T, K)
   double batch = 0;        // the gathered batch xb (B, L, F), yb (B, L, K)
   double other = 0;        // norm partials, step state, the step-record ring
-  double total() const { return params + activations + workspaces + dataset + batch + other; }
+  double prediction = 0;   // (GPU) validation and test predictions: the kept rows of a panel, the window
+                           // table, a second set of weights (the best ones) and its bf16 copy
+  double total() const { return params + activations + workspaces + dataset + batch + other + prediction; }
 };
 
 // The GPU trainer's device memory (GpuTrainer's arena, GpuModel's buffers, the dataset copy, the batch and

@@ -14,17 +14,27 @@ namespace {
 
 // Everything checked before the first allocation: the configs against the dataset, then the host memory
 // the run will hold against what this machine has available.
-const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const Panel& data) {
-  validate_training(mc, tc, data);
-  check_memory(estimate_cpu_training(mc, tc, data.N), tc, data.N, data.T, host_available_bytes(), "the CPU training step",
-               "this machine");
+const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range) {
+  check_cpu_training(mc, tc, data, range);
   return mc;
 }
 
 }  // namespace
 
-CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data)
-    : layout_(preflight(mc, tc, data)), tc_(tc), data_(data), model_(layout_) {
+void check_cpu_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range, int members) {
+  validate_training(mc, tc, data, range);
+  MemoryEstimate e = estimate_cpu_training(mc, tc, data.N);
+  for (double* part : {&e.params, &e.activations, &e.workspaces, &e.batch, &e.other}) *part *= members;
+  check_memory(e, tc, data.N, data.T, host_available_bytes(),
+               members > 1 ? "the CPU training step of the population" : "the CPU training step", "this machine");
+}
+
+CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range)
+    : layout_(preflight(mc, tc, data, range)),
+      tc_(tc),
+      data_(data),
+      gather_(gather_params(tc, data, range)),
+      model_(layout_) {
   params_ = init_params(layout_, tc_.seed);
   grads_.assign(params_.size(), 0.0f);
   m_.assign(params_.size(), 0.0f);
@@ -37,7 +47,7 @@ CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel
 
 StepRecord CpuTrainer::step() {
   const ModelConfig& c = layout_.cfg;
-  const GatherParams g = gather_params(tc_, data_.N, data_.T, data_.F, data_.K);
+  const GatherParams& g = gather_;
   gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
   model_.forward(params_.data(), xb_.data(), g.B, tc_.L);
   const auto lr = model_.loss(yb_.data(), {g.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, tc_.burn_in,

@@ -9,14 +9,21 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_ref.h"
+#include "train/train_plan.h"
 #include "train/optim.h"
 #include "checkpoint/checkpoint.h"
 
 namespace mlalpha {
 
+// What the constructor checks before it allocates: the settings against the data and range, and the host
+// memory of `members` such trainers (a population on the CPU) against what this machine has available.
+void check_cpu_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range,
+                        int members = 1);
+
 class CpuTrainer {
  public:
-  CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data);
+  // Samples the time steps `range` of `data` (which must outlive the trainer).
+  CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {});
   // The same record the GPU trainer writes to its ring (train/optim.h).
   StepRecord step();
   const std::vector<float>& params() const { return params_; }
@@ -34,6 +41,7 @@ class CpuTrainer {
   ModelLayout layout_;
   TrainConfig tc_;
   const Panel& data_;
+  GatherParams gather_;
   RefModel<float> model_;
   std::vector<float> params_, grads_, m_, v_, xb_, yb_;
   std::vector<unsigned char> decay_;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -108,15 +109,15 @@ TEST_F(Cli, ResumeIsBitExact) {
   EXPECT_EQ(a.state.v, b.state.v);
 }
 
-// --save-every N saves the last checkpoint every N steps (run.save_every) with last.json; N < 0 is refused.
+// --save-every N saves the last checkpoint every N steps (run.save_every) with state.json; N < 0 is refused.
 TEST_F(Cli, SaveEverySavesAlongTheWay) {
   const std::string common = "train --device cpu --instruments 4 --timesteps 300 --features 3 --d-model 16 "
                              "--head-dim 8 -B 4 -L 32 --steps 40 --eval-every 0 --log-every 10 ";
   Result r = run(common + "--save-every 15 --stop-after 35 -o " + p("saves"));
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream f(p("saves/last.json"));
+  std::ifstream f(p("saves/state.json"));
   const std::string last((std::istreambuf_iterator<char>(f)), {});
-  EXPECT_NE(last.find("\"step\":30"), std::string::npos) << last;  // the last save before the stop at 35
+  EXPECT_NE(last.find("\"step\":35"), std::string::npos) << last;  // the save at the stop, after the one at 30
   EXPECT_EQ(load_checkpoint(p("saves/last.safetensors")).state.step, 35);
   r = run(common + "--save-every -1 -o " + p("neg"));
   EXPECT_NE(r.code, 0);
@@ -148,7 +149,7 @@ TEST_F(Cli, PopulationResumeIsBitExact) {
   }
   r = run(common + "--models 3 --resume " + p("half"));
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("train.models = 3 but the population was trained with 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train.models = 3 but the run was trained with 2"), std::string::npos) << r.out;
 }
 
 // --batch time (cross-sectional batches) with --loss ic trains and resumes bit-exactly; a --batch that is
@@ -211,8 +212,9 @@ std::string slurp(const std::string& path) {
 
 const char* kSmall = "train --device cpu --instruments 4 --features 3 --head-dim 8 -B 4 --warmup 2 --log-every 10 ";
 
-// Data-parallel runs (issue 23) that cannot start fail before anything is written: more --gpus than the host
-// has, --gpus inside a launcher's rank, a population across ranks, a rank without its GPU or its peers.
+// Data-parallel runs that cannot start fail before anything is written: more --gpus than the host has, --gpus
+// inside a launcher's rank, a rank without its GPU or its peers (a population too: it is no longer refused as
+// such, it needs the GPU like one model).
 TEST_F(Cli, DataParallelSetupErrors) {
   Result r = run(std::string(kSmall) + "--steps 20 --gpus 999 -o " + p("a"));
   EXPECT_NE(r.code, 0);
@@ -226,7 +228,8 @@ TEST_F(Cli, DataParallelSetupErrors) {
 
   r = run(std::string(kSmall) + "--steps 20 --models 2 -o " + p("c"), "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("data-parallel training of a population"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("population"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 0 of 2"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(p("c")));
 
   // No GPU (CI), or a GPU but no way to reach rank 1 (no MLALPHA_DIST_ID_FILE, MASTER_ADDR): an error either way.
@@ -273,7 +276,7 @@ TEST_F(Cli, ResumeIsGovernedByTheCheckpoint) {
   // Other data or another model: refused, naming the setting.
   Result r = run(std::string(kSmall) + "--steps 40 --noise 0.5" + small_model + " --resume " + p("run/last.safetensors") + " -o " + p("run"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("data.noise = 0.5 but the checkpoint was trained with"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data.noise = 0.5 but the run was trained with"), std::string::npos) << r.out;
   r = run(std::string(kSmall) + "--steps 40 --timesteps 300 -L 32 --d-model 32 --resume " + p("run/last.safetensors") + " -o " + p("run"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("model.d_model = 32"), std::string::npos) << r.out;
@@ -368,8 +371,9 @@ TEST_F(Cli, SigtermSavesTheLastCheckpoint) {
                           " > " + p("log") + " 2>&1 & pid=$!; sleep 3; kill -TERM $pid; wait $pid";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(p("log"));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << slurp(p("log"));
   EXPECT_NE(slurp(p("log")).find("interrupted at step"), std::string::npos) << slurp(p("log"));
+  EXPECT_NE(slurp(p("log")).find("stopped by SIGTERM at step"), std::string::npos) << slurp(p("log"));
   const Checkpoint c = load_checkpoint(p("run/last.safetensors"));
   EXPECT_GT(c.state.step, 0);
 }
@@ -576,13 +580,13 @@ TEST_F(Cli, PrecisionOption) {
   r = run("eval --device cpu --precision bf16 --checkpoint " + p("run/last.safetensors") + " --split valid");
   EXPECT_EQ(r.code, 0) << r.out;
 
-  // A population records it in population.json; its resume takes the older spelling as well.
+  // A population records it in run.json; its resume takes the older spelling as well.
   r = run(std::string(kSmall) + "--models 2 --steps 20 --stop-after 10 --timesteps 300 -o " + p("pop"));
   ASSERT_EQ(r.code, 0) << r.out;
   r = run("train --device cpu --set run.tf32=true --resume " + p("pop"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resume: train.precision: 'fp32' -> 'tf32' (set explicitly)"), std::string::npos) << r.out;
-  EXPECT_NE(slurp(p("pop/population.json")).find("precision = 'tf32'"), std::string::npos);
+  EXPECT_NE(slurp(p("pop/run.json")).find("precision = 'tf32'"), std::string::npos);
 }
 
 TEST_F(Cli, OutputComesBeforeTheError) {

@@ -292,7 +292,7 @@ TEST(CrossSection, CheckpointPredictsAsAtTheEndOfTraining) {
 namespace mlalpha {
 namespace {
 
-// A resume keeps the checkpoint's processing, also for a panel built in memory, and refuses another one.
+// A resume keeps the run's processing, also for a panel built in memory, and refuses another one.
 TEST(CrossSection, ResumeKeepsTheProcessing) {
   const fs::path dir = fs::temp_directory_path() / ("mlalpha_xs_resume_" + std::to_string(std::random_device{}()));
   auto config = [&](int steps, std::vector<std::string> extra) {
@@ -312,7 +312,7 @@ TEST(CrossSection, ResumeKeepsTheProcessing) {
   EXPECT_EQ(again.data.feature_norm, "rank");
   EXPECT_EQ(again.data.nan_fill, "mean");
   EXPECT_TRUE(contains(error_of([&] { resolve_run_config(config(6, {"data.feature_norm=\"zscore\""}), ck, nullptr); }),
-                       "data.feature_norm = 'zscore' but the checkpoint was trained with 'rank'"));
+                       "data.feature_norm = 'zscore' but the run was trained with 'rank'"));
   RunOptions opt;
   opt.resume = ck;
   EXPECT_EQ(run_training(config(6, {}), p, opt).folds.at(0).steps, 6);

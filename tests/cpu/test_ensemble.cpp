@@ -143,6 +143,7 @@ TEST_F(EnsembleTest, RefusalsSayWhatIsWrong) {
   const std::string missing = error_of([&] { Ensemble::load(run, EnsembleSelection::parse("member-01")); });
   EXPECT_TRUE(contains(missing, "member-01 has no checkpoint"));
   fs::remove(dir_ / "pop/leaderboard.csv");
+  fs::remove(dir_ / "pop/leaderboard.json");
   EXPECT_TRUE(contains(error_of([&] { Ensemble::load(run, EnsembleSelection::parse("top:1")); }), "which is missing"));
 }
 

@@ -1,5 +1,6 @@
-// Window planning and CPU prediction: every time step of the range is predicted exactly once, from a
-// window of the training length with at least burn_in steps of context where history allows.
+// Prediction plans and CPU prediction: the evaluation plan predicts every time step of the range exactly
+// once, from a window of the training length with at least burn_in steps of context where history allows;
+// any plan (here one window per date keeping its last row) runs through the same predictor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,9 +15,10 @@ namespace {
 TEST(Predict, WindowsCoverTheRangeOnce) {
   const Panel p = make_synthetic({3, 50, 2, 1, 0.1f, 1});
   for (auto [L, burn, t0, t1] : {std::tuple{10, 3, 0, 50}, {10, 0, 7, 31}, {50, 5, 0, 50}, {7, 6, 40, 50}, {1, 0, 0, 5}}) {
-    const PredictSpec s{L, burn, 4, t0, t1};
+    const WindowPlan plan = tiled_windows(p.N, p.T, L, burn, t0, t1);
+    EXPECT_NO_THROW(check_plan(plan));
     std::vector<int> hits(size_t(p.N) * p.T, 0);
-    for (const PredictWindow& w : plan_windows(p, s)) {
+    for (const PlanWindow& w : plan.windows) {
       ASSERT_GE(w.start, 0);
       ASSERT_LE(w.start + L, p.T);
       ASSERT_LE(w.start, w.keep_from);
@@ -36,7 +38,7 @@ TEST(Predict, WholeSeriesWindowEqualsOneForwardPass) {
   const ModelLayout lay(mc);
   const auto params = init_params(lay, 5);
   const Panel p = make_synthetic({2, 24, 2, 1, 0.1f, 3});
-  const auto pred = predict_cpu(lay, params, p, {24, 0, 3, 4, 24});
+  const auto pred = predict_cpu(lay, params, p, tiled_windows(2, 24, 24, 0, 4, 24), 3);
   RefModel<float> m(lay);
   const auto& out = m.forward(params.data(), p.x.data(), 2, 24);  // both instruments, full length
   for (int i = 0; i < 2; ++i)
@@ -50,17 +52,53 @@ TEST(Predict, WholeSeriesWindowEqualsOneForwardPass) {
     }
 }
 
-TEST(Predict, RejectsBadRanges) {
+// A plan of another shape: for each date t, the window of the C rows ending at t, keeping only its last row
+// (each date's score depends on that instrument's last C rows alone). Every kept row equals the last output
+// of a forward over exactly those rows.
+TEST(Predict, AnyPlanRunsThroughTheSamePredictor) {
+  ModelConfig mc;
+  mc.F = 2; mc.D = 16; mc.NL = 1; mc.P = 8; mc.N = 4; mc.Q = 8;
+  const ModelLayout lay(mc);
+  const auto params = init_params(lay, 9);
+  const Panel p = make_synthetic({3, 30, 2, 1, 0.1f, 4});
+  const int C = 8, t0 = 12, t1 = 30;
+  WindowPlan plan;
+  plan.N = p.N, plan.T = p.T, plan.L = C, plan.t0 = t0, plan.t1 = t1;
+  for (int i = 0; i < p.N; ++i)
+    for (int t = t0; t < t1; ++t) plan.windows.push_back({i, t - C + 1, t, t + 1});
+  EXPECT_NO_THROW(check_plan(plan));
+  const auto pred = predict_cpu(lay, params, p, plan, 5);  // 54 windows in tiles of 5: a short last tile
+  RefModel<float> m(lay);
+  for (int i = 0; i < p.N; ++i)
+    for (int t = 0; t < p.T; ++t) {
+      const float got = pred[size_t(i) * p.T + t];
+      if (t < t0) {
+        EXPECT_TRUE(std::isnan(got)) << "i=" << i << " t=" << t;
+        continue;
+      }
+      const auto& out = m.forward(params.data(), p.x.data() + (size_t(i) * p.T + t - C + 1) * p.F, 1, C);
+      EXPECT_EQ(got, out[size_t(C - 1)]) << "i=" << i << " t=" << t;
+    }
+}
+
+TEST(Predict, RejectsBadPlans) {
   ModelConfig mc;
   mc.F = 2;
   const ModelLayout lay(mc);
   const auto params = init_params(lay, 5);
   const Panel p = make_synthetic({2, 24, 2, 1, 0.1f, 3});
-  EXPECT_THROW(predict_cpu(lay, params, p, {30, 0, 4, 0, 24}), Error);  // L > T
-  EXPECT_THROW(predict_cpu(lay, params, p, {8, 8, 4, 0, 24}), Error);   // burn_in >= L
-  EXPECT_THROW(predict_cpu(lay, params, p, {8, 0, 4, 10, 30}), Error);  // past the end
+  EXPECT_THROW(tiled_windows(2, 24, 30, 0, 0, 24), Error);  // L > T
+  EXPECT_THROW(tiled_windows(2, 24, 8, 8, 0, 24), Error);   // burn_in >= L
+  EXPECT_THROW(tiled_windows(2, 24, 8, 0, 10, 30), Error);  // past the end
   const Panel wrong = make_synthetic({2, 24, 3, 1, 0.1f, 3});
-  EXPECT_THROW(predict_cpu(lay, params, wrong, {8, 0, 4, 0, 24}), Error);  // F differs
+  EXPECT_THROW(predict_cpu(lay, params, wrong, tiled_windows(2, 24, 8, 0, 0, 24), 4), Error);  // F differs
+  WindowPlan plan = tiled_windows(2, 24, 8, 0, 0, 24);
+  plan.windows[0].keep_to = plan.windows[0].start + 9;  // a kept row outside its window
+  EXPECT_THROW(predict_cpu(lay, params, p, plan, 4), Error);
+  plan = tiled_windows(2, 24, 8, 0, 0, 24);
+  plan.windows[1].instrument = 2;  // no such instrument
+  EXPECT_THROW(check_plan(plan), Error);
+  EXPECT_THROW(predict_cpu(lay, params, p, tiled_windows(2, 24, 8, 0, 0, 24), 0), Error);  // no batch
 }
 
 }  // namespace

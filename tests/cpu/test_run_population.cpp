@@ -131,10 +131,9 @@ TEST_F(Population, ASweptLearningRateTrainsAsTheSoloRunWithThatRate) {
   RunConfig cfg = config("sweep");
   cfg.sweep.lr = {1e-3f, 3e-3f};
   const RunResult r = run_training(cfg);
-  ASSERT_FALSE(r.members.empty());
-  if (r.members[0].settings.empty() || r.members[0].settings[0].first != "lr")
-    GTEST_SKIP() << "expand_population does not sweep yet (src/train/population_stub.cpp)";
   ASSERT_EQ(r.members.size(), 2u);
+  ASSERT_FALSE(r.members[1].settings.empty());
+  EXPECT_EQ(r.members[1].settings[0], (std::pair<std::string, std::string>{"lr", "0.003"}));
   RunConfig solo = config("solo", {"train.lr=3e-3"});
   run_training(solo);
   EXPECT_EQ(weights(dir_ / "solo/last.safetensors"), weights(fs::path(r.members[1].dir) / "last.safetensors"));
@@ -270,10 +269,10 @@ TEST_F(Population, StopAfterThenResumeEndsAsTheUninterruptedRunWithFrozenMembers
   for (const MemberResult& m : first.members) {
     frozen_before += m.early_stopped;
     EXPECT_EQ(Model::load(m.dir + "/last.safetensors").step(), m.early_stopped ? m.steps : 22) << m.name;
-    EXPECT_TRUE(fs::exists(fs::path(m.dir) / "member.json"));
+    EXPECT_TRUE(fs::exists(fs::path(m.dir) / "state.json"));
   }
   EXPECT_GE(frozen_before, 1) << "the property that a frozen member stays frozen is only tested when one froze";
-  EXPECT_TRUE(fs::exists(dir_ / "part/population.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "part/run.json"));
   std::map<std::string, std::string> frozen_jsonl;  // a frozen member's files stay as they were
   for (const MemberResult& m : first.members)
     if (m.early_stopped) frozen_jsonl[m.dir] = file_text(fs::path(m.dir) / "metrics.jsonl");
@@ -368,11 +367,11 @@ TEST_F(Population, AResumeSaysWhatIsWrong) {
   run_training(cfg, panel);
   RunOptions ro;
 
-  // A folder without a population.
+  // A folder without a run.
   fs::create_directories(dir_ / "empty");
   ro.resume = (dir_ / "empty").string();
   std::string e = error_of([&] { run_training(cfg, panel, ro); });
-  EXPECT_NE(e.find("no population"), std::string::npos) << e;
+  EXPECT_NE(e.find("holds no run"), std::string::npos) << e;
   // A setting that would change the members.
   RunConfig more = cfg;
   more.train.models = 3;

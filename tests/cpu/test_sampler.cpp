@@ -181,6 +181,28 @@ TEST(Sampler, TimeBatchCapIsDeterministicWithoutRepeats) {
   }
 }
 
+// A range of a panel read in place (t_begin, row_stride) gives the windows of a copy of that range alone, in
+// both batch modes; a range that does not fit its rows is refused.
+TEST(Sampler, ARangeReadInPlaceEqualsItsSlice) {
+  const Panel p = coded_panel(5, 80, 2, 1);
+  const Panel slice = slice_panel(p, 20, 70);
+  for (const int dates : {0, 3}) {
+    GatherParams g{5, 50, 2, 1, dates ? 9 : 6, 12, 7, dates, dates ? 3 : 0};
+    GatherParams in_place = g;
+    in_place.t_begin = 20;
+    in_place.row_stride = 80;
+    std::vector<float> xa(size_t(g.B) * g.L * 2), ya(size_t(g.B) * g.L), xb(xa.size()), yb(ya.size());
+    for (int64_t step : {0, 1, 17}) {
+      gather_batch(g, slice.x.data(), slice.y.data(), step, xa.data(), ya.data());
+      gather_batch(in_place, p.x.data(), p.y.data(), step, xb.data(), yb.data());
+      EXPECT_EQ(xa, xb) << "dates " << dates << " step " << step;
+      EXPECT_EQ(ya, yb) << "dates " << dates << " step " << step;
+    }
+    in_place.t_begin = 31;  // 31 + 50 > 80
+    EXPECT_THROW(gather_batch(in_place, p.x.data(), p.y.data(), 0, xb.data(), yb.data()), Error);
+  }
+}
+
 TEST(Sampler, TimeBatchShapeIsChecked) {
   const Panel p = coded_panel(4, 50, 1, 1);
   std::vector<float> xb(1000), yb(1000);

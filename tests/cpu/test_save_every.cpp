@@ -80,7 +80,8 @@ TEST_F(SaveEvery, ASoloRunCrashedBetweenSavesResumesBitExactly) {
   const std::vector<std::string> s = {"run.eval_every=5", "run.patience=3", "run.metric=\"mse\"", "train.log_every=1"};
   Bests full_bests, rest_bests;
   const RunResult full = run_training(config("full", s), recording(full_bests));
-  EXPECT_FALSE(fs::exists(dir_ / "full" / "last.json")) << "run.save_every = 0 saves only at the end, as before";
+  EXPECT_EQ(json_of(dir_ / "full" / "state.json").value("step", 0), full.folds.at(0).steps)
+      << "run.save_every = 0 saves only at the end";
 
   std::vector<std::string> with_saves = s;
   with_saves.push_back("run.save_every=10");
@@ -89,7 +90,7 @@ TEST_F(SaveEvery, ASoloRunCrashedBetweenSavesResumesBitExactly) {
   // The files of the save at step 10 are intact; steps 11..17 were logged after it.
   EXPECT_EQ(load_checkpoint((d / "last.safetensors").string()).state.step, 10);
   EXPECT_TRUE(fs::exists(d / "last.safetensors.optim.safetensors"));
-  EXPECT_EQ(json_of(d / "last.json").value("step", 0), 10);
+  EXPECT_EQ(json_of(d / "state.json").value("step", 0), 10);
   EXPECT_EQ(max_logged_step(d / "metrics.jsonl"), 17);
   ASSERT_EQ(json_of(d / "best.json").value("step", 0), 15)
       << "the case of a best after the last save is only tested when the validation at step 15 improved";
@@ -136,9 +137,9 @@ TEST_F(SaveEvery, APopulationCrashedBetweenSavesResumesBitExactly) {
   int finished_before = 0;
   for (const MemberResult& m : full.members) {
     const fs::path md = d / m.name;
-    const nlohmann::json st = json_of(md / "member.json");
+    const nlohmann::json st = json_of(md / "state.json");
     const int64_t saved = load_checkpoint((md / "last.safetensors").string()).state.step;
-    EXPECT_EQ(st.value("step", int64_t(-1)), saved) << m.name << ": member.json and last.safetensors agree";
+    EXPECT_EQ(st.value("step", int64_t(-1)), saved) << m.name << ": state.json and last.safetensors agree";
     if (m.early_stopped && m.steps <= 20) {
       ++finished_before;
       EXPECT_TRUE(st.value("early_stopped", false)) << m.name;

@@ -121,6 +121,18 @@ TEST(TrainCpu, SameSeedSameWeightsOtherSeedOther) {
   EXPECT_NE(a.params(), c.params());
 }
 
+// The trainer samples a range of the whole panel in place: the same weights as a trainer given that range alone.
+TEST(TrainCpu, ARangeOfThePanelTrainsAsItsSlice) {
+  TrainSetup s = overfit_setup();
+  const Panel whole = make_synthetic({4, 90, 4, 1, 0.1f, 12});
+  const Panel slice = slice_panel(whole, 25, 70);
+  s.tc.L = 16;
+  CpuTrainer a(s.mc, s.tc, whole, {25, 70}), b(s.mc, s.tc, slice);
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(a.step().loss, b.step().loss) << "step " << i + 1;
+  EXPECT_EQ(a.params(), b.params());
+  EXPECT_THROW(CpuTrainer(s.mc, s.tc, whole, {80, 90}), Error);  // 10 steps for a window of 16
+}
+
 TEST(TrainCpu, NonFiniteBatchIsSkipped) {
   TrainSetup s = overfit_setup();
   s.data.x[5] = std::numeric_limits<float>::infinity();  // every window of instrument 0 is poisoned

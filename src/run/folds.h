@@ -1,0 +1,59 @@
+#pragma once
+// The folds of a run: each fold's split, its checks and feature statistics (planned before any output), its
+// prepared panel (what its engine trains and predicts on), and how its predictions are windowed and scored.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/panel.h"
+#include "mlalpha/config.h"
+#include "mlalpha/eval.h"
+#include "mlalpha/metrics.h"
+#include "predict/window_plan.h"
+
+namespace mlalpha {
+
+struct FoldPlan {
+  int fold = 0;
+  Split split;
+  FeatureStats stats;
+  std::filesystem::path dir;  // out_dir/fold-k for walk-forward runs, out_dir otherwise
+};
+// Every fold of cfg's split on `panel`, checked (the training length, finite targets) and with its feature
+// statistics fitted.
+std::vector<FoldPlan> plan_folds(const RunConfig& cfg, const Panel& panel);
+
+// How the run scores predictions: run.quantiles, the periods per year, and the training-mean baseline.
+struct ScoreSpec {
+  int quantiles = 5;
+  double periods_per_year = NAN;
+  std::vector<double> train_mean;  // (K)
+};
+// The spec of a fold trained on `split`'s training range of `panel` (the raw panel: its time axis).
+ScoreSpec score_spec(const RunConfig& cfg, const Panel& panel, const Split& split);
+// Metrics of pred (N, T, K) against norm's targets over [t0, t1).
+MetricsResult score_range(const std::vector<float>& pred, const Panel& norm, const ScoreSpec& sc, int t0, int t1);
+
+// A fold ready to train: the panel processed as the data settings say with the fold's statistics (the whole
+// time axis: the engine samples its training range and predicts the others from it), and its scoring.
+struct FoldData {
+  const FoldPlan* plan = nullptr;
+  Panel norm;
+  ScoreSpec sc;
+  double prepare_seconds = 0;
+};
+FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan);
+
+// The windows a model of `tc` predicts [t0, t1) of a panel of N × T with: the evaluation windows of
+// docs/config.md (predict/window_plan.h's tiled_windows).
+WindowPlan evaluation_plan(const TrainConfig& tc, int N, int T, int t0, int t1);
+// The range a fold's summaries score: its test range, or the validation range without one.
+TimeRange scored_range(const Split& s);
+
+// "1.23 s": for the progress messages of long preparations.
+std::string seconds_text(double seconds);
+std::string seconds_text(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b);
+
+}  // namespace mlalpha

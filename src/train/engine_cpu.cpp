@@ -1,0 +1,64 @@
+// The CPU engine: one CpuTrainer per member, stepped in turn. Members share nothing but the panels they read,
+// so each member's steps are bitwise those of the same model trained alone.
+#include <map>
+
+#include "core/error.h"
+#include "predict/predict.h"
+#include "train/engine.h"
+#include "train/trainer_cpu.h"
+
+namespace mlalpha {
+
+namespace {
+
+TrainPoint to_point(const StepRecord& r) { return {r.step, r.loss, r.lr, r.grad_norm, r.skipped != 0}; }
+
+class CpuEngine : public Engine {
+ public:
+  CpuEngine(const ModelConfig& mc, const std::vector<EngineMember>& members) : members_(members) {
+    for (const EngineMember& m : members)
+      trainers_.push_back(std::make_unique<CpuTrainer>(mc, m.train, *m.panel, m.range));
+    recent_.resize(members.size());
+    frozen_.assign(members.size(), false);
+  }
+  const char* name() const override { return "cpu"; }
+  int members() const override { return int(trainers_.size()); }
+  void step() override {
+    for (size_t m = 0; m < trainers_.size(); ++m) {
+      if (frozen_[m]) continue;
+      const StepRecord r = trainers_[m]->step();
+      recent_[m][r.step] = to_point(r);
+    }
+  }
+  TrainPoint point(int m, int64_t s) override {
+    auto& recent = recent_.at(size_t(m));
+    auto it = recent.find(s);
+    require(it != recent.end(), "member " + std::to_string(m) + ": no record of step " + std::to_string(s));
+    const TrainPoint p = it->second;
+    recent.erase(recent.begin(), std::next(it));
+    return p;
+  }
+  std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) override {
+    const CpuTrainer& tr = *trainers_.at(size_t(m));
+    const EngineMember& em = members_[size_t(m)];
+    return predict_cpu(tr.layout(), params ? *params : tr.params(), *em.panel, plan,
+                       em.train.windows_per_step(em.panel->N));
+  }
+  TrainState state(int m) override { return trainers_.at(size_t(m))->state(); }
+  void load_state(int m, const TrainState& s) override { trainers_.at(size_t(m))->load_state(s); }
+  void freeze(int m) override { frozen_.at(size_t(m)) = true; }
+
+ private:
+  std::vector<EngineMember> members_;
+  std::vector<std::unique_ptr<CpuTrainer>> trainers_;  // (E)
+  std::vector<std::map<int64_t, TrainPoint>> recent_;  // (E): the records since each member's last read
+  std::vector<bool> frozen_;                           // (E)
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members) {
+  return std::make_unique<CpuEngine>(mc, members);
+}
+
+}  // namespace mlalpha
