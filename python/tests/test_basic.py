@@ -206,8 +206,13 @@ def test_fit_writes_run_folder(tmp_path, arrays):
     r = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), out_dir=tmp_path / "run")
     assert r.dir == str(tmp_path / "run")
     assert (tmp_path / "run" / "best.safetensors").exists() and (tmp_path / "run" / "metrics.jsonl").exists()
-    with pytest.raises(ValueError, match="overwrite"):
-        mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), out_dir=tmp_path / "run", overwrite=False)
+    # An existing run is refused by default, as by the command; overwrite=True replaces it.
+    before = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+    with pytest.raises(ValueError, match="overwrite=True"):
+        mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), out_dir=tmp_path / "run")
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
+    r2 = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), out_dir=tmp_path / "run", overwrite=True)
+    assert r2.dir == str(tmp_path / "run") and r2.last is not None
 
 
 def test_fit_rejects_bad_input(arrays):

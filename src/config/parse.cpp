@@ -300,6 +300,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   std::error_code ec;
   require(fs::exists(path, ec), path + ": no such config file");
   require(!fs::is_directory(path, ec), path + ": is a directory, expected a TOML config file");
+  require(fs::is_regular_file(path, ec), path + ": is not a regular file (a device, FIFO or socket), expected a TOML "
+                                         "config file");
   std::ifstream in(path, std::ios::binary);
   require(bool(in), path + ": cannot open the config file");
   std::stringstream ss;

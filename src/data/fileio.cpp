@@ -13,15 +13,24 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-}  // namespace
-
-size_t regular_file_size(const std::string& path) {
+// Refuses what is not a regular file before opening it: a directory, and a device, FIFO or socket, which could
+// block the open (a FIFO without a writer) or never end (/dev/urandom).
+void require_regular(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) throw Error(path + ": no such file");
   if (fs::is_directory(st)) throw Error(path + ": is a directory, expected a file");
-  if (!fs::is_regular_file(st)) throw Error(path + ": is not a regular file");
+  if (!fs::is_regular_file(st))
+    throw Error(path + ": is not a regular file (a device, FIFO or socket), expected a file of data");
+}
+
+}  // namespace
+
+size_t regular_file_size(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  require_regular(path);
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) throw Error(path + ": cannot read its size: " + ec.message());
   if (size == 0) throw Error(path + ": file is empty");
@@ -29,14 +38,10 @@ size_t regular_file_size(const std::string& path) {
 }
 
 std::string read_file_bytes(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) throw Error(path + ": no such file");
-  if (fs::is_directory(st)) throw Error(path + ": is a directory, expected a file");
+  require_regular(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open for reading: " + errno_text());
-  // Read through the stream rather than trusting the size from stat (a FIFO or /proc file reports 0).
+  // Read to the end rather than trusting the size from stat (the file may grow while it is read).
   std::string bytes;
   char buf[1 << 16];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) bytes.append(buf, size_t(in.gcount()));

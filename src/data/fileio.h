@@ -10,7 +10,8 @@
 namespace mlalpha {
 
 // The bytes of a regular, non-empty file. Errors: "<path>: no such file", "<path>: is a directory, expected
-// a file", "<path>: file is empty", "<path>: cannot read: <reason>".
+// a file", "<path>: is not a regular file (a device, FIFO or socket) ..." (checked before opening: a FIFO
+// would block, /dev/urandom never end), "<path>: file is empty", "<path>: cannot read: <reason>".
 std::string read_file_bytes(const std::string& path);
 
 // The size of a regular, non-empty file, with the same errors as read_file_bytes.

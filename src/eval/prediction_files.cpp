@@ -1,6 +1,7 @@
 // Prediction files, <prefix>.npy and <prefix>.csv (include/mlalpha/eval.h).
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -40,11 +41,18 @@ PredictionFiles write_predictions(const std::string& prefix, const Panel& p, con
               std::to_string(p.T));
   require(0 <= range.t0 && range.t0 <= range.t1 && range.t1 <= p.T, "write_predictions: the range " +
                                                                        range_text(p, range) + " is outside [0, T)");
+  for (const std::string& target : {prefix + ".npy", prefix + ".csv"}) {  // what the renames below replace
+    std::error_code ec;
+    const auto st = std::filesystem::symlink_status(target, ec);
+    require(!std::filesystem::exists(st) || std::filesystem::is_regular_file(st),
+            target + ": exists and is not a regular file; the predictions would not replace it");
+  }
   const bool folds = !fold_of_time.empty();
   PredictionFiles out{prefix + ".npy", prefix + ".csv", 0};
   std::string csv = folds ? "time,instrument,fold,observed" : "time,instrument,observed";
-  for (int k = 0; k < p.K; ++k) csv += "," + csv_cell("pred_" + label(p.target_names, k));
-  for (int k = 0; k < p.K; ++k) csv += "," + csv_cell("target_" + label(p.target_names, k));
+  // Built with append: GCC 12 reports a false -Wrestrict on "literal" + std::string&&.
+  for (int k = 0; k < p.K; ++k) csv.append(",").append(csv_cell(std::string("pred_").append(label(p.target_names, k))));
+  for (int k = 0; k < p.K; ++k) csv.append(",").append(csv_cell(std::string("target_").append(label(p.target_names, k))));
   csv += "\n";
   for (int t = range.t0; t < range.t1; ++t)
     for (int i = 0; i < p.N; ++i) {

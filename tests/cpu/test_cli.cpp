@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -366,16 +367,75 @@ TEST_F(Cli, EvalWarnsWhenTheRangeOverlapsTheTrainingRange) {
   EXPECT_NE(r.out.find("warning: the predicted all range [0, 400) overlaps"), std::string::npos) << r.out;
 }
 
-TEST_F(Cli, SigtermSavesTheLastCheckpoint) {
-  const std::string cmd = std::string(MLALPHA_BIN) + " " + kSmall + "--steps 1000000 --eval-every 0 -o " + p("run") +
-                          " > " + p("log") + " 2>&1 & pid=$!; sleep 3; kill -TERM $pid; wait $pid";
+// SIGTERM and SIGHUP (a closed terminal) end a run like Ctrl-C: the current step finishes, `last` is saved, and
+// stderr says so and how to continue; the exit status is 128 + the signal.
+TEST_F(Cli, SigtermAndSighupSaveTheLastCheckpoint) {
+  for (const int sig : {SIGTERM, SIGHUP}) {
+    const std::string name = sig == SIGTERM ? "TERM" : "HUP", out = p("run" + name);
+    const std::string cmd = std::string(MLALPHA_BIN) + " " + kSmall + "--steps 1000000 --eval-every 0 -o " + out +
+                            " > " + p("log") + " 2>&1 & pid=$!; sleep 3; kill -" + name + " $pid; wait $pid";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << slurp(p("log"));
+    EXPECT_NE(slurp(p("log")).find("interrupted at step"), std::string::npos) << slurp(p("log"));
+    EXPECT_NE(slurp(p("log")).find("stopped by SIG" + name), std::string::npos) << slurp(p("log"));
+    EXPECT_NE(slurp(p("log")).find("--resume " + out), std::string::npos) << slurp(p("log"));
+    const Checkpoint c = load_checkpoint(out + "/last.safetensors");
+    EXPECT_GT(c.state.step, 0);
+  }
+}
+
+// `train ... | head -n 5`: the closed output does not kill the run; it saves `last`, stops writing to stdout and
+// says so on stderr.
+TEST_F(Cli, AClosedOutputEndsTheRunSavingTheLastCheckpoint) {
+  const std::string cmd = "bash -c '" + std::string(MLALPHA_BIN) + " " + kSmall +
+                          "--steps 1000000 --eval-every 0 -o " + p("run") + " 2> " + p("err") +
+                          " | head -n 5 > " + p("head") + "; exit ${PIPESTATUS[0]}'";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << slurp(p("log"));
-  EXPECT_NE(slurp(p("log")).find("interrupted at step"), std::string::npos) << slurp(p("log"));
-  EXPECT_NE(slurp(p("log")).find("stopped by SIGTERM at step"), std::string::npos) << slurp(p("log"));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGPIPE) << slurp(p("err"));
+  EXPECT_NE(slurp(p("err")).find("stopped by SIGPIPE (the output was closed) at step"), std::string::npos)
+      << slurp(p("err"));
+  const std::string head = slurp(p("head"));
+  EXPECT_EQ(std::count(head.begin(), head.end(), '\n'), 5) << head;
   const Checkpoint c = load_checkpoint(p("run/last.safetensors"));
   EXPECT_GT(c.state.step, 0);
+  EXPECT_FALSE(fs::exists(p("run/run.lock")));
+}
+
+// Two runs started together into one new folder: one trains, the other is refused (the folder is locked, or
+// by the time it looks, holds a run); the log holds one run's records.
+TEST_F(Cli, TwoRunsIntoOneFolderCannotBothWriteIt) {
+  const std::string one = std::string(MLALPHA_BIN) + " " + kSmall + "--steps 200 --eval-every 0 -o " + p("run");
+  const std::string cmd = "bash -c '" + one + " > " + p("a") + " 2>&1 & a=$!; " + one + " > " + p("b") +
+                          " 2>&1 & b=$!; wait $a; ra=$?; wait $b; rb=$?; echo $ra $rb > " + p("codes") + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string codes = slurp(p("codes"));
+  EXPECT_TRUE(codes == "0 1\n" || codes == "1 0\n") << codes << slurp(p("a")) << slurp(p("b"));
+  const std::string refused = codes == "0 1\n" ? slurp(p("b")) : slurp(p("a"));
+  EXPECT_TRUE(refused.find("is in use by process") != std::string::npos ||
+              refused.find("already holds a run") != std::string::npos)
+      << refused;
+  std::ifstream jsonl(p("run/metrics.jsonl"));
+  int steps = 0;
+  for (std::string line; std::getline(jsonl, line);) steps += line.find("\"loss\"") != std::string::npos;
+  EXPECT_EQ(steps, 200) << "every step once";
+}
+
+// Flag values are taken as typed: a path with a backslash stays one (TOML would read \t as a tab), as does a
+// bare word given with --set.
+TEST_F(Cli, FlagValuesAreTakenVerbatim) {
+  const std::string odd = p("runs\\test");  // runs\test
+  Result r = run(std::string(kSmall) + "--steps 5 --eval-every 0 -o '" + odd + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "runs\\test" / "last.safetensors"));
+  EXPECT_FALSE(fs::exists(dir_ / "runs\ttest"));
+  r = run(std::string(kSmall) + "--steps 5 --eval-every 0 --set 'run.out_dir=" + p("set\\dir") + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "set\\dir" / "last.safetensors"));
+  r = run(std::string(kSmall) + "--steps 5 --lr 1e-400 -o " + p("tiny"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--lr"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, CountsThatOverflowAreRefused) {
