@@ -17,7 +17,7 @@ namespace mlalpha {
 namespace {
 
 // S, M, L: DESIGN section 5. W256, W16K, W64K: 65,536 tokens a step with D 256 and 4 layers as 256 windows
-// of 256, 4 of 16,384 and 1 of 65,536 (issue 22's long-window case: the SSD's parallelism over B·H).
+// of 256, 4 of 16,384 and 1 of 65,536 (the long-window case: one window's length against the SSD's parallelism over B·H).
 constexpr BenchShape kShapes[] = {{"S", 64, 256, 32, 128, 4, 64, 32, 64},
                                   {"M", 32, 512, 64, 256, 6, 64, 64, 128},
                                   {"L", 8, 2048, 64, 1024, 8, 128, 64, 256},

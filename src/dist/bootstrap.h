@@ -1,5 +1,5 @@
 #pragma once
-// Where this process stands in a multi-process run (issue 23): its rank, the world size and its GPU on the
+// Where this process stands in a multi-process run (docs/multi-gpu.md): its rank, the world size and its GPU on the
 // host, read from the variables the usual launchers set; and the hand-over of NCCL's unique id (made by
 // ncclGetUniqueId on rank 0, 128 opaque bytes) that every rank's ncclCommInitRank needs, through a shared
 // file or over TCP. Nothing here calls NCCL or CUDA: the id is bytes, so all of it runs, and is tested,

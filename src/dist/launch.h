@@ -1,5 +1,5 @@
 #pragma once
-// `--gpus N` on one host (issue 23): N processes, one per GPU, exactly as on several hosts — NCCL's model,
+// `--gpus N` on one host: N processes, one per GPU, exactly as on several hosts — NCCL's model,
 // and the one the engine's communicator expects (one device per process; see docs/decisions.md). The
 // launching process re-executes its own binary N times with the same arguments and the variables torchrun
 // would set, waits for all of them, and stops the rest as soon as one fails.

@@ -1,5 +1,5 @@
 #pragma once
-// NCCL for data-parallel training (issue 23): the library loaded at run time, a communicator per process
+// NCCL for data-parallel training (docs/multi-gpu.md): the library loaded at run time, a communicator per process
 // (one GPU each), the in-place gradient all-reduce (legal inside CUDA graph capture), and a bounded wait
 // that turns a dead or hung peer into an error instead of a hang.
 //

@@ -658,7 +658,7 @@ TEST_F(Cli, OutputComesBeforeTheError) {
   EXPECT_TRUE(data_line == std::string::npos || data_line < error) << r.out;
 }
 
-// The long-window cases of bench (issue 22): 65,536 tokens a step, D 256, 4 layers, in three window shapes;
+// The long-window cases of bench: 65,536 tokens a step, D 256, 4 layers, in three window shapes;
 // an unknown name lists every configuration.
 TEST(BenchShapes, LongWindowCasesHoldOneTokenCount) {
   for (const char* name : {"W256", "W16K", "W64K"}) {

@@ -1,4 +1,4 @@
-// The bf16 mode's conversions (issue 21): every place that writes a bf16 GEMM operand must store exactly
+// The bf16 mode's conversions: every place that writes a bf16 GEMM operand must store exactly
 // bf16_round (core/bf16.h, round to nearest even) of the fp32 value the fp32 path computes, so each is
 // checked bitwise against the fp32 kernel's output rounded on the host: the cast op (ties, subnormals,
 // ±Inf, NaN, unaligned tails), RMSNorm's forward and its backward's dx copy, the gated norm's forward, and

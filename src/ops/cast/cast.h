@@ -1,5 +1,5 @@
 #pragma once
-// fp32 → bf16 conversion (round to nearest even), the bf16 mode's only standalone cast (issue 21): the
+// fp32 → bf16 conversion (round to nearest even), the bf16 mode's only standalone cast: the
 // model's input batch, the loss gradient and in_proj's dy (whose three producers write fp32 column slices of
 // one buffer) become GEMM operands, and a fresh or loaded set of weights gets its bf16 copy (the optimizer
 // keeps it current afterwards). CPU: bf16_round (core/bf16.h) is the same rounding, the oracle.

@@ -104,7 +104,7 @@ __device__ __forceinline__ void store_quads(float* __restrict__ row, int n, int 
 }
 
 // The same store rounding each value to bf16 (round to nearest even): the bf16 GEMM operands the norms write
-// in bf16 precision (issue 21). kVec: one 8-byte store per quad (n % 4 == 0, row 8-byte aligned).
+// in bf16 precision (docs/decisions.md, "bf16"). kVec: one 8-byte store per quad (n % 4 == 0, row 8-byte aligned).
 template <bool kVec, int kThreads, int kQuads>
 __device__ __forceinline__ void store_quads(__nv_bfloat16* __restrict__ row, int n, int lane,
                                             const float (&v)[kQuads][4]) {

@@ -110,7 +110,7 @@ size_t linear_bwd_workspace_floats(const LinearParams& p);
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputs<float>& in, const float* dy,
                 const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer = nullptr);
 
-// The bf16 forms (issue 21, docs/decisions.md "bf16"): bf16 x and w on the tensor cores' bf16 path with
+// The bf16 forms (docs/decisions.md "bf16"): bf16 x and w on the tensor cores' bf16 path with
 // fp32 accumulation, fp32 outputs (y, dx, dw), fp32 bias; same GEMMs, layouts and plan rules as the fp32
 // launchers above (cuBLASLt only: its bf16 kernels run at the bf16 rate; the 3xTF32 kernel is fp32-only).
 struct LinearInputsBf16 {
