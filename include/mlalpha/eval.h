@@ -2,6 +2,7 @@
 // Predictions scored and written: the metrics of predictions over a time range of a panel, the long-short
 // plot, and the prediction files (.npy + .csv) that predict, a walk-forward run and a population's ensemble
 // leave (docs/metrics.md).
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct ScoreOptions {
 
 // Metrics of predictions (N, T, K) against the panel's targets over `range` (docs/metrics.md).
 MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options = {});
+// The same with the training-mean baseline given (K values, or none) and the periods per year as they are.
+MetricsResult score_with_mean(const std::vector<float>& pred, const Panel& p, TimeRange range, int quantiles,
+                              double periods_per_year, std::span<const double> train_mean);
 // The periods per year the options give: options.periods_per_year when > 0, else periods_per_year(p).
 double score_periods_per_year(const Panel& p, const ScoreOptions& options);
 // Writes the cumulative long-short plot of `r` (docs/metrics.md, "Long-short plot") as an SVG, atomically:

@@ -17,6 +17,7 @@
 
 #include "config/toml.h"
 #include "core/error.h"
+#include "core/shortest.h"
 #include "mlalpha/config.h"
 
 namespace mlalpha::config_detail {
@@ -24,9 +25,7 @@ namespace mlalpha::config_detail {
 // The shortest text that reads back to v (0.1, 1.0000001), for messages.
 template <typename F>
 std::string shortest(F v) {
-  char buf[40];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
+  return shortest_text(v);
 }
 
 // Where each value came from, for messages: "file:line", or the override's own text.

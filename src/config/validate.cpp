@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/shortest.h"
 #include "data/csv.h"
 #include "data/normalize.h"
 #include "mlalpha/config.h"
@@ -15,12 +16,7 @@ namespace mlalpha {
 
 namespace {
 
-// A float as the user would write it: the shortest text that reads back to the same float.
-std::string num(float v) {
-  char buf[40];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
+std::string num(float v) { return shortest_text(v); }
 
 // "sweep.lr[2]": the entry of a sweep list a message names.
 std::string entry(const char* key, size_t i) { return std::string("sweep.") + key + "[" + std::to_string(i) + "]"; }

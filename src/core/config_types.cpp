@@ -6,17 +6,12 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/shortest.h"
 
 namespace mlalpha {
 namespace {
 
-// A float as the user would write it: the shortest text that reads back to the same float (1e-09, 0.1),
-// not std::to_string's six decimals (-0.000000).
-std::string num(float v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
+std::string num(float v) { return shortest_text(v); }
 
 template <typename T>
 void positive(const char* name, T v) {

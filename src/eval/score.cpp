@@ -37,7 +37,8 @@ double score_periods_per_year(const Panel& p, const ScoreOptions& o) {
   return o.periods_per_year > 0 ? o.periods_per_year : periods_per_year(p);
 }
 
-MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options) {
+MetricsResult score_with_mean(const std::vector<float>& pred, const Panel& p, TimeRange range, int quantiles,
+                              double periods_per_year, std::span<const double> train_mean) {
   MetricsInput in;
   in.pred = pred;
   in.y = p.y;
@@ -46,12 +47,16 @@ MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange ra
   in.K = p.K;
   in.t0 = range.t0;
   in.t1 = range.t1;
-  in.quantiles = options.quantiles;
-  in.periods_per_year = score_periods_per_year(p, options);
+  in.quantiles = quantiles;
+  in.periods_per_year = periods_per_year;
+  in.train_mean = train_mean;
+  return compute_metrics(in);
+}
+
+MetricsResult score(const std::vector<float>& pred, const Panel& p, TimeRange range, const ScoreOptions& options) {
   std::vector<double> base;
   if (!options.train.empty()) base = target_means(p.y, p.N, p.T, p.K, options.train.t0, options.train.t1);
-  in.train_mean = base;
-  return compute_metrics(in);
+  return score_with_mean(pred, p, range, options.quantiles, score_periods_per_year(p, options), base);
 }
 
 TimeRange split_range(const Split& s, const std::string& split, int T) {

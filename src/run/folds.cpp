@@ -48,18 +48,7 @@ ScoreSpec score_spec(const RunConfig& cfg, const Panel& panel, const Split& spli
 }
 
 MetricsResult score_range(const std::vector<float>& pred, const Panel& norm, const ScoreSpec& sc, int t0, int t1) {
-  MetricsInput in;
-  in.pred = pred;
-  in.y = norm.y;
-  in.N = norm.N;
-  in.T = norm.T;
-  in.K = norm.K;
-  in.t0 = t0;
-  in.t1 = t1;
-  in.quantiles = sc.quantiles;
-  in.periods_per_year = sc.periods_per_year;
-  in.train_mean = sc.train_mean;
-  return compute_metrics(in);
+  return score_with_mean(pred, norm, {t0, t1}, sc.quantiles, sc.periods_per_year, sc.train_mean);
 }
 
 FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan) {

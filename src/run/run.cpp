@@ -213,34 +213,38 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   return result;
 }
 
+// The settings a run uses: the caller's, or a resume's (its run's record with the caller's allowed changes).
+struct Resolved {
+  std::optional<ResumeSource> src;
+  std::vector<std::string> changes;
+  RunConfig cfg;
+};
+Resolved resolve(const RunConfig& config, const RunOptions& options) {
+  Resolved r;
+  r.cfg = config;
+  if (options.resume.empty()) return r;
+  r.src = locate_resume(options.resume);
+  r.cfg = resolve_resume(config, options.resume, *r.src, &r.changes);
+  return r;
+}
+
 }  // namespace
 
 RunResult run_training(const RunConfig& config, const RunOptions& options) {
-  std::optional<ResumeSource> src;
-  std::vector<std::string> changes;
-  RunConfig cfg = config;
-  if (!options.resume.empty()) {
-    src = locate_resume(options.resume);
-    cfg = resolve_resume(config, options.resume, *src, &changes);
-  }
+  const Resolved r = resolve(config, options);
+  const RunConfig& cfg = r.cfg;
   cfg.validate();  // every setting before the data is read (F and K are checked again against the data)
   const auto t0 = std::chrono::steady_clock::now();
   const Panel panel = load_panel(cfg.data);
   const double read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   RunOptions o = options;
   o.panel_from_config = true;
-  return run_resolved(cfg, changes, panel, o, src ? &*src : nullptr, read_seconds);
+  return run_resolved(cfg, r.changes, panel, o, r.src ? &*r.src : nullptr, read_seconds);
 }
 
 RunResult run_training(const RunConfig& config, const Panel& panel, const RunOptions& options) {
-  std::optional<ResumeSource> src;
-  std::vector<std::string> changes;
-  RunConfig cfg = config;
-  if (!options.resume.empty()) {
-    src = locate_resume(options.resume);
-    cfg = resolve_resume(config, options.resume, *src, &changes);
-  }
-  return run_resolved(cfg, changes, panel, options, src ? &*src : nullptr, -1);
+  const Resolved r = resolve(config, options);
+  return run_resolved(r.cfg, r.changes, panel, options, r.src ? &*r.src : nullptr, -1);
 }
 
 }  // namespace mlalpha

@@ -64,8 +64,8 @@ void check_engine(const ModelConfig& mc, const std::vector<EngineMember>& member
 }
 
 std::unique_ptr<Engine> make_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                    const std::vector<std::string>& names, const EngineOptions& o) {
-  check_engine(mc, members, names, o);
+                                    const EngineOptions& o) {
+  require(!members.empty(), "an engine needs at least one member");
   if (engine_on_gpu(o)) return make_gpu_engine(mc, members, o);
   return make_cpu_engine(mc, members);
 }

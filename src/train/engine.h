@@ -72,13 +72,16 @@ class Engine {
 
 // Whether `device` trains on the GPU; with a data-parallel session it must.
 bool engine_on_gpu(const EngineOptions& o);
-// What make_engine checks before it allocates: every member against its panel and range (messages start
-// with the member's name, names[m], when the engine has several) and, on the GPU, the memory, refusing a
-// population that does not fit with the number of members that would.
+// The checks of an engine without building it, for a run to make before it touches its folder: every member
+// against its panel and range (messages start with the member's name, names[m], when the engine has several)
+// and the memory (device or host), refusing a population that does not fit with the number of members that
+// would.
 void check_engine(const ModelConfig& mc, const std::vector<EngineMember>& members, const std::vector<std::string>& names,
                   const EngineOptions& o);
+// The engine; its trainers check their settings and memory again before they allocate (a class that owns
+// memory cannot rely on its caller's checks).
 std::unique_ptr<Engine> make_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                    const std::vector<std::string>& names, const EngineOptions& o);
+                                    const EngineOptions& o);
 
 // The two implementations (engine_cpu.cpp, engine_gpu.cpp), checked already.
 std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members);

@@ -61,6 +61,8 @@ struct GpuTrainerOptions {
 // share a panel, which is then held on the device once; it must outlive the constructor only). The whole panel
 // goes to the device, so predictions (predict()) read any range of it in place.
 struct PopulationMember {
+  PopulationMember() = default;
+  PopulationMember(const TrainConfig& t, const Panel* d, TrainRange r = {}) : train(t), data(d), range(r) {}
   TrainConfig train;
   const Panel* data = nullptr;
   TrainRange range;  // the training range of `data` (default: all of it)
