@@ -53,16 +53,6 @@ ojson metrics_json(const Metrics& m) {
   return j;
 }
 
-// The scalar fields of Metrics by their names in metric_names().
-const std::vector<std::pair<std::string, double Metrics::*>>& scalar_fields() {
-  static const std::vector<std::pair<std::string, double Metrics::*>> f = {
-      {"mse", &Metrics::mse},           {"ic", &Metrics::ic},           {"rank_ic", &Metrics::rank_ic},
-      {"icir", &Metrics::icir},         {"dir_acc", &Metrics::dir_acc}, {"ls_mean", &Metrics::ls_mean},
-      {"ls_std", &Metrics::ls_std},     {"ls_sharpe", &Metrics::ls_sharpe}, {"turnover", &Metrics::turnover},
-      {"mse_zero", &Metrics::mse_zero}, {"mse_mean", &Metrics::mse_mean}};
-  return f;
-}
-
 // Mean (or sample std) over the folds with a test result of each finite value.
 Metrics fold_stat(const std::vector<FoldReport>& folds, bool stdev) {
   auto stat = [&](auto value) {
@@ -82,7 +72,7 @@ Metrics fold_stat(const std::vector<FoldReport>& folds, bool stdev) {
     return std::sqrt(ss / double(v.size() - 1));
   };
   Metrics out;
-  for (const auto& [name, field] : scalar_fields()) out.*field = stat([&](const Metrics& m) { return m.*field; });
+  for (const MetricInfo& info : metric_table()) out.*info.field = stat([&](const Metrics& m) { return m.*info.field; });
   size_t Q = 0;
   for (const FoldReport& f : folds)
     if (f.has_test) Q = std::max(Q, f.test.mean.quantile_means.size());
@@ -112,8 +102,8 @@ Metrics metrics_from_json_text(const std::string& text) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   Metrics m;
   auto num = [&](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
-  for (const auto& [name, field] : scalar_fields())
-    m.*field = j.is_object() && j.contains(name) ? num(j[name]) : std::nan("");
+  for (const MetricInfo& info : metric_table())
+    m.*info.field = j.is_object() && j.contains(info.name) ? num(j[info.name]) : std::nan("");
   if (!j.is_object()) return m;
   if (j.contains("quantile_means") && j["quantile_means"].is_array())
     for (const auto& v : j["quantile_means"]) m.quantile_means.push_back(num(v));
