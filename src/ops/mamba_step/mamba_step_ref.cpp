@@ -1,6 +1,7 @@
 // CPU references of one bar's recurrent pieces (mamba_step.h): the conv step and the SSM step. Each performs
 // the full-sequence reference's arithmetic at one position, in the same order (conv1d_ref.cpp, ssd_ref.cpp),
 // so a sequence of steps reproduces the forward.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -30,9 +31,12 @@ void conv_step(int M, int C, int W, int ld_x, const T* xnew, const T* w, const T
   }
 }
 
+// Rows p are taken kRows at a time so that their sums over n, each in the recurrence's order, run side by side
+// as independent dependency chains (one chain at a time waits on the adder's latency at every n).
 template <typename T>
 void ssd_step(const StepDims& d, int M, int ld, const T* x, const T* delta, const T* A_log, const T* Bm,
               const T* Cm, const T* Dskip, T* state, T* y, const uint8_t* commit) {
+  constexpr int kRows = 8;
   for (int m = 0; m < M; ++m) {
     const bool keep = commit == nullptr || commit[m] != 0;
     const T* xr = x + size_t(m) * ld;
@@ -43,15 +47,19 @@ void ssd_step(const StepDims& d, int M, int ld, const T* x, const T* delta, cons
       const T A = -std::exp(A_log[h]);
       const T dt = delta[size_t(m) * d.H + h], a = std::exp(dt * A);
       T* s = state + (size_t(m) * d.H + h) * d.P * d.N;  // (P, N)
-      for (int p = 0; p < d.P; ++p) {
-        const T xv = xr[size_t(h) * d.P + p], dx = dt * xv;
-        T acc = 0;
-        for (int n = 0; n < d.N; ++n) {
-          const T sv = a * s[size_t(p) * d.N + n] + dx * B[n];
-          if (keep) s[size_t(p) * d.N + n] = sv;
-          acc += sv * Cv[n];
-        }
-        y[(size_t(m) * d.H + h) * d.P + p] = acc + Dskip[h] * xv;
+      for (int p0 = 0; p0 < d.P; p0 += kRows) {
+        const int rows = std::min(kRows, d.P - p0);
+        T acc[kRows] = {}, dx[kRows] = {};
+        for (int j = 0; j < rows; ++j) dx[j] = dt * xr[size_t(h) * d.P + p0 + j];
+        for (int n = 0; n < d.N; ++n)
+          for (int j = 0; j < rows; ++j) {
+            T& sn = s[size_t(p0 + j) * d.N + n];
+            const T sv = a * sn + dx[j] * B[n];
+            if (keep) sn = sv;
+            acc[j] += sv * Cv[n];
+          }
+        for (int j = 0; j < rows; ++j)
+          y[(size_t(m) * d.H + h) * d.P + p0 + j] = acc[j] + Dskip[h] * xr[size_t(h) * d.P + p0 + j];
       }
     }
   }

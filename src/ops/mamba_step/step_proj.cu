@@ -2,6 +2,7 @@
 // in_proj with the conv step and softplus in its epilogue, the gated norm's 1/rms + out_proj + residual, and
 // the final norm + head. The SSM step between in_proj and out_proj is step_ssd.cu; step_layer launches the three.
 #include <cmath>
+#include <string>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
     float out = v;  // z
     if (j >= d.di && j < d.di + d.cd) {
       const int ch = j - d.di;
-      float* win = s.conv + size_t(i) * taps * d.cd + ch;  // (W−1) values, stride cd
+      float* win = taps > 0 ? s.conv + size_t(i) * taps * d.cd + ch : nullptr;  // (W−1) values, stride cd
       const float* cw = w.conv_w + size_t(ch) * d.W;
       float pre = w.conv_b[ch];
       for (int k = 0; k < taps; ++k) pre += cw[k] * win[size_t(k) * d.cd];
@@ -203,7 +204,8 @@ void check_dims(const StepDims& d) {
               d.W >= 1 && d.H % d.G == 0 && d.di == d.H * d.P && d.cd == d.di + 2 * d.G * d.N &&
               d.proj == 2 * d.di + 2 * d.G * d.N + d.H,
           "mamba_step: inconsistent StepDims");
-  require(d.I <= (1 << 24), "mamba_step: at most 2^24 instruments a bar, got " + std::to_string(d.I));
+  // the projection grids put the instrument tiles on gridDim.y (at most 65535 of 16 rows)
+  require(d.I <= 1000000, "mamba_step: at most 1,000,000 instruments a bar, got " + std::to_string(d.I));
 }
 
 }  // namespace
@@ -212,6 +214,9 @@ void step_input(const StepDims& d, const float* x, const uint8_t* mask, const fl
                 const StepBuffers& buf, StepLaunch l) {
   check_dims(d);
   const dim3 grid((d.I + kInputRows - 1) / kInputRows);
+  // The bar's first kernel is never a programmatic dependent: the work before it (the previous bar's head,
+  // or nothing inside a graph) gains nothing from the overlap.
+  l.pdl = false;
   launch(l, grid, dim3(kThreads), size_t(kInputRows) * d.F * sizeof(float), input_step_kernel, d, x, mask, w_inT,
          b_in, buf);
 }
