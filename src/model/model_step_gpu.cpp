@@ -64,7 +64,16 @@ void GpuStepper::allocate(int instruments) {
   std::memset(x_in(), 0, I * d.F * sizeof(float));
   enqueue();
   ctx_.synchronize();
-  if (opt_.graph) graph_ = CudaGraphExec(capture_graph(ctx_.stream(), [&] { enqueue(); }));
+  if (!opt_.graph) return;
+  try {
+    graph_ = CudaGraphExec(capture_graph(ctx_.stream(), [&] { enqueue(); }));
+  } catch (const Error&) {
+    if (!pdl_) throw;
+    // A driver that cannot capture programmatic dependencies (they need CUDA 12.3): the plain launches then.
+    (void)cudaGetLastError();
+    pdl_ = false;
+    graph_ = CudaGraphExec(capture_graph(ctx_.stream(), [&] { enqueue(); }));
+  }
 }
 
 void GpuStepper::enqueue() {
