@@ -60,6 +60,7 @@ struct Tile {
   static constexpr int kWR = BM / 16, kWC = 4 / kWR, kWN = BN / kWC, kNT = kWN / 8;
   static_assert(BM % 16 == 0 && kWR * kWC == 4 && kWN % 8 == 0 && KC % 32 == 0, "tile shape");
   static_assert(BN + 1 <= kLd, "the staged C tile (BM, BN + 1) fits in the A tile's shared memory");
+  static_assert(BM * KC % kThreads == 0 && BN * KC % kThreads == 0 && BM * BN % kThreads == 0, "whole rounds of 128 threads");
 };
 // Small instrument counts: more blocks along the columns, the whole K of in_proj (D ≤ 128) in one stage.
 using TileSmall = Tile<16, 32, 128>;
@@ -72,32 +73,85 @@ struct TileSmem {
   float w[T::BN * T::kLd];  // (BN, KC) of W
 };
 
-// acc (kNT, 4) += A (rows r0.., K)·W (n0.., K)ᵀ over the whole K, chunk by chunk in ascending k, each chunk's
-// k8 steps in ascending order: an output's sum order depends on K only (not on the tile), so a row's result
-// is the same whatever the instrument count. load_a(r, k) gives A's element (tile row r, column k < K), 0 for a
-// row past the end. Accumulator element (nt, e) is tile row wm + g + 8·(e / 2), column wn + 8·nt + 2q + e % 2
-// (fragment_row / fragment_col). Ends with a barrier: the caller may reuse sm.a right after.
-template <class T, class LoadA>
-__device__ __forceinline__ void tile_gemm(TileSmem<T>& sm, int K, int OUT, int n0, const float* __restrict__ w,
-                                          LoadA load_a, float (&acc)[T::kNT][4]) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+// The tiles travel global → shared memory by cp.async (4 bytes each, zero-filled outside the matrix): every
+// copy of a chunk is in flight at once and none passes through registers. (A block that stored each loaded
+// value as it arrived would wait one memory latency per element, which is what bounds these kernels at small
+// instrument counts.) Completed by cp_async_wait_all() and a barrier.
+__device__ __forceinline__ void cp_async4_or_zero(float* dst, const float* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(unsigned(__cvta_generic_to_shared(dst))),
+               "l"(src), "r"(ok ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// tile (R, KC) of shared memory (row stride kLd) ← src rows [o0, o0 + R) × columns [k0, k0 + KC) of a
+// row-major (n_rows, K) matrix with row stride ld; zero outside it. Consecutive threads take consecutive k.
+template <class T, int R>
+__device__ __forceinline__ void issue_chunk(float* tile, const float* __restrict__ src, int64_t ld, int n_rows,
+                                            int K, int o0, int k0) {
+  constexpr int kPer = R * T::KC / kThreads;
+  static_assert(R * T::KC % kThreads == 0, "whole rounds of the block's threads");
+#pragma unroll 1
+  for (int u = 0; u < kPer; ++u) {
+    const int e = u * kThreads + threadIdx.x, r = e / T::KC, c = e % T::KC, o = o0 + r, k = k0 + c;
+    const bool ok = o < n_rows && k < K;
+    cp_async4_or_zero(tile + r * T::kLd + c, ok ? src + o * ld + k : src, ok);
+  }
+}
+
+// The operands of a tile product: A's rows [a0, a0 + BM) of a (a_rows, K) matrix (row stride lda), transformed
+// in shared memory by transform(r, k, value) (the norm's scale) before the product; W (OUT, K) row-major, its
+// rows [n0, n0 + BN).
+struct TileOperands {
+  const float* a;
+  int64_t lda;
+  int a_rows, a0;
+  const float* w;
+  int OUT, n0;
+  int K;
+};
+
+template <class T>
+__device__ __forceinline__ void issue_w(TileSmem<T>& sm, const TileOperands& op, int k0) {
+  issue_chunk<T, T::BN>(sm.w, op.w, op.K, op.OUT, op.K, op.n0, k0);
+}
+template <class T>
+__device__ __forceinline__ void issue_a(TileSmem<T>& sm, const TileOperands& op, int k0) {
+  issue_chunk<T, T::BM>(sm.a, op.a, op.lda, op.a_rows, op.K, op.a0, k0);
+}
+
+// acc (kNT, 4) = transform(A) (tile rows, K)·W (n0.., K)ᵀ over the whole K, chunk by chunk in ascending k, each
+// chunk's k8 steps in ascending order: an output's sum order depends on K only (not on the tile), so a row's
+// result is the same whatever the instrument count. The first chunk's copies were issued by the caller (W's
+// before it waited on its predecessor: weights do not change during a bar). transform(r, k, a) reads shared
+// memory only; rows past a_rows and columns past K stay 0. Accumulator element (nt, e) is tile row
+// wm + g + 8·(e / 2), column wn + 8·nt + 2q + e % 2 (fragment_row / fragment_col). Ends with a barrier: the
+// caller may reuse sm.a right after.
+template <class T, class Transform>
+__device__ __forceinline__ void tile_gemm(TileSmem<T>& sm, const TileOperands& op, Transform transform,
+                                          float (&acc)[T::kNT][4]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   const int wm = (warp / T::kWC) * 16, wn = (warp % T::kWC) * T::kWN;
 #pragma unroll
   for (int nt = 0; nt < T::kNT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-  for (int k0 = 0; k0 < K; k0 += T::KC) {
-    // consecutive threads take consecutive k of one row: coalesced, and conflict-free stores
-    for (int e = tid; e < T::BM * T::KC; e += kThreads) {
-      const int r = e / T::KC, c = e % T::KC, k = k0 + c;
-      sm.a[r * T::kLd + c] = k < K ? load_a(r, k) : 0.f;
+  for (int k0 = 0; k0 < op.K; k0 += T::KC) {
+    if (k0 > 0) {
+      issue_w<T>(sm, op, k0);
+      issue_a<T>(sm, op, k0);
     }
-    for (int e = tid; e < T::BN * T::KC; e += kThreads) {
-      const int n = e / T::KC, c = e % T::KC, k = k0 + c, col = n0 + n;
-      sm.w[n * T::kLd + c] = k < K && col < OUT ? w[size_t(col) * K + k] : 0.f;
+    cp_async_wait_all();
+    __syncthreads();
+    constexpr int kPer = T::BM * T::KC / kThreads;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int e = u * kThreads + threadIdx.x, r = e / T::KC, c = e % T::KC, k = k0 + c;
+      float& v = sm.a[r * T::kLd + c];
+      if (op.a0 + r < op.a_rows && k < op.K) v = transform(r, k, v);
     }
     __syncthreads();
-    const int kc = min(T::KC, K - k0);
+    const int kc = min(T::KC, op.K - k0);
     for (int kk = 0; kk < kc; kk += 8) {
       uint32_t ah[4], al[4];
       const float* a = sm.a + (wm + g) * T::kLd + kk + q;

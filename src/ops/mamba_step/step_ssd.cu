@@ -21,22 +21,16 @@ constexpr int kSsdThreads = 256;
 constexpr int kSsdWarps = kSsdThreads / 32;
 
 // RW: rows per warp (P ≤ 8·RW); NE: columns per lane (N ≤ 32·NE).
+// Before waiting on its predecessor the block loads what no kernel of this bar writes before it: its slice of
+// the state (last written by this kernel in the previous bar, which completed before the bar's first kernel
+// started) and the head's weights, so the state's latency overlaps the previous kernel's tail.
 template <int RW, int NE>
 __global__ void __launch_bounds__(kSsdThreads)
     ssd_step_kernel(const StepDims d, const StepLayerWeights w, const StepLayerState s, const StepBuffers buf) {
-  extern __shared__ float sm[];  // B (N), C (N), x (P), u (P)
-  float *sB = sm, *sC = sB + d.N, *sx = sC + d.N, *su = sx + d.P;
-  pdl_wait();
-  pdl_launch_dependents();
+  extern __shared__ float sm[];  // B (N), C (N), x (P), z (P), gnorm_w (P), u (P)
+  float *sB = sm, *sC = sB + d.N, *sx = sC + d.N, *sz = sx + d.P, *sw = sz + d.P, *su = sw + d.P;
   const int i = blockIdx.x / d.H, h = blockIdx.x % d.H, g = h * d.G / d.H;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float* zx = buf.zxo + size_t(i) * d.proj;  // z (di) | x (di) B (G·N) C (G·N) after the conv | Δ (H)
-  const float* xbc = zx + d.di;
-  for (int t = threadIdx.x; t < d.N; t += kSsdThreads) {
-    sB[t] = xbc[d.di + g * d.N + t];
-    sC[t] = xbc[d.di + d.G * d.N + g * d.N + t];
-  }
-  for (int t = threadIdx.x; t < d.P; t += kSsdThreads) sx[t] = xbc[h * d.P + t];
   float* st = s.ssm + (size_t(i) * d.H + h) * d.P * d.N;  // (P, N)
   float sv[RW][NE];
 #pragma unroll
@@ -46,9 +40,23 @@ __global__ void __launch_bounds__(kSsdThreads)
       const int p = warp + kSsdWarps * r, n = lane + 32 * e;
       sv[r][e] = p < d.P && n < d.N ? st[size_t(p) * d.N + n] : 0.f;
     }
+  const float A = -expf(w.A_log[h]), Dh = w.Dskip[h];
+  for (int t = threadIdx.x; t < d.P; t += kSsdThreads) sw[t] = w.gnorm_w[h * d.P + t];
+  pdl_wait();
+  pdl_launch_dependents();
+  const float* zx = buf.zxo + size_t(i) * d.proj;  // z (di) | x (di) B (G·N) C (G·N) after the conv | Δ (H)
+  const float* xbc = zx + d.di;
+  for (int t = threadIdx.x; t < d.N; t += kSsdThreads) {
+    sB[t] = xbc[d.di + g * d.N + t];
+    sC[t] = xbc[d.di + d.G * d.N + g * d.N + t];
+  }
+  for (int t = threadIdx.x; t < d.P; t += kSsdThreads) {
+    sx[t] = xbc[h * d.P + t];
+    sz[t] = zx[h * d.P + t];
+  }
   const float dt = zx[d.di + d.cd + h];
-  const float a = expf(dt * -expf(w.A_log[h]));
   const bool keep = buf.present[i] != 0;
+  const float a = expf(dt * A);
   __syncthreads();
 #pragma unroll
   for (int r = 0; r < RW; ++r) {
@@ -67,10 +75,9 @@ __global__ void __launch_bounds__(kSsdThreads)
     }
     acc = warp_sum(acc);
     if (lane == 0) {
-      const float y = acc + w.Dskip[h] * xv;
-      const float u = y * silu(zx[h * d.P + p]);
+      const float u = (acc + Dh * xv) * silu(sz[p]);
       su[p] = u;
-      buf.v[size_t(i) * d.di + h * d.P + p] = u * w.gnorm_w[h * d.P + p];
+      buf.v[size_t(i) * d.di + h * d.P + p] = u * sw[p];
     }
   }
   __syncthreads();
@@ -92,7 +99,7 @@ template <int RW>
 void launch_rw(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
                StepLaunch l, int ne) {
   const dim3 grid(unsigned(d.I) * unsigned(d.H));
-  const size_t smem = size_t(2 * d.N + 2 * d.P) * sizeof(float);
+  const size_t smem = size_t(2 * d.N + 4 * d.P) * sizeof(float);
   switch (ne) {
     case 1: launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, 1>, d, w, s, buf); break;
     case 2: launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, 2>, d, w, s, buf); break;
