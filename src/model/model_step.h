@@ -77,7 +77,7 @@ class CpuStepper {
     std::vector<float> x, h, hn, rstd, zx, xbc, delta, y, gout, grstd, head, acc;
     std::vector<uint8_t> present;
   };
-  static constexpr int kBlockRows = 32;  // instruments a thread runs through the model together
+  static constexpr int kBlockRows = 8;  // instruments a thread runs through the model together
   void step_rows(int i0, int rows, const float* x, const uint8_t* mask, float* out, Scratch& s);
 
   ModelLayout lay_;
