@@ -11,6 +11,11 @@ the C++ code, with the same tensor names so an ml-alpha checkpoint loads with lo
          tf32); without it S and M run fp32 and L tf32. bf16 is PyTorch's usual mixed precision:
          torch.autocast(bfloat16) around the forward pass and the loss, fp32 parameters (the master
          weights), gradients and fused AdamW, no GradScaler (bf16 has fp32's exponent range).
+  stream: time one bar of the S and M models stepped the way mamba_ssm's Mamba2.step does (conv state
+         rolled, softplus, state update and output by einsum, gated norm), fp32, for 1, 100 and 5000
+         instruments: on the GPU eagerly and with the bar captured in a CUDA graph, and on the CPU with one
+         thread and with every thread; the rows of ml-alpha-stream-bench (docs/benchmarks.md, "Streaming").
+         It first checks that stepping reproduces the full-sequence forward.
 """
 import argparse
 import contextlib
@@ -289,6 +294,172 @@ def cmd_bench_one(a):
     return 0
 
 
+# ---- streaming: one bar at a time, as mamba_ssm's Mamba2.step ----
+
+def mixer_step(m, u, conv_state, ssm_state):
+    """One bar of Mixer m as Mamba2.step computes it: u (I, D); conv_state (I, conv_dim, W), the newest input
+    last; ssm_state (I, H, P, N); both updated in place. Returns the mixer output (I, D)."""
+    z, xbc, dt = torch.split(m.in_proj(u), [m.di, m.conv_dim, m.H], dim=-1)
+    conv_state.copy_(torch.roll(conv_state, shifts=-1, dims=-1))
+    conv_state[:, :, -1] = xbc
+    xbc = F.silu(torch.sum(conv_state * m.conv1d.weight.squeeze(1), dim=-1) + m.conv1d.bias)
+    x, Bm, Cm = torch.split(xbc, [m.di, m.G * m.N, m.G * m.N], dim=-1)
+    A = -torch.exp(m.A_log)
+    dt = F.softplus(dt + m.dt_bias).clamp(m.lo, m.hi)
+    dA = torch.exp(dt * A)
+    x = x.reshape(-1, m.H, m.P)
+    if m.G == 1:  # mamba_ssm's own path (B, C shared by every head)
+        dBx = torch.einsum("bh,bn,bhp->bhpn", dt, Bm, x)
+        ssm_state.copy_(ssm_state * dA[:, :, None, None] + dBx)
+        y = torch.einsum("bhpn,bn->bhp", ssm_state, Cm)
+    else:
+        Bh = Bm.reshape(-1, m.G, m.N).repeat_interleave(m.H // m.G, dim=1)
+        Ch = Cm.reshape(-1, m.G, m.N).repeat_interleave(m.H // m.G, dim=1)
+        dBx = torch.einsum("bh,bhn,bhp->bhpn", dt, Bh, x)
+        ssm_state.copy_(ssm_state * dA[:, :, None, None] + dBx)
+        y = torch.einsum("bhpn,bhn->bhp", ssm_state, Ch)
+    y = y + m.D[:, None] * x
+    g = (y.reshape(-1, m.di) * F.silu(z)).reshape(-1, m.G, m.di // m.G)
+    g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + 1e-5)
+    return m.out_proj(g.reshape(-1, m.di) * m.norm.weight)
+
+
+def stream_states(model, n, device, dtype=torch.float32):
+    return [(torch.zeros(n, l.mixer.conv_dim, l.mixer.W, device=device, dtype=dtype),
+             torch.zeros(n, l.mixer.H, l.mixer.P, l.mixer.N, device=device, dtype=dtype)) for l in model.layers]
+
+
+def model_step(model, x, states):
+    """x (I, F) -> out (I, K), advancing states (stream_states) by one bar."""
+    h = model.input_proj(x)
+    for layer, (cs, ss) in zip(model.layers, states):
+        h = h + mixer_step(layer.mixer, layer.norm(h), cs, ss)
+    return model.head(model.norm_f(h))
+
+
+def stream_model(name, device):
+    _, _, Fe, D, NL, N, P, Q = SHAPES[name]
+    torch.manual_seed(0)
+    model = Perception(dict(F=Fe, K=1, D=D, NL=NL, expand=2, P=P, G=1, N=N, W=4, Q=Q)).to(device)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.mixer.A_log.copy_(torch.log(torch.empty_like(layer.mixer.A_log).uniform_(1, 16)))
+            dt = torch.exp(torch.empty_like(layer.mixer.dt_bias).uniform_(math.log(1e-3), math.log(1e-1)))
+            layer.mixer.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+    return model.eval(), Fe
+
+
+def stream_check():
+    """Stepping equals the full-sequence forward (float64; G = 1 and G = 2 models): the largest difference."""
+    worst = 0.0
+    for G in (1, 2):
+        cfg = dict(F=5, K=2, D=16, NL=2, expand=2, P=8, G=G, N=8, W=4, Q=4)
+        torch.manual_seed(G)
+        model = Perception(cfg).double().eval()
+        x = torch.randn(3, 11, cfg["F"], dtype=torch.float64)
+        with torch.no_grad():
+            full = model(x)
+            states = stream_states(model, 3, "cpu", torch.float64)
+            stepped = torch.stack([model_step(model, x[:, t], states) for t in range(x.shape[1])], dim=1)
+        worst = max(worst, (full - stepped).abs().max().item())
+    return worst
+
+
+def time_gpu(model, x, bars, graph):
+    """(device µs per bar with bars enqueued back to back, host µs per step() with the row copied in from
+    pinned memory and the predictions read back) for one configuration."""
+    states = stream_states(model, x.shape[0], "cuda")
+    host_x = x.cpu().pin_memory()
+    dev_x = x.clone()
+    if graph:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                model_step(model, dev_x, states)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_out = model_step(model, dev_x, states)
+        bar = g.replay
+        result = lambda: static_out  # noqa: E731
+    else:
+        holder = {}
+
+        def bar():
+            holder["out"] = model_step(model, dev_x, states)
+        result = lambda: holder["out"]  # noqa: E731
+    for _ in range(20):
+        bar()
+    torch.cuda.synchronize()
+    reps = []
+    for _ in range(5):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(bars):
+            bar()
+        e1.record()
+        e1.synchronize()
+        reps.append(e0.elapsed_time(e1) * 1e3 / bars)
+    walls = []
+    for _ in range(bars):
+        t0 = time.perf_counter()
+        dev_x.copy_(host_x, non_blocking=True)
+        bar()
+        result().cpu()
+        walls.append((time.perf_counter() - t0) * 1e6)
+    return sorted(reps)[len(reps) // 2], sorted(walls)[len(walls) // 2]
+
+
+def time_cpu(model, x, seconds, threads):
+    torch.set_num_threads(threads)
+    states = stream_states(model, x.shape[0], "cpu")
+    model_step(model, x, states)
+    walls = []
+    start = time.perf_counter()
+    while not walls or (len(walls) < 50 and time.perf_counter() - start < seconds):
+        t0 = time.perf_counter()
+        model_step(model, x, states)
+        walls.append((time.perf_counter() - t0) * 1e6)
+    return sorted(walls)[len(walls) // 2]
+
+
+def cmd_stream(a):
+    import os
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    threads = a.cpu_threads or os.cpu_count()
+    gpu = torch.cuda.is_available() and not a.no_gpu
+    print(f"PyTorch {torch.__version__} stepping as Mamba2.step, fp32; "
+          f"{torch.cuda.get_device_name() if gpu else 'no GPU'}; CPU {threads} threads; "
+          f"stepping vs full forward (float64): max |diff| {stream_check():.2e}", flush=True)
+    print(f"| torch | model | instruments | GPU eager us | GPU eager step() us | GPU graph us | GPU graph step() us "
+          f"| CPU 1 thread us | CPU {threads} threads us |\n|---|---|---|---|---|---|---|---|---|", flush=True)
+    with torch.no_grad():
+        for name in a.configs.split(","):
+            for n in (int(v) for v in a.instruments.split(",")):
+                row = [name, str(n)]
+                if gpu:
+                    model, Fe = stream_model(name, "cuda")
+                    x = torch.randn(n, Fe, device="cuda")
+                    bars = max(20, a.bars // 4) if n >= 1000 else a.bars
+                    for graph in (False, True):
+                        dev, host = time_gpu(model, x, bars, graph)
+                        row += [f"{dev:.1f}", f"{host:.1f}"]
+                    del model, x
+                    torch.cuda.empty_cache()
+                else:
+                    row += ["-"] * 4
+                if not a.no_cpu:
+                    model, Fe = stream_model(name, "cpu")
+                    x = torch.randn(n, Fe)
+                    row += [f"{time_cpu(model, x, a.cpu_seconds, t):.1f}" for t in (1, threads)]
+                else:
+                    row += ["-"] * 2
+                print("| torch | " + " | ".join(row) + " |", flush=True)
+    return 0
+
+
 def add_precision(parser, help_default):
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="fp32; tf32 (matmuls and convolutions on tf32 tensor cores); bf16 (autocast to "
@@ -316,10 +487,18 @@ def main():
     o.add_argument("--steps", type=int, default=60)
     o.add_argument("--warmup", type=int, default=10)
     add_precision(o, "Default: fp32, L tf32.")
+    st = sub.add_parser("stream", help="one bar at a time, as Mamba2.step (see above)")
+    st.add_argument("--configs", default="S,M")
+    st.add_argument("--instruments", default="1,100,5000")
+    st.add_argument("--bars", type=int, default=200, help="bars per timed GPU repetition")
+    st.add_argument("--cpu-seconds", type=float, default=2.0)
+    st.add_argument("--cpu-threads", type=int, default=0, help="the all-threads CPU case (default: every CPU)")
+    st.add_argument("--no-cpu", action="store_true")
+    st.add_argument("--no-gpu", action="store_true")
     a = ap.parse_args()
     if a.cmd in ("bench", "bench-one"):
         a.chosen_precision = chosen_precision(a, b if a.cmd == "bench" else o)
-    return {"check": cmd_check, "bench": cmd_bench, "bench-one": cmd_bench_one}[a.cmd](a)
+    return {"check": cmd_check, "bench": cmd_bench, "bench-one": cmd_bench_one, "stream": cmd_stream}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,21 @@ constexpr double kModelParityTf32RelL2 = 1e-2;
 // (docs/testing.md records them). 8x tf32's bound.
 constexpr double kModelParityBf16RelL2 = 8e-2;
 
+// Streaming (model/model_step.h), CPU fp32 stepper vs RefModel<float> with the recurrent SSD over the
+// instrument's present rows: the stepper runs the reference ops in the reference's order (its linear layers
+// sum each output in the same order), so the outputs agree to the bit where the compiler contracts neither
+// into fused multiply-adds; the bound only leaves room for a compiler that contracts the two differently.
+constexpr double kStepVsForwardF32RelL2 = 1e-6;
+// CPU fp32 stepper vs RefModel<double> over a whole stream (every bar, instrument and target): fp32 rounding of
+// the same function, ~1e-7 per op, a few hundred ops deep per output, and carried through the conv window and
+// the decaying SSM state; measured 1e-7 to 4e-7 on the test shapes (test_model_step prints it); 1e-5 leaves
+// a factor of 25 for longer streams and wider models.
+constexpr double kStepVsDoubleRelL2 = 1e-5;
+// GPU stepper vs CPU stepper (both fp32), outputs over a whole stream and the final state: the GPU's
+// projections are 3xTF32 (fp32 accuracy, another summation order), its reductions are butterflies, its
+// exp/rsqrt differ by an ulp or two; each side is ~1e-6 from the exact value. The whole-model parity bound.
+constexpr double kStepGpuVsCpuRelL2 = 1e-4;
+
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences
 // (~1e-5) pass through Adam's m/sqrt(v), which magnifies them where v is tiny; 20 steps at lr 1e-3
 // keep the drift well under 1e-4 of the weights' norm.

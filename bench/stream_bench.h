@@ -1,0 +1,44 @@
+#pragma once
+// The streaming benchmark (docs/benchmarks.md, "Streaming"): per-bar time of the GPU stepper (graph replay,
+// host step(), eager launches, graph without PDL) and of the CPU stepper (1 thread and every thread), for the
+// DESIGN section 5 S and M models and given instrument counts, beside the state floor: the bytes of state a bar
+// reads and writes over the device-to-device copy bandwidth measured in the same run. Returns the numbers;
+// the caller prints them (bench/stream_main.cpp; later `ml-alpha bench --stream`).
+#include <string>
+#include <vector>
+
+namespace mlalpha {
+
+struct StreamBenchOptions {
+  std::vector<std::string> configs = {"S", "M"};
+  std::vector<int> instruments = {1, 100, 5000};
+  int gpu_bars = 200;        // bars per timed GPU repetition (5 repetitions, the median kept)
+  double cpu_seconds = 2.0;  // timed CPU bars per case: until this much wall time has passed (1 to 50 bars, after one untimed)
+  int cpu_threads = 0;       // the "all cores" CPU case; 0: every hardware thread
+  bool gpu = true, cpu = true;
+  int seed = 1;
+};
+
+struct StreamBenchRow {
+  std::string config;
+  int instruments = 0;
+  double state_mib = 0;       // SSM state + conv windows, all layers, MiB
+  double floor_us = 0;        // 2 × state bytes / copy bandwidth
+  double gpu_graph_us = 0;    // device time per bar, graph replays back to back (CUDA events)
+  double gpu_step_us = 0;     // host wall time of GpuStepper::step (row in, bar, predictions out), median
+  double gpu_eager_us = 0;    // device time per bar, the kernels launched one by one
+  double gpu_nopdl_us = 0;    // device time per bar, graph without programmatic dependent launch
+  double cpu1_us = 0, cpun_us = 0;  // CpuStepper::step wall time, 1 thread and cpu_threads, median
+  double check_rel_l2 = -1;   // first bar from the zero state, GPU vs CPU stepper (a sanity check)
+};
+
+struct StreamBenchResult {
+  std::string device;         // empty without a GPU
+  double copy_gb_s = 0;       // device-to-device copy, bytes read + written per second / 1e9
+  int cpu_threads = 0;
+  std::vector<StreamBenchRow> rows;
+};
+
+StreamBenchResult run_stream_bench(const StreamBenchOptions& options);
+
+}  // namespace mlalpha

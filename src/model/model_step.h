@@ -1,0 +1,94 @@
+#pragma once
+// The perception model advanced one bar at a time for I instruments (DESIGN section 7, "Streaming", `carry`):
+// per layer and instrument a conv window (W − 1 rows of conv_dim) and an SSM state (H, P, N), fp32. A bar
+// takes one row x (I, F) and returns out (I, K), which equals the full-sequence forward's output at the
+// instrument's next position (the forward over the instrument's present rows; tests/cpu/test_model_step.cpp).
+//
+// Rows and the NaN rule (docs/decisions.md, "Streaming: presence and the NaN rule"):
+//   - instrument i is present at a bar when mask[i] != 0 (mask null: every instrument) and at least one of its
+//     features is finite. An absent instrument's state is left untouched and its outputs are NaN.
+//   - a present row's non-finite features count as 0 (the panel path's fill value) before the input projection.
+// State: StepState below, plain arrays; a stepper restored from an exported state continues bit-exactly.
+//
+// CpuStepper: fp32 on the host, instruments split over threads (each instrument's bits do not depend on the
+// split). GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/layout.h"
+#include "ops/mamba_step/mamba_step.h"
+
+namespace mlalpha {
+
+// The dimensions of a bar of I instruments of this model.
+StepDims step_dims(const ModelConfig& cfg, int instruments);
+
+// A stepper's state as plain arrays, layer-major: conv (NL, I, W − 1, conv_dim), the last W − 1 pre-conv
+// xBC rows of each instrument, oldest first (zeros before its first row); ssm (NL, I, H, P, N). The shape fields
+// say what the arrays hold, so a state is checked against the model before it is used.
+struct StepState {
+  int layers = 0, instruments = 0;
+  int conv_rows = 0, conv_dim = 0;         // W − 1, conv_dim
+  int heads = 0, head_dim = 0, d_state = 0;  // H, P, N
+  std::vector<float> conv, ssm;
+
+  // The zero state (no row seen yet) of `instruments` instruments of this model.
+  static StepState zeros(const ModelConfig& cfg, int instruments);
+  size_t conv_per_instrument() const { return size_t(conv_rows) * conv_dim; }
+  size_t ssm_per_instrument() const { return size_t(heads) * head_dim * d_state; }
+  // Throws naming the first field that differs from this model's, or arrays of the wrong length, or a
+  // non-finite value (no state a stepper writes has one).
+  void check(const ModelConfig& cfg) const;
+  // Instrument j of the result is instrument from[j] of this state, or a fresh zero state where from[j] = −1
+  // (add, remove, reorder instruments). Throws on an index outside [−1, instruments).
+  StepState remapped(std::span<const int> from) const;
+  // Zeroes the given instruments' state (each index in [0, instruments)).
+  void reset(std::span<const int> which);
+};
+
+struct CpuStepperOptions {
+  int threads = 1;  // instruments are split over this many threads; 0: every hardware thread
+};
+
+class CpuStepper {
+ public:
+  // params: the trained fp32 arena (layout.table.total() floats), copied.
+  CpuStepper(const ModelLayout& layout, std::span<const float> params, int instruments,
+             CpuStepperOptions options = {});
+
+  int instruments() const { return state_.instruments; }
+  const ModelConfig& config() const { return lay_.cfg; }
+
+  // x (I, F), mask (I) or null, out (I, K): one bar (see the rules above).
+  void step(const float* x, const uint8_t* mask, float* out);
+
+  void reset();                         // every instrument back to the zero state
+  void reset(std::span<const int> which);
+  StepState export_state() const { return state_; }
+  // Takes the state's instrument count. Checked before anything changes.
+  void import_state(const StepState& s);
+  // Instrument j becomes old instrument from[j] (−1: a new one with the zero state).
+  void remap(std::span<const int> from);
+
+ private:
+  // One thread's activations for a block of up to kBlockRows instruments.
+  struct Scratch {
+    std::vector<float> x, h, hn, rstd, zx, xbc, delta, y, gout, grstd, head, acc;
+    std::vector<uint8_t> present;
+  };
+  static constexpr int kBlockRows = 8;  // instruments a thread runs through the model together
+  void step_rows(int i0, int rows, const float* x, const uint8_t* mask, float* out, Scratch& s);
+
+  ModelLayout lay_;
+  StepDims dims_;                   // with I = 1: the per-row shapes
+  std::vector<float> P_;            // the weights (table.total())
+  // Linear weights transposed to (IN, OUT), so a row's outputs accumulate along contiguous memory.
+  std::vector<float> in_wT_, head_wT_;
+  std::vector<std::vector<float>> in_proj_wT_, out_proj_wT_;  // per layer
+  StepState state_;
+  int threads_;
+  std::vector<Scratch> scratch_;  // one per thread
+};
+
+}  // namespace mlalpha

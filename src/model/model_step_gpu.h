@@ -1,0 +1,72 @@
+#pragma once
+// The perception model advanced one bar at a time on the GPU (model_step.h gives the semantics, the NaN rule
+// and the state; CpuStepper is its oracle). Every buffer is allocated when the stepper is made (or resized);
+// a bar is one captured CUDA graph of 2 + 3·NL kernels (ops/mamba_step/mamba_step.h), replayed per bar. The
+// only host traffic is the row in and the predictions out, both in pinned host memory mapped into the device:
+// the first kernel reads the row from it, the last writes the predictions to it. fp32 throughout: the state,
+// the element-wise math and the projections (3xTF32 on the tensor cores, fp32 accuracy).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/context.h"
+#include "core/cuda_graph.h"
+#include "core/device_buffer.h"
+#include "core/mapped_buffer.h"
+#include "model/model_step.h"
+
+namespace mlalpha {
+
+struct GpuStepperOptions {
+  bool graph = true;  // the bar as one captured CUDA graph; false: the same kernels launched one by one
+  bool pdl = true;    // programmatic dependent launch between the bar's kernels (used on sm_90 and newer)
+};
+
+class GpuStepper {
+ public:
+  // params: the trained fp32 arena on the host (layout.table.total() floats), copied to the device.
+  GpuStepper(Context& ctx, const ModelLayout& layout, std::span<const float> params, int instruments,
+             GpuStepperOptions options = {});
+
+  int instruments() const { return I_; }
+  const ModelConfig& config() const { return lay_.cfg; }
+  bool uses_pdl() const { return pdl_; }
+
+  // x (I, F), mask (I) or null, out (I, K), all host memory: one bar; returns when out is written.
+  void step(const float* x, const uint8_t* mask, float* out);
+
+  // step() in pieces, for a caller that overlaps host work with the bar: write the row into x_in() and
+  // mask_in() (pinned), launch(), then after wait() read out(). Write the next row only after wait().
+  float* x_in() { return const_cast<float*>(x_in_.host()); }            // (I, F)
+  uint8_t* mask_in() { return const_cast<uint8_t*>(mask_in_.host()); }  // (I)
+  void launch();
+  void wait() const { ctx_.synchronize(); }
+  const float* out() const { return const_cast<const float*>(out_.host()); }  // (I, K)
+
+  void reset();
+  void reset(std::span<const int> which);
+  StepState export_state() const;
+  // Takes the state's instrument count (reallocating and recapturing when it differs). Checked first.
+  void import_state(const StepState& s);
+  void remap(std::span<const int> from);
+
+ private:
+  void allocate(int instruments);  // the per-instrument buffers, then the graph
+  void enqueue();                  // the bar's kernels on the context's stream
+
+  Context& ctx_;
+  ModelLayout lay_;
+  GpuStepperOptions opt_;
+  bool pdl_ = false;
+  int I_ = 0;
+  DeviceBuffer<float> params_, w_inT_;  // the weights (table.total()); input_proj.weight transposed (F, D)
+  std::vector<StepLayerWeights> layer_w_;
+  DeviceBuffer<float> conv_, ssm_;      // (NL, I, W−1, cd), (NL, I, H, P, N)
+  DeviceBuffer<float> h_, zxo_, v_, ss_;
+  DeviceBuffer<uint8_t> present_;
+  MappedBuffer<float> x_in_, out_;
+  MappedBuffer<uint8_t> mask_in_;
+  CudaGraphExec graph_;
+};
+
+}  // namespace mlalpha
