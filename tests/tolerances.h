@@ -67,6 +67,14 @@ constexpr double kModelParityTf32RelL2 = 1e-2;
 // (docs/testing.md records them). 8x tf32's bound.
 constexpr double kModelParityBf16RelL2 = 8e-2;
 
+// The fast CPU model (src/cpu, fp32: OpenBLAS GEMMs, chunked SSD, vectorised exp ≈ 2 ulp) vs the double
+// reference, output, dx and every gradient tensor: the same class of error as the GPU's fp32 model
+// (kModelParityRelL2), sums of up to B·L fp32 terms; the loss, one mean, to 1e-5 relative.
+constexpr double kCpuFastRelL2 = 1e-4;
+constexpr double kCpuFastLossRel = 1e-5;
+// Σ g² in double over fixed blocks vs in index order: the same terms in another order, ~1e-16 relative.
+constexpr double kCpuNormSqRel = 1e-12;
+
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences
 // (~1e-5) pass through Adam's m/sqrt(v), which magnifies them where v is tiny; 20 steps at lr 1e-3
 // keep the drift well under 1e-4 of the weights' norm.

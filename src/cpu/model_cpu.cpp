@@ -1,0 +1,236 @@
+#include "cpu/model_cpu.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "cpu/blas.h"
+#include "cpu/ops_cpu.h"
+#include "cpu/simd.h"
+#include "cpu/ssd_cpu.h"
+#include "cpu/thread_pool.h"
+#include "model/layer_shapes.h"
+
+namespace mlalpha::cpu {
+
+namespace {
+int blocks_of(int M) { return (M + kRowBlock - 1) / kRowBlock; }
+int chunks_of(int B, int L, int Q) { return B * ((L + Q - 1) / Q); }
+// Grows v to at least n elements (never shrinks, so a smaller batch later allocates nothing).
+void grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+}  // namespace
+
+CpuModel::CpuModel(const ModelLayout& layout, CpuOptions opt) : lay_(layout) {
+  require(cpu_supported(), "the fast CPU model needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the "
+                           "reference CPU model instead");
+  require(opt.threads >= 0, "CpuOptions::threads must be >= 0 (0 = all cores), got " + std::to_string(opt.threads));
+  blas_single_threaded();  // our workers call it concurrently; it must not start threads of its own
+  pool_ = std::make_unique<ThreadPool>(opt.threads);
+  acts_.resize(lay_.cfg.NL);
+}
+
+CpuModel::~CpuModel() = default;
+
+int CpuModel::threads() const { return pool_->threads(); }
+
+void CpuModel::reserve(int B, int L) {
+  const ModelConfig& c = lay_.cfg;
+  require(B >= 1 && L >= 1, "CpuModel: B and L must be >= 1");
+  const LayerShapes s(c, B, L);
+  const size_t M = size_t(s.M), nb = blocks_of(s.M);
+  grow(x_, M * c.F);
+  grow(h_, M * s.D);
+  grow(hfn_, M * s.D);
+  grow(rstdf_, M);
+  const SsdParams sp{B, L, s.H, c.P, c.G, c.N, c.Q, s.cd};
+  for (LayerActs& a : acts_) {
+    grow(a.h_in, M * s.D);
+    grow(a.hn, M * s.D);
+    grow(a.rstd, M);
+    grow(a.zx, M * s.proj);
+    grow(a.xbc, M * s.cd);
+    grow(a.delta, M * s.H);
+    grow(a.y, M * s.di);
+    grow(a.gout, M * s.di);
+    grow(a.grstd, M * c.G);
+    grow(a.states, ssd_states_floats(sp));
+    grow(a.convT, size_t(c.W) * s.cd);
+  }
+  for (auto* v : {&dh_, &dhfn_, &dhn_}) grow(*v, M * s.D);
+  for (auto* v : {&dg_, &dy_}) grow(*v, M * s.di);
+  grow(dzx_, M * s.proj);
+  grow(dxbc_, M * s.cd);
+  grow(dpre_, M * s.cd);
+  grow(ddelta_, M * s.H);
+  const size_t widest = std::max({size_t(s.D), size_t(s.di), size_t(c.W + 1) * s.cd + s.H, size_t(c.K)});
+  grow(part_, nb * widest);
+  grow(wtmp_, size_t(c.W + 1) * s.cd + s.H);
+  grow(dw_scratch_, std::max({dw_scratch_floats(s.M, s.proj, s.D), dw_scratch_floats(s.M, s.D, s.di),
+                              dw_scratch_floats(s.M, s.D, c.F), dw_scratch_floats(s.M, c.K, s.D), size_t(1)}));
+  grow(ssd_scratch_, size_t(pool_->threads()) * ssd_scratch_floats(sp));
+  grow(ssd_dA_, size_t(B) * s.H);
+  grow(ssd_dD_, size_t(B) * s.H);
+  cap_rows_ = std::max(cap_rows_, s.M);
+  cap_chunks_ = std::max(cap_chunks_, chunks_of(B, L, c.Q));
+}
+
+void CpuModel::ensure(int B, int L) {
+  require(B >= 1 && L >= 1, "CpuModel::forward: B and L must be >= 1");
+  // Every buffer's size is a function of the rows B·L and the chunks B·⌈L/Q⌉ (the scratch of neither).
+  if (B * L > cap_rows_ || chunks_of(B, L, lay_.cfg.Q) > cap_chunks_ || ssd_dA_.size() < size_t(B) * lay_.cfg.H())
+    reserve(std::max(B, 1), L);
+  B_ = B;
+  L_ = L;
+}
+
+void CpuModel::run_forward(const float* P, const float* x, bool cache, float* out) {
+  const ModelConfig& c = lay_.cfg;
+  const LayerShapes s(c, B_, L_);
+  const int M = s.M, nb = blocks_of(M);
+  ThreadPool& pool = *pool_;
+  auto rows = [&](auto&& fn) {
+    pool.run(nb, [&](int t, int w) { fn(t * kRowBlock, std::min(M, (t + 1) * kRowBlock), t, w); });
+  };
+  float* h = h_.data();
+  gemm_rows(pool, Op::T, M, s.D, c.F, x, c.F, P + lay_.in_w, c.F, 0.0f, h, s.D, P + lay_.in_b);
+  const SsdParams sp{B_, L_, s.H, c.P, c.G, c.N, c.Q, s.cd};
+  for (int l = 0; l < c.NL; ++l) {
+    const LayerOffsets& o = lay_.layers[l];
+    LayerActs& a = acts_[cache ? l : 0];
+    for (int k = 0; k < c.W; ++k)  // conv weight (C, W) → (W, C), so the conv loops run along channels
+      for (int ch = 0; ch < s.cd; ++ch) a.convT[size_t(k) * s.cd + ch] = P[o.conv_w + size_t(ch) * c.W + k];
+    float* zx = a.zx.data();
+    const ZxCols<float> z = zx_cols(s, zx);
+    rows([&](int r0, int r1, int, int) {
+      if (cache) std::copy(h + size_t(r0) * s.D, h + size_t(r1) * s.D, a.h_in.data() + size_t(r0) * s.D);
+      rmsnorm_fwd(r0, r1, s.D, s.norm.eps, h, P + o.norm_w, a.hn.data(), a.rstd.data());
+    });
+    gemm_rows(pool, Op::T, M, s.proj, s.D, a.hn.data(), s.D, P + o.in_proj_w, s.D, 0.0f, zx, s.proj);
+    rows([&](int r0, int r1, int, int) {
+      conv_silu_fwd(r0, r1, L_, s.cd, c.W, z.xBC, s.proj, a.convT.data(), P + o.conv_b, a.xbc.data());
+      dt_fwd(r0, r1, s.H, z.dt, s.proj, P + o.dt_bias, c.dt_limit_lo, c.dt_limit_hi, a.delta.data());
+    });
+    const XbcCols<const float> xb = xbc_cols<const float>(s, a.xbc.data());
+    ssd_forward(pool, sp,
+                {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D},
+                a.y.data(), cache ? a.states.data() : nullptr, ssd_scratch_.data());
+    rows([&](int r0, int r1, int, int) {
+      gated_fwd(r0, r1, s.di, c.G, s.gnorm.eps, a.y.data(), z.z, s.proj, P + o.gnorm_w, a.gout.data(),
+                a.grstd.data());
+    });
+    // h += gout · W_outᵀ (the residual, in place)
+    gemm_rows(pool, Op::T, M, s.D, s.di, a.gout.data(), s.di, P + o.out_proj_w, s.di, 1.0f, h, s.D);
+  }
+  rows([&](int r0, int r1, int, int) { rmsnorm_fwd(r0, r1, s.D, s.norm.eps, h, P + lay_.norm_f, hfn_.data(), rstdf_.data()); });
+  gemm_rows(pool, Op::T, M, c.K, s.D, hfn_.data(), s.D, P + lay_.head_w, s.D, 0.0f, out, c.K, P + lay_.head_b);
+}
+
+const std::vector<float>& CpuModel::forward(const float* P, const float* x, int B, int L) {
+  ensure(B, L);
+  const size_t M = size_t(B) * L;
+  std::copy(x, x + M * lay_.cfg.F, x_.begin());
+  out_.resize(M * lay_.cfg.K);  // within capacity after the first batch of this size: no allocation
+  run_forward(P, x_.data(), true, out_.data());
+  have_grad_ = false;
+  return out_;
+}
+
+void CpuModel::infer(const float* P, const float* x, int B, int L, float* out) {
+  ensure(B, L);
+  run_forward(P, x, false, out);
+  out_.clear();  // the cache is not valid for backward()
+  have_grad_ = false;
+}
+
+ref::LossResult<float> CpuModel::loss(const float* y, const LossParams& lp) {
+  require(!out_.empty() && lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K,
+          "CpuModel::loss: call forward() first, with the loss's shape");
+  dout_.resize(out_.size());
+  const ref::LossResult<float> r = ref::loss_fwd_bwd<float>(lp, {.out = out_.data(), .y = y}, dout_.data());
+  have_grad_ = true;
+  return r;
+}
+
+void CpuModel::backward(const float* P, float* Gr, float* dx) {
+  require(have_grad_ && dout_.size() == out_.size(), "CpuModel::backward: call forward() and loss() first");
+  const ModelConfig& c = lay_.cfg;
+  const LayerShapes s(c, B_, L_);
+  const int M = s.M, nb = blocks_of(M);
+  ThreadPool& pool = *pool_;
+  float* part = part_.data();
+  auto rows = [&](auto&& fn) {
+    pool.run(nb, [&](int t, int w) { fn(t * kRowBlock, std::min(M, (t + 1) * kRowBlock), t, w); });
+  };
+  float *dh = dh_.data(), *dhfn = dhfn_.data();
+  // head: out = hfn·W_headᵀ + b_head
+  gemm_rows(pool, Op::N, M, s.D, c.K, dout_.data(), c.K, P + lay_.head_w, s.D, 0.0f, dhfn, s.D);
+  gemm_dw(pool, M, c.K, s.D, dout_.data(), c.K, hfn_.data(), s.D, Gr + lay_.head_w, dw_scratch_.data());
+  rows([&](int r0, int r1, int t, int) { colsum(r0, r1, c.K, dout_.data(), c.K, part + size_t(t) * c.K); });
+  reduce_partials(pool, part, nb, c.K, Gr + lay_.head_b);
+  rows([&](int r0, int r1, int t, int) {
+    rmsnorm_bwd(r0, r1, s.D, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn, dh, false, part + size_t(t) * s.D);
+  });
+  reduce_partials(pool, part, nb, s.D, Gr + lay_.norm_f);
+  const SsdParams sp{B_, L_, s.H, c.P, c.G, c.N, c.Q, s.cd};
+  for (int l = c.NL - 1; l >= 0; --l) {
+    const LayerOffsets& o = lay_.layers[l];
+    const LayerActs& a = acts_[l];
+    float *dg = dg_.data(), *dyb = dy_.data();
+    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
+    const ZxCols<float> gzx = zx_cols(s, dzx_.data());
+    const XbcCols<const float> xb = xbc_cols<const float>(s, a.xbc.data());
+    const XbcCols<float> gxb = xbc_cols(s, dxbc_.data());
+    // out_proj
+    gemm_rows(pool, Op::N, M, s.di, s.D, dh, s.D, P + o.out_proj_w, s.di, 0.0f, dg, s.di);
+    gemm_dw(pool, M, s.D, s.di, dh, s.D, a.gout.data(), s.di, Gr + o.out_proj_w, dw_scratch_.data());
+    // gated RMSNorm
+    rows([&](int r0, int r1, int t, int) {
+      gated_bwd(r0, r1, s.di, c.G, a.y.data(), zx.z, s.proj, P + o.gnorm_w, a.grstd.data(), dg, dyb, gzx.z,
+                part + size_t(t) * s.di);
+    });
+    reduce_partials(pool, part, nb, s.di, Gr + o.gnorm_w);
+    // SSD
+    ssd_backward(pool, sp,
+                 {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D},
+                 a.states.data(), dyb,
+                 {.dx = gxb.x, .ddelta = ddelta_.data(), .dA_log = nullptr, .dB = gxb.B, .dC = gxb.C, .dD = nullptr},
+                 ssd_dA_.data(), ssd_dD_.data(), ssd_scratch_.data());
+    reduce_partials(pool, ssd_dA_.data(), B_, s.H, Gr + o.A_log);
+    reduce_partials(pool, ssd_dD_.data(), B_, s.H, Gr + o.D);
+    // Δ = softplus(dt + dt_bias), then the conv's pre-activation gradient with its weight partials
+    const int convw = c.W * s.cd + s.cd;  // per block: dw (W, C), then dbias (C)
+    rows([&](int r0, int r1, int t, int) {
+      dt_bwd(r0, r1, s.H, zx.dt, s.proj, P + o.dt_bias, c.dt_limit_lo, c.dt_limit_hi, ddelta_.data(), gzx.dt,
+             part + size_t(t) * (convw + s.H) + convw);
+      float* pc = part + size_t(t) * (convw + s.H);
+      conv_silu_bwd_pre(r0, r1, L_, s.cd, c.W, zx.xBC, s.proj, a.convT.data(), P + o.conv_b, dxbc_.data(),
+                        dpre_.data(), pc, pc + size_t(c.W) * s.cd);
+    });
+    std::fill(wtmp_.begin(), wtmp_.begin() + convw + s.H, 0.0f);
+    reduce_partials(pool, part, nb, convw + s.H, wtmp_.data());
+    for (int ch = 0; ch < s.cd; ++ch) {
+      for (int k = 0; k < c.W; ++k) Gr[o.conv_w + size_t(ch) * c.W + k] += wtmp_[size_t(k) * s.cd + ch];
+      Gr[o.conv_b + ch] += wtmp_[size_t(c.W) * s.cd + ch];
+    }
+    for (int hh = 0; hh < s.H; ++hh) Gr[o.dt_bias + hh] += wtmp_[convw + hh];
+    rows([&](int r0, int r1, int, int) {
+      conv_bwd_dx(r0, r1, L_, s.cd, c.W, a.convT.data(), dpre_.data(), gzx.xBC, s.proj);
+    });
+    // in_proj, then the pre-mixer RMSNorm adds its input gradient onto the residual stream's
+    gemm_rows(pool, Op::N, M, s.D, s.proj, dzx_.data(), s.proj, P + o.in_proj_w, s.D, 0.0f, dhn_.data(), s.D);
+    gemm_dw(pool, M, s.proj, s.D, dzx_.data(), s.proj, a.hn.data(), s.D, Gr + o.in_proj_w, dw_scratch_.data());
+    rows([&](int r0, int r1, int t, int) {
+      rmsnorm_bwd(r0, r1, s.D, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn_.data(), dh, true,
+                  part + size_t(t) * s.D);
+    });
+    reduce_partials(pool, part, nb, s.D, Gr + o.norm_w);
+  }
+  gemm_dw(pool, M, s.D, c.F, dh, s.D, x_.data(), c.F, Gr + lay_.in_w, dw_scratch_.data());
+  rows([&](int r0, int r1, int t, int) { colsum(r0, r1, s.D, dh, s.D, part + size_t(t) * s.D); });
+  reduce_partials(pool, part, nb, s.D, Gr + lay_.in_b);
+  if (dx) gemm_rows(pool, Op::N, M, c.F, s.D, dh, s.D, P + lay_.in_w, c.F, 0.0f, dx, c.F);
+}
+
+}  // namespace mlalpha::cpu

@@ -1,0 +1,98 @@
+#include "cpu/thread_pool.h"
+
+#include <exception>
+
+namespace mlalpha::cpu {
+
+namespace {
+// About 20 µs of polling before a worker sleeps: between the steps of one model step the next run()
+// usually comes sooner, and a futex wake costs more than that.
+constexpr int kSpins = 20000;
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  const int hw = int(std::thread::hardware_concurrency());
+  threads_ = threads > 0 ? threads : (hw > 0 ? hw : 1);
+  for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_share(int worker) {
+  for (int t = worker; t < n_; t += threads_) {
+    if (failed_.load(std::memory_order_relaxed)) break;
+    try {
+      (*fn_)(t, worker);
+    } catch (...) {
+      bool expected = false;
+      if (failed_.compare_exchange_strong(expected, true)) error_ = std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::work(int worker) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    for (int i = 0; g == seen && i < kSpins; ++i) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      g = generation_.load(std::memory_order_acquire);
+    }
+    while (g == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load()) return;
+    run_share(worker);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::run(int n, const std::function<void(int, int)>& fn) {
+  if (n <= 0) return;
+  fn_ = &fn;
+  n_ = n;
+  error_ = nullptr;
+  failed_.store(false);
+  const int helpers = threads_ - 1;
+  if (helpers > 0 && n > 1) {
+    pending_.store(helpers, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    run_share(0);
+    int left = pending_.load(std::memory_order_acquire);
+    for (int i = 0; left != 0 && i < kSpins; ++i) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      left = pending_.load(std::memory_order_acquire);
+    }
+    while (left != 0) {
+      pending_.wait(left, std::memory_order_acquire);
+      left = pending_.load(std::memory_order_acquire);
+    }
+  } else {
+    // One worker, or one task: the caller does it all (task t still counts as worker t mod threads for
+    // scratch indexing only where threads == 1, so use worker 0 throughout).
+    for (int t = 0; t < n && !failed_.load(); ++t) {
+      try {
+        fn(t, 0);
+      } catch (...) {
+        failed_.store(true);
+        error_ = std::current_exception();
+      }
+    }
+  }
+  fn_ = nullptr;
+  if (failed_.load()) std::rethrow_exception(error_);
+}
+
+}  // namespace mlalpha::cpu

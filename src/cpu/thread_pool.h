@@ -1,0 +1,46 @@
+#pragma once
+// A fixed set of worker threads for the fast CPU path. run(n, fn) calls fn(task, worker) for every task in
+// [0, n): task i always runs on worker i mod threads (static round-robin, no work stealing), and the caller
+// is worker 0. Callers make every task write its own outputs, and reduce per-task partials afterwards in
+// task order, so results do not depend on timing (and, where tasks are sized independently of the thread
+// count, not on the thread count either). Workers spin briefly, then sleep on an atomic wait.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace mlalpha::cpu {
+
+class ThreadPool {
+ public:
+  // threads <= 0: all hardware threads (std::thread::hardware_concurrency).
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return threads_; }
+  // fn(task, worker) for task in [0, n); returns when all are done. Not reentrant: fn must not call run().
+  // The first exception a task throws is rethrown here (after every worker has finished).
+  void run(int n, const std::function<void(int task, int worker)>& fn);
+
+ private:
+  void work(int worker);
+  void run_share(int worker);
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int, int)>* fn_ = nullptr;
+  int n_ = 0;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;
+  std::atomic<bool> failed_{false};
+};
+
+// Floor division of [0, n) into `parts` contiguous ranges: part k is [n·k/parts, n·(k+1)/parts).
+inline int64_t part_begin(int64_t n, int parts, int k) { return n * k / parts; }
+
+}  // namespace mlalpha::cpu

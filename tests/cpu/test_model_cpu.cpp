@@ -1,0 +1,232 @@
+// The fast CPU model (src/cpu) against the reference model: loss, output and every gradient tensor against
+// RefModel<double> (the fp32 reference's own error printed beside it) on ragged shapes — L not a multiple
+// of Q, L < Q, L = 1, B = 1, G > 1, K > 1, NaN targets, burn-in, MSE and Huber — with fresh inputs each run;
+// bit-reproducibility for a thread count and across thread counts; inference = forward; and the
+// optimizer (global norm, AdamW) against the reference's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cpu/model_cpu.h"
+#include "cpu/optim_cpu.h"
+#include "cpu/thread_pool.h"
+#include "model/model_ref.h"
+#include "test_util.h"
+#include "tolerances.h"
+#include "train/optim.h"
+
+namespace mlalpha::test {
+namespace {
+
+struct Case {
+  const char* name;
+  int B, L;
+  int D, NL, P, G, N, Q, F, K;
+  LossKind loss;
+  int burn_in;
+};
+
+ModelConfig config_of(const Case& cs) {
+  ModelConfig c;
+  c.F = cs.F;
+  c.K = cs.K;
+  c.D = cs.D;
+  c.NL = cs.NL;
+  c.P = cs.P;
+  c.G = cs.G;
+  c.N = cs.N;
+  c.Q = cs.Q;
+  return c;
+}
+
+// Parameters from the real initialisation, moved off their special values (norms 1, biases 0, D 1) so that
+// no gradient term hides behind a zero.
+std::vector<float> random_params(const ModelLayout& lay, std::mt19937_64& rng) {
+  std::vector<float> p = init_params(lay, rng());
+  const std::vector<float> noise = random_vec<float>(p.size(), rng, -0.2, 0.2);
+  for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+  return p;
+}
+
+struct Batch {
+  std::vector<float> x, y;
+};
+Batch random_batch(const ModelConfig& c, int B, int L, std::mt19937_64& rng) {
+  Batch b{random_vec<float>(size_t(B) * L * c.F, rng, -2, 2), random_vec<float>(size_t(B) * L * c.K, rng, -1, 1)};
+  std::bernoulli_distribution nan(0.1);
+  for (float& v : b.y)
+    if (nan(rng)) v = std::numeric_limits<float>::quiet_NaN();
+  return b;
+}
+
+// One forward + loss + backward of the fast model; grads from a zero arena.
+struct Result {
+  std::vector<float> out, grads, dx;
+  float loss;
+};
+Result run_fast(cpu::CpuModel& m, const ModelLayout& lay, const std::vector<float>& P, const Batch& b, int B, int L,
+                const LossParams& lp) {
+  Result r;
+  r.out = m.forward(P.data(), b.x.data(), B, L);
+  r.loss = m.loss(b.y.data(), lp).loss;
+  r.grads.assign(lay.table.total(), 0.0f);
+  r.dx.assign(b.x.size(), std::numeric_limits<float>::quiet_NaN());  // poisoned: every element must be written
+  m.backward(P.data(), r.grads.data(), r.dx.data());
+  return r;
+}
+
+template <typename G>
+double rel_l2(const std::vector<G>& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]), den += ref[i] * ref[i];
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+class CpuModelExact : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuModelExact, LossAndEveryGradientMatchTheReference) {
+  const Case cs = GetParam();
+  const ModelLayout lay(config_of(cs));
+  const ModelConfig& c = lay.cfg;
+  auto rng = make_rng(cs.B * 1000 + cs.L * 7 + cs.G);
+  const std::vector<float> P = random_params(lay, rng);
+  const Batch b = random_batch(c, cs.B, cs.L, rng);
+  const LossParams lp{cs.B, cs.L, c.K, cs.loss, 0.5f, cs.burn_in};
+
+  cpu::CpuModel fast(lay, {.threads = 2});
+  const Result r = run_fast(fast, lay, P, b, cs.B, cs.L, lp);
+
+  RefModel<double> refd(lay, false);
+  const std::vector<double> Pd = cast_vec<double>(P), xd = cast_vec<double>(b.x), yd = cast_vec<double>(b.y);
+  const std::vector<double> outd = refd.forward(Pd.data(), xd.data(), cs.B, cs.L);
+  const double lossd = refd.loss(yd.data(), lp).loss;
+  std::vector<double> gd(Pd.size(), 0.0), dxd(xd.size());
+  refd.backward(Pd.data(), gd.data(), dxd.data());
+
+  RefModel<float> reff(lay, false);
+  reff.forward(P.data(), b.x.data(), cs.B, cs.L);
+  const float lossf = reff.loss(b.y.data(), lp).loss;
+  std::vector<float> gf(P.size(), 0.0f), dxf(b.x.size());
+  reff.backward(P.data(), gf.data(), dxf.data());
+
+  EXPECT_NEAR(r.loss, lossd, tol::kCpuFastLossRel * std::abs(lossd)) << "fp32 reference: " << lossf;
+  EXPECT_TRUE(rel_l2_close(r.out, outd, tol::kCpuFastRelL2, "out"));
+  EXPECT_TRUE(rel_l2_close(r.dx, dxd, tol::kCpuFastRelL2, "dx"));
+  double worst = 0, worst_f = 0;
+  std::string worst_name;
+  for (const ParamTensor& t : lay.table.tensors()) {
+    const auto slice = [&](const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      return std::vector<T>(v.begin() + t.offset, v.begin() + t.offset + t.numel);
+    };
+    const auto got = slice(r.grads);
+    const auto ref = slice(gd);
+    const auto rf = rel_l2_close(slice(gf), ref, 1.0, t.name + " (RefModel<float>)");
+    EXPECT_TRUE(rel_l2_close(got, ref, tol::kCpuFastRelL2, t.name)) << rf.message();
+    const double e = rel_l2(got, ref), ef = rel_l2(slice(gf), ref);
+    if (e > worst) worst = e, worst_name = t.name;
+    worst_f = std::max(worst_f, ef);
+  }
+  // The measured errors, for docs/testing.md: the fast model's and the fp32 reference's worst tensor.
+  std::printf("[%s] worst gradient rel L2: fast %.3g (%s), RefModel<float> %.3g; loss rel %.3g\n", cs.name, worst,
+              worst_name.c_str(), worst_f, std::abs(r.loss - lossd) / std::abs(lossd));
+}
+
+// B = 1, L = 1, L < Q, L not a multiple of Q, G > 1, K > 1, Huber, burn-in, several chunks.
+const Case kCases[] = {
+    {"ragged", 3, 37, 16, 2, 8, 1, 8, 16, 5, 1, LossKind::MSE, 0},
+    {"B1", 1, 50, 16, 2, 8, 1, 8, 16, 4, 2, LossKind::Huber, 3},
+    {"L1", 4, 1, 16, 1, 8, 1, 8, 16, 3, 1, LossKind::MSE, 0},
+    {"groups", 2, 29, 16, 2, 4, 2, 6, 8, 3, 2, LossKind::MSE, 2},
+    {"short_chunks", 2, 70, 24, 3, 12, 1, 16, 64, 6, 1, LossKind::Huber, 0},
+    {"default_like", 4, 64, 32, 2, 16, 1, 16, 64, 8, 1, LossKind::MSE, 0},
+};
+INSTANTIATE_TEST_SUITE_P(Shapes, CpuModelExact, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The same inputs give the same bits: twice on one model, and on models of 1, 2 and 3 threads (the tasks
+// and reduction orders do not depend on the thread count).
+TEST(CpuModel, BitReproducibleForAnyThreadCount) {
+  const Case cs{"", 3, 150, 32, 2, 16, 1, 16, 64, 8, 1, LossKind::MSE, 0};
+  const ModelLayout lay(config_of(cs));
+  auto rng = make_rng(77);
+  const std::vector<float> P = random_params(lay, rng);
+  const Batch b = random_batch(lay.cfg, cs.B, cs.L, rng);
+  const LossParams lp{cs.B, cs.L, lay.cfg.K, cs.loss, 1.0f, 0};
+  cpu::CpuModel m1(lay, {.threads = 1}), m2(lay, {.threads = 2}), m3(lay, {.threads = 3});
+  const Result a = run_fast(m2, lay, P, b, cs.B, cs.L, lp);
+  const Result again = run_fast(m2, lay, P, b, cs.B, cs.L, lp);
+  EXPECT_TRUE(same_bits(a.out, again.out)) << "out, twice";
+  EXPECT_TRUE(same_bits(a.grads, again.grads)) << "grads, twice";
+  EXPECT_EQ(a.loss, again.loss);
+  for (cpu::CpuModel* m : {&m1, &m3}) {
+    const Result o = run_fast(*m, lay, P, b, cs.B, cs.L, lp);
+    EXPECT_TRUE(same_bits(a.out, o.out)) << m->threads() << " threads";
+    EXPECT_TRUE(same_bits(a.grads, o.grads)) << m->threads() << " threads";
+    EXPECT_TRUE(same_bits(a.dx, o.dx)) << m->threads() << " threads";
+  }
+}
+
+// backward() adds into the arena; infer() gives forward()'s output bits without caching; a smaller batch
+// after a larger one reuses the buffers and still matches.
+TEST(CpuModel, AccumulatesAndInfersLikeForward) {
+  const Case cs{"", 2, 40, 16, 2, 8, 1, 8, 16, 4, 1, LossKind::MSE, 0};
+  const ModelLayout lay(config_of(cs));
+  auto rng = make_rng(78);
+  const std::vector<float> P = random_params(lay, rng);
+  const Batch b = random_batch(lay.cfg, cs.B, cs.L, rng);
+  const LossParams lp{cs.B, cs.L, lay.cfg.K, cs.loss, 1.0f, 0};
+  cpu::CpuModel m(lay, {.threads = 2});
+  m.reserve(4, 64);
+  const Result r = run_fast(m, lay, P, b, cs.B, cs.L, lp);
+  std::vector<float> g0 = random_vec<float>(P.size(), rng), g = g0;
+  m.backward(P.data(), g.data(), nullptr);
+  // g0 + grads up to rounding: the GEMMs add into the arena block by block, so the sums round differently
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], g0[i] + r.grads[i], 1e-6 * (std::abs(g0[i]) + std::abs(r.grads[i]))) << "element " << i;
+  std::vector<float> out(r.out.size(), std::numeric_limits<float>::quiet_NaN());
+  m.infer(P.data(), b.x.data(), cs.B, cs.L, out.data());
+  EXPECT_TRUE(same_bits(out, r.out));
+  EXPECT_NE(error_of([&] { m.backward(P.data(), g.data(), nullptr); }).find("forward() and loss()"), std::string::npos);
+}
+
+TEST(CpuOptim, NormAndAdamWMatchTheReference) {
+  auto rng = make_rng(79);
+  const size_t n = 100003;  // several norm blocks and a ragged tail
+  cpu::ThreadPool pool(3);
+  const std::vector<float> g = random_vec<float>(n, rng, -0.05, 0.05);
+  std::vector<double> part(cpu::norm_blocks(n));
+  const double got = cpu::grad_norm_sq(pool, g.data(), n, part.data());
+  const double ref = ref::grad_norm_sq(g.data(), n);
+  EXPECT_NEAR(got, ref, tol::kCpuNormSqRel * ref);
+  std::vector<float> p = random_vec<float>(n, rng), m = random_vec<float>(n, rng, -0.01, 0.01);
+  std::vector<float> v = random_vec<float>(n, rng, 0.0, 1e-4);
+  std::vector<unsigned char> decay(n);
+  for (size_t i = 0; i < n; ++i) decay[i] = (rng() & 1) != 0;
+  std::vector<float> p2 = p, m2 = m, v2 = v;
+  const ClipResult clip = clip_scale(got, 0.5f);
+  ASSERT_LT(clip.scale, 1.0f);  // the clip is active, so the scale is exercised
+  const AdamWParams a{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 7};
+  ref::adamw(p.data(), g.data(), m.data(), v.data(), decay.data(), n, a, clip.scale);
+  cpu::adamw(pool, p2.data(), g.data(), m2.data(), v2.data(), decay.data(), n,
+             {.lr = a.lr, .beta1 = a.beta1, .beta2 = a.beta2, .eps = a.eps, .weight_decay = a.weight_decay,
+              .step = a.step},
+             clip.scale);
+  EXPECT_TRUE(same_bits(p, p2));
+  EXPECT_TRUE(same_bits(m, m2));
+  EXPECT_TRUE(same_bits(v, v2));
+}
+
+TEST(ThreadPool, EveryTaskOnceAndErrorsRethrown) {
+  cpu::ThreadPool pool(3);
+  std::vector<int> hits(1000, 0), worker(1000, -1);
+  pool.run(1000, [&](int t, int w) { ++hits[t], worker[t] = w; });
+  for (int t = 0; t < 1000; ++t) ASSERT_TRUE(hits[t] == 1 && worker[t] == t % 3) << "task " << t;
+  EXPECT_NE(error_of([&] { pool.run(10, [](int t, int) { if (t == 7) throw Error("task 7 failed"); }); })
+                .find("task 7"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mlalpha::test
