@@ -20,16 +20,16 @@ void adamw(ThreadPool& pool, float* params, const float* grads, float* m, float*
   const float bc1 = 1.0f - std::pow(a.beta1, float(a.step));
   const float bc2_sqrt = std::sqrt(1.0f - std::pow(a.beta2, float(a.step)));
   const float b1 = a.beta1, b2 = a.beta2, lr = a.lr, eps = a.eps, keep = 1.0f - a.lr * a.weight_decay;
-  pool.run(blocks(n, kAdamBlock), [&](int t, int) {
+  pool.run(blocks(n, kAdamBlock), [=](int t, int) {  // by value: the loop must not reload through references
     const size_t i0 = size_t(t) * kAdamBlock, i1 = std::min(n, i0 + kAdamBlock);
+#pragma omp simd
     for (size_t i = i0; i < i1; ++i) {
       const float g = grads[i] * scale;
       const float mi = b1 * m[i] + (1.0f - b1) * g;
       const float vi = b2 * v[i] + (1.0f - b2) * g * g;
       m[i] = mi;
       v[i] = vi;
-      float p = params[i];
-      p = decay[i] ? p * keep : p;
+      const float p = params[i] * (decay[i] ? keep : 1.0f);  // × 1 leaves p's bits as they are
       params[i] = p - lr * (mi / bc1) / (std::sqrt(vi) / bc2_sqrt + eps);
     }
   });

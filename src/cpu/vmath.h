@@ -2,9 +2,10 @@
 // Scalar math written so that GCC vectorises the loops that call it (no libm calls, no branches):
 // exp by range reduction x = n·ln2 + r (Cody–Waite, |r| ≤ ln2/2) and a degree-6 minimax polynomial for
 // e^r (the Cephes coefficients' form), max relative error ≈ 2 ulp over the clamped range; and SiLU and its
-// derivative on top of it. Include inside MLALPHA_CPU_KERNELS_BEGIN/END (simd.h).
+// derivative on top of it. Include inside MLALPHA_CPU_KERNELS_BEGIN/END (simd.h). The clamp's comparisons
+// vectorise only with -fno-trapping-math (set for src/cpu: nothing there reads floating-point exception
+// flags; values are unchanged).
 #include <cstdint>
-#include <cstring>
 
 namespace mlalpha::cpu {
 
@@ -22,9 +23,7 @@ static inline __attribute__((always_inline)) float vexp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
+  const float scale = __builtin_bit_cast(float, (int32_t(n) + 127) << 23);  // 2^n
   return p * scale;
 }
 
