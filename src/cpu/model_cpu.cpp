@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "cpu/blas.h"
@@ -35,52 +36,88 @@ CpuModel::~CpuModel() = default;
 
 int CpuModel::threads() const { return pool_->threads(); }
 
-void CpuModel::reserve(int B, int L) {
-  const ModelConfig& c = lay_.cfg;
-  require(B >= 1 && L >= 1, "CpuModel: B and L must be >= 1");
-  const LayerShapes s(c, B, L);
-  const size_t M = size_t(s.M), nb = blocks_of(s.M);
-  grow(x_, M * c.F);
-  grow(h_, M * s.D);
-  grow(hfn_, M * s.D);
-  grow(rstdf_, M);
-  const SsdParams sp{B, L, s.H, c.P, c.G, c.N, c.Q, s.cd};
-  for (LayerActs& a : acts_) {
-    grow(a.h_in, M * s.D);
-    grow(a.hn, M * s.D);
-    grow(a.rstd, M);
-    grow(a.zx, M * s.proj);
-    grow(a.xbc, M * s.cd);
-    grow(a.delta, M * s.H);
-    grow(a.y, M * s.di);
-    grow(a.gout, M * s.di);
-    grow(a.grstd, M * c.G);
-    grow(a.states, ssd_states_floats(sp));
-    grow(a.convT, size_t(c.W) * s.cd);
+// Every buffer's size for a batch of B windows of length L, in one place for reserve() and floats_needed().
+struct CpuModel::Plan {
+  size_t x, h, rows, layer_D, zx, xbc, delta, y, grstd, states, convT;  // forward (per layer: layer_D .. convT)
+  size_t dD, ddi, dzx, dxbc, ddelta, part, wtmp, dw, ssd_part;          // backward
+  size_t ssd_scratch;
+  Plan(const ModelConfig& c, int B, int L, int threads) {
+    const LayerShapes s(c, B, L);
+    const size_t M = size_t(s.M), nb = blocks_of(s.M);
+    const SsdParams sp{B, L, s.H, c.P, c.G, c.N, c.Q, s.cd};
+    x = M * c.F, h = M * s.D, rows = M, layer_D = M * s.D, zx = M * s.proj, xbc = M * s.cd, delta = M * s.H;
+    y = M * s.di, grstd = M * c.G, states = ssd_states_floats(sp), convT = size_t(c.W) * s.cd;
+    dD = M * s.D, ddi = M * s.di, dzx = M * s.proj, dxbc = M * s.cd, ddelta = M * s.H;
+    wtmp = size_t(c.W + 1) * s.cd + s.H;
+    part = nb * std::max({size_t(s.D), size_t(s.di), wtmp, size_t(c.K)});
+    dw = std::max({dw_scratch_floats(s.M, s.proj, s.D), dw_scratch_floats(s.M, s.D, s.di),
+                   dw_scratch_floats(s.M, s.D, c.F), dw_scratch_floats(s.M, c.K, s.D), size_t(1)});
+    ssd_part = size_t(B) * s.H;
+    ssd_scratch = size_t(threads) * ssd_scratch_floats(sp);
   }
-  for (auto* v : {&dh_, &dhfn_, &dhn_}) grow(*v, M * s.D);
-  for (auto* v : {&dg_, &dy_}) grow(*v, M * s.di);
-  grow(dzx_, M * s.proj);
-  grow(dxbc_, M * s.cd);
-  grow(dpre_, M * s.cd);
-  grow(ddelta_, M * s.H);
-  const size_t widest = std::max({size_t(s.D), size_t(s.di), size_t(c.W + 1) * s.cd + s.H, size_t(c.K)});
-  grow(part_, nb * widest);
-  grow(wtmp_, size_t(c.W + 1) * s.cd + s.H);
-  grow(dw_scratch_, std::max({dw_scratch_floats(s.M, s.proj, s.D), dw_scratch_floats(s.M, s.D, s.di),
-                              dw_scratch_floats(s.M, s.D, c.F), dw_scratch_floats(s.M, c.K, s.D), size_t(1)}));
-  grow(ssd_scratch_, size_t(pool_->threads()) * ssd_scratch_floats(sp));
-  grow(ssd_dA_, size_t(B) * s.H);
-  grow(ssd_dD_, size_t(B) * s.H);
-  cap_rows_ = std::max(cap_rows_, s.M);
-  cap_chunks_ = std::max(cap_chunks_, chunks_of(B, L, c.Q));
+  // Forward buffers of one layer: hn, rstd, zx, xbc, delta, y, gout, grstd, convT (+ h_in, states to train).
+  size_t layer(bool training) const {
+    return layer_D + rows + zx + xbc + delta + 2 * y + grstd + convT + (training ? layer_D + states : 0);
+  }
+  size_t total(int NL, bool training) const {
+    const size_t fwd = 2 * h + rows + ssd_scratch + (training ? x : 0) + layer(training) * (training ? NL : 1);
+    return fwd + (training ? 3 * dD + 2 * ddi + dzx + 2 * dxbc + ddelta + part + wtmp + dw + 2 * ssd_part : 0);
+  }
+};
+
+size_t CpuModel::floats_needed(const ModelConfig& c, int B, int L, int threads, bool training) {
+  const int t = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()));
+  return Plan(c, B, L, t).total(c.NL, training);
 }
 
-void CpuModel::ensure(int B, int L) {
+void CpuModel::reserve(int B, int L, bool training) {
+  const ModelConfig& c = lay_.cfg;
+  require(B >= 1 && L >= 1, "CpuModel: B and L must be >= 1");
+  const Plan p(c, B, L, pool_->threads());
+  grow(h_, p.h);
+  grow(hfn_, p.h);
+  grow(rstdf_, p.rows);
+  grow(ssd_scratch_, p.ssd_scratch);
+  for (int l = 0; l < (training ? c.NL : 1); ++l) {
+    LayerActs& a = acts_[l];
+    for (auto* v : {&a.hn}) grow(*v, p.layer_D);
+    grow(a.rstd, p.rows);
+    grow(a.zx, p.zx);
+    grow(a.xbc, p.xbc);
+    grow(a.delta, p.delta);
+    grow(a.y, p.y);
+    grow(a.gout, p.y);
+    grow(a.grstd, p.grstd);
+    grow(a.convT, p.convT);
+    if (training) {
+      grow(a.h_in, p.layer_D);
+      grow(a.states, p.states);
+    }
+  }
+  Caps& cap = training ? train_cap_ : infer_cap_;
+  cap.rows = std::max(cap.rows, B * L);
+  cap.chunks = std::max(cap.chunks, chunks_of(B, L, c.Q));
+  cap.batch = std::max(cap.batch, B);
+  if (!training) return;
+  grow(x_, p.x);
+  for (auto* v : {&dh_, &dhfn_, &dhn_}) grow(*v, p.dD);
+  for (auto* v : {&dg_, &dy_}) grow(*v, p.ddi);
+  grow(dzx_, p.dzx);
+  grow(dxbc_, p.dxbc);
+  grow(dpre_, p.dxbc);
+  grow(ddelta_, p.ddelta);
+  grow(part_, p.part);
+  grow(wtmp_, p.wtmp);
+  grow(dw_scratch_, p.dw);
+  grow(ssd_dA_, p.ssd_part);
+  grow(ssd_dD_, p.ssd_part);
+}
+
+void CpuModel::ensure(int B, int L, bool training) {
   require(B >= 1 && L >= 1, "CpuModel::forward: B and L must be >= 1");
-  // Every buffer's size is a function of the rows B·L and the chunks B·⌈L/Q⌉ (the scratch of neither).
-  if (B * L > cap_rows_ || chunks_of(B, L, lay_.cfg.Q) > cap_chunks_ || ssd_dA_.size() < size_t(B) * lay_.cfg.H())
-    reserve(std::max(B, 1), L);
+  // Every buffer's size is a function of the rows B·L, the chunks B·⌈L/Q⌉ and B (the scratch of none).
+  const Caps& cap = training ? train_cap_ : infer_cap_;
+  if (B * L > cap.rows || chunks_of(B, L, lay_.cfg.Q) > cap.chunks || B > cap.batch) reserve(B, L, training);
   B_ = B;
   L_ = L;
 }
@@ -128,7 +165,7 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
 }
 
 const std::vector<float>& CpuModel::forward(const float* P, const float* x, int B, int L) {
-  ensure(B, L);
+  ensure(B, L, true);
   const size_t M = size_t(B) * L;
   std::copy(x, x + M * lay_.cfg.F, x_.begin());
   out_.resize(M * lay_.cfg.K);  // within capacity after the first batch of this size: no allocation
@@ -138,7 +175,7 @@ const std::vector<float>& CpuModel::forward(const float* P, const float* x, int 
 }
 
 void CpuModel::infer(const float* P, const float* x, int B, int L, float* out) {
-  ensure(B, L);
+  ensure(B, L, false);
   run_forward(P, x, false, out);
   out_.clear();  // the cache is not valid for backward()
   have_grad_ = false;

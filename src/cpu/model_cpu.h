@@ -31,8 +31,12 @@ class CpuModel {
   CpuModel(const CpuModel&) = delete;
   CpuModel& operator=(const CpuModel&) = delete;
 
-  // Sizes every buffer for batches of up to B windows of length L (of at most B·L rows and B·⌈L/Q⌉ chunks).
-  void reserve(int B, int L);
+  // Sizes every buffer for batches of up to B windows of length L (of at most B·L rows and B·⌈L/Q⌉ chunks):
+  // for training (forward's cache and backward's buffers) or, training = false, for infer() alone (one
+  // layer's forward buffers, reused by every layer). forward() and infer() call it for a larger batch.
+  void reserve(int B, int L, bool training = true);
+  // Floats of every buffer such a model holds for that batch (the memory estimate; threads 0 = all cores).
+  static size_t floats_needed(const ModelConfig& c, int B, int L, int threads, bool training);
 
   // params (table.total()), x (B, L, F). Returns out (B, L, K), valid until the next forward.
   const std::vector<float>& forward(const float* params, const float* x, int B, int L);
@@ -50,13 +54,17 @@ class CpuModel {
   struct LayerActs {
     std::vector<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states, convT;
   };
-  void ensure(int B, int L);
+  struct Plan;
+  struct Caps {
+    int rows = 0, chunks = 0, batch = 0;  // what the buffers hold: rows B·L, chunks B·⌈L/Q⌉, windows B
+  };
+  void ensure(int B, int L, bool training);
   void run_forward(const float* params, const float* x, bool cache, float* out);
 
   const ModelLayout& lay_;
   std::unique_ptr<ThreadPool> pool_;
   int B_ = 0, L_ = 0;              // the current batch
-  int cap_rows_ = 0, cap_chunks_ = 0;  // what the buffers hold: rows B·L, chunks B·⌈L/Q⌉
+  Caps train_cap_, infer_cap_;
   bool have_grad_ = false;
   std::vector<float> x_, h_, hfn_, rstdf_, out_, dout_;
   std::vector<LayerActs> acts_;

@@ -203,6 +203,13 @@ TEST(CpuModel, AccumulatesAndInfersLikeForward) {
   std::vector<float> out(r.out.size(), std::numeric_limits<float>::quiet_NaN());
   m.infer(P.data(), b.x.data(), cs.B, cs.L, out.data());
   EXPECT_TRUE(same_bits(out, r.out));
+  // A model that only ever infers holds one layer's forward buffers, and still gives the same bits.
+  cpu::CpuModel inf(lay, {.threads = 3});
+  std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+  inf.infer(P.data(), b.x.data(), cs.B, cs.L, out.data());
+  EXPECT_TRUE(same_bits(out, r.out));
+  EXPECT_LT(cpu::CpuModel::floats_needed(lay.cfg, cs.B, cs.L, 3, false),
+            cpu::CpuModel::floats_needed(lay.cfg, cs.B, cs.L, 3, true) / 2);
   EXPECT_NE(error_of([&] { m.backward(P.data(), g.data(), nullptr); }).find("forward() and loss()"), std::string::npos);
 }
 
