@@ -3,7 +3,7 @@
 // [0, n): task i always runs on worker i mod threads (static round-robin, no work stealing), and the caller
 // is worker 0. Callers make every task write its own outputs, and reduce per-task partials afterwards in
 // task order, so results do not depend on timing (and, where tasks are sized independently of the thread
-// count, not on the thread count either). Workers spin briefly, then sleep on an atomic wait.
+// count, not on the thread count either). Workers poll for ~50 µs, then sleep on an atomic wait (futex).
 #include <atomic>
 #include <cstdint>
 #include <functional>
