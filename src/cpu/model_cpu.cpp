@@ -38,14 +38,14 @@ int CpuModel::threads() const { return pool_->threads(); }
 
 // Every buffer's size for a batch of B windows of length L, in one place for reserve() and floats_needed().
 struct CpuModel::Plan {
-  size_t x, h, rows, layer_D, zx, xbc, delta, y, grstd, states, convT;  // forward (per layer: layer_D .. convT)
+  size_t x, h, rows, out, layer_D, zx, xbc, delta, y, grstd, states, convT;  // forward (per layer: layer_D ..)
   size_t dD, ddi, dzx, dxbc, ddelta, part, wtmp, dw, ssd_part;          // backward
   size_t ssd_scratch;
   Plan(const ModelConfig& c, int B, int L, int threads) {
     const LayerShapes s(c, B, L);
     const size_t M = size_t(s.M), nb = blocks_of(s.M);
     const SsdParams sp{B, L, s.H, c.P, c.G, c.N, c.Q, s.cd};
-    x = M * c.F, h = M * s.D, rows = M, layer_D = M * s.D, zx = M * s.proj, xbc = M * s.cd, delta = M * s.H;
+    x = M * c.F, h = M * s.D, rows = M, out = M * c.K, layer_D = M * s.D, zx = M * s.proj, xbc = M * s.cd, delta = M * s.H;
     y = M * s.di, grstd = M * c.G, states = ssd_states_floats(sp), convT = size_t(c.W) * s.cd;
     dD = M * s.D, ddi = M * s.di, dzx = M * s.proj, dxbc = M * s.cd, ddelta = M * s.H;
     wtmp = size_t(c.W + 1) * s.cd + s.H;
@@ -60,8 +60,8 @@ struct CpuModel::Plan {
     return layer_D + rows + zx + xbc + delta + 2 * y + grstd + convT + (training ? layer_D + states : 0);
   }
   size_t total(int NL, bool training) const {
-    const size_t fwd = 2 * h + rows + ssd_scratch + (training ? x : 0) + layer(training) * (training ? NL : 1);
-    return fwd + (training ? 3 * dD + 2 * ddi + dzx + 2 * dxbc + ddelta + part + wtmp + dw + 2 * ssd_part : 0);
+    const size_t fwd = 2 * h + rows + ssd_scratch + (training ? x + out : 0) + layer(training) * (training ? NL : 1);
+    return fwd + (training ? out + 3 * dD + 2 * ddi + dzx + 2 * dxbc + ddelta + part + wtmp + dw + 2 * ssd_part : 0);
   }
 };
 

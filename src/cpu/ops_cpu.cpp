@@ -46,20 +46,28 @@ void rmsnorm_bwd(int r0, int r1, int D, const float* x, const float* w, const fl
   }
 }
 
+namespace {
+// pre (C) = bias + Σ_k w[·, k] ⊙ x[t − (W − 1) + k] for row r (time t = r mod L; x = 0 before t = 0).
+void conv_pre_row(int r, int L, int C, int W, const float* x, int ldx, const float* wT, const float* bias,
+                  float* pre) {
+  const int t = r % L;
+  std::copy(bias, bias + C, pre);
+  for (int k = 0; k < W; ++k) {
+    const int s = t - (W - 1) + k;
+    if (s < 0) continue;
+    const float* xs = x + size_t(r - t + s) * ldx;
+    const float* wk = wT + size_t(k) * C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) pre[c] += wk[c] * xs[c];
+  }
+}
+}  // namespace
+
 void conv_silu_fwd(int r0, int r1, int L, int C, int W, const float* x, int ldx, const float* wT, const float* bias,
                    float* y) {
   for (int r = r0; r < r1; ++r) {
-    const int t = r % L;
     float* yr = y + size_t(r) * C;
-    std::copy(bias, bias + C, yr);
-    for (int k = 0; k < W; ++k) {
-      const int s = t - (W - 1) + k;
-      if (s < 0) continue;
-      const float* xs = x + size_t(r - t + s) * ldx;
-      const float* wk = wT + size_t(k) * C;
-#pragma omp simd
-      for (int c = 0; c < C; ++c) yr[c] += wk[c] * xs[c];
-    }
+    conv_pre_row(r, L, C, W, x, ldx, wT, bias, yr);
 #pragma omp simd
     for (int c = 0; c < C; ++c) yr[c] = vsilu(yr[c]);
   }
@@ -72,15 +80,7 @@ void conv_silu_bwd_pre(int r0, int r1, int L, int C, int W, const float* x, int 
   for (int r = r0; r < r1; ++r) {
     const int t = r % L;
     float* pr = dpre + size_t(r) * C;
-    std::copy(bias, bias + C, pr);  // the pre-activation first, in dpre's row
-    for (int k = 0; k < W; ++k) {
-      const int s = t - (W - 1) + k;
-      if (s < 0) continue;
-      const float* xs = x + size_t(r - t + s) * ldx;
-      const float* wk = wT + size_t(k) * C;
-#pragma omp simd
-      for (int c = 0; c < C; ++c) pr[c] += wk[c] * xs[c];
-    }
+    conv_pre_row(r, L, C, W, x, ldx, wT, bias, pr);  // the pre-activation first, in dpre's row
     const float* dyr = dy + size_t(r) * C;
 #pragma omp simd
     for (int c = 0; c < C; ++c) {
