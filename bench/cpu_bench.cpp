@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
               warmup, hw);
   std::printf("| impl           | config  | thr | step          | fwd ms   | bwd ms   | optim ms | throughput        |\n"
               "|---|---|---|---|---|---|---|---|\n");
+  std::vector<std::string> checks;
   for (const std::string& name : [&] {
          std::vector<std::string> v;
          std::stringstream ss(configs);
@@ -148,6 +149,27 @@ int main(int argc, char** argv) {
     const size_t n = lay.table.total();
     const std::vector<unsigned char> decay = lay.table.decay_mask();
     const LossParams lp{s.B, s.L, 1, LossKind::MSE, 1.0f, 0};
+    {  // Bit-reproducibility across thread counts on this machine: one step's loss and gradients each.
+      Data d(s);
+      d.sample();
+      const std::vector<float> P = init_params(lay, 1);
+      std::vector<float> first;
+      std::string verdict = s.name + ": one step's gradients, bitwise against " + std::to_string(thread_counts[0]) +
+                            " threads:";
+      for (int threads : thread_counts) {
+        cpu::CpuModel model(lay, {.threads = threads});
+        model.forward(P.data(), d.x.data(), s.B, s.L);
+        model.loss(d.y.data(), lp);
+        std::vector<float> G(n, 0.0f);
+        model.backward(P.data(), G.data(), nullptr);
+        if (first.empty()) first = G;
+        const bool same = std::memcmp(first.data(), G.data(), n * sizeof(float)) == 0;
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %d %s", threads, same ? "same" : "DIFFERENT");
+        verdict.append(buf);
+      }
+      checks.push_back(verdict);
+    }
     for (int threads : thread_counts) {
       Data d(s);
       std::vector<float> P = init_params(lay, 1), G(n), m(n, 0.0f), v(n, 0.0f);
@@ -202,5 +224,7 @@ int main(int argc, char** argv) {
       row("reference", s, 1, t);
     }
   }
+  std::printf("\n");
+  for (const std::string& c : checks) std::printf("%s\n", c.c_str());
   return 0;
 }

@@ -22,7 +22,11 @@ build onednn -DUSE_DNNL -ldnnl
 for b in openblas-serial blis-serial onednn; do
   OMP_NUM_THREADS=1 DNNL_VERBOSE=0 "$out/$b" "$b/1thr" 1
 done
-for b in openblas-serial blis-serial; do "$out/$b" "$b/split$threads" "$threads"; done
+OPENBLAS_NUM_THREADS=1 "$out/openblas-pthread" "openblas-pthread/1thr" 1
+# split: our workers each call a single-threaded library on a band of rows (how src/cpu uses it); OpenBLAS
+# through its pthread build set to one thread, since the serial build is not safe to call concurrently.
+OPENBLAS_NUM_THREADS=1 "$out/openblas-pthread" "openblas-pthread1/split$threads" "$threads"
+"$out/blis-serial" "blis-serial/split$threads" "$threads"
 for b in openblas-pthread openblas-openmp blis-pthread blis-openmp onednn; do
   OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads "$out/$b" "$b/$threads" 1
 done

@@ -4,8 +4,9 @@
 # bench/torch_reference.py cpu (when python3 can import torch), default and S configurations.
 # Usage: scripts/cpu_bench.sh [build-dir] [threads, e.g. 1,2,4,8,16]   (default threads: 1, 2, 4, ... up to nproc)
 set -euo pipefail
-cd "$(dirname "$0")/.."
 build=${1:-build}
+[ -d "$build" ] && build=$(cd "$build" && pwd)  # a folder relative to where it is called from
+cd "$(dirname "$0")/.."
 bin="$build/ml-alpha-cpu-bench"
 [ -x "$bin" ] || { echo "cpu_bench: $bin is missing: build the target ml-alpha-cpu-bench first" >&2; exit 1; }
 if [ -n "${2:-}" ]; then
