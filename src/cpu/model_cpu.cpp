@@ -15,6 +15,11 @@
 namespace mlalpha::cpu {
 
 namespace {
+// require() for the per-step checks: the message is built only when the check fails (require's
+// std::string argument would allocate on every call, and a step allocates nothing).
+void check(bool ok, const char* what) {
+  if (!ok) throw Error(what);
+}
 int blocks_of(int M) { return (M + kRowBlock - 1) / kRowBlock; }
 int chunks_of(int B, int L, int Q) { return B * ((L + Q - 1) / Q); }
 // Grows v to at least n elements (never shrinks, so a smaller batch later allocates nothing).
@@ -114,7 +119,7 @@ void CpuModel::reserve(int B, int L, bool training) {
 }
 
 void CpuModel::ensure(int B, int L, bool training) {
-  require(B >= 1 && L >= 1, "CpuModel::forward: B and L must be >= 1");
+  check(B >= 1 && L >= 1, "CpuModel::forward: B and L must be >= 1");
   // Every buffer's size is a function of the rows B·L, the chunks B·⌈L/Q⌉ and B (the scratch of none).
   const Caps& cap = training ? train_cap_ : infer_cap_;
   if (B * L > cap.rows || chunks_of(B, L, lay_.cfg.Q) > cap.chunks || B > cap.batch) reserve(B, L, training);
@@ -182,7 +187,7 @@ void CpuModel::infer(const float* P, const float* x, int B, int L, float* out) {
 }
 
 ref::LossResult<float> CpuModel::loss(const float* y, const LossParams& lp) {
-  require(!out_.empty() && lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K,
+  check(!out_.empty() && lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K,
           "CpuModel::loss: call forward() first, with the loss's shape");
   dout_.resize(out_.size());
   const ref::LossResult<float> r = ref::loss_fwd_bwd<float>(lp, {.out = out_.data(), .y = y}, dout_.data());
@@ -191,7 +196,7 @@ ref::LossResult<float> CpuModel::loss(const float* y, const LossParams& lp) {
 }
 
 void CpuModel::backward(const float* P, float* Gr, float* dx) {
-  require(have_grad_ && dout_.size() == out_.size(), "CpuModel::backward: call forward() and loss() first");
+  check(have_grad_ && dout_.size() == out_.size(), "CpuModel::backward: call forward() and loss() first");
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s(c, B_, L_);
   const int M = s.M, nb = blocks_of(M);

@@ -43,7 +43,7 @@ void ThreadPool::run_share(int worker) {
   for (int t = worker; t < n_; t += threads_) {
     if (failed_.load(std::memory_order_relaxed)) break;
     try {
-      (*fn_)(t, worker);
+      call_(fn_, t, worker);
     } catch (...) {
       bool expected = false;
       if (failed_.compare_exchange_strong(expected, true)) error_ = std::current_exception();
@@ -67,9 +67,10 @@ void ThreadPool::work(int worker) {
   }
 }
 
-void ThreadPool::run(int n, const std::function<void(int, int)>& fn) {
+void ThreadPool::run_erased(int n, Call call, void* fn) {
   if (n <= 0) return;
-  fn_ = &fn;
+  call_ = call;
+  fn_ = fn;
   n_ = n;
   error_ = nullptr;
   failed_.store(false);
@@ -90,13 +91,14 @@ void ThreadPool::run(int n, const std::function<void(int, int)>& fn) {
     // scratch indexing only where threads == 1, so use worker 0 throughout).
     for (int t = 0; t < n && !failed_.load(); ++t) {
       try {
-        fn(t, 0);
+        call(fn, t, 0);
       } catch (...) {
         failed_.store(true);
         error_ = std::current_exception();
       }
     }
   }
+  call_ = nullptr;
   fn_ = nullptr;
   if (failed_.load()) std::rethrow_exception(error_);
 }

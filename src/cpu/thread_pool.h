@@ -6,8 +6,9 @@
 // count, not on the thread count either). Workers poll for ~50 µs, then sleep on an atomic wait (futex).
 #include <atomic>
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace mlalpha::cpu {
@@ -22,16 +23,25 @@ class ThreadPool {
 
   int threads() const { return threads_; }
   // fn(task, worker) for task in [0, n); returns when all are done. Not reentrant: fn must not call run().
-  // The first exception a task throws is rethrown here (after every worker has finished).
-  void run(int n, const std::function<void(int task, int worker)>& fn);
+  // The first exception a task throws is rethrown here (after every worker has finished). fn is called
+  // through a plain function pointer: no std::function, so a run allocates nothing.
+  template <typename Fn>
+  void run(int n, Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    run_erased(n, [](void* f, int task, int worker) { (*static_cast<F*>(f))(task, worker); },
+               const_cast<void*>(static_cast<const void*>(&fn)));
+  }
 
  private:
+  using Call = void (*)(void* fn, int task, int worker);
+  void run_erased(int n, Call call, void* fn);
   void work(int worker);
   void run_share(int worker);
 
   int threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int, int)>* fn_ = nullptr;
+  Call call_ = nullptr;
+  void* fn_ = nullptr;
   int n_ = 0;
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};

@@ -5,8 +5,12 @@
 // optimizer (global norm, AdamW) against the reference's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <new>
 
 #include "cpu/model_cpu.h"
 #include "cpu/optim_cpu.h"
@@ -15,6 +19,19 @@
 #include "test_util.h"
 #include "tolerances.h"
 #include "train/optim.h"
+
+// Every operator new of this test binary is counted while g_count_news is set (the step must make none).
+namespace {
+std::atomic<bool> g_count_news{false};
+std::atomic<long> g_news{0};
+}  // namespace
+void* operator new(size_t n) {
+  if (g_count_news.load(std::memory_order_relaxed)) g_news.fetch_add(1);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace mlalpha::test {
 namespace {
@@ -211,6 +228,39 @@ TEST(CpuModel, AccumulatesAndInfersLikeForward) {
   EXPECT_LT(cpu::CpuModel::floats_needed(lay.cfg, cs.B, cs.L, 3, false),
             cpu::CpuModel::floats_needed(lay.cfg, cs.B, cs.L, 3, true) / 2);
   EXPECT_NE(error_of([&] { m.backward(P.data(), g.data(), nullptr); }).find("forward() and loss()"), std::string::npos);
+}
+
+// After the first step of a shape, a whole step (forward, loss, backward, norm, AdamW; and an inference)
+// allocates nothing; a larger batch grows the buffers once.
+TEST(CpuModel, StepAllocatesNothing) {
+  const Case cs{"", 3, 90, 16, 2, 8, 1, 8, 32, 4, 1, LossKind::MSE, 0};
+  const ModelLayout lay(config_of(cs));
+  auto rng = make_rng(80);
+  const std::vector<float> P0 = random_params(lay, rng);
+  const Batch b = random_batch(lay.cfg, cs.B, cs.L, rng);
+  const LossParams lp{cs.B, cs.L, lay.cfg.K, cs.loss, 1.0f, 0};
+  cpu::CpuModel m(lay, {.threads = 2});
+  std::vector<float> P = P0, G(P.size()), mom(P.size()), vel(P.size()), out(b.y.size());
+  std::vector<double> part(cpu::norm_blocks(P.size()));
+  const std::vector<unsigned char> decay = lay.table.decay_mask();
+  auto step = [&](int64_t k) {
+    std::fill(G.begin(), G.end(), 0.0f);
+    m.forward(P.data(), b.x.data(), cs.B, cs.L);
+    m.loss(b.y.data(), lp);
+    m.backward(P.data(), G.data(), nullptr);
+    const double nsq = cpu::grad_norm_sq(m.pool(), G.data(), G.size(), part.data());
+    cpu::adamw(m.pool(), P.data(), G.data(), mom.data(), vel.data(), decay.data(), P.size(), {.step = k},
+               float(1.0 / std::max(1.0, std::sqrt(nsq))));
+    m.infer(P.data(), b.x.data(), cs.B, cs.L, out.data());
+  };
+  step(1);
+  g_news = 0;
+  g_count_news = true;
+  step(2);
+  step(3);
+  g_count_news = false;
+  EXPECT_EQ(g_news.load(), 0) << "operator new calls in two steps";
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); }));
 }
 
 TEST(CpuOptim, NormAndAdamWMatchTheReference) {
