@@ -1,7 +1,8 @@
 # OpenBLAS for the fast CPU path (src/cpu): Debian's pthread build (libopenblas-pthread-dev), linked
 # statically so a binary built here runs where OpenBLAS is not installed (DESIGN section 6). Its kernels are
 # chosen at run time for the CPU (DYNAMIC_ARCH). src/cpu sets it to one thread and calls it from its own
-# workers: the pthread build locks its buffer pool, the serial build does not (concurrent calls raced). docs/decisions.md, "CPU BLAS", says why this one.
+# workers: the pthread build locks its buffer pool, the serial build does not (concurrent calls raced).
+# docs/decisions.md, "The fast CPU path", says why this library.
 # Where the package is not installed (the GPU machine), scripts/stage_cpu_deps.sh's .cpu-deps/ supplies
 # the same archive and headers; -DMLALPHA_OPENBLAS_LIBRARY / _INCLUDE_DIR override both.
 set(MLALPHA_OPENBLAS_STAGED ${PROJECT_SOURCE_DIR}/.cpu-deps/openblas-pthread.tar.xz)

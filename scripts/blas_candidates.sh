@@ -2,7 +2,7 @@
 # Builds bench/blas_candidates.cpp once per Debian BLAS candidate and times each on the model's GEMM shapes
 # at 1 thread and at $threads (the library's own threads, and the serial library split over std::threads).
 # Needs libopenblas-{serial,pthread,openmp}-dev, libblis-{serial,pthread,openmp}-dev, libdnnl-dev.
-# Usage: scripts/blas_candidates.sh [threads] > log   (docs/decisions.md, "CPU BLAS")
+# Usage: scripts/blas_candidates.sh [threads] > log   (docs/benchmarks.md, "BLAS candidates")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-$(nproc)}

@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 lib=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
 inc=/usr/include/x86_64-linux-gnu/openblas-pthread
 for f in "$lib" "$inc/cblas.h" "$inc/openblas_config.h"; do
-  [ -e "$f" ] || { echo "stage_cpu_deps: $f is missing; run scripts/setup.sh (libopenblas-pthread-dev) first" >&2; exit 1; }
+  [ -e "$f" ] || {
+    echo "stage_cpu_deps: $f is missing; run scripts/setup.sh (libopenblas-pthread-dev) first" >&2
+    exit 1
+  }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

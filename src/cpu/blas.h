@@ -1,6 +1,6 @@
 #pragma once
 // The fast CPU path's GEMMs: OpenBLAS's cblas_sgemm (Debian's pthread build, linked statically;
-// docs/decisions.md "CPU BLAS"), set to one thread and called from the ThreadPool's workers on fixed blocks
+// docs/decisions.md "The fast CPU path"), set to one thread and called from the ThreadPool's workers on fixed blocks
 // of the output, so each output element is computed by one call of a fixed shape whatever the thread count.
 // (The pthread build because its buffer pool is locked: the serial build's is not, and concurrent calls
 // from our workers raced there and gave wrong results.)

@@ -50,7 +50,8 @@ struct CpuModel::Plan {
     const LayerShapes s(c, B, L);
     const size_t M = size_t(s.M), nb = blocks_of(s.M);
     const SsdParams sp{B, L, s.H, c.P, c.G, c.N, c.Q, s.cd};
-    x = M * c.F, h = M * s.D, rows = M, out = M * c.K, layer_D = M * s.D, zx = M * s.proj, xbc = M * s.cd, delta = M * s.H;
+    x = M * c.F, h = M * s.D, rows = M, out = M * c.K, layer_D = M * s.D;
+    zx = M * s.proj, xbc = M * s.cd, delta = M * s.H;
     y = M * s.di, grstd = M * c.G, states = ssd_states_floats(sp), convT = size_t(c.W) * s.cd;
     dD = M * s.D, ddi = M * s.di, dzx = M * s.proj, dxbc = M * s.cd, ddelta = M * s.H;
     wtmp = size_t(c.W + 1) * s.cd + s.H;
@@ -165,7 +166,9 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
     // h += gout · W_outᵀ (the residual, in place)
     gemm_rows(pool, Op::T, M, s.D, s.di, a.gout.data(), s.di, P + o.out_proj_w, s.di, 1.0f, h, s.D);
   }
-  rows([&](int r0, int r1, int, int) { rmsnorm_fwd(r0, r1, s.D, s.norm.eps, h, P + lay_.norm_f, hfn_.data(), rstdf_.data()); });
+  rows([&](int r0, int r1, int, int) {
+    rmsnorm_fwd(r0, r1, s.D, s.norm.eps, h, P + lay_.norm_f, hfn_.data(), rstdf_.data());
+  });
   gemm_rows(pool, Op::T, M, c.K, s.D, hfn_.data(), s.D, P + lay_.head_w, s.D, 0.0f, out, c.K, P + lay_.head_b);
 }
 

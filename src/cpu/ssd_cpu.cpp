@@ -3,7 +3,8 @@
 //   Y = Lm·Xs + diag(e^{a})·C·S_inᵀ + D·x,     S_out = e^{a_T}·S_in + Xdᵀ·B,  Xd = diag(e^{a_T − a})·Xs
 // and, given dY and dS_out (the adjoint of the state leaving the chunk), the backward:
 //   dXs  = Lmᵀ·dY + diag(e^{a_T − a})·R,          R = B·dS_outᵀ (T, P)
-//   dLm  = dY·Xsᵀ;  d(C·Bᵀ) = dLm ⊙ E  (summed over the group's heads, then dC += d(CBᵀ)·B, dB += d(CBᵀ)ᵀ·C)
+//   dLm  = dY·Xsᵀ;  d(C·Bᵀ) = dLm ⊙ E  (summed over the group's heads; then dC += d(CBᵀ)·B and
+//                                       dB += d(CBᵀ)ᵀ·C)
 //   dC  += diag(e^{a})·dY·S_in;  dB += Xd·dS_out;  dS_in = e^{a_T}·dS_out + (diag(e^{a})·dY)ᵀ·C
 //   da_i += Σ_j dLm_ij Lm_ij − Σ_j dLm_ji Lm_ji + e^{a_i} Σ_n (dY·S_in)_in C_in − w_i,
 //   da_T += e^{a_T} ⟨dS_out, S_in⟩ + Σ_j w_j,      w_j = e^{a_T − a_j} Σ_p Xs_jp R_jp

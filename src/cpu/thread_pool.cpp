@@ -2,6 +2,10 @@
 
 #include <chrono>
 #include <exception>
+#include <string>
+#include <system_error>
+
+#include "core/error.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -29,14 +33,23 @@ bool spin_until(Ready&& ready) {
 ThreadPool::ThreadPool(int threads) {
   const int hw = int(std::thread::hardware_concurrency());
   threads_ = threads > 0 ? threads : (hw > 0 ? hw : 1);
-  for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+  try {
+    for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+  } catch (const std::system_error& e) {
+    stop_workers();
+    throw Error("the CPU thread pool could not start thread " + std::to_string(workers_.size() + 1) + " of " +
+                std::to_string(threads_) + " (" + e.what() + "): ask for fewer threads");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::run_share(int worker) {

@@ -15,14 +15,16 @@ namespace mlalpha::cpu {
 
 class ThreadPool {
  public:
-  // threads <= 0: all hardware threads (std::thread::hardware_concurrency).
+  // threads <= 0: all hardware threads (std::thread::hardware_concurrency). Throws mlalpha::Error when the
+  // system refuses a thread.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return threads_; }
-  // fn(task, worker) for task in [0, n); returns when all are done. Not reentrant: fn must not call run().
+  // fn(task, worker) for task in [0, n); returns when all are done. One caller at a time, and not
+  // reentrant: fn must not call run().
   // The first exception a task throws is rethrown here (after every worker has finished). fn is called
   // through a plain function pointer: no std::function, so a run allocates nothing.
   template <typename Fn>
@@ -37,6 +39,7 @@ class ThreadPool {
   void run_erased(int n, Call call, void* fn);
   void work(int worker);
   void run_share(int worker);
+  void stop_workers();
 
   int threads_;
   std::vector<std::thread> workers_;
@@ -49,8 +52,5 @@ class ThreadPool {
   std::exception_ptr error_;
   std::atomic<bool> failed_{false};
 };
-
-// Floor division of [0, n) into `parts` contiguous ranges: part k is [n·k/parts, n·(k+1)/parts).
-inline int64_t part_begin(int64_t n, int parts, int k) { return n * k / parts; }
 
 }  // namespace mlalpha::cpu

@@ -100,7 +100,10 @@ Result run_fast(cpu::CpuModel& m, const ModelLayout& lay, const std::vector<floa
 template <typename G>
 double rel_l2(const std::vector<G>& got, const std::vector<double>& ref) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]), den += ref[i] * ref[i];
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = double(got[i]) - ref[i];
+    num += e * e, den += ref[i] * ref[i];
+  }
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
