@@ -91,9 +91,12 @@ std::vector<double> time_steps(int warmup, int steps, Step&& step) {
   return {median(t[0]), median(t[1]), median(t[2]), median(t[3])};
 }
 
-void row(const char* impl, const Shape& s, int threads, const std::vector<double>& t) {
-  std::printf("| %-14s | %-7s | %3d | %10.3f ms | %8.3f | %8.3f | %8.3f | %11.0f tok/s |\n", impl, s.name.c_str(),
-              threads, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, s.B * s.L / t[0]);
+// speedup: the first thread count's step time over this one's (0: not shown).
+void row(const char* impl, const Shape& s, int threads, const std::vector<double>& t, double speedup) {
+  char sp[16] = "";
+  if (speedup > 0) std::snprintf(sp, sizeof sp, "%.2fx", speedup);
+  std::printf("| %-14s | %-7s | %3d | %10.3f ms | %8.3f | %8.3f | %8.3f | %11.0f tok/s | %7s |\n", impl,
+              s.name.c_str(), threads, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, s.B * s.L / t[0], sp);
   std::fflush(stdout);
 }
 
@@ -128,8 +131,8 @@ int main(int argc, char** argv) {
   std::printf("ml-alpha fast CPU model: median of %d steps (S: %d) after %d warm-up (whole step: gather, zero grads, "
               "forward, loss, backward, norm, clip, AdamW); %d hardware threads\n\n", steps, std::max(5, steps / 3),
               warmup, hw);
-  std::printf("| impl           | config  | thr | step          | fwd ms   | bwd ms   | optim ms | throughput        |\n"
-              "|---|---|---|---|---|---|---|---|\n");
+  std::printf("| impl           | config  | thr | step          | fwd ms   | bwd ms   | optim ms | throughput        | "
+              "scaling |\n|---|---|---|---|---|---|---|---|---|\n");
   std::vector<std::string> checks;
   for (const std::string& name : [&] {
          std::vector<std::string> v;
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
       }
       checks.push_back(verdict);
     }
+    double first_step = 0;  // the first thread count's step, for the scaling column
     for (int threads : thread_counts) {
       Data d(s);
       std::vector<float> P = init_params(lay, 1), G(n), m(n, 0.0f), v(n, 0.0f);
@@ -195,7 +199,8 @@ int main(int argc, char** argv) {
         const double t3 = now();
         ph[0] = t3 - t0, ph[1] = t1 - t0, ph[2] = t2 - t1, ph[3] = t3 - t2;
       });
-      row("ml-alpha cpu", s, threads, t);
+      if (first_step == 0) first_step = t[0];
+      row("ml-alpha cpu", s, threads, t, first_step / t[0]);
     }
     if (with_ref) {  // the reference, one thread; S takes seconds a step, so few steps
       Data d(s);
@@ -221,7 +226,7 @@ int main(int argc, char** argv) {
         const double t3 = now();
         ph[0] = t3 - t0, ph[1] = t1 - t0, ph[2] = t2 - t1, ph[3] = t3 - t2;
       });
-      row("reference", s, 1, t);
+      row("reference", s, 1, t, 0.0);
     }
   }
   std::printf("\n");

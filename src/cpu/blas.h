@@ -1,7 +1,8 @@
 #pragma once
 // The fast CPU path's GEMMs: OpenBLAS's cblas_sgemm (Debian's pthread build, linked statically;
-// docs/decisions.md "The fast CPU path"), set to one thread and called from the ThreadPool's workers on fixed blocks
-// of the output, so each output element is computed by one call of a fixed shape whatever the thread count.
+// docs/decisions.md "The fast CPU path"), set to one thread and called from the ThreadPool's workers on
+// fixed blocks of the output, so each output element is computed by one call of a fixed shape whatever the
+// thread count.
 // (The pthread build because its buffer pool is locked: the serial build's is not, and concurrent calls
 // from our workers raced there and gave wrong results.)
 // All matrices are row-major; op(X) = X or Xᵀ.
