@@ -74,6 +74,10 @@ constexpr double kModelParityBf16RelL2 = 8e-2;
 // (A_log, a sum that cancels), typically 1e-6 to 6e-6, as RefModel<float>'s own 1e-6 to 1.1e-5.
 constexpr double kCpuFastRelL2 = 1e-4;
 constexpr double kCpuFastLossRel = 1e-5;
+// The same under the IC loss: its ∂loss/∂out has zero mean over each cross-section, so every parameter
+// gradient is a sum whose terms cancel further; measured (40 runs): the fast model up to 1.3e-4 (D),
+// RefModel<float> up to 9e-4 of its own; 1e-3.
+constexpr double kCpuFastIcRelL2 = 1e-3;
 // Σ g² in double over fixed blocks vs in index order: the same terms in another order, ~1e-16 relative.
 constexpr double kCpuNormSqRel = 1e-12;
 
