@@ -126,10 +126,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int hw = int(std::thread::hardware_concurrency());
+  const int hw = cpu::available_cpus();
   const std::vector<int> thread_counts = threads_arg.empty() ? std::vector<int>{1, hw} : parse_ints(threads_arg);
   std::printf("ml-alpha fast CPU model: median of %d steps (S: %d) after %d warm-up (whole step: gather, zero grads, "
-              "forward, loss, backward, norm, clip, AdamW); %d hardware threads\n\n", steps, std::max(5, steps / 3),
+              "forward, loss, backward, norm, clip, AdamW); %d CPUs available\n\n", steps, std::max(5, steps / 3),
               warmup, hw);
   std::printf("| impl           | config  | thr | step          | fwd ms   | bwd ms   | optim ms | throughput        | "
               "scaling |\n|---|---|---|---|---|---|---|---|---|\n");

@@ -361,7 +361,7 @@ def main():
     add_precision(b, "Every configuration runs in it (default: S and M fp32, L tf32).")
     cp = sub.add_parser("cpu", help="the training step on the CPU at the given thread counts")
     cp.add_argument("--configs", default="default,S")
-    cp.add_argument("--threads", default=f"1,{__import__('os').cpu_count()}")
+    cp.add_argument("--threads", default=f"1,{len(__import__('os').sched_getaffinity(0))}")
     cp.add_argument("--steps", type=int, default=20)
     cp.add_argument("--warmup", type=int, default=2)
     o = sub.add_parser("bench-one", help="one configuration and mode (what bench runs per process)")

@@ -72,7 +72,7 @@ struct CpuModel::Plan {
 };
 
 size_t CpuModel::floats_needed(const ModelConfig& c, int B, int L, int threads, bool training) {
-  const int t = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()));
+  const int t = threads > 0 ? threads : available_cpus();
   return Plan(c, B, L, t).total(c.NL, training);
 }
 

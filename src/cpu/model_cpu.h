@@ -20,7 +20,7 @@ namespace mlalpha::cpu {
 class ThreadPool;
 
 struct CpuOptions {
-  int threads = 0;  // worker threads including the caller; 0 = all hardware threads
+  int threads = 0;  // worker threads including the caller; 0 = every CPU this process may use (available_cpus)
 };
 
 class CpuModel {

@@ -1,5 +1,7 @@
 #include "cpu/thread_pool.h"
 
+#include <sched.h>
+
 #include <chrono>
 #include <exception>
 #include <string>
@@ -30,9 +32,16 @@ bool spin_until(Ready&& ready) {
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+int available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   const int hw = int(std::thread::hardware_concurrency());
-  threads_ = threads > 0 ? threads : (hw > 0 ? hw : 1);
+  return hw > 0 ? hw : 1;
+}
+
+ThreadPool::ThreadPool(int threads) {
+  threads_ = threads > 0 ? threads : available_cpus();
   try {
     for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
   } catch (const std::system_error& e) {

@@ -13,10 +13,13 @@
 
 namespace mlalpha::cpu {
 
+// The CPUs this process may run on (its affinity mask: a container's or taskset's cpuset, where
+// std::thread::hardware_concurrency counts the whole machine's); at least 1.
+int available_cpus();
+
 class ThreadPool {
  public:
-  // threads <= 0: all hardware threads (std::thread::hardware_concurrency). Throws mlalpha::Error when the
-  // system refuses a thread.
+  // threads <= 0: available_cpus(). Throws mlalpha::Error when the system refuses a thread.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
