@@ -33,9 +33,12 @@ struct Scratch {
   float *Xs, *Xd, *dXs, *R, *dYs;      // (Q, P)
   float *Cs, *G1;                      // (Q, N)
   float *S, *dS;                       // (H, P, N): inference state / adjoint state per head
+  // Rounded up to 64 bytes, so every worker's scratch has the same alignment: the same call on another
+  // worker then sees the same addresses modulo the cache line (OpenBLAS's paths cannot differ by worker).
   static size_t floats(const SsdParams& p) {
     const size_t Q = p.Q, QQ = Q * Q;
-    return 5 * QQ + 4 * Q + 5 * Q * p.P + 2 * Q * p.N + 2 * size_t(p.H) * p.P * p.N;
+    const size_t n = 5 * QQ + 4 * Q + 5 * Q * p.P + 2 * Q * p.N + 2 * size_t(p.H) * p.P * p.N;
+    return (n + 15) / 16 * 16;
   }
   Scratch(const SsdParams& p, float* f) {
     const size_t Q = p.Q, QQ = Q * Q, QP = Q * p.P, QN = Q * p.N, HPN = size_t(p.H) * p.P * p.N;
