@@ -133,8 +133,8 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
   const LayerShapes s(c, B_, L_);
   const int M = s.M, nb = blocks_of(M);
   ThreadPool& pool = *pool_;
-  auto rows = [&](auto&& fn) {
-    pool.run(nb, [&](int t, int w) { fn(t * kRowBlock, std::min(M, (t + 1) * kRowBlock), t, w); });
+  auto rows = [&](auto&& fn) {  // fn(rows, block) over the fixed row blocks
+    pool.run(nb, [&](int t, int) { fn(Rows{t * kRowBlock, std::min(M, (t + 1) * kRowBlock)}, t); });
   };
   float* h = h_.data();
   gemm_rows(pool, Op::T, M, s.D, c.F, x, c.F, P + lay_.in_w, c.F, 0.0f, h, s.D, P + lay_.in_b);
@@ -146,29 +146,26 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
       for (int ch = 0; ch < s.cd; ++ch) a.convT[size_t(k) * s.cd + ch] = P[o.conv_w + size_t(ch) * c.W + k];
     float* zx = a.zx.data();
     const ZxCols<float> z = zx_cols(s, zx);
-    rows([&](int r0, int r1, int, int) {
-      if (cache) std::copy(h + size_t(r0) * s.D, h + size_t(r1) * s.D, a.h_in.data() + size_t(r0) * s.D);
-      rmsnorm_fwd(r0, r1, s.D, s.norm.eps, h, P + o.norm_w, a.hn.data(), a.rstd.data());
+    rows([&](Rows r, int) {
+      if (cache) std::copy(h + size_t(r.begin) * s.D, h + size_t(r.end) * s.D, a.h_in.data() + size_t(r.begin) * s.D);
+      rmsnorm_fwd(r, s.norm, {.x = h, .w = P + o.norm_w}, a.hn.data(), a.rstd.data());
     });
     gemm_rows(pool, Op::T, M, s.proj, s.D, a.hn.data(), s.D, P + o.in_proj_w, s.D, 0.0f, zx, s.proj);
-    rows([&](int r0, int r1, int, int) {
-      conv_silu_fwd(r0, r1, L_, s.cd, c.W, z.xBC, s.proj, a.convT.data(), P + o.conv_b, a.xbc.data());
-      dt_fwd(r0, r1, s.H, z.dt, s.proj, P + o.dt_bias, c.dt_limit_lo, c.dt_limit_hi, a.delta.data());
+    rows([&](Rows r, int) {
+      conv_silu_fwd(r, s.conv, {.x = z.xBC, .wT = a.convT.data(), .bias = P + o.conv_b}, a.xbc.data());
+      dt_fwd(r, s.dt, {.dt = z.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
     });
     const XbcCols<const float> xb = xbc_cols<const float>(s, a.xbc.data());
     ssd_forward(pool, sp,
                 {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D},
                 a.y.data(), cache ? a.states.data() : nullptr, ssd_scratch_.data());
-    rows([&](int r0, int r1, int, int) {
-      gated_fwd(r0, r1, s.di, c.G, s.gnorm.eps, a.y.data(), z.z, s.proj, P + o.gnorm_w, a.gout.data(),
-                a.grstd.data());
+    rows([&](Rows r, int) {
+      gated_fwd(r, s.gnorm, {.y = a.y.data(), .z = z.z, .w = P + o.gnorm_w}, a.gout.data(), a.grstd.data());
     });
     // h += gout · W_outᵀ (the residual, in place)
     gemm_rows(pool, Op::T, M, s.D, s.di, a.gout.data(), s.di, P + o.out_proj_w, s.di, 1.0f, h, s.D);
   }
-  rows([&](int r0, int r1, int, int) {
-    rmsnorm_fwd(r0, r1, s.D, s.norm.eps, h, P + lay_.norm_f, hfn_.data(), rstdf_.data());
-  });
+  rows([&](Rows r, int) { rmsnorm_fwd(r, s.norm, {.x = h, .w = P + lay_.norm_f}, hfn_.data(), rstdf_.data()); });
   gemm_rows(pool, Op::T, M, c.K, s.D, hfn_.data(), s.D, P + lay_.head_w, s.D, 0.0f, out, c.K, P + lay_.head_b);
 }
 
@@ -205,17 +202,18 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
   const int M = s.M, nb = blocks_of(M);
   ThreadPool& pool = *pool_;
   float* part = part_.data();
-  auto rows = [&](auto&& fn) {
-    pool.run(nb, [&](int t, int w) { fn(t * kRowBlock, std::min(M, (t + 1) * kRowBlock), t, w); });
+  auto rows = [&](auto&& fn) {  // fn(rows, block) over the fixed row blocks
+    pool.run(nb, [&](int t, int) { fn(Rows{t * kRowBlock, std::min(M, (t + 1) * kRowBlock)}, t); });
   };
   float *dh = dh_.data(), *dhfn = dhfn_.data();
   // head: out = hfn·W_headᵀ + b_head
   gemm_rows(pool, Op::N, M, s.D, c.K, dout_.data(), c.K, P + lay_.head_w, s.D, 0.0f, dhfn, s.D);
   gemm_dw(pool, M, c.K, s.D, dout_.data(), c.K, hfn_.data(), s.D, Gr + lay_.head_w, dw_scratch_.data());
-  rows([&](int r0, int r1, int t, int) { colsum(r0, r1, c.K, dout_.data(), c.K, part + size_t(t) * c.K); });
+  rows([&](Rows r, int t) { colsum(r, c.K, dout_.data(), c.K, part + size_t(t) * c.K); });
   reduce_partials(pool, part, nb, c.K, Gr + lay_.head_b);
-  rows([&](int r0, int r1, int t, int) {
-    rmsnorm_bwd(r0, r1, s.D, h_.data(), P + lay_.norm_f, rstdf_.data(), dhfn, dh, false, part + size_t(t) * s.D);
+  rows([&](Rows r, int t) {
+    rmsnorm_bwd(r, s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn,
+                {.dx = dh, .dw = part + size_t(t) * s.D}, false);
   });
   reduce_partials(pool, part, nb, s.D, Gr + lay_.norm_f);
   const SsdParams sp{B_, L_, s.H, c.P, c.G, c.N, c.Q, s.cd};
@@ -231,9 +229,9 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
     gemm_rows(pool, Op::N, M, s.di, s.D, dh, s.D, P + o.out_proj_w, s.di, 0.0f, dg, s.di);
     gemm_dw(pool, M, s.D, s.di, dh, s.D, a.gout.data(), s.di, Gr + o.out_proj_w, dw_scratch_.data());
     // gated RMSNorm
-    rows([&](int r0, int r1, int t, int) {
-      gated_bwd(r0, r1, s.di, c.G, a.y.data(), zx.z, s.proj, P + o.gnorm_w, a.grstd.data(), dg, dyb, gzx.z,
-                part + size_t(t) * s.di);
+    rows([&](Rows r, int t) {
+      gated_bwd(r, s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg,
+                {.dy = dyb, .dz = gzx.z, .dw = part + size_t(t) * s.di});
     });
     reduce_partials(pool, part, nb, s.di, Gr + o.gnorm_w);
     // SSD
@@ -246,12 +244,12 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
     reduce_partials(pool, ssd_dD_.data(), B_, s.H, Gr + o.D);
     // Δ = softplus(dt + dt_bias), then the conv's pre-activation gradient with its weight partials
     const int convw = c.W * s.cd + s.cd;  // per block: dw (W, C), then dbias (C)
-    rows([&](int r0, int r1, int t, int) {
-      dt_bwd(r0, r1, s.H, zx.dt, s.proj, P + o.dt_bias, c.dt_limit_lo, c.dt_limit_hi, ddelta_.data(), gzx.dt,
-             part + size_t(t) * (convw + s.H) + convw);
-      float* pc = part + size_t(t) * (convw + s.H);
-      conv_silu_bwd_pre(r0, r1, L_, s.cd, c.W, zx.xBC, s.proj, a.convT.data(), P + o.conv_b, dxbc_.data(),
-                        dpre_.data(), pc, pc + size_t(c.W) * s.cd);
+    rows([&](Rows r, int t) {
+      float* pc = part + size_t(t) * (convw + s.H);  // this block's conv dw, dbias, then dt_bias partials
+      dt_bwd(r, s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
+             {.ddt = gzx.dt, .ddt_bias = pc + convw});
+      conv_silu_bwd_pre(r, s.conv, {.x = zx.xBC, .wT = a.convT.data(), .bias = P + o.conv_b}, dxbc_.data(),
+                        dpre_.data(), {.dw = pc, .dbias = pc + size_t(c.W) * s.cd});
     });
     std::fill(wtmp_.begin(), wtmp_.begin() + convw + s.H, 0.0f);
     reduce_partials(pool, part, nb, convw + s.H, wtmp_.data());
@@ -260,20 +258,18 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
       Gr[o.conv_b + ch] += wtmp_[size_t(c.W) * s.cd + ch];
     }
     for (int hh = 0; hh < s.H; ++hh) Gr[o.dt_bias + hh] += wtmp_[convw + hh];
-    rows([&](int r0, int r1, int, int) {
-      conv_bwd_dx(r0, r1, L_, s.cd, c.W, a.convT.data(), dpre_.data(), gzx.xBC, s.proj);
-    });
+    rows([&](Rows r, int) { conv_bwd_dx(r, s.conv, a.convT.data(), dpre_.data(), gzx.xBC); });
     // in_proj, then the pre-mixer RMSNorm adds its input gradient onto the residual stream's
     gemm_rows(pool, Op::N, M, s.D, s.proj, dzx_.data(), s.proj, P + o.in_proj_w, s.D, 0.0f, dhn_.data(), s.D);
     gemm_dw(pool, M, s.proj, s.D, dzx_.data(), s.proj, a.hn.data(), s.D, Gr + o.in_proj_w, dw_scratch_.data());
-    rows([&](int r0, int r1, int t, int) {
-      rmsnorm_bwd(r0, r1, s.D, a.h_in.data(), P + o.norm_w, a.rstd.data(), dhn_.data(), dh, true,
-                  part + size_t(t) * s.D);
+    rows([&](Rows r, int t) {
+      rmsnorm_bwd(r, s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
+                  {.dx = dh, .dw = part + size_t(t) * s.D}, true);
     });
     reduce_partials(pool, part, nb, s.D, Gr + o.norm_w);
   }
   gemm_dw(pool, M, s.D, c.F, dh, s.D, x_.data(), c.F, Gr + lay_.in_w, dw_scratch_.data());
-  rows([&](int r0, int r1, int t, int) { colsum(r0, r1, s.D, dh, s.D, part + size_t(t) * s.D); });
+  rows([&](Rows r, int t) { colsum(r, s.D, dh, s.D, part + size_t(t) * s.D); });
   reduce_partials(pool, part, nb, s.D, Gr + lay_.in_b);
   if (dx) gemm_rows(pool, Op::N, M, c.F, s.D, dh, s.D, P + lay_.in_w, c.F, 0.0f, dx, c.F);
 }

@@ -11,8 +11,10 @@ MLALPHA_CPU_KERNELS_BEGIN
 
 namespace mlalpha::cpu {
 
-void rmsnorm_fwd(int r0, int r1, int D, float eps, const float* x, const float* w, float* y, float* rstd) {
-  for (int r = r0; r < r1; ++r) {
+void rmsnorm_fwd(Rows rows, const RmsNormParams& p, const RmsNormInputs<float>& in, float* y, float* rstd) {
+  const int D = p.D;
+  const float *x = in.x, *w = in.w, eps = p.eps;
+  for (int r = rows.begin; r < rows.end; ++r) {
     const float* xr = x + size_t(r) * D;
     float* yr = y + size_t(r) * D;
     float ss = 0.0f;
@@ -25,10 +27,13 @@ void rmsnorm_fwd(int r0, int r1, int D, float eps, const float* x, const float* 
   }
 }
 
-void rmsnorm_bwd(int r0, int r1, int D, const float* x, const float* w, const float* rstd, const float* dy,
-                 float* dx, bool accumulate, float* dw_part) {
+void rmsnorm_bwd(Rows rows, const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd,
+                 const float* dy, const RmsNormGrads<float>& g, bool accumulate) {
+  const int D = p.D;
+  const float *x = in.x, *w = in.w;
+  float *dx = g.dx, *dw_part = g.dw;
   std::fill(dw_part, dw_part + D, 0.0f);
-  for (int r = r0; r < r1; ++r) {
+  for (int r = rows.begin; r < rows.end; ++r) {
     const float* xr = x + size_t(r) * D;
     const float* dyr = dy + size_t(r) * D;
     float* dxr = dx + size_t(r) * D;
@@ -48,39 +53,40 @@ void rmsnorm_bwd(int r0, int r1, int D, const float* x, const float* w, const fl
 
 namespace {
 // pre (C) = bias + Σ_k w[·, k] ⊙ x[t − (W − 1) + k] for row r (time t = r mod L; x = 0 before t = 0).
-void conv_pre_row(int r, int L, int C, int W, const float* x, int ldx, const float* wT, const float* bias,
-                  float* pre) {
-  const int t = r % L;
-  std::copy(bias, bias + C, pre);
-  for (int k = 0; k < W; ++k) {
-    const int s = t - (W - 1) + k;
+void conv_pre_row(int r, const Conv1dParams& p, const ConvInputsT& in, float* pre) {
+  const int t = r % p.L, C = p.C;
+  std::copy(in.bias, in.bias + C, pre);
+  for (int k = 0; k < p.W; ++k) {
+    const int s = t - (p.W - 1) + k;
     if (s < 0) continue;
-    const float* xs = x + size_t(r - t + s) * ldx;
-    const float* wk = wT + size_t(k) * C;
+    const float* xs = in.x + size_t(r - t + s) * p.ld_x;
+    const float* wk = in.wT + size_t(k) * C;
 #pragma omp simd
     for (int c = 0; c < C; ++c) pre[c] += wk[c] * xs[c];
   }
 }
 }  // namespace
 
-void conv_silu_fwd(int r0, int r1, int L, int C, int W, const float* x, int ldx, const float* wT, const float* bias,
-                   float* y) {
-  for (int r = r0; r < r1; ++r) {
+void conv_silu_fwd(Rows rows, const Conv1dParams& p, const ConvInputsT& in, float* y) {
+  const int C = p.C;
+  for (int r = rows.begin; r < rows.end; ++r) {
     float* yr = y + size_t(r) * C;
-    conv_pre_row(r, L, C, W, x, ldx, wT, bias, yr);
+    conv_pre_row(r, p, in, yr);
 #pragma omp simd
     for (int c = 0; c < C; ++c) yr[c] = vsilu(yr[c]);
   }
 }
 
-void conv_silu_bwd_pre(int r0, int r1, int L, int C, int W, const float* x, int ldx, const float* wT,
-                       const float* bias, const float* dy, float* dpre, float* dw_part, float* db_part) {
+void conv_silu_bwd_pre(Rows rows, const Conv1dParams& p, const ConvInputsT& in, const float* dy, float* dpre,
+                       const Conv1dGrads<float>& g) {
+  const int C = p.C, W = p.W;
+  float *dw_part = g.dw, *db_part = g.dbias;
   std::fill(dw_part, dw_part + size_t(W) * C, 0.0f);
   std::fill(db_part, db_part + C, 0.0f);
-  for (int r = r0; r < r1; ++r) {
-    const int t = r % L;
+  for (int r = rows.begin; r < rows.end; ++r) {
+    const int t = r % p.L;
     float* pr = dpre + size_t(r) * C;
-    conv_pre_row(r, L, C, W, x, ldx, wT, bias, pr);  // the pre-activation first, in dpre's row
+    conv_pre_row(r, p, in, pr);  // the pre-activation first, in dpre's row
     const float* dyr = dy + size_t(r) * C;
 #pragma omp simd
     for (int c = 0; c < C; ++c) {
@@ -90,7 +96,7 @@ void conv_silu_bwd_pre(int r0, int r1, int L, int C, int W, const float* x, int 
     for (int k = 0; k < W; ++k) {
       const int s = t - (W - 1) + k;
       if (s < 0) continue;
-      const float* xs = x + size_t(r - t + s) * ldx;
+      const float* xs = in.x + size_t(r - t + s) * p.ld_x;
       float* dwk = dw_part + size_t(k) * C;
 #pragma omp simd
       for (int c = 0; c < C; ++c) dwk[c] += pr[c] * xs[c];
@@ -98,10 +104,11 @@ void conv_silu_bwd_pre(int r0, int r1, int L, int C, int W, const float* x, int 
   }
 }
 
-void conv_bwd_dx(int r0, int r1, int L, int C, int W, const float* wT, const float* dpre, float* dx, int ldx) {
-  for (int r = r0; r < r1; ++r) {
+void conv_bwd_dx(Rows rows, const Conv1dParams& p, const float* wT, const float* dpre, float* dx) {
+  const int C = p.C, W = p.W, L = p.L;
+  for (int r = rows.begin; r < rows.end; ++r) {
     const int s = r % L;
-    float* dxr = dx + size_t(r) * ldx;
+    float* dxr = dx + size_t(r) * p.ld_x;
     std::fill(dxr, dxr + C, 0.0f);
     for (int k = 0; k < W; ++k) {  // x[s] feeds t = s + (W − 1) − k
       const int t = s + (W - 1) - k;
@@ -114,8 +121,10 @@ void conv_bwd_dx(int r0, int r1, int L, int C, int W, const float* wT, const flo
   }
 }
 
-void dt_fwd(int r0, int r1, int H, const float* dt, int lddt, const float* dt_bias, float lo, float hi, float* delta) {
-  for (int r = r0; r < r1; ++r)
+void dt_fwd(Rows rows, const DtParams& p, const DtInputs<float>& in, float* delta) {
+  const int H = p.H, lddt = p.ld_dt;
+  const float *dt = in.dt, *dt_bias = in.dt_bias, lo = p.lo, hi = p.hi;
+  for (int r = rows.begin; r < rows.end; ++r)
     for (int h = 0; h < H; ++h) {
       const float u = dt[size_t(r) * lddt + h] + dt_bias[h];
       float v = u > 20.0f ? u : std::log1p(std::exp(u));
@@ -124,10 +133,12 @@ void dt_fwd(int r0, int r1, int H, const float* dt, int lddt, const float* dt_bi
     }
 }
 
-void dt_bwd(int r0, int r1, int H, const float* dt, int lddt, const float* dt_bias, float lo, float hi,
-            const float* ddelta, float* ddt, float* ddt_bias_part) {
+void dt_bwd(Rows rows, const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g) {
+  const int H = p.H, lddt = p.ld_dt;
+  const float *dt = in.dt, *dt_bias = in.dt_bias, lo = p.lo, hi = p.hi;
+  float *ddt = g.ddt, *ddt_bias_part = g.ddt_bias;
   std::fill(ddt_bias_part, ddt_bias_part + H, 0.0f);
-  for (int r = r0; r < r1; ++r)
+  for (int r = rows.begin; r < rows.end; ++r)
     for (int h = 0; h < H; ++h) {
       const float u = dt[size_t(r) * lddt + h] + dt_bias[h];
       const float v = u > 20.0f ? u : std::log1p(std::exp(u));
@@ -138,10 +149,10 @@ void dt_bwd(int r0, int r1, int H, const float* dt, int lddt, const float* dt_bi
     }
 }
 
-void gated_fwd(int r0, int r1, int Dn, int G, float eps, const float* y, const float* z, int ldz, const float* w,
-               float* out, float* rstd) {
-  const int gs = Dn / G;
-  for (int r = r0; r < r1; ++r) {
+void gated_fwd(Rows rows, const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd) {
+  const int Dn = p.Dn, G = p.G, ldz = p.ld_z, gs = Dn / G;
+  const float *y = in.y, *z = in.z, *w = in.w, eps = p.eps;
+  for (int r = rows.begin; r < rows.end; ++r) {
     const float* yr = y + size_t(r) * Dn;
     const float* zr = z + size_t(r) * ldz;
     float* orow = out + size_t(r) * Dn;
@@ -161,13 +172,15 @@ void gated_fwd(int r0, int r1, int Dn, int G, float eps, const float* y, const f
   }
 }
 
-void gated_bwd(int r0, int r1, int Dn, int G, const float* y, const float* z, int ldz, const float* w,
-               const float* rstd, const float* dout, float* dy, float* dz, float* dw_part) {
-  const int gs = Dn / G;
+void gated_bwd(Rows rows, const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
+               const float* dout, const GatedNormGrads<float>& g) {
+  const int Dn = p.Dn, G = p.G, ldz = p.ld_z, gs = Dn / G;
+  const float *y = in.y, *z = in.z, *w = in.w;
+  float *dy = g.dy, *dz = g.dz, *dw_part = g.dw;
   std::fill(dw_part, dw_part + Dn, 0.0f);
-  for (int r = r0; r < r1; ++r)
-    for (int g = 0; g < G; ++g) {
-      const size_t o = size_t(g) * gs;
+  for (int r = rows.begin; r < rows.end; ++r)
+    for (int gi = 0; gi < G; ++gi) {
+      const size_t o = size_t(gi) * gs;
       const float* yr = y + size_t(r) * Dn + o;
       const float* zr = z + size_t(r) * ldz + o;
       const float* dr = dout + size_t(r) * Dn + o;
@@ -175,7 +188,7 @@ void gated_bwd(int r0, int r1, int Dn, int G, const float* y, const float* z, in
       float* dyr = dy + size_t(r) * Dn + o;
       float* dzr = dz + size_t(r) * ldz + o;
       float* dwg = dw_part + o;
-      const float rs = rstd[size_t(r) * G + g];
+      const float rs = rstd[size_t(r) * G + gi];
       float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
       for (int i = 0; i < gs; ++i) dot += dr[i] * wg[i] * (yr[i] * vsilu(zr[i]));
@@ -194,9 +207,9 @@ void gated_bwd(int r0, int r1, int Dn, int G, const float* y, const float* z, in
     }
 }
 
-void colsum(int r0, int r1, int n, const float* a, int lda, float* part) {
+void colsum(Rows rows, int n, const float* a, int lda, float* part) {
   std::fill(part, part + n, 0.0f);
-  for (int r = r0; r < r1; ++r) {
+  for (int r = rows.begin; r < rows.end; ++r) {
     const float* ar = a + size_t(r) * lda;
 #pragma omp simd
     for (int i = 0; i < n; ++i) part[i] += ar[i];

@@ -1,10 +1,16 @@
 #pragma once
 // The fast CPU path's elementwise and row-reduction kernels (DESIGN section 1 ops; the formulas are those
-// of the CPU references in src/ops/*/_ref.cpp), each over a range of rows [r0, r1) of an (M, ·) activation
-// so the model can hand fixed row blocks to the ThreadPool. A parameter gradient is never accumulated
-// across blocks here: each block writes its own partial (written, not added), and the model adds the
-// partials in block order (reduce_partials), which keeps the bits independent of the thread count.
+// of the CPU references in src/ops/*/*_ref.cpp, and so are the parameter and input structs), each over a
+// range of rows of an (M, ·) activation so the model can hand fixed row blocks to the ThreadPool. A
+// parameter gradient is never accumulated across blocks here: where the op's Grads struct says "+=", these
+// kernels write the block's partial instead (=), and the model adds the partials in block order
+// (reduce_partials), which keeps the bits independent of the thread count.
 #include <cstddef>
+
+#include "ops/conv1d/conv1d.h"
+#include "ops/dt_softplus/dt_softplus.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/rmsnorm/rmsnorm.h"
 
 namespace mlalpha::cpu {
 
@@ -13,39 +19,49 @@ class ThreadPool;
 // Rows per block of every row-parallel op (fixed: the partials, hence the bits, do not depend on threads).
 constexpr int kRowBlock = 64;
 
-// RMSNorm: y = x · rsqrt(mean(x²) + eps) ⊙ w.  x, y (M, D); rstd (M).
-void rmsnorm_fwd(int r0, int r1, int D, float eps, const float* x, const float* w, float* y, float* rstd);
-// dx (=, or += when accumulate) = r w dy − x r³/D Σ dy w x;  dw_part (D) = Σ_rows dy x r (written).
-void rmsnorm_bwd(int r0, int r1, int D, const float* x, const float* w, const float* rstd, const float* dy,
-                 float* dx, bool accumulate, float* dw_part);
+// Rows [begin, end) of an (M, ·) activation.
+struct Rows {
+  int begin, end;
+};
 
-// Causal depthwise conv + bias + SiLU (conv1d.h). Row r is time t = r mod L of its sequence. x (M, ldx) first
-// C columns; wT (W, C) the weight transposed; y (M, C).
-void conv_silu_fwd(int r0, int r1, int L, int C, int W, const float* x, int ldx, const float* wT, const float* bias,
-                   float* y);
-// dpre (M, C) = dy · SiLU'(pre) (pre recomputed); dw_part (W, C) = Σ_t dpre[t] x[t − W + 1 + k] and
-// db_part (C) = Σ_t dpre[t], over these rows (written).
-void conv_silu_bwd_pre(int r0, int r1, int L, int C, int W, const float* x, int ldx, const float* wT,
-                       const float* bias, const float* dy, float* dpre, float* dw_part, float* db_part);
-// dx (M, ldx) first C columns = Σ_k w[c, k] dpre[t + W − 1 − k] (within the sequence); needs every row's dpre.
-void conv_bwd_dx(int r0, int r1, int L, int C, int W, const float* wT, const float* dpre, float* dx, int ldx);
+// RMSNorm: y (M, D) = x · rsqrt(mean(x²) + eps) ⊙ w, rstd (M).
+void rmsnorm_fwd(Rows rows, const RmsNormParams& p, const RmsNormInputs<float>& in, float* y, float* rstd);
+// g.dx (M, D) written (or added to when accumulate) = r w dy − x r³/D Σ dy w x; g.dw (D) = this block's
+// Σ dy x r, written.
+void rmsnorm_bwd(Rows rows, const RmsNormParams& p, const RmsNormInputs<float>& in, const float* rstd,
+                 const float* dy, const RmsNormGrads<float>& g, bool accumulate);
 
-// Δ = clamp(softplus(dt + dt_bias), lo, hi): dt (M, lddt) first H columns, delta (M, H).
-void dt_fwd(int r0, int r1, int H, const float* dt, int lddt, const float* dt_bias, float lo, float hi, float* delta);
-// ddt (M, lddt) first H columns written; ddt_bias_part (H) written.
-void dt_bwd(int r0, int r1, int H, const float* dt, int lddt, const float* dt_bias, float lo, float hi,
-            const float* ddelta, float* ddt, float* ddt_bias_part);
+// The causal depthwise conv + bias + SiLU (conv1d.h) with its weight transposed, so the loops run along
+// channels. Row r is time t = r mod L of its sequence.
+struct ConvInputsT {
+  const float* x = nullptr;     // (B, L, ld_x) first C columns used
+  const float* wT = nullptr;    // (W, C) the weight (C, W) transposed
+  const float* bias = nullptr;  // (C)
+};
+// y (M, C) written.
+void conv_silu_fwd(Rows rows, const Conv1dParams& p, const ConvInputsT& in, float* y);
+// dpre (M, C) = dy · SiLU'(pre) (pre recomputed) written; g.dw (W, C: transposed!) = this block's
+// Σ_t dpre[t] x[t − W + 1 + k], g.dbias (C) = Σ_t dpre[t], written; g.dx is not touched (conv_bwd_dx).
+void conv_silu_bwd_pre(Rows rows, const Conv1dParams& p, const ConvInputsT& in, const float* dy, float* dpre,
+                       const Conv1dGrads<float>& g);
+// dx (M, ld_x) first C columns = Σ_k w[c, k] dpre[t + W − 1 − k] within the sequence; reads other blocks'
+// dpre, so it runs after conv_silu_bwd_pre has covered every row.
+void conv_bwd_dx(Rows rows, const Conv1dParams& p, const float* wT, const float* dpre, float* dx);
 
-// Gated RMSNorm (gated_rmsnorm.h): u = y ⊙ SiLU(z), out = u · rsqrt(mean_group(u²) + eps) ⊙ w.
-// y, out (M, Dn); z (M, ldz) first Dn columns; rstd (M, G).
-void gated_fwd(int r0, int r1, int Dn, int G, float eps, const float* y, const float* z, int ldz, const float* w,
-               float* out, float* rstd);
-// dy (M, Dn), dz (M, ldz) first Dn columns written; dw_part (Dn) written.
-void gated_bwd(int r0, int r1, int Dn, int G, const float* y, const float* z, int ldz, const float* w,
-               const float* rstd, const float* dout, float* dy, float* dz, float* dw_part);
+// Δ (M, H) = clamp(softplus(dt + dt_bias), lo, hi).
+void dt_fwd(Rows rows, const DtParams& p, const DtInputs<float>& in, float* delta);
+// ddelta (M, H) → g.ddt (M, ld_dt) first H columns written; g.ddt_bias (H) = this block's sum, written.
+void dt_bwd(Rows rows, const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g);
 
-// part (n) = Σ_{r0 ≤ r < r1} a[r·lda + i] (a bias gradient's block partial).
-void colsum(int r0, int r1, int n, const float* a, int lda, float* part);
+// Gated RMSNorm (gated_rmsnorm.h): u = y ⊙ SiLU(z), out (M, Dn) = u · rsqrt(mean_group(u²) + eps) ⊙ w,
+// rstd (M, G).
+void gated_fwd(Rows rows, const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd);
+// dout (M, Dn) → g.dy (M, Dn), g.dz (M, ld_z) first Dn columns written; g.dw (Dn) = this block's sum, written.
+void gated_bwd(Rows rows, const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
+               const float* dout, const GatedNormGrads<float>& g);
+
+// part (n) = Σ_rows a[r·lda + i] (a bias gradient's block partial), written.
+void colsum(Rows rows, int n, const float* a, int lda, float* part);
 
 // out (n) += Σ_b part[b·n + i] for b in [0, blocks), in block order; parallel over fixed column ranges.
 void reduce_partials(ThreadPool& pool, const float* part, int blocks, int n, float* out);
