@@ -108,6 +108,19 @@ double rel_l2(const std::vector<G>& got, const std::vector<double>& ref) {
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
+// A model of the case's shape, random parameters and a random batch (the rng's salt varies by test).
+struct Problem {
+  Case cs;
+  ModelLayout lay;
+  std::mt19937_64 rng;
+  std::vector<float> P;
+  Batch b;
+  LossParams lp;
+  Problem(const Case& c, uint64_t salt)
+      : cs(c), lay(config_of(c)), rng(make_rng(salt)), P(random_params(lay, rng)),
+        b(random_batch(lay.cfg, c.B, c.L, rng)), lp{c.B, c.L, lay.cfg.K, c.loss, 1.0f, 0} {}
+};
+
 class CpuModelExact : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CpuModelExact, LossAndEveryGradientMatchTheReference) {
@@ -201,12 +214,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CpuModelExact, ::testing::ValuesIn(kCases),
 // The same inputs give the same bits: twice on one model, and on models of 1, 2 and 3 threads (the tasks
 // and reduction orders do not depend on the thread count).
 TEST(CpuModel, BitReproducibleForAnyThreadCount) {
-  const Case cs{"", 3, 150, 32, 2, 16, 1, 16, 64, 8, 1, LossKind::MSE, 0};
-  const ModelLayout lay(config_of(cs));
-  auto rng = make_rng(77);
-  const std::vector<float> P = random_params(lay, rng);
-  const Batch b = random_batch(lay.cfg, cs.B, cs.L, rng);
-  const LossParams lp{cs.B, cs.L, lay.cfg.K, cs.loss, 1.0f, 0};
+  const Problem t({"", 3, 150, 32, 2, 16, 1, 16, 64, 8, 1, LossKind::MSE, 0}, 77);
+  const auto& [cs, lay, rng, P, b, lp] = t;
   cpu::CpuModel m1(lay, {.threads = 1}), m2(lay, {.threads = 2}), m3(lay, {.threads = 3});
   const Result a = run_fast(m2, lay, P, b, cs.B, cs.L, lp);
   const Result again = run_fast(m2, lay, P, b, cs.B, cs.L, lp);
@@ -224,12 +233,8 @@ TEST(CpuModel, BitReproducibleForAnyThreadCount) {
 // backward() adds into the arena; infer() gives forward()'s output bits without caching; a smaller batch
 // after a larger one reuses the buffers and still matches.
 TEST(CpuModel, AccumulatesAndInfersLikeForward) {
-  const Case cs{"", 2, 40, 16, 2, 8, 1, 8, 16, 4, 1, LossKind::MSE, 0};
-  const ModelLayout lay(config_of(cs));
-  auto rng = make_rng(78);
-  const std::vector<float> P = random_params(lay, rng);
-  const Batch b = random_batch(lay.cfg, cs.B, cs.L, rng);
-  const LossParams lp{cs.B, cs.L, lay.cfg.K, cs.loss, 1.0f, 0};
+  Problem t({"", 2, 40, 16, 2, 8, 1, 8, 16, 4, 1, LossKind::MSE, 0}, 78);
+  auto& [cs, lay, rng, P, b, lp] = t;
   cpu::CpuModel m(lay, {.threads = 2});
   m.reserve(4, 64);
   const Result r = run_fast(m, lay, P, b, cs.B, cs.L, lp);
@@ -252,14 +257,10 @@ TEST(CpuModel, AccumulatesAndInfersLikeForward) {
 }
 
 // After the first step of a shape, a whole step (forward, loss, backward, norm, AdamW; and an inference)
-// allocates nothing; a larger batch grows the buffers once.
+// allocates nothing.
 TEST(CpuModel, StepAllocatesNothing) {
-  const Case cs{"", 3, 90, 16, 2, 8, 1, 8, 32, 4, 1, LossKind::MSE, 0};
-  const ModelLayout lay(config_of(cs));
-  auto rng = make_rng(80);
-  const std::vector<float> P0 = random_params(lay, rng);
-  const Batch b = random_batch(lay.cfg, cs.B, cs.L, rng);
-  const LossParams lp{cs.B, cs.L, lay.cfg.K, cs.loss, 1.0f, 0};
+  const Problem t({"", 3, 90, 16, 2, 8, 1, 8, 32, 4, 1, LossKind::MSE, 0}, 80);
+  const auto& [cs, lay, rng, P0, b, lp] = t;
   cpu::CpuModel m(lay, {.threads = 2});
   std::vector<float> P = P0, G(P.size()), mom(P.size()), vel(P.size()), out(b.y.size());
   std::vector<double> part(cpu::norm_blocks(P.size()));
