@@ -2,7 +2,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <system_error>
@@ -33,11 +35,19 @@ bool spin_until(Ready&& ready) {
 }  // namespace
 
 int available_cpus() {
+  int n = int(std::thread::hardware_concurrency());
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  const int hw = int(std::thread::hardware_concurrency());
-  return hw > 0 ? hw : 1;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
+  // A cgroup v2 CPU quota ("quota period" in cpu.max, "max" when unlimited) caps it too: a container
+  // given 16 CPUs' worth of time on a larger host.
+  if (std::FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
+    long long quota = 0, period = 0;
+    if (std::fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0)
+      n = std::min<long long>(n > 0 ? n : quota, (quota + period - 1) / period);
+    std::fclose(f);
+  }
+  return n > 0 ? n : 1;
 }
 
 ThreadPool::ThreadPool(int threads) {

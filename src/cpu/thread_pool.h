@@ -13,8 +13,8 @@
 
 namespace mlalpha::cpu {
 
-// The CPUs this process may run on (its affinity mask: a container's or taskset's cpuset, where
-// std::thread::hardware_concurrency counts the whole machine's); at least 1.
+// The CPUs this process may run on: its affinity mask (a container's or taskset's cpuset, where
+// std::thread::hardware_concurrency counts the whole machine's), capped by a cgroup v2 CPU quota; >= 1.
 int available_cpus();
 
 class ThreadPool {
