@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/blas.h"
 #include "cpu/model_cpu.h"
 #include "cpu/optim_cpu.h"
 #include "cpu/thread_pool.h"
@@ -129,8 +130,9 @@ int main(int argc, char** argv) {
   const int hw = cpu::available_cpus();
   const std::vector<int> thread_counts = threads_arg.empty() ? std::vector<int>{1, hw} : parse_ints(threads_arg);
   std::printf("ml-alpha fast CPU model: median of %d steps (S: %d) after %d warm-up (whole step: gather, zero grads, "
-              "forward, loss, backward, norm, clip, AdamW); %d CPUs available\n\n", steps, std::max(5, steps / 3),
+              "forward, loss, backward, norm, clip, AdamW); %d CPUs available\n", steps, std::max(5, steps / 3),
               warmup, hw);
+  std::printf("BLAS: %s\n\n", cpu::blas_description().c_str());
   std::printf("| impl           | config  | thr | step          | fwd ms   | bwd ms   | optim ms | throughput        | "
               "scaling |\n|---|---|---|---|---|---|---|---|---|\n");
   std::vector<std::string> checks;

@@ -15,6 +15,8 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 void blas_single_threaded() { openblas_set_num_threads(1); }
 
+std::string blas_description() { return std::string(openblas_get_config()) + " | kernels " + openblas_get_corename(); }
+
 void sgemm(Op ta, Op tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;

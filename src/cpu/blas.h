@@ -7,6 +7,7 @@
 // from our workers raced there and gave wrong results.)
 // All matrices are row-major; op(X) = X or Xᵀ.
 #include <cstddef>
+#include <string>
 
 namespace mlalpha::cpu {
 
@@ -18,6 +19,9 @@ enum class Op { N, T };
 // One call on the calling thread. M, N or K may be 0 (K = 0: C = beta · C).
 // Sets OpenBLAS to one thread of its own (process-wide; CpuModel calls it). Idempotent.
 void blas_single_threaded();
+// OpenBLAS's build and the kernel set it chose for this CPU, e.g. "OpenBLAS 0.3.21 … | SkylakeX" (a CPU it
+// does not know may get a generic set; OPENBLAS_CORETYPE=<name> in the environment overrides the choice).
+std::string blas_description();
 void sgemm(Op ta, Op tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc);
 
