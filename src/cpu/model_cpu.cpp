@@ -31,9 +31,11 @@ void grow(std::vector<float>& v, size_t n) {
 CpuModel::CpuModel(const ModelLayout& layout, CpuOptions opt) : lay_(layout) {
   require(cpu_supported(), "the fast CPU model needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the "
                            "reference CPU model instead");
-  require(opt.threads >= 0, "CpuOptions::threads must be >= 0 (0 = all cores), got " + std::to_string(opt.threads));
+  require(opt.threads >= 0 && opt.threads <= kMaxCpuThreads,
+          "the CPU thread count must be 0 (all cores) to " + std::to_string(kMaxCpuThreads) + ", got " +
+              std::to_string(opt.threads));
   blas_single_threaded();  // our workers call it concurrently; it must not start threads of its own
-  pool_ = std::make_unique<ThreadPool>(opt.threads);
+  pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : std::min(available_cpus(), kMaxCpuThreads));
   acts_.resize(lay_.cfg.NL);
 }
 
@@ -72,7 +74,7 @@ struct CpuModel::Plan {
 };
 
 size_t CpuModel::floats_needed(const ModelConfig& c, int B, int L, int threads, bool training) {
-  const int t = threads > 0 ? threads : available_cpus();
+  const int t = threads > 0 ? threads : std::min(available_cpus(), kMaxCpuThreads);
   return Plan(c, B, L, t).total(c.NL, training);
 }
 

@@ -19,8 +19,14 @@ namespace mlalpha::cpu {
 
 class ThreadPool;
 
+// Most threads a model runs: Debian's OpenBLAS is built for 64 (its pool of 128 work buffers, one per
+// concurrent call, ends the program when more calls run at once). Enough for these model sizes.
+constexpr int kMaxCpuThreads = 64;
+
 struct CpuOptions {
-  int threads = 0;  // worker threads including the caller; 0 = every CPU this process may use (available_cpus)
+  // Worker threads including the caller, 1 to kMaxCpuThreads; 0 = every CPU this process may use
+  // (available_cpus), at most kMaxCpuThreads.
+  int threads = 0;
 };
 
 class CpuModel {
