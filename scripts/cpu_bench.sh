@@ -12,7 +12,7 @@ bin="$build/ml-alpha-cpu-bench"
 if [ -n "${2:-}" ]; then
   threads=$2
 else
-  n=$(nproc); [ "$n" -gt 64 ] && n=64  # a model runs at most 64 threads (src/cpu/model_cpu.h)
+  n=$(nproc); [ "$n" -gt 64 ] && n=64  # a model runs at most 64 threads (kMaxCpuThreads)
   threads=1; t=2
   while [ "$t" -lt "$n" ]; do threads="$threads,$t"; t=$((t * 2)); done
   [ "$n" -gt 1 ] && threads="$threads,$n"

@@ -19,8 +19,9 @@ namespace mlalpha::cpu {
 
 class ThreadPool;
 
-// Most threads a model runs: Debian's OpenBLAS is built for 64 (its pool of 128 work buffers, one per
-// concurrent call, ends the program when more calls run at once). Enough for these model sizes.
+// Most threads a model runs: Debian's OpenBLAS is built for 64 (MAX_THREADS; 128 preallocated work buffers,
+// one per concurrent call, beyond which it allocates more), and more than 64 is untested. Enough for these
+// model sizes.
 constexpr int kMaxCpuThreads = 64;
 
 struct CpuOptions {
