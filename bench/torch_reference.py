@@ -16,6 +16,9 @@ the C++ code, with the same tensor names so an ml-alpha checkpoint loads with lo
          instruments: on the GPU eagerly and with the bar captured in a CUDA graph, and on the CPU with one
          thread and with every thread; the rows of ml-alpha-stream-bench (docs/benchmarks.md, "Streaming").
          It first checks that stepping reproduces the full-sequence forward.
+  cpu:   the same training step on the CPU in fp32 (fused AdamW, clip_grad_norm_, loss.item() every step,
+         windows gathered from an in-memory panel each step), torch.set_num_threads(n) for each n of
+         --threads, on the default and S shapes: the PyTorch side of ml-alpha-cpu-bench (scripts/cpu_bench.sh).
 """
 import argparse
 import contextlib
@@ -167,7 +170,7 @@ def cmd_check(a):
     return 0 if ok else 1
 
 
-SHAPES = {"S": (64, 256, 32, 128, 4, 64, 32, 64), "M": (32, 512, 64, 256, 6, 64, 64, 128),
+SHAPES = {"default": (16, 64, 8, 32, 2, 16, 16, 64), "S": (64, 256, 32, 128, 4, 64, 32, 64), "M": (32, 512, 64, 256, 6, 64, 64, 128),
           "L": (8, 2048, 64, 1024, 8, 128, 64, 256)}
 
 
@@ -286,6 +289,52 @@ def cmd_bench(a):
                 print(f"| torch {name} {precision} {'graph' if graph else 'eager'} | failed: {last} |", flush=True)
             else:
                 print(r.stdout.strip(), flush=True)
+    return 0
+
+
+def bench_cpu_one(name, threads, steps, warmup):
+    """Median seconds of the whole CPU step at `threads` threads (the model and step of bench_one, fp32)."""
+    torch.set_num_threads(threads)
+    B, L, Fe, D, NL, N, P, Q = SHAPES[name]
+    torch.manual_seed(0)
+    cfg = dict(F=Fe, K=1, D=D, NL=NL, expand=2, P=P, G=1, N=N, W=4, Q=Q)
+    model = Perception(cfg)
+    with torch.no_grad():  # A ~ U(1, 16) and a realistic dt as mamba_ssm initialises them
+        for layer in model.layers:
+            layer.mixer.A_log.copy_(torch.log(torch.empty_like(layer.mixer.A_log).uniform_(1, 16)))
+            dt = torch.exp(torch.empty_like(layer.mixer.dt_bias).uniform_(math.log(1e-3), math.log(1e-1)))
+            layer.mixer.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
+    Ninst, T = 16, L + 512
+    panel_x, panel_y = torch.randn(Ninst, T, Fe), torch.randn(Ninst, T, 1)
+    ar = torch.arange(L)
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        inst = torch.randint(0, Ninst, (B,))
+        start = torch.randint(0, T - L + 1, (B,))
+        xb, yb = panel_x[inst[:, None], start[:, None] + ar], panel_y[inst[:, None], start[:, None] + ar]
+        opt.zero_grad(set_to_none=False)
+        loss = F.mse_loss(model(xb), yb)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss.item()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def cmd_cpu(a):
+    print(f"PyTorch {torch.__version__} on the CPU ({torch.get_num_threads()} threads by default), fp32, fused AdamW; "
+          f"median of {a.steps} steps after {a.warmup}", flush=True)
+    for name in a.configs.split(","):
+        for n in (int(t) for t in a.threads.split(",")):
+            med = bench_cpu_one(name, n, a.steps if name != "S" else max(3, a.steps // 4), a.warmup)
+            B, L = SHAPES[name][:2]
+            print(f"| torch cpu      | {name:<7} | {n:3d} | {med * 1e3:10.3f} ms | {B * L / med:11.0f} tok/s |",
+                  flush=True)
     return 0
 
 
@@ -481,6 +530,11 @@ def main():
     b.add_argument("--steps", type=int, default=60)
     b.add_argument("--warmup", type=int, default=10)
     add_precision(b, "Every configuration runs in it (default: S and M fp32, L tf32).")
+    cp = sub.add_parser("cpu", help="the training step on the CPU at the given thread counts")
+    cp.add_argument("--configs", default="default,S")
+    cp.add_argument("--threads", default=f"1,{len(__import__('os').sched_getaffinity(0))}")
+    cp.add_argument("--steps", type=int, default=20)
+    cp.add_argument("--warmup", type=int, default=2)
     o = sub.add_parser("bench-one", help="one configuration and mode (what bench runs per process)")
     o.add_argument("--config", required=True, choices=sorted(SHAPES))
     o.add_argument("--graph", action="store_true")
@@ -498,7 +552,8 @@ def main():
     a = ap.parse_args()
     if a.cmd in ("bench", "bench-one"):
         a.chosen_precision = chosen_precision(a, b if a.cmd == "bench" else o)
-    return {"check": cmd_check, "bench": cmd_bench, "bench-one": cmd_bench_one, "stream": cmd_stream}[a.cmd](a)
+    return {"check": cmd_check, "bench": cmd_bench, "bench-one": cmd_bench_one, "stream": cmd_stream,
+            "cpu": cmd_cpu}[a.cmd](a)
 
 
 if __name__ == "__main__":

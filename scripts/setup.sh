@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 
 need=()
-for pkg in cmake ninja-build g++ libgtest-dev googletest libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libhowardhinnant-date-dev; do
+for pkg in cmake ninja-build g++ libgtest-dev googletest libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libhowardhinnant-date-dev libopenblas-pthread-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

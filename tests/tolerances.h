@@ -82,6 +82,19 @@ constexpr double kStepVsDoubleRelL2 = 1e-5;
 // projections are 3xTF32 (fp32 accuracy, another summation order), its reductions are butterflies, its
 // exp/rsqrt differ by an ulp or two; each side is ~1e-6 from the exact value. The whole-model parity bound.
 constexpr double kStepGpuVsCpuRelL2 = 1e-4;
+// The fast CPU model (src/cpu, fp32: OpenBLAS GEMMs, chunked SSD, vectorised exp ≈ 2 ulp) vs the double
+// reference, output, dx and every gradient tensor: the same class of error as the GPU's fp32 model
+// (kModelParityRelL2), sums of up to B·L fp32 terms; the loss, one mean, to 1e-5 of the size of its terms
+// (out and y). Measured (2026-12-02, 12 runs of the 8 shapes of test_model_cpu): worst tensor 2.9e-5
+// (A_log, a sum that cancels), typically 1e-6 to 6e-6, as RefModel<float>'s own 1e-6 to 1.1e-5.
+constexpr double kCpuFastRelL2 = 1e-4;
+constexpr double kCpuFastLossRel = 1e-5;
+// The same under the IC loss: its ∂loss/∂out has zero mean over each cross-section, so every parameter
+// gradient is a sum whose terms cancel further; measured (40 runs): the fast model up to 1.3e-4 (D),
+// RefModel<float> up to 9e-4 of its own; 1e-3.
+constexpr double kCpuFastIcRelL2 = 1e-3;
+// Σ g² in double over fixed blocks vs in index order: the same terms in another order, ~1e-16 relative.
+constexpr double kCpuNormSqRel = 1e-12;
 
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences
 // (~1e-5) pass through Adam's m/sqrt(v), which magnifies them where v is tiny; 20 steps at lr 1e-3

@@ -1,0 +1,75 @@
+#include "cpu/blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "cpu/thread_pool.h"
+
+namespace mlalpha::cpu {
+
+namespace {
+constexpr int kDwOutBlock = 64;
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+}  // namespace
+
+void blas_single_threaded() { openblas_set_num_threads(1); }
+
+std::string blas_description() { return std::string(openblas_get_config()) + " | kernels " + openblas_get_corename(); }
+
+void sgemm(Op ta, Op tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+           float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // BLAS leaves C unscaled for K = 0 in some builds: do it here
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = beta == 0.0f ? 0.0f : beta * C[size_t(i) * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta == Op::T ? CblasTrans : CblasNoTrans, tb == Op::T ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_rows(ThreadPool& pool, Op tw, int M, int N, int K, const float* X, int ldx, const float* W, int ldw,
+               float beta, float* C, int ldc, const float* bias) {
+  pool.run(ceil_div(M, kGemmRowBlock), [&](int t, int) {
+    const int r0 = t * kGemmRowBlock, r1 = std::min(M, r0 + kGemmRowBlock);
+    if (bias)
+      for (int r = r0; r < r1; ++r) std::copy(bias, bias + N, C + size_t(r) * ldc);
+    sgemm(Op::N, tw, r1 - r0, N, K, 1.0f, X + size_t(r0) * ldx, ldx, W, ldw, bias ? 1.0f : beta, C + size_t(r0) * ldc,
+          ldc);
+  });
+}
+
+size_t dw_scratch_floats(int M, int OUT, int IN) {
+  const int chunks = ceil_div(M, kDwRowChunk);
+  return chunks > 1 ? size_t(chunks) * OUT * IN : 0;
+}
+
+void gemm_dw(ThreadPool& pool, int M, int OUT, int IN, const float* dY, int lddy, const float* X, int ldx, float* dW,
+             float* scratch) {
+  const int chunks = ceil_div(M, kDwRowChunk), oblocks = ceil_div(OUT, kDwOutBlock);
+  if (chunks <= 1) {  // one chunk: accumulate straight into dW
+    pool.run(oblocks, [&](int t, int) {
+      const int o0 = t * kDwOutBlock, o1 = std::min(OUT, o0 + kDwOutBlock);
+      sgemm(Op::T, Op::N, o1 - o0, IN, M, 1.0f, dY + o0, lddy, X, ldx, 1.0f, dW + size_t(o0) * IN, IN);
+    });
+    return;
+  }
+  pool.run(chunks * oblocks, [&](int t, int) {
+    const int c = t / oblocks, ob = t % oblocks;
+    const int m0 = c * kDwRowChunk, m1 = std::min(M, m0 + kDwRowChunk);
+    const int o0 = ob * kDwOutBlock, o1 = std::min(OUT, o0 + kDwOutBlock);
+    sgemm(Op::T, Op::N, o1 - o0, IN, m1 - m0, 1.0f, dY + size_t(m0) * lddy + o0, lddy, X + size_t(m0) * ldx, ldx,
+          0.0f, scratch + (size_t(c) * OUT + o0) * IN, IN);
+  });
+  // dW += Σ_c partial_c, chunks in ascending order, one block of dW rows per task.
+  pool.run(oblocks, [&](int t, int) {
+    const size_t e0 = size_t(t) * kDwOutBlock * IN, e1 = std::min(size_t(OUT), size_t(t + 1) * kDwOutBlock) * IN;
+    for (int c = 0; c < chunks; ++c) {
+      const float* p = scratch + size_t(c) * OUT * IN;
+      for (size_t e = e0; e < e1; ++e) dW[e] += p[e];
+    }
+  });
+}
+
+}  // namespace mlalpha::cpu

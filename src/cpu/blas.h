@@ -1,0 +1,44 @@
+#pragma once
+// The fast CPU path's GEMMs: OpenBLAS's cblas_sgemm (Debian's pthread build, linked statically;
+// docs/decisions.md "The fast CPU path"), set to one thread and called from the ThreadPool's workers on
+// fixed blocks of the output, so each output element is computed by one call of a fixed shape whatever the
+// thread count.
+// (The pthread build because its buffer pool is locked: the serial build's is not, and concurrent calls
+// from our workers raced there and gave wrong results.)
+// All matrices are row-major; op(X) = X or Xᵀ.
+#include <cstddef>
+#include <string>
+
+namespace mlalpha::cpu {
+
+class ThreadPool;
+
+enum class Op { N, T };
+
+// C (M, N) = alpha · op(A) · op(B) + beta · C, op(A) (M, K), op(B) (K, N); lda, ldb, ldc are row strides.
+// One call on the calling thread. M, N or K may be 0 (K = 0: C = beta · C).
+// Sets OpenBLAS to one thread of its own (process-wide; CpuModel calls it). Idempotent.
+void blas_single_threaded();
+// OpenBLAS's build and the kernel set it chose for this CPU, e.g. "OpenBLAS 0.3.21 … | SkylakeX" (a CPU it
+// does not know may get a generic set; OPENBLAS_CORETYPE=<name> in the environment overrides the choice).
+std::string blas_description();
+void sgemm(Op ta, Op tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+           float beta, float* C, int ldc);
+
+// Rows of C per task in gemm_rows: fixed, so the tasks (and the bits) do not depend on the thread count.
+constexpr int kGemmRowBlock = 128;
+// C (M, N) = X (M, K) · op(W) + beta · C over the pool, in row blocks of kGemmRowBlock (the linear layers'
+// forward, op = T with W (N, K), and dX, op = N with W (K, N)). bias (N), when non-null, is added to each
+// row (C is first set to it, then beta = 1).
+void gemm_rows(ThreadPool& pool, Op tw, int M, int N, int K, const float* X, int ldx, const float* W, int ldw,
+               float beta, float* C, int ldc, const float* bias = nullptr);
+
+// Weight gradient dW (OUT, IN) += dYᵀ · X over M rows: dY (M, OUT), X (M, IN). Tasks are (a block of 64
+// rows of dW) × (a block of kDwRowChunk rows of M); each writes its own partial, and the partials are added
+// to dW in chunk order. scratch: dw_scratch_floats(M, OUT, IN) floats.
+constexpr int kDwRowChunk = 2048;
+size_t dw_scratch_floats(int M, int OUT, int IN);
+void gemm_dw(ThreadPool& pool, int M, int OUT, int IN, const float* dY, int lddy, const float* X, int ldx, float* dW,
+             float* scratch);
+
+}  // namespace mlalpha::cpu
