@@ -35,7 +35,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
       gemm_side_(ctx.blas(), side_ws_.data(), side_ws_.bytes(), precision) {
   require(B >= 1 && L >= 1, "GpuModel: B and L must be >= 1, got B=" + std::to_string(B) + " L=" + std::to_string(L));
   const ModelConfig& c = lay_.cfg;
-  const LayerShapes s(c, B, L);
+  const LayerShapes s = shapes(c, B, L, precision);  // the SSD's buffers depend on its path (ssd_uses_walk)
   const size_t M = size_t(M_);
   acts_.resize(c.NL);
   for (LayerActs& a : acts_) {
@@ -50,7 +50,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     if (is_bf16()) a.gout16 = alloc16(M * s.di);
     else a.gout = alloc(M * s.di);
     a.grstd = alloc(M * c.G);
-    a.states = alloc(gpu::ssd_saved_floats(s.ssd));  // the chunk states and each chunk's C·Bᵀ
+    a.states = alloc(gpu::ssd_saved_floats(s.ssd));  // the chunk states (and each chunk's C·Bᵀ, chunk-parallel path)
   }
   h_ = alloc(M * s.D);
   if (is_bf16()) hfn16_ = alloc16(M * s.D);

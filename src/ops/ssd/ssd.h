@@ -16,8 +16,8 @@ namespace mlalpha {
 // How the GPU forms the scan (ssd_layout.cu: ssd_uses_walk). kWalk: the chunk walks, one block per (b, h)
 // carrying the state and the adjoint state in registers (ssd_fwd_walk.cu, ssd_bwd_walk.cu); kChunked: the
 // chunk-parallel kernels with the chunk-state walks (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu); kAuto: the
-// walks where the shape allows them (P <= 64, N <= 128, at most 64 chunks), else the chunk-parallel path. A
-// rule of the shape only, so results never depend on the device.
+// walks in bf16 mode where the shape allows them (P <= 64, N <= 128, at most 64 chunks), else the
+// chunk-parallel path. A rule of the shape and precision only, so results never depend on the device.
 enum class SsdAlgo { kAuto, kWalk, kChunked };
 
 struct SsdParams {
@@ -80,8 +80,9 @@ namespace gpu {
 // Supported: any N, P whose (P, N) state and chunk tiles fit the shared memory of one SM (P·N up to about
 // 48K, e.g. P = 64 with N = 256 or P = N = 128); others are rejected by require().
 
-// Whether the GPU runs p through the chunk walks (SsdAlgo; a function of the shape and p.algo only). kWalk on a
-// shape the walks do not support is rejected by require().
+// Whether the GPU runs p through the chunk walks (SsdAlgo; a function of the shape, p.precision and p.algo
+// only). kWalk on a shape the walks do not support is rejected by require(). The saved buffer and the backward's
+// scratch are sized for the path p takes.
 bool ssd_uses_walk(const SsdParams& p);
 // The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory. A function of
 // the shape only.

@@ -39,11 +39,12 @@ struct BwdShape {
   static constexpr int ldX = kN + 8;  // exchange tiles (fp32): ≡ 8 (mod 32), a half-warp's 8-byte stores hit 32 banks
   using State = StateLayout<kP, kN, kWarps>;
   // Shared memory (byte offsets, 16-byte aligned). Per-step scalars: cs (double); Δ; dec_in (then the suffix
-  // sums of yoff); dec_out (then the prefix sums of sout); e^{cs_t − cs_0}; the row-sum partials of yoff,
+  // sums of yoff); dec_out (then the prefix sums of sout); e^{cs_t − cs_0}; log2(e) cs_t; the row-sum partials of yoff,
   // sout and x·v (kSplit column blocks each); E's column sums (4 row blocks); the block-sum slots.
   static constexpr size_t oCs = 0, oDt = oCs + kRows * sizeof(double);
   static constexpr size_t oDin = oDt + kRows * 4, oDout = oDin + kRows * 4, oG0 = oDout + kRows * 4;
-  static constexpr size_t oYoff = oG0 + kRows * 4, oSout = oYoff + kSplit * kRows * 4;
+  static constexpr size_t oU = oG0 + kRows * 4;  // log2(e) cs_t (walk_decay, bf16 mode)
+  static constexpr size_t oYoff = oU + kRows * 4, oSout = oYoff + kSplit * kRows * 4;
   static constexpr size_t oXv = oSout + kSplit * kRows * 4, oEp = oXv + kSplit * kRows * 4;
   static constexpr size_t oRed = oEp + 4 * kRows * 4;
   // Tiles: dy and C live through the whole step (the adjoint update reads them last). x, G_{c+1} and CB are
@@ -61,7 +62,7 @@ struct BwdShape {
   static constexpr size_t kXchBytes = size_t(kRows) * ldX * 4;  // one (64, ldX) fp32 exchange tile
   static constexpr size_t oXdB = oX, oXdC = oB;
   static_assert(oXdB + kXchBytes <= oB && oXdC + kXchBytes <= kBytes, "the exchange tiles fit the dead tiles");
-  static_assert(kWarps * 4 <= 64, "block-sum slots");
+  static_assert((kWarps + 2) * 4 <= 64, "block-sum slots and the step's two scalars");
   static constexpr int kFit = int((228 * 1024) / (kBytes + 1024));
   static constexpr int kCap = kSplit == 1 ? 3 : 2;  // 3 × 4 warps: ≤ 170 registers; 2 × 8 warps: ≤ 128
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
@@ -88,6 +89,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
   float* sdin = reinterpret_cast<float*>(smem + K::oDin);
   float* sdout = reinterpret_cast<float*>(smem + K::oDout);
   float* sg0 = reinterpret_cast<float*>(smem + K::oG0);
+  float* su = reinterpret_cast<float*>(smem + K::oU);
   float* syoff = reinterpret_cast<float*>(smem + K::oYoff);  // (kSplit, 64)
   float* sout = reinterpret_cast<float*>(smem + K::oSout);   // (kSplit, 64)
   float* sxv = reinterpret_cast<float*>(smem + K::oXv);      // (kSplit, 64)
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
   const WarpTile<kP / K::kSplit> wv(warp & 3, warp >> 2);  // v, dx: rows 16 (w % 4), a column block of P
   const WarpTile<64> wn(warp & 3, warp >> 2);              // dB, dC: rows 16 (w % 4), 64 columns of N
-  const auto ws = K::State::tile();                        // G
+  const auto ws = K::State::tile(threadIdx.x);             // G
   typename K::State::Acc G;
   zero(G);
   const size_t PN = size_t(a.P) * a.N;
@@ -136,20 +138,23 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
     stage_tile<kRows, kN, K::kThreads>(sB, ldN, a.Bm + row0 * a.ld + size_t(g) * a.N, a.ld, tc, a.N, a.vec4);
     stage_tile<kP, kN, K::kThreads>(sSin, ldN, states + size_t(c) * PN, a.N, a.P, a.N, a.vec4);
     if (warp == 0) {
-      const double cs_last = walk_cumsum(d, A, sdt, scs);
+      const double cs_last = walk_cumsum(d, A, sdt, scs, su);
       __syncwarp();  // cs_0, from lane 0
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int t = 2 * lane + u;
-        sdin[t] = float(exp(scs[t]));
-        sdout[t] = a_next * float(exp(cs_last - scs[t]));
-        sg0[t] = expf(float(scs[t] - scs[0]));
+        sdin[t] = walk_exp<kMode>(scs[t]);
+        sdout[t] = a_next * walk_exp<kMode>(cs_last - scs[t]);
+        sg0[t] = walk_decay<kMode>(scs, su, t, 0);
+      }
+      if (lane == 0) {  // the step's two scalars, once: c0 = a_next e^{cs_last} Σ G_{c+1}·S_c, and G's decay
+        red[K::kWarps] = a_next * walk_exp<kMode>(cs_last);
+        red[K::kWarps + 1] = walk_exp<kMode>(cs_last - scs[0] + double(A) * double(dt_next));
       }
     }
     __syncthreads();
     const float dt_first = sdt[0];
-    const float c0_scale = a_next * float(exp(scs[kRows - 1]));  // c0 = a_next e^{cs_last} Σ G_{c+1}·S_c
-    const float decG = float(exp(scs[kRows - 1] - scs[0] + double(A) * double(dt_next)));
+    const float c0_scale = red[K::kWarps], decG = red[K::kWarps + 1];
 
     // ---- 1: shares of c0 and dD; CB, DX diag Δ, E ----
     {
@@ -188,7 +193,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
           for (int u = 0; u < 2; ++u) {
             const int jj = j + u;
             const bool in = jj <= i;
-            const float ldec = in ? decay(scs, i, jj) : 0.f;
+            const float ldec = in ? walk_decay<kMode>(scs, su, i, jj) : 0.f;
             const float cb = in ? cbv[s][2 * hv + u] * ldec : 0.f;
             const float w = dxv[s][2 * hv + u] * sdt[jj];
             cbo[u] = cb;

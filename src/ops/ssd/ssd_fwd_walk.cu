@@ -24,10 +24,12 @@ struct FwdShape {
   static constexpr int kSplit = kN / 64, kWarps = 4 * kSplit, kThreads = 32 * kWarps;
   static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = ld_of<E>(kRows);
   using State = StateLayout<kP, kN, kWarps>;
-  // Shared memory (byte offsets, 16-byte aligned): cs (double), Δ, e^{cs_t}, w_t, then the tiles x (T, kP),
+  // Shared memory (byte offsets, 16-byte aligned): cs (double), Δ, e^{cs_t}, w_t, log2(e) cs_t, then the tiles x (T, kP),
   // B and C (T, kN), M (T, T) and S_c (kP, kN).
   static constexpr size_t oCs = 0, oDt = oCs + kRows * sizeof(double), oDin = oDt + kRows * 4, oW = oDin + kRows * 4;
-  static constexpr size_t oX = oW + kRows * 4;
+  static constexpr size_t oU = oW + kRows * 4;  // log2(e) cs_t (walk_decay, bf16 mode)
+  static constexpr size_t oDec = oU + kRows * 4;  // e^{cs_last} (16 bytes)
+  static constexpr size_t oX = oDec + 16;
   static constexpr size_t oB = oX + size_t(kRows) * ldP * sizeof(E);
   static constexpr size_t oC = oB + size_t(kRows) * ldN * sizeof(E);
   static constexpr size_t oM = oC + size_t(kRows) * ldN * sizeof(E);
@@ -51,39 +53,64 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
   float* sdt = reinterpret_cast<float*>(smem + K::oDt);     // (64) Δ_t
   float* sdin = reinterpret_cast<float*>(smem + K::oDin);   // (64) e^{cs_t}
   float* sw = reinterpret_cast<float*>(smem + K::oW);       // (64) w_t = Δ_t e^{cs_last − cs_t}
+  float* su = reinterpret_cast<float*>(smem + K::oU);       // (64) log2(e) cs_t
+  float* sdec = reinterpret_cast<float*>(smem + K::oDec);   // (1) e^{cs_last}
   E* sX = reinterpret_cast<E*>(smem + K::oX);               // (64, ldP) x
   E* sB = reinterpret_cast<E*>(smem + K::oB);               // (64, ldN)
   E* sC = reinterpret_cast<E*>(smem + K::oC);               // (64, ldN)
   E* sM = reinterpret_cast<E*>(smem + K::oM);               // (64, ldT) M = (C·Bᵀ ∘ Ldec) diag(Δ)
   E* sS = reinterpret_cast<E*>(smem + K::oS);               // (kP, ldN) S_c
 
-  const int h = blockIdx.x, b = blockIdx.y, warp = threadIdx.x >> 5;
+  const int h = blockIdx.x, b = blockIdx.y;
   const int g = h * a.G / a.H;
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
-  const WarpTile<kRows / K::kSplit> wm(warp & 3, warp >> 2);  // C·Bᵀ, M: rows 16 (w % 4), a column block
-  const WarpTile<kP / K::kSplit> wy(warp & 3, warp >> 2);     // y
-  const auto ws = K::State::tile();                           // the state
   typename K::State::Acc S;
   zero(S);
   const size_t PN = size_t(a.P) * a.N;
   float* states = state_at(a, a.states, b, h, 0);  // (nchunks, P, N) of this (b, h)
 
+  // A chunk's x, B, C (16-byte rows: every load of the three tiles in flight at once, through registers;
+  // else element by element) and Δ (warp 0). (Issued a step early instead, the tiles' registers spilled: they
+  // do not fit beside the products' in 128.)
+  TileLoad<kRows, kP, K::kThreads> lx;
+  TileLoad<kRows, kN, K::kThreads> lb, lc;
+  LaneDeltas d;
+  auto rows_of = [&](const float* m, int c, int col0) { return m + (size_t(b) * a.L + size_t(c) * a.T) * a.ld + col0; };
+  auto issue = [&](int c) {
+    const int tc = min(a.T, a.L - c * a.T);
+    if (threadIdx.x < 32) d = load_deltas(a, b, h, c * a.T, tc);
+    if (a.vec4) {
+      lx.load(rows_of(a.x, c, h * a.P), a.ld, tc, a.P);
+      lb.load(rows_of(a.Bm, c, g * a.N), a.ld, tc, a.N);
+      lc.load(rows_of(a.Cm, c, g * a.N), a.ld, tc, a.N);
+    }
+  };
   for (int c = 0; c < a.nchunks; ++c) {
     const int t0 = c * a.T, tc = min(a.T, a.L - t0);
     const size_t row0 = size_t(b) * a.L + t0;
-    LaneDeltas d;
-    if (warp == 0) d = load_deltas(a, b, h, t0, tc);  // in flight while the tiles are staged
-    stage_tile<kRows, kP, K::kThreads>(sX, K::ldP, a.x + row0 * a.ld + size_t(h) * a.P, a.ld, tc, a.P, a.vec4);
-    stage_tile<kRows, kN, K::kThreads>(sB, K::ldN, a.Bm + row0 * a.ld + size_t(g) * a.N, a.ld, tc, a.N, a.vec4);
-    stage_tile<kRows, kN, K::kThreads>(sC, K::ldN, a.Cm + row0 * a.ld + size_t(g) * a.N, a.ld, tc, a.N, a.vec4);
+    const int tid = opaque_tid(), warp = tid >> 5, lane = tid & 31;
+    const LaneTile<kRows / K::kSplit> wm(warp & 3, warp >> 2, lane);  // C·Bᵀ, M: rows 16 (w % 4), a column block
+    const LaneTile<kP / K::kSplit> wy(warp & 3, warp >> 2, lane);     // y
+    const auto ws = K::State::tile(tid);                              // the state
+    issue(c);
+    if (a.vec4) {
+      lx.store(sX, K::ldP);
+      lb.store(sB, K::ldN);
+      lc.store(sC, K::ldN);
+    } else {
+      stage_tile<kRows, kP, K::kThreads>(sX, K::ldP, rows_of(a.x, c, h * a.P), a.ld, tc, a.P, false);
+      stage_tile<kRows, kN, K::kThreads>(sB, K::ldN, rows_of(a.Bm, c, g * a.N), a.ld, tc, a.N, false);
+      stage_tile<kRows, kN, K::kThreads>(sC, K::ldN, rows_of(a.Cm, c, g * a.N), a.ld, tc, a.N, false);
+    }
     if (warp == 0) {
-      const double cs_last = walk_cumsum(d, A, sdt, scs);
+      const double cs_last = walk_cumsum(d, A, sdt, scs, su);
 #pragma unroll
       for (int u = 0; u < 2; ++u) {  // this lane's steps (walk_cumsum wrote them)
-        const int t = 2 * (threadIdx.x & 31) + u;
-        sdin[t] = float(exp(scs[t]));
-        sw[t] = sdt[t] * expf(float(cs_last - scs[t]));
+        const int t = 2 * lane + u;
+        sdin[t] = walk_exp<kMode>(scs[t]);
+        sw[t] = sdt[t] * walk_exp<kMode>(cs_last - scs[t]);
       }
+      if (threadIdx.x == 0) sdec[0] = walk_exp<kMode>(cs_last);  // the state's decay e^{cs_last}
     }
     // S_c: to the saved buffer (fp32) and to its tile (the mode's type) for C·S_cᵀ
     float* out = states + size_t(c) * PN;
@@ -99,13 +126,13 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
       zero(cb);
       wmm<kMode, false, true>(cb, sC, K::ldN, sB, K::ldN, kN, wm);
       for_pairs_all(wm, [&](int s, int hv, int i, int j) {
-        const float m0 = j <= i ? cb[s][2 * hv] * decay(scs, i, j) * sdt[j] : 0.f;
-        const float m1 = j + 1 <= i ? cb[s][2 * hv + 1] * decay(scs, i, j + 1) * sdt[j + 1] : 0.f;
+        const float m0 = j <= i ? cb[s][2 * hv] * walk_decay<kMode>(scs, su, i, j) * sdt[j] : 0.f;
+        const float m1 = j + 1 <= i ? cb[s][2 * hv + 1] * walk_decay<kMode>(scs, su, i, j + 1) * sdt[j + 1] : 0.f;
         st2(sM + i * K::ldT + j, m0, m1);
       });
     }
     // S_{c+1} = e^{cs_last} S_c + Xᵀ diag(w) B, meanwhile: it reads only x, B and w
-    const float dec = float(exp(scs[kRows - 1]));
+    const float dec = sdec[0];
 #pragma unroll
     for (int s = 0; s < K::State::Tile::kS; ++s)
 #pragma unroll

@@ -153,6 +153,9 @@ bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows) {
 
 }  // namespace walk
 
+// kAuto: the walks in bf16 mode only. In fp32 and tf32 mode their fp32 tiles take twice the shared memory (one
+// block an SM for the 'S' and 'M' reverse walks) and the chunk-parallel kernels were faster (H200, 2026-12-02,
+// ml-alpha-ssd-bench: S fp32 backward 246 µs chunk-parallel against 543 walking; docs/benchmarks.md).
 bool uses_walk(const SsdParams& p) {
   validate(p);
   if (p.algo == SsdAlgo::kChunked) return false;
@@ -161,7 +164,7 @@ bool uses_walk(const SsdParams& p) {
           "ssd (gpu): the chunk walks (SsdAlgo::kWalk) take P <= 64, N <= 128 and at most " +
               std::to_string(walk::kMaxWalkChunks) + " chunks, got P=" + std::to_string(p.P) +
               " N=" + std::to_string(p.N) + " L=" + std::to_string(p.L));
-  return fits;
+  return fits && (p.algo == SsdAlgo::kWalk || p.precision == Precision::BF16);
 }
 
 }  // namespace ssd_detail

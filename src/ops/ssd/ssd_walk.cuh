@@ -102,17 +102,75 @@ __device__ __forceinline__ void stage_tile(E* dst, int dld, const float* __restr
   }
 }
 
+// One thread's share of a tile staged through registers (vec4 only: 16-byte loads): load() issues the loads of
+// the (kR, kC) tile of a row-major fp32 matrix (zeros past rows, cols), store() writes them to the tile. A walk
+// issues every tile of the next chunk at once at the end of a chunk step, so that their latency overlaps the
+// step's last barrier, and stores them after it.
+template <int kR, int kC, int kTh>
+struct TileLoad {
+  static constexpr int kQ = kC / 4, kPer = kR * kQ / kTh;
+  static_assert(kC % 4 == 0 && (kR * kQ) % kTh == 0, "whole quads, the same count for every thread");
+  float4 v[kPer];
+  __device__ __forceinline__ void load(const float* __restrict__ src, size_t sld, int rows, int cols) {
+    int tid = threadIdx.x;
+    asm volatile("" : "+r"(tid));  // offsets recomputed here, not held through the walk (stage_tile)
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int it = tid + u * kTh, r = it / kQ, c = 4 * (it % kQ);
+      v[u] = r < rows && c < cols ? __ldg(reinterpret_cast<const float4*>(src + size_t(r) * sld + c))
+                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  template <typename E>
+  __device__ __forceinline__ void store(E* dst, int dld) const {
+    int tid = threadIdx.x;
+    asm volatile("" : "+r"(tid));
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int it = tid + u * kTh, r = it / kQ, c = 4 * (it % kQ);
+      st4(dst + r * dld + c, v[u]);
+    }
+  }
+};
+
 // ----- the chunk's decays -----
+// The causal decay e^{cs_i − cs_j} (j ≤ i) of the walks. fp32 and tf32 mode: ssd_common.cuh's decay(), the
+// difference taken in double (fp32 accuracy however strong the decay). bf16 mode: 2^{u_i − u_j} with
+// u_t = log2(e) cs_t in fp32 (warp 0 writes them beside cs) by one ex2.approx: an error ~|u| 2^-23 in the
+// exponent (≤ 2.4e-4 relative in the strongest decay the tests use, against bf16's 2^-9 per operand) for
+// three instructions instead of ~20, in the walks' busiest elementwise loops.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr double kLog2e = 1.4426950408889634;
+template <MmaMode kMode>
+__device__ __forceinline__ float walk_decay(const double* scs, const float* su, int i, int j) {
+  if constexpr (kMode == MmaMode::kBF16) return ex2_approx(su[i] - su[j]);
+  else return decay(scs, i, j);
+}
+
 // Warp 0: lane l takes steps 2l, 2l + 1 of the 64 tile rows (Δ = 0 past the chunk, as load_deltas gives), writes
-// Δ_t to sdt and cs_t = A Σ_{k≤t} Δ_k to scs (the sum in double, as chunk_decay_of), for all 64 rows; returns
-// cs_last = cs_63 = cs_{tc−1} to every lane.
-__device__ __forceinline__ double walk_cumsum(LaneDeltas d, float A, float* sdt, double* scs) {
+// Δ_t to sdt, cs_t = A Σ_{k≤t} Δ_k to scs (the sum in double, as chunk_decay_of) and log2(e) cs_t to su, for all
+// 64 rows; returns cs_last = cs_63 = cs_{tc−1} to every lane.
+__device__ __forceinline__ double walk_cumsum(LaneDeltas d, float A, float* sdt, double* scs, float* su) {
   const int t = 2 * (threadIdx.x & 31);
   const double s0 = d.d0, s1 = s0 + double(d.d1);
   const double incl = warp_inclusive_scan(s1), excl = incl - s1;
   sdt[t] = d.d0, sdt[t + 1] = d.d1;
-  scs[t] = double(A) * (excl + s0), scs[t + 1] = double(A) * incl;
+  const double c0 = double(A) * (excl + s0), c1 = double(A) * incl;
+  scs[t] = c0, scs[t + 1] = c1;
+  su[t] = float(c0 * kLog2e), su[t + 1] = float(c1 * kLog2e);  // walk_decay's bf16 exponents
   return double(A) * __shfl_sync(kWarpMask, incl, 31);
+}
+
+// e^{x} of a per-step decay exponent x ≤ 0: in double as the chunk-parallel kernels (fp32, tf32 mode), or in bf16
+// mode as 2^{u} with u = log2(e) x in fp32 (walk_decay).
+template <MmaMode kMode>
+__device__ __forceinline__ float walk_exp(double x) {
+  if constexpr (kMode == MmaMode::kBF16) return ex2_approx(float(x * kLog2e));
+  else return float(exp(x));
 }
 
 // ----- bf16 tile products (bf16 mode) -----
@@ -205,12 +263,30 @@ __device__ __forceinline__ void wmm(typename WarpTile<kW>::Acc& acc, const Elem<
   }
 }
 
+// The thread index through an opaque move. The walks take it at the top of every chunk step and derive every
+// lane-dependent offset from it there: offsets derived from threadIdx.x are loop-invariant, and the compiler
+// hoisted dozens of them out of the chunk loop, holding registers (and spilling) through the whole walk.
+__device__ __forceinline__ int opaque_tid() {
+  int tid = threadIdx.x;
+  asm volatile("" : "+r"(tid));
+  return tid;
+}
+// WarpTile whose row and column offsets come from a lane given at construction (opaque_tid) rather than from
+// threadIdx.x. Passed to mm() and mm16() it is its WarpTile (they only read wr and wc, or threadIdx.x).
+template <int kW>
+struct LaneTile : WarpTile<kW> {
+  int lane;
+  __device__ LaneTile(int r, int c, int lane_) : WarpTile<kW>(r, c), lane(lane_) {}
+  __device__ int row(int i0, int e) const { return i0 + 16 * this->wr + (lane >> 2) + 8 * (e >> 1); }
+  __device__ int col(int j0, int s, int e) const { return j0 + kW * this->wc + 8 * s + 2 * (lane & 3) + (e & 1); }
+};
+
 // Calls f(s, hv, i, j) for each pair of adjacent outputs (acc[s][2hv], acc[s][2hv + 1]) of a warp's tile: row
 // i, columns j, j + 1 (j even).
-template <int kW, class F>
-__device__ __forceinline__ void for_pairs_all(WarpTile<kW> w, F f) {
+template <class Tile, class F>
+__device__ __forceinline__ void for_pairs_all(Tile w, F f) {
 #pragma unroll
-  for (int s = 0; s < WarpTile<kW>::kS; ++s)
+  for (int s = 0; s < Tile::kS; ++s)
 #pragma unroll
     for (int hv = 0; hv < 2; ++hv) f(s, hv, w.row(0, 2 * hv), w.col(0, s, 0));
 }
@@ -220,11 +296,11 @@ template <int kP, int kN, int kWarps>
 struct StateLayout {
   static constexpr int kRowBlocks = kP / 16, kColBlocks = kWarps / kRowBlocks, kW = kN / kColBlocks;
   static_assert(kWarps % kRowBlocks == 0 && kN % kColBlocks == 0 && kW % 16 == 0, "state split");
-  using Tile = WarpTile<kW>;
+  using Tile = LaneTile<kW>;
   using Acc = typename Tile::Acc;
-  __device__ static Tile tile() {
-    const int warp = threadIdx.x >> 5;
-    return Tile(warp % kRowBlocks, warp / kRowBlocks);
+  __device__ static Tile tile(int tid) {
+    const int warp = tid >> 5;
+    return Tile(warp % kRowBlocks, warp / kRowBlocks, tid & 31);
   }
 };
 
