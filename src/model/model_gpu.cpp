@@ -35,7 +35,10 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
       gemm_side_(ctx.blas(), side_ws_.data(), side_ws_.bytes(), precision) {
   require(B >= 1 && L >= 1, "GpuModel: B and L must be >= 1, got B=" + std::to_string(B) + " L=" + std::to_string(L));
   const ModelConfig& c = lay_.cfg;
-  const LayerShapes s = shapes(c, B, L, precision);  // the SSD's buffers depend on its path (ssd_uses_walk)
+  // The buffers are sized from the fp32 shapes, as the memory estimate (train/train_plan.cpp) sizes them: the
+  // SSD's saved buffer and scratch of the chunk-parallel path are at least those of the walks that bf16 mode
+  // takes (ssd_uses_walk), which use a prefix of each.
+  const LayerShapes s(c, B, L);
   const size_t M = size_t(M_);
   acts_.resize(c.NL);
   for (LayerActs& a : acts_) {

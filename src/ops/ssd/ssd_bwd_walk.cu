@@ -379,8 +379,11 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
 #pragma unroll
       for (int e = 0; e < 4; ++e) G[s][e] *= decG;
     wmm<kMode, true, false>(G, sDY, ldP, sC, ldN, kRows, ws, KScale{sg0});
-    if (cs > 1) __cluster_barrier_wait();  // every block is done with this block's exchange tiles
-    else __syncthreads();                  // every warp is done with this step's tiles and scalars
+    // Every warp of this block is done with this step's tiles and scalars (the adjoint update above read dy, C
+    // and e^{cs − cs_0}, which the next step's staging overwrites: the cluster barrier's arrive came before
+    // it), and with clusters every block is done with this block's exchange tiles.
+    __syncthreads();
+    if (cs > 1) __cluster_barrier_wait();
     for_pairs_all(ws, [&](int s, int hv, int p, int n) { st2(sG + p * ldN + n, G[s][2 * hv], G[s][2 * hv + 1]); });
     dt_next = dt_first;
   }
