@@ -178,7 +178,9 @@ void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Prec
                      "dC"));
   check(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
   // += semantics (totals) and the gradient itself (increments over the random starting values)
-  const double tol_dA = fp32 ? tol::kGpuSsdDALogRelL2 : tol;
+  const double tol_dA = fp32                             ? tol::kGpuSsdDALogRelL2
+                        : precision == Precision::TF32 ? tol::kGpuSsdTf32DALogRelL2
+                                                       : tol;
   check(rel_l2_close(got.dA_log, dA_log, tol_dA, "dA_log (accumulated)"));
   check(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
   check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol_dA, "dA_log increment"));
