@@ -45,6 +45,11 @@ constexpr double kGpuSsdDALogRelL2 = 2e-4;
 // The same in tf32 mode (single-pass tf32 products, ~2^-11 relative per operand): ~5e-4 per product as for
 // the tf32 GEMMs, compounded once (C·Bᵀ and dy·xᵀ tiles feed the second products) and summed over chunks.
 constexpr double kGpuSsdTf32RelL2 = 5e-3;
+// dA_log in tf32 mode: the cancelling sum of kGpuSsdDALogRelL2 with tf32's products, so the same factor 4 over
+// kGpuSsdTf32RelL2. Measured (H200, 2026-12-02, fresh inputs each run): the chunk walks in tf32 mode (run on
+// request: SsdAlgo::kWalk) 6e-5 to 2e-3 typically, 8.5e-3 once on the strong-decay shape (Δ up to 1.5, 10
+// chunks) of SsdGpu.WalkShapes, which failed the plain tf32 bound; the chunk-parallel kernels up to 2.9e-3.
+constexpr double kGpuSsdTf32DALogRelL2 = 2e-2;
 // The same in bf16 mode (bf16 operands, fp32 accumulation; decays, states and accumulators fp32): bf16 keeps
 // 7 stored mantissa bits against tf32's 10, so its rounding per operand is ≤ 2^-8 against 2^-11, 8 times
 // tf32's, and the errors, linear in it, scale alike through every product, state and cancelling sum
@@ -53,7 +58,10 @@ constexpr double kGpuSsdTf32RelL2 = 5e-3;
 // cores take them, against the double recurrence; not a GPU measurement) on the S, L, M, strong-decay and
 // long shapes of Bf16Mode gave y 4.7e-4 to 2.8e-3, chunk states 2.2e-3, dx 4.8e-4 to 2.7e-3, 7.9 to 8.6
 // times its tf32 errors (y, dx 6e-5 to 3.3e-4, states 2.8e-4). A wrong fragment layout gives errors of
-// order 1.
+// order 1. The chunk walks, which bf16 mode takes, store x, dy, B, C, S_c and G as bf16 tiles, so the
+// elementwise terms that read them (D·x, x·v, dD = Σ dy·x, the row sums with B and C) take rounded values too,
+// and their decays are ex2.approx in fp32: measured (H200, 2026-12-02) y, dx ≤ 3.0e-3, chunk states 2.8e-3,
+// dB, dC 3.4e-3, ddelta 3.9e-3, dD 8.2e-3, dA_log 1.6e-2 (the chunk-parallel kernels: ≤ 3.2e-3, dD 2e-7).
 constexpr double kGpuSsdBf16RelL2 = 4e-2;
 
 // Whole model, CPU fp32-from-double vs GPU fp32, loss and every gradient tensor: the fp32 GEMMs (3xTF32)

@@ -35,6 +35,9 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
       gemm_side_(ctx.blas(), side_ws_.data(), side_ws_.bytes(), precision) {
   require(B >= 1 && L >= 1, "GpuModel: B and L must be >= 1, got B=" + std::to_string(B) + " L=" + std::to_string(L));
   const ModelConfig& c = lay_.cfg;
+  // The buffers are sized from the fp32 shapes, as the memory estimate (train/train_plan.cpp) sizes them: the
+  // SSD's saved buffer and scratch of the chunk-parallel path are at least those of the walks that bf16 mode
+  // takes (ssd_uses_walk), which use a prefix of each.
   const LayerShapes s(c, B, L);
   const size_t M = size_t(M_);
   acts_.resize(c.NL);
@@ -50,7 +53,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     if (is_bf16()) a.gout16 = alloc16(M * s.di);
     else a.gout = alloc(M * s.di);
     a.grstd = alloc(M * c.G);
-    a.states = alloc(gpu::ssd_saved_floats(s.ssd));  // the chunk states and each chunk's C·Bᵀ
+    a.states = alloc(gpu::ssd_saved_floats(s.ssd));  // the chunk states (and each chunk's C·Bᵀ, chunk-parallel path)
   }
   h_ = alloc(M * s.D);
   if (is_bf16()) hfn16_ = alloc16(M * s.D);

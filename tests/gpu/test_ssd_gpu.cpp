@@ -139,11 +139,13 @@ double ssd_tol(Precision precision) {
   }
   return tol::kGpuSsdRelL2;
 }
-void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Precision::FP32) {
+void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Precision::FP32,
+                       SsdAlgo algo = SsdAlgo::kAuto) {
   const bool fp32 = precision == Precision::FP32;
-  SCOPED_TRACE(name(s) + " " + to_string(precision));
   Inputs in = make_inputs(s, salt);
   in.p.precision = precision;
+  in.p.algo = algo;
+  SCOPED_TRACE(name(s) + " " + to_string(precision) + " " + (gpu::ssd_uses_walk(in.p) ? "walk" : "chunked"));
   const SsdParams& p = in.p;
   const Outputs got = run_gpu(in);
 
@@ -162,7 +164,8 @@ void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Prec
   const double tol = ssd_tol(precision);
   // MLALPHA_TEST_VERBOSE=1 prints every measured error (the 3xTF32 tolerance's evidence too).
   const bool verbose = !fp32 || std::getenv("MLALPHA_TEST_VERBOSE") != nullptr;
-  const std::string tag = fp32 ? "" : to_string(precision) + " ";
+  const std::string tag = (fp32 ? std::string() : to_string(precision) + " ") +
+                          (gpu::ssd_uses_walk(p) ? "walk " : "chunked ");
   auto check = [&](const ::testing::AssertionResult& r) {
     if (verbose) std::printf("  %s%s\n", tag.c_str(), r.message());
     EXPECT_TRUE(r);
@@ -175,7 +178,9 @@ void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Prec
                      "dC"));
   check(rel_l2_close(got.ddelta, ddelta, tol, "ddelta"));
   // += semantics (totals) and the gradient itself (increments over the random starting values)
-  const double tol_dA = fp32 ? tol::kGpuSsdDALogRelL2 : tol;
+  const double tol_dA = fp32                             ? tol::kGpuSsdDALogRelL2
+                        : precision == Precision::TF32 ? tol::kGpuSsdTf32DALogRelL2
+                                                       : tol;
   check(rel_l2_close(got.dA_log, dA_log, tol_dA, "dA_log (accumulated)"));
   check(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
   check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol_dA, "dA_log increment"));
@@ -302,6 +307,75 @@ TEST(SsdGpu, Deterministic) {
       EXPECT_FALSE(same(out_of[m].y, out_of[n].y)) << "SsdParams::precision made no difference to y";
       EXPECT_FALSE(same(out_of[m].states, out_of[n].states)) << "... to the chunk states";
       EXPECT_FALSE(same(out_of[m].dxbc, out_of[n].dxbc)) << "... to dx, dB, dC";
+    }
+}
+
+// ----- the chunk walks (ssd_fwd_walk.cu, ssd_bwd_walk.cu): SsdAlgo::kAuto takes them for P <= 64, N <= 128 and
+// at most 64 chunks, so the tests above run them on every such shape and the chunk-parallel kernels on the others.
+// Here: every cluster arrangement of the reverse walk (clusters of 8, 4, 2 heads holding whole groups, clusters
+// that leave partials for group_sum, no cluster), ragged chunks, chunks shorter than the 64-row tiles, odd P and N
+// (scalar staging), in every mode; and the chunk-parallel path kept for its own shapes.
+const Shape kWalkShapes[] = {
+    {2, 100, 8, 32, 1, 64, 64},      // 'S' head, 8 heads a group: clusters of 8; a last chunk of 36
+    {1, 64, 4, 16, 1, 32, 64},       // 4 heads: clusters of 4; one full chunk
+    {2, 70, 6, 8, 1, 16, 64},        // 6 heads a group: clusters of 2, three partials a group
+    {1, 50, 3, 16, 1, 16, 64},       // 3 heads: no cluster, a partial per head
+    {2, 90, 4, 16, 2, 24, 32},       // 2 heads a group, G = 2: clusters of 2, whole groups; T = 32
+    {2, 45, 3, 12, 2, 8, 16},        // H not a multiple of G: no clusters; T = 16; N = 8
+    {3, 1, 8, 32, 1, 64, 64},        // L = 1
+    {1, 130, 16, 64, 1, 128, 64},    // 'L' head, 16 heads: clusters of 8, two partials; a last chunk of 2
+    {1, 77, 2, 5, 1, 7, 64, 1},      // odd P and N, padded ld: scalar staging
+    {2, 200, 12, 64, 3, 64, 64},     // 'M' head, 3 groups of 4 heads
+    {1, 640, 2, 32, 1, 64, 64, 0, 0.3, 1.5},  // strong decay over 10 chunks
+};
+
+TEST(SsdGpu, WalkShapes) {
+  const Precision modes[] = {Precision::FP32, Precision::TF32, Precision::BF16};
+  uint64_t salt = 1;
+  for (const Precision m : modes)
+    for (const Shape& s : kWalkShapes) check_against_ref(s, 800 + salt++, m, SsdAlgo::kWalk);
+}
+
+// The smallest walk shapes, for the sanitizers: clusters of 8 with a ragged chunk, partials with group_sum,
+// no cluster with scalar staging.
+TEST(SsdGpu, WalkSmall) {
+  check_against_ref({1, 70, 8, 32, 1, 64, 64}, 901, Precision::BF16, SsdAlgo::kWalk);
+  check_against_ref({1, 70, 8, 32, 1, 64, 64}, 902, Precision::FP32, SsdAlgo::kWalk);
+  check_against_ref({1, 40, 6, 8, 1, 16, 64}, 903, Precision::BF16, SsdAlgo::kWalk);
+  check_against_ref({1, 33, 3, 5, 2, 7, 16, 1}, 904, Precision::TF32, SsdAlgo::kWalk);
+  check_against_ref({1, 70, 4, 64, 1, 128, 64}, 905, Precision::BF16, SsdAlgo::kWalk);
+}
+
+// The chunk-parallel kernels on shapes the walks would take (SsdAlgo::kChunked), every mode.
+TEST(SsdGpu, ChunkedPath) {
+  const Precision modes[] = {Precision::FP32, Precision::TF32, Precision::BF16};
+  uint64_t salt = 1;
+  for (const Precision m : modes) {
+    check_against_ref({4, 256, 8, 32, 1, 64, 64}, 950 + salt++, m, SsdAlgo::kChunked);
+    check_against_ref({3, 70, 3, 7, 2, 3, 32, 1}, 950 + salt++, m, SsdAlgo::kChunked);
+    check_against_ref({1, 100, 8, 64, 1, 128, 64}, 950 + salt++, m, SsdAlgo::kChunked);
+  }
+}
+
+// The walks give identical bits run after run (clusters, partials and group_sum, the parameter sums), and the
+// two paths agree with each other as each agrees with the oracle.
+TEST(SsdGpu, WalkDeterministic) {
+  auto same = [](const std::vector<float>& u, const std::vector<float>& v) {
+    return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
+  };
+  for (const Shape& s : {Shape{2, 130, 16, 64, 1, 128, 64}, Shape{2, 70, 6, 8, 1, 16, 64}})
+    for (const Precision m : {Precision::FP32, Precision::BF16}) {
+      SCOPED_TRACE(name(s) + " " + to_string(m));
+      Inputs in = make_inputs(s, 990);
+      in.p.precision = m;
+      in.p.algo = SsdAlgo::kWalk;
+      const Outputs a = run_gpu(in), b = run_gpu(in);
+      EXPECT_TRUE(same(a.y, b.y));
+      EXPECT_TRUE(same(a.states, b.states));
+      EXPECT_TRUE(same(a.dxbc, b.dxbc));
+      EXPECT_TRUE(same(a.ddelta, b.ddelta));
+      EXPECT_TRUE(same(a.dA_log, b.dA_log));
+      EXPECT_TRUE(same(a.dD, b.dD));
     }
 }
 

@@ -13,6 +13,13 @@
 
 namespace mlalpha {
 
+// How the GPU forms the scan (ssd_layout.cu: ssd_uses_walk). kWalk: the chunk walks, one block per (b, h)
+// carrying the state and the adjoint state in registers (ssd_fwd_walk.cu, ssd_bwd_walk.cu); kChunked: the
+// chunk-parallel kernels with the chunk-state walks (ssd_fwd.cu, ssd_bwd.cu, ssd_chunks.cu); kAuto: the
+// walks in bf16 mode where the shape allows them (P <= 64, N <= 128, at most 64 chunks), else the
+// chunk-parallel path. A rule of the shape and precision only, so results never depend on the device.
+enum class SsdAlgo { kAuto, kWalk, kChunked };
+
 struct SsdParams {
   int B = 0, L = 0;
   int H = 0, P = 0;  // heads, head dim
@@ -25,6 +32,7 @@ struct SsdParams {
   // operands are rounded, in registers: inputs, outputs, shared-memory tiles, decay cumsums, exponentials,
   // chunk states, state passing and every accumulator stay fp32 (ssd_common.cuh).
   Precision precision = Precision::FP32;
+  SsdAlgo algo = SsdAlgo::kAuto;  // GPU only: which kernels (see SsdAlgo)
 };
 
 // The op's inputs. x, B, C are column slices of one (B, L, ld) activation (the conv output), each through
@@ -72,16 +80,22 @@ namespace gpu {
 // Supported: any N, P whose (P, N) state and chunk tiles fit the shared memory of one SM (P·N up to about
 // 48K, e.g. P = 64 with N = 256 or P = N = 128); others are rejected by require().
 
+// Whether the GPU runs p through the chunk walks (SsdAlgo; a function of the shape, p.precision and p.algo
+// only). kWalk on a shape the walks do not support is rejected by require(). The saved buffer and the backward's
+// scratch are sized for the path p takes.
+bool ssd_uses_walk(const SsdParams& p);
 // The GPU chunk length: min(Q, 64), halved while the backward's tiles exceed shared memory. A function of
 // the shape only.
 int ssd_chunk_len(const SsdParams& p);
 // Floats of the chunk states: the state entering each chunk of T = ssd_chunk_len(p) steps, (B, H,
 // ceil(L/T), P, N). They are the first floats of the forward's saved buffer.
 size_t ssd_chunk_states_floats(const SsdParams& p);
-// Floats of the forward's saved buffer, which ssd_bwd reads: the chunk states, then (16-byte aligned) each
-// chunk's causal C·Bᵀ per group, (B, ceil(L/T), G, T, T).
+// Floats of the forward's saved buffer, which ssd_bwd reads: the chunk states; on the chunk-parallel path
+// then (16-byte aligned) each chunk's causal C·Bᵀ per group, (B, ceil(L/T), G, T, T).
 size_t ssd_saved_floats(const SsdParams& p);
-// Floats of the backward's scratch: per-head DX diag(Δ) tiles of every chunk (B, ceil(L/T), H, T, T), the
+// Floats of the backward's scratch. Walks: per-(b, h) partials of dA_log and dD, and where a group's heads
+// do not fit one thread-block cluster, per-cluster dB and dC partials (B, L, H / cluster, N). Chunk-parallel
+// path: per-head DX diag(Δ) tiles of every chunk (B, ceil(L/T), H, T, T), the
 // adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB and dC partials (B, L, H, N) each (per
 // pair of heads on the 'L' head shape, which uses half), per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);

@@ -23,6 +23,7 @@
 #include <cooperative_groups.h>
 
 #include "ops/ssd/ssd_common.cuh"
+#include "ops/ssd/ssd_walk.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
@@ -515,6 +516,22 @@ __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, in
 }
 
 }  // namespace
+
+void group_sum(int rows, int parts, int G, int N, int ld, const float* wsB, const float* wsC, float* dB, float* dC,
+               cudaStream_t stream) {
+  const size_t total = size_t(rows) * G * N;  // fixed grid from the shape
+  const int threads = 256;
+  const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
+  group_sum_kernel<<<blocks, threads, 0, stream>>>(rows, parts, G, N, ld, wsB, wsC, dB, dC);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
+void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD, float* dA_log, float* dD,
+                  cudaStream_t stream) {
+  param_reduce_kernel<<<H, kThreads, 0, stream>>>(B, H, nchunks, wsA, wsD, dA_log, dD);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
 }  // namespace ssd_detail
 
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
@@ -522,6 +539,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0 || p.L == 0) return;  // nothing is written, the accumulators get += 0
+  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, saved, dy, g, workspace, stream);
   Args a = make_layout(p);
   set_inputs(a, in);
   a.dy = dy;
@@ -549,19 +567,9 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream,
                   dim3(1, a.cluster_heads, 1));
   });
-  {  // (c) group sums of dB, dC; fixed grid from the shape
-    const size_t total = rows * p.G * p.N;
-    const int threads = 256;
-    const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
-    group_sum_kernel<<<blocks, threads, 0, stream>>>(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB,
-                                                     a.wsC, g.dB, g.dC);
-    MLALPHA_CHECK_LAUNCH(stream);
-  }
-  group_dx_products(a, stream);  // (d)
-  {  // (e) parameter gradients
-    param_reduce_kernel<<<p.H, kThreads, 0, stream>>>(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD);
-    MLALPHA_CHECK_LAUNCH(stream);
-  }
+  group_sum(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB, a.wsC, g.dB, g.dC, stream);  // (c)
+  group_dx_products(a, stream);                                                                   // (d)
+  param_reduce(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD, stream);                        // (e)
 }
 
 }  // namespace mlalpha::gpu

@@ -68,6 +68,8 @@ struct Args {
                            // rather than replacing G_{c+1}'s after dB (when it would cost blocks per SM)
   int cluster_heads;       // backward: heads per thread-block cluster that add their dB, dC in shared
                            // memory (ssd_bwd.cu, pairs: 2); 1: every head writes its own partial
+  bool vec4;               // walks (ssd_walk.cuh): every row of x, dy, B, C, S_in and of dB, dC starts 16-byte
+                           // aligned with whole quads of columns (16-byte loads and stores)
   int seg_steps, nseg;     // the chunk-state walks (ssd_chunks.cu) in nseg segments of seg_steps steps
                            // (the last may be shorter); nseg = 1: one walk over all nchunks − 1 steps
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
@@ -623,6 +625,15 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
     case MmaMode::kBF16: go(std::integral_constant<MmaMode, MmaMode::kBF16>{}); break;
   }
 }
+
+// ssd_bwd.cu: dB, dC of group g = Σ over its `parts` per-head (or per-cluster) partials (B·L rows, (rows,
+// parts, N) each) in order; dA_log[h] += Σ_{b, c} wsA[b, h, c], dD[h] += Σ_{b, c} wsD[b, h, c] in a fixed order.
+void group_sum(int rows, int parts, int G, int N, int ld, const float* wsB, const float* wsC, float* dB, float* dC,
+               cudaStream_t stream);
+void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD, float* dA_log, float* dD,
+                  cudaStream_t stream);
+// ssd_layout.cu: whether p runs on the chunk walks (ssd.h: SsdAlgo; validates p).
+bool uses_walk(const SsdParams& p);
 
 // ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), by the pass
 // S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + Σ_j e^{cs_last − cs_j} Δ_j x_j B_jᵀ over the chunks in order.

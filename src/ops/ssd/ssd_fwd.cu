@@ -4,6 +4,7 @@
 // (b, h) from them:
 //     y = diag(e^{cs}) (C S_inᵀ) + (C Bᵀ ∘ Ldec) diag(Δ) X + D X,   Ldec[i, j] = e^{cs_i − cs_j}, j ≤ i.
 #include "ops/ssd/ssd_common.cuh"
+#include "ops/ssd/ssd_walk.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
@@ -68,7 +69,8 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0 || p.L == 0) return;
-  require(saved != nullptr, "ssd_fwd: saved is required (the chunks run in parallel from it, ssd_bwd reads it)");
+  require(saved != nullptr, "ssd_fwd: saved is required (the chunk states, which ssd_bwd reads)");
+  if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, y, saved, stream);
   Args a = make_layout(p);
   set_inputs(a, in);
   a.y = y;

@@ -1,6 +1,7 @@
 // Host side shared by the SSD kernels: shape validation, the chunk length, shared-memory sizes and the
 // buffer sizes.
 #include "ops/ssd/ssd_common.cuh"
+#include "ops/ssd/ssd_walk.cuh"
 
 namespace mlalpha::gpu {
 namespace ssd_detail {
@@ -119,7 +120,56 @@ BwdWorkspace bwd_workspace(const Args& a) {
   return w;
 }
 
+namespace walk {
+
+bool walk_shape(const SsdParams& p, int T) { return p.P <= 64 && p.N <= 128 && ceil_div(p.L, T) <= kMaxWalkChunks; }
+
+int cluster_heads(int H, int G) {
+  if (H % G != 0) return 1;
+  for (const int cs : {8, 4, 2})
+    if ((H / G) % cs == 0) return cs;
+  return 1;
+}
+
+Workspace workspace(const SsdParams& p) {
+  Workspace w{};
+  const size_t bh = size_t(p.B) * p.H;
+  const int cs = cluster_heads(p.H, p.G);
+  w.partials = !whole_groups(p.H, p.G, cs);
+  w.a = 0;
+  w.d = w.a + round4(bh);
+  w.b = w.d + round4(bh);
+  const size_t part = w.partials ? round4(size_t(p.B) * p.L * (p.H / cs) * p.N) : 0;
+  w.c = w.b + part;
+  w.total = w.c + part;
+  return w;
+}
+
+bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows) {
+  bool ok = p.ld % 4 == 0 && p.P % 4 == 0 && p.N % 4 == 0;
+  for (const void* r : rows) ok = ok && (reinterpret_cast<uintptr_t>(r) & 15) == 0;
+  return ok;
+}
+
+}  // namespace walk
+
+// kAuto: the walks in bf16 mode only. In fp32 and tf32 mode their fp32 tiles take twice the shared memory (one
+// block an SM for the 'S' and 'M' reverse walks) and the chunk-parallel kernels were faster (H200, 2026-12-02,
+// ml-alpha-ssd-bench: S fp32 backward 246 µs chunk-parallel against 543 walking; docs/benchmarks.md).
+bool uses_walk(const SsdParams& p) {
+  validate(p);
+  if (p.algo == SsdAlgo::kChunked) return false;
+  const bool fits = walk::walk_shape(p, make_layout(p).T);
+  require(fits || p.algo != SsdAlgo::kWalk,
+          "ssd (gpu): the chunk walks (SsdAlgo::kWalk) take P <= 64, N <= 128 and at most " +
+              std::to_string(walk::kMaxWalkChunks) + " chunks, got P=" + std::to_string(p.P) +
+              " N=" + std::to_string(p.N) + " L=" + std::to_string(p.L));
+  return fits && (p.algo == SsdAlgo::kWalk || p.precision == Precision::BF16);
+}
+
 }  // namespace ssd_detail
+
+bool ssd_uses_walk(const SsdParams& p) { return ssd_detail::uses_walk(p); }
 
 int ssd_chunk_len(const SsdParams& p) {
   ssd_detail::validate(p);
@@ -132,13 +182,13 @@ size_t ssd_chunk_states_floats(const SsdParams& p) {
 }
 
 size_t ssd_saved_floats(const SsdParams& p) {
-  ssd_detail::validate(p);
+  if (ssd_detail::uses_walk(p)) return ssd_chunk_states_floats(p);  // validates
   const ssd_detail::Args a = ssd_detail::make_layout(p);
   return ssd_detail::saved_e_offset(a) + ssd_detail::walk_exponent_floats(a);
 }
 
 size_t ssd_bwd_workspace_floats(const SsdParams& p) {
-  ssd_detail::validate(p);
+  if (ssd_detail::uses_walk(p)) return ssd_detail::walk::workspace(p).total;  // validates
   return ssd_detail::bwd_workspace(ssd_detail::make_layout(p)).total;
 }
 

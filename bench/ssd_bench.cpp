@@ -1,0 +1,175 @@
+// ml-alpha-ssd-bench: the SSD op alone on the model's layer shapes (DESIGN section 5 S, M, L), each GPU path
+// (SsdAlgo: the chunk walks, the chunk-parallel kernels) and precision: forward and backward µs per layer call,
+// and how far the two paths' outputs are apart. A developer's tool for the per-kernel predictions in
+// docs/benchmarks.md; the training step's own per-kernel table is ml-alpha-kernels.
+//
+// Timing: 20 calls back to back between two CUDA events (the host enqueues faster than the calls run), the
+// median over 7 such rounds after 3 untimed calls, divided by 20.
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "core/cuda_event.h"
+#include "core/device_buffer.h"
+#include "mlalpha/precision.h"
+#include "ops/ssd/ssd.h"
+
+namespace {
+
+using mlalpha::DeviceBuffer;
+using mlalpha::Precision;
+using mlalpha::SsdAlgo;
+using mlalpha::SsdParams;
+
+struct LayerShape {
+  const char* name;
+  SsdParams p;  // B, L, H, P, G, N, Q, ld (= conv_dim: d_inner + 2 G N)
+};
+const LayerShape kShapes[] = {
+    {"S", {64, 256, 8, 32, 1, 64, 64, 384}},
+    {"M", {32, 512, 8, 64, 1, 64, 128, 640}},
+    {"L", {8, 2048, 32, 64, 1, 128, 256, 2304}},
+};
+
+std::vector<float> uniform(size_t n, uint64_t seed, float lo, float hi) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = lo + (hi - lo) * float((s >> 40) * (1.0 / double(1ull << 24)));
+  }
+  return v;
+}
+DeviceBuffer<float> upload(const std::vector<float>& h) {
+  DeviceBuffer<float> d(h.size());
+  d.upload(h);
+  return d;
+}
+std::vector<float> download(const DeviceBuffer<float>& d) {
+  std::vector<float> h(d.size());
+  MLALPHA_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), d.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// One layer's inputs and outputs for SsdParams p (either path's buffer sizes).
+struct Layer {
+  SsdParams p;
+  DeviceBuffer<float> xbc, delta, A_log, D, dy, y, saved, dxbc, ddelta, dA_log, dD, ws;
+  explicit Layer(SsdParams q) : p(q) {
+    const size_t rows = size_t(p.B) * p.L;
+    xbc = upload(uniform(rows * p.ld, 1, -1.f, 1.f));
+    std::vector<float> dt = uniform(rows * p.H, 2, std::log(1e-3f), std::log(1e-1f));
+    for (float& v : dt) v = std::exp(v);
+    delta = upload(dt);
+    std::vector<float> al = uniform(p.H, 3, 1.f, 16.f);
+    for (float& v : al) v = std::log(v);
+    A_log = upload(al);
+    D = upload(uniform(p.H, 4, 0.5f, 1.5f));
+    dy = upload(uniform(rows * p.H * p.P, 5, -1.f, 1.f));
+    y = DeviceBuffer<float>(rows * p.H * p.P);
+    SsdParams w = p, c = p;
+    w.algo = SsdAlgo::kWalk, c.algo = SsdAlgo::kChunked;
+    saved = DeviceBuffer<float>(std::max(mlalpha::gpu::ssd_saved_floats(w), mlalpha::gpu::ssd_saved_floats(c)));
+    ws = DeviceBuffer<float>(std::max(mlalpha::gpu::ssd_bwd_workspace_floats(w),
+                                      mlalpha::gpu::ssd_bwd_workspace_floats(c)));
+    dxbc = DeviceBuffer<float>(rows * p.ld);
+    ddelta = DeviceBuffer<float>(rows * p.H);
+    dA_log = upload(std::vector<float>(p.H, 0.f));
+    dD = upload(std::vector<float>(p.H, 0.f));
+  }
+  mlalpha::SsdInputs<float> in() const {
+    const int bo = p.H * p.P, co = bo + p.G * p.N;
+    return {.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(), .Bm = xbc.data() + bo,
+            .Cm = xbc.data() + co, .Dskip = D.data()};
+  }
+  void fwd(const SsdParams& q) { mlalpha::gpu::ssd_fwd(q, in(), y.data(), saved.data(), nullptr); }
+  void bwd(const SsdParams& q) {
+    const int bo = p.H * p.P, co = bo + p.G * p.N;
+    mlalpha::gpu::ssd_bwd(q, in(), saved.data(), dy.data(),
+                          {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(),
+                           .dB = dxbc.data() + bo, .dC = dxbc.data() + co, .dD = dD.data()},
+                          ws.data(), nullptr);
+  }
+};
+
+// µs per call of f: 20 calls between two events, median of 7 rounds after 3 untimed calls.
+template <class F>
+double us_per_call(F&& f) {
+  constexpr int kCalls = 20;
+  for (int i = 0; i < 3; ++i) f();
+  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
+  mlalpha::CudaEvent e0, e1;
+  std::vector<float> ms;
+  for (int r = 0; r < 7; ++r) {
+    e0.record(nullptr);
+    for (int i = 0; i < kCalls; ++i) f();
+    e1.record(nullptr);
+    e1.synchronize();
+    ms.push_back(mlalpha::elapsed_ms(e0, e1));
+  }
+  std::sort(ms.begin(), ms.end());
+  return 1000.0 * ms[ms.size() / 2] / kCalls;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d, den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ml-alpha-ssd-bench: the SSD op per layer shape, path and precision (forward, backward µs)"};
+  std::string shapes = "S,M,L", precisions = "fp32,bf16";
+  app.add_option("--shapes", shapes, "comma-separated of S, M, L");
+  app.add_option("--precision", precisions, "comma-separated of fp32, tf32, bf16");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::printf("%-5s %-5s %-8s %10s %10s %10s   %s\n", "shape", "prec", "path", "fwd us", "bwd us", "total",
+                "walk vs chunked rel-L2 (y, dxbc, ddelta)");
+    for (const LayerShape& s : kShapes) {
+      if (shapes.find(s.name) == std::string::npos) continue;
+      Layer layer(s.p);
+      for (const char* pname : {"fp32", "tf32", "bf16"}) {
+        if (precisions.find(pname) == std::string::npos) continue;
+        const Precision prec = std::string(pname) == "bf16"   ? Precision::BF16
+                               : std::string(pname) == "tf32" ? Precision::TF32
+                                                              : Precision::FP32;
+        std::vector<float> out[2][3];
+        for (int k = 0; k < 2; ++k) {
+          SsdParams q = s.p;
+          q.precision = prec;
+          q.algo = k == 0 ? SsdAlgo::kChunked : SsdAlgo::kWalk;
+          const double f = us_per_call([&] { layer.fwd(q); });
+          const double b = us_per_call([&] { layer.bwd(q); });
+          layer.fwd(q);
+          layer.bwd(q);
+          MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
+          out[k][0] = download(layer.y), out[k][1] = download(layer.dxbc), out[k][2] = download(layer.ddelta);
+          std::printf("%-5s %-5s %-8s %10.1f %10.1f %10.1f", s.name, pname, k == 0 ? "chunked" : "walk", f, b, f + b);
+          if (k == 1)
+            std::printf("   %.2e %.2e %.2e", rel_l2(out[1][0], out[0][0]), rel_l2(out[1][1], out[0][1]),
+                        rel_l2(out[1][2], out[0][2]));
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ml-alpha-ssd-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
