@@ -50,8 +50,8 @@ CpuModel::CpuModel(const ModelLayout& layout, CpuOptions opt) : lay_(layout) {
 }
 
 int resolve_threads(int threads) {
-  require(threads >= 0 && threads <= kMaxCpuThreads, "the CPU thread count must be 0 (every CPU) or 1 to " +
-                                                         std::to_string(kMaxCpuThreads) + ", got " +
+  require(threads >= 0 && threads <= kMaxCpuThreads, "the CPU threads (run.threads) must be 0 (every CPU this process "
+                                                     "may use) or 1 to " + std::to_string(kMaxCpuThreads) + ", got " +
                                                          std::to_string(threads));
   return threads > 0 ? threads : std::min(available_cpus(), kMaxCpuThreads);
 }
