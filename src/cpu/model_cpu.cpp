@@ -36,7 +36,7 @@ void grow(std::vector<float>& v, size_t n) {
 
 CpuModel::CpuModel(const ModelLayout& layout, CpuOptions opt) : lay_(layout) {
   require(cpu_supported(), "the fast CPU model needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the "
-                           "reference CPU model instead");
+                           "reference CPU model (run.cpu_kernels = \"reference\", --set run.cpu_kernels=reference)");
   blas_single_threaded();  // our workers call it concurrently; it must not start threads of its own
   if (opt.pool) {
     require(opt.pool->threads() <= kMaxCpuThreads, "CpuModel: the shared pool has more than " +

@@ -57,9 +57,17 @@ TEST(Predict, WholeSeriesWindowEqualsOneForwardPass) {
     }
 }
 
-// A plan of another shape: for each date t, the window of the C rows ending at t, keeping only its last row
-// (each date's score depends on that instrument's last C rows alone). Every kept row equals the last output
-// of a forward over exactly those rows.
+// For each date t in [t0, t1), the window of the C rows ending at t, keeping only its last row.
+WindowPlan one_window_per_date(const Panel& p, int C, int t0, int t1) {
+  WindowPlan plan;
+  plan.N = p.N, plan.T = p.T, plan.L = C, plan.t0 = t0, plan.t1 = t1;
+  for (int i = 0; i < p.N; ++i)
+    for (int t = t0; t < t1; ++t) plan.windows.push_back({i, t - C + 1, t, t + 1});
+  return plan;
+}
+
+// A plan of another shape: one window per date (each date's score depends on that instrument's last C rows
+// alone). Every kept row equals the last output of a forward over exactly those rows.
 TEST(Predict, AnyPlanRunsThroughTheSamePredictor) {
   ModelConfig mc;
   mc.F = 2; mc.D = 16; mc.NL = 1; mc.P = 8; mc.N = 4; mc.Q = 8;
@@ -67,10 +75,7 @@ TEST(Predict, AnyPlanRunsThroughTheSamePredictor) {
   const auto params = init_params(lay, 9);
   const Panel p = make_synthetic({3, 30, 2, 1, 0.1f, 4});
   const int C = 8, t0 = 12, t1 = 30;
-  WindowPlan plan;
-  plan.N = p.N, plan.T = p.T, plan.L = C, plan.t0 = t0, plan.t1 = t1;
-  for (int i = 0; i < p.N; ++i)
-    for (int t = t0; t < t1; ++t) plan.windows.push_back({i, t - C + 1, t, t + 1});
+  const WindowPlan plan = one_window_per_date(p, C, t0, t1);
   EXPECT_NO_THROW(check_plan(plan));
   const auto pred = predict_cpu(lay, params, p, plan, 5, {.reference = true});  // 54 windows in tiles of 5
   RefModel<float> m(lay);
@@ -95,10 +100,7 @@ TEST(Predict, FastModelPredictsItsInferenceBits) {
   const auto params = init_params(lay, 12);
   const Panel p = make_synthetic({3, 40, 3, 1, 0.1f, 6});
   const int C = 10, t0 = 15, t1 = 40;
-  WindowPlan plan;
-  plan.N = p.N, plan.T = p.T, plan.L = C, plan.t0 = t0, plan.t1 = t1;
-  for (int i = 0; i < p.N; ++i)
-    for (int t = t0; t < t1; ++t) plan.windows.push_back({i, t - C + 1, t, t + 1});
+  const WindowPlan plan = one_window_per_date(p, C, t0, t1);
   const auto fast = predict_cpu(lay, params, p, plan, 7, {.threads = 2});  // 75 windows in tiles of 7
   const auto fast1 = predict_cpu(lay, params, p, plan, 4, {.threads = 1});
   const auto fast_big = predict_cpu(lay, params, p, plan, 40, {.threads = 3});  // 400 rows: windows across row blocks
