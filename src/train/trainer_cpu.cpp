@@ -28,9 +28,8 @@ const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const
   return mc;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 }  // namespace
 
@@ -71,7 +70,7 @@ int CpuTrainer::threads() const { return fast_ ? fast_->threads() : 1; }
 StepRecord CpuTrainer::step() {
   const ModelConfig& c = layout_.cfg;
   const GatherParams& g = gather_;
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   const LossParams lp{g.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, tc_.burn_in, tc_.cross_section(data_.N)};
@@ -83,10 +82,10 @@ StepRecord CpuTrainer::step() {
     ref_->forward(params_.data(), xb_.data(), g.B, tc_.L);
     loss = ref_->loss(yb_.data(), lp);
   }
-  const auto t1 = std::chrono::steady_clock::now();
+  const Clock::time_point t1 = Clock::now();
   if (fast_) fast_->backward(params_.data(), grads_.data(), nullptr);
   else ref_->backward(params_.data(), grads_.data(), nullptr);
-  const auto t2 = std::chrono::steady_clock::now();
+  const Clock::time_point t2 = Clock::now();
   // The fast norm sums fixed blocks in double, the reference in index order: ~1e-16 apart (docs/testing.md).
   const size_t n = params_.size();
   const double nsq = fast_ ? cpu::grad_norm_sq(fast_->pool(), grads_.data(), n, norm_partials_.data())
@@ -111,8 +110,7 @@ StepRecord CpuTrainer::step() {
   } else {
     ++skipped_;
   }
-  times_ = {std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
-            seconds_since(t2)};
+  times_ = {seconds(t0, t1), seconds(t1, t2), seconds(t2, Clock::now())};
   st.step = ++step_;
   return st;
 }
