@@ -18,7 +18,7 @@ the C++ code, with the same tensor names so an ml-alpha checkpoint loads with lo
          It first checks that stepping reproduces the full-sequence forward.
   cpu:   the same training step on the CPU in fp32 (fused AdamW, clip_grad_norm_, loss.item() every step,
          windows gathered from an in-memory panel each step), torch.set_num_threads(n) for each n of
-         --threads, on the default and S shapes: the PyTorch side of ml-alpha-cpu-bench (scripts/cpu_bench.sh).
+         --threads, on the default and S shapes: the PyTorch side of `ml-alpha bench --device cpu` (scripts/cpu_bench.sh).
 """
 import argparse
 import contextlib

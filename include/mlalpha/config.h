@@ -7,11 +7,16 @@
 #include <vector>
 
 #include "mlalpha/config_types.h"
+#include "mlalpha/device.h"
 
 namespace mlalpha {
 
 struct RunSettings {
   std::string device = "auto";  // auto | cpu | gpu
+  // The CPU backend: worker threads (0 = every CPU this process may use, at most 64; the bits do not depend
+  // on it) and the model it runs, "fast" or "reference" (CpuSettings, mlalpha/device.h).
+  int threads = 0;
+  std::string cpu_kernels = "fast";
   bool graph = true;
   std::string out_dir = "runs/latest";
   int64_t eval_every = 100;     // validation every N steps (0 = only at the end)
@@ -51,6 +56,7 @@ struct RunConfig {
   bool was_given(const std::string& key) const { return given.count(key) > 0; }
   bool was_given_in(const std::string& section) const;  // any key of "data", "model", ...
   void validate() const;  // every section, with the key names of the file
+  CpuSettings cpu() const { return {run.threads, run.cpu_kernels == "reference"}; }
 };
 
 // A setting given by a program or a command line flag, applied after the file and the "section.key=value"

@@ -56,15 +56,17 @@ class Model {
   // the predictions estimate.
   Panel prepare(const Panel& raw) const;
   // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, with windows of the training
-  // length exactly as in validation; in the units of the processed targets. device: "auto" | "cpu" | "gpu".
+  // length exactly as in validation; in the units of the processed targets. device: "auto" | "cpu" | "gpu";
+  // `cpu`: the CPU backend's threads and model (mlalpha/device.h; the thread count changes no bit).
   std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const std::string& device = "auto",
-                                      Precision precision = Precision::FP32) const;
+                                      Precision precision = Precision::FP32, const CpuSettings& cpu = {}) const;
   // predict_prepared(prepare(raw)).
   std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                             Precision precision = Precision::FP32) const;
+                             Precision precision = Precision::FP32, const CpuSettings& cpu = {}) const;
   // Predicts, then the metrics over `range` against the processed targets (as validation computes them).
   MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                         Precision precision = Precision::FP32, const ScoreOptions& options = {}) const;
+                         Precision precision = Precision::FP32, const ScoreOptions& options = {},
+                         const CpuSettings& cpu = {}) const;
   // The range the checkpoint's weights were trained on, on this panel's time axis (its recorded split and
   // fold applied to `raw`); empty when the checkpoint does not record its split or that split does not fit
   // `raw` (then there is nothing to compare a range with).

@@ -41,9 +41,19 @@ def _precision(precision, tf32, what: str) -> str:
     return precision
 
 
-def _predict(model, data, t0, t1, device, precision, tf32, what):
+def _threads(threads, what):
+    """threads=None (every CPU) or a count: the CPU's worker threads (0: every CPU; results do not depend on it)."""
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"{what}: threads must be an int (0 or None: every CPU), got {threads!r}")
+    return int(threads)
+
+
+def _predict(model, data, t0, t1, device, precision, tf32, what, threads=None):
     """Model.predict / Ensemble.predict: `model` has feature_names, target_names, K and _core.predict."""
     precision = _precision(precision, tf32, what)
+    threads = _threads(threads, what)
     if _is_frame(data):
         if not model.feature_names:
             raise ValueError("predict: the model records no feature names; build the panel with Panel.from_frame(df, features=[...])")
@@ -57,7 +67,7 @@ def _predict(model, data, t0, t1, device, precision, tf32, what):
         series = x.ndim == 2
         y = np.full(x.shape[:-1] + (model.K,), np.nan, dtype=np.float32)
         panel = Panel.from_numpy(x, y)
-    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision)
+    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision, threads)
     if panel._frame is not None:
         return panel.to_frame(pred, model.target_names or [f"y{k}" for k in range(model.K)])
     return pred[0] if series else pred
@@ -78,7 +88,7 @@ class Model:
         self._core.save(os.fspath(path))
 
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
-                tf32: bool = False) -> np.ndarray:
+                tf32: bool = False, threads: int | None = None) -> np.ndarray:
         """Predictions for time steps [t0, t1) (NaN elsewhere), windows of the training length.
 
         data: a Panel -> (N, T, K), or a DataFrame aligned to its rows when it came from Panel.from_frame;
@@ -90,8 +100,10 @@ class Model:
         (bf16 GEMM operands and SSD chunk products with fp32 accumulation). The CPU computes fp32 whatever
         it says. Not the precision the model was trained in (config["train"]["precision"]) unless given.
         tf32=True is the older spelling of precision="tf32"; with another precision it is a ValueError.
+        threads: the CPU's worker threads when it predicts there (None or 0: every CPU this process may use,
+        at most 64); the predictions do not depend on it.
         """
-        return _predict(self, data, t0, t1, device, precision, tf32, "Model.predict")
+        return _predict(self, data, t0, t1, device, precision, tf32, "Model.predict", threads)
 
     @property
     def config(self) -> dict:
@@ -138,10 +150,10 @@ class Ensemble:
         return cls(_core.Ensemble.load(os.fspath(run_dir), members, -1 if fold is None else int(fold)))
 
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
-                tf32: bool = False):
+                tf32: bool = False, threads: int | None = None):
         """The mean of the members' Model.predict, with Model.predict's arguments (precision and its older
-        spelling tf32 included) and returns."""
-        return _predict(self, data, t0, t1, device, precision, tf32, "Ensemble.predict")
+        spelling tf32, threads included) and returns."""
+        return _predict(self, data, t0, t1, device, precision, tf32, "Ensemble.predict", threads)
 
     @property
     def models(self) -> list[Model]:

@@ -155,10 +155,13 @@ class _Progress:
 
 def fit(panel: Panel, config: Config | dict | None = None, device: str | None = None,
         callback: Callable[[dict], Any] | None = None, out_dir: str | os.PathLike | None = None,
-        overwrite: bool = False, progress: bool = False, resume: str | os.PathLike | None = None) -> Run:
+        overwrite: bool = False, progress: bool = False, resume: str | os.PathLike | None = None,
+        threads: int | None = None) -> Run:
     """Trains on `panel` in the engine, as `ml-alpha train` does (walk-forward folds included).
 
     device: "auto" | "cpu" | "gpu"; None keeps the config's run.device (default auto).
+    threads: the CPU backend's worker threads (run.threads; 0: every CPU this process may use, at most 64);
+    None keeps the config's (default 0). The results do not depend on it, and a resume may change it.
     callback(event: dict) is called at each fold start, log point (every train.log_every steps), validation
     and message; returning False stops the run after the current step (as Ctrl-C does).
     out_dir: the run folder; None uses the config's run.out_dir when it was set, otherwise a temporary folder
@@ -181,6 +184,10 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     changes: dict[str, Any] = {}
     if device is not None:
         changes["run.device"] = device
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"fit: threads must be an int (0: every CPU), got {threads!r}")
+        changes["run.threads"] = threads
     tmp = None
     resume = "" if resume is None else os.fspath(resume)
     if out_dir is not None:

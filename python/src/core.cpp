@@ -348,15 +348,15 @@ std::string model_toml(const mlalpha::Model& m) {
 }
 
 // Model::predict or Ensemble::predict (t1 < 0: the panel's end) as a (N, T, K) array, without the GIL.
-// precision: "fp32" | "tf32" | "bf16" (mlalpha/precision.h).
+// precision: "fp32" | "tf32" | "bf16" (mlalpha/precision.h); threads: the CPU's (0: every CPU).
 template <typename Predictor>
 OutArray predict_of(const Predictor& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device,
-                    const std::string& precision) {
+                    const std::string& precision, int threads) {
   const mlalpha::Precision prec = mlalpha::parse_precision(precision, "precision");
   std::vector<float> pred;
   {
     nb::gil_scoped_release release;
-    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, prec);
+    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, prec, mlalpha::CpuSettings{threads, false});
   }
   return to_numpy(std::move(pred), {size_t(p.N), size_t(p.T), size_t(p.K)});
 }
@@ -429,7 +429,7 @@ NB_MODULE(_core, m) {
   nb::class_<mlalpha::Model>(m, "Model")
       .def_static("load", &mlalpha::Model::load, "path"_a)
       .def("save", &mlalpha::Model::save, "path"_a)
-      .def("predict", &predict_of<mlalpha::Model>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a)
+      .def("predict", &predict_of<mlalpha::Model>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a, "threads"_a = 0)
       .def("check_panel", &mlalpha::Model::check_panel, "panel"_a, "what"_a)
       .def("config_toml", &model_toml)
       .def_prop_ro("step", &mlalpha::Model::step)
@@ -443,7 +443,7 @@ NB_MODULE(_core, m) {
 
   nb::class_<mlalpha::Ensemble>(m, "Ensemble")
       .def_static("load", &ensemble_load, "run_dir"_a, "members"_a, "fold"_a)
-      .def("predict", &predict_of<mlalpha::Ensemble>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a)
+      .def("predict", &predict_of<mlalpha::Ensemble>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a, "threads"_a = 0)
       .def("member", &mlalpha::Ensemble::member, "i"_a, nb::rv_policy::reference_internal)
       .def_prop_ro("size", &mlalpha::Ensemble::size)
       .def_prop_ro("names", [](const mlalpha::Ensemble& e) { return per_member(e, [](auto& x, size_t i) { return x.name(i); }); })

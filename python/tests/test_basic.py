@@ -248,6 +248,25 @@ def test_predict_precision_and_its_tf32_alias(run, arrays):
         model._core.predict(mlalpha.Panel.from_numpy(*arrays)._core, 0, -1, "cpu", "half")  # the engine checks too
 
 
+def test_threads_change_no_bit(run, arrays):
+    """fit(threads=) and predict(threads=) set the CPU's worker threads; the results are the same bits on any
+    count (the training above ran on every CPU)."""
+    x, y = arrays
+    one = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), threads=1)
+    assert one.config["run.threads"] == 1
+    pred = run.best.predict(x, device="cpu")
+    np.testing.assert_array_equal(one.best.predict(x, device="cpu", threads=1), pred)
+    np.testing.assert_array_equal(run.best.predict(x, device="cpu", threads=2), pred)
+    with pytest.raises(TypeError, match=r"fit: threads must be an int"):
+        mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), threads=1.5)
+    with pytest.raises(ValueError, match=r"run.threads must be 0 \(every CPU this process may use\) or 1 to 64, got 65"):
+        mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), threads=65)
+    with pytest.raises(TypeError, match=r"Model.predict: threads must be an int"):
+        run.best.predict(x, device="cpu", threads="2")
+    with pytest.raises(ValueError, match=r"the CPU threads \(run.threads\) must be 0 .* got 100"):
+        run.best.predict(x, device="cpu", threads=100)
+
+
 def test_config_precision_round_trips(arrays, tmp_path):
     assert mlalpha.Config()["train.precision"] == "fp32"
     for p in ("fp32", "tf32", "bf16"):

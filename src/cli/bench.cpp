@@ -18,7 +18,9 @@ namespace {
 
 // S, M, L: DESIGN section 5. W256, W16K, W64K: 65,536 tokens a step with D 256 and 4 layers as 256 windows
 // of 256, 4 of 16,384 and 1 of 65,536 (the long-window case: one window's length against the SSD's parallelism over B·H).
-constexpr BenchShape kShapes[] = {{"S", 64, 256, 32, 128, 4, 64, 32, 64},
+// default: the model and batch `ml-alpha train` uses when nothing is set (the CPU bench's small case).
+constexpr BenchShape kShapes[] = {{"default", 16, 64, 8, 32, 2, 16, 16, 64},
+                                  {"S", 64, 256, 32, 128, 4, 64, 32, 64},
                                   {"M", 32, 512, 64, 256, 6, 64, 64, 128},
                                   {"L", 8, 2048, 64, 1024, 8, 128, 64, 256},
                                   {"W256", 256, 256, 64, 256, 4, 64, 64, 64},
@@ -105,7 +107,7 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
 const BenchShape& bench_shape(const std::string& name) {
   for (const BenchShape& k : kShapes)
     if (name == k.name) return k;
-  throw Error("unknown configuration '" + name + "' (expected S, M, L, W256, W16K or W64K)");
+  throw Error("unknown configuration '" + name + "' (expected default, S, M, L, W256, W16K or W64K)");
 }
 
 ModelConfig bench_model_config(const BenchShape& s) {

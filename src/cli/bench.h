@@ -1,5 +1,5 @@
 #pragma once
-// `ml-alpha bench`: DESIGN section 5 configurations timed on the GPU. The configuration table and the
+// `ml-alpha bench`: DESIGN section 5 configurations timed on the GPU (or, --device cpu, on the CPU). The configuration table and the
 // trainer it times are exposed so that other timing tools (bench/kernel_times.cpp) measure the very same
 // step instead of a copy that drifts.
 #include <cstdint>
@@ -25,9 +25,16 @@ struct BenchArgs {
   std::string models;             // "16,64": time populations of these sizes instead (run_population_bench)
   std::string lanes = "0";        // populations: the lane counts timed (PopulationTrainer's streams; 0 = its default)
   int batch = 0;                  // populations: windows per step instead of the configuration's B (0 = its B)
+  std::string device = "gpu";     // gpu | cpu (run_cpu_bench)
+  std::string threads;            // cpu: the thread counts timed, "1,16" ("" = 1 and every CPU available)
+  bool reference = false;         // cpu: also the reference model's step (one thread)
 };
 
 int run_bench(const BenchArgs& a, double process_start_seconds);
+// `ml-alpha bench --device cpu`: the CPU trainer's step (the fast CPU model) for each configuration and thread
+// count, its parts, its scaling over the first thread count, and (a.reference) the reference model's step;
+// then whether the weights after two steps are the same bits on every thread count (src/cli/bench_cpu.cpp).
+int run_cpu_bench(const BenchArgs& a);
 // `ml-alpha bench --models E,...`: for each configuration and population size E, one model's step against
 // a population of E in one captured step, E trainers each replaying its own graph on its own stream, and
 // E sequential runs (src/cli/bench_population.cpp).
@@ -38,7 +45,7 @@ struct BenchShape {
   const char* name;
   int B, L, F, D, NL, N, P, Q;
 };
-// The configuration called `name` (S, M or L); throws naming the choices for anything else.
+// The configuration called `name` (default, S, M, L, W256, W16K, W64K); throws naming the choices for anything else.
 const BenchShape& bench_shape(const std::string& name);
 // The trainer `ml-alpha bench` times for `s`: K = 1, MSE, AdamW (lr 1e-3, wd 0.01), clip 1.0, graph
 // replay, a synthetic panel. `total_steps` is every step the caller will run (it sets the LR schedule

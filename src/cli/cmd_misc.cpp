@@ -97,8 +97,8 @@ int cmd_eval(const EvalArgs& a) {
   so.quantiles = p.cfg.run.quantiles;
   so.periods_per_year = p.cfg.run.periods_per_year;
   so.train = p.ref().training_range(p.panel);
-  const MetricsResult r = p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so)
-                                  : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so);
+  const MetricsResult r = p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, p.cfg.cpu())
+                                  : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, p.cfg.cpu());
   std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
               range_text(p.panel, p.range).c_str());
   std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
@@ -139,8 +139,8 @@ int cmd_predict(const PredictArgs& a) {
     std::cerr << w << std::endl;
   // The targets written beside the predictions are the processed ones the predictions estimate.
   const Panel norm = p.ref().prepare(p.panel);
-  const std::vector<float> pred = p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.train.precision)
-                                          : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision);
+  const std::vector<float> pred = p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.train.precision, p.cfg.cpu())
+                                          : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, p.cfg.cpu());
   if (p.ensemble) std::printf("predicting with %s\n", p.what(a.checkpoint).c_str());
   const PredictionFiles f = write_predictions(a.out, norm, pred, p.range);
   std::printf("wrote %s (%d, %d, %d; NaN outside the %s split) and %s (%zu rows)\n", f.npy.c_str(), p.panel.N,

@@ -61,6 +61,8 @@ void add_common(CLI::App& c, CommonArgs& a) {
 
 void Flags::add_all(CLI::App& c, bool training) {
   add(c, "--device", device, "auto | cpu | gpu");
+  add(c, "--threads", threads,
+      "CPU worker threads, 0 = every CPU this process may use (the default; the results do not depend on it)");
   add_precision(c, precision, tf32, " (train.precision)");
   if (!training) return;
   add(c, "--steps", steps, "optimizer steps");
@@ -120,7 +122,7 @@ std::vector<ConfigSetting> Flags::settings() const {
   };
   for (const Flag* f : {&steps, &batch, &seq_len, &warmup, &log_every, &seed, &eval_every, &patience, &d_model, &layers,
                         &d_state, &head_dim, &chunk, &instruments, &timesteps, &n_features, &burn_in, &stop_after,
-                        &save_every, &models, &lr, &weight_decay, &clip, &noise, &device, &out_dir, &metric, &loss,
+                        &save_every, &models, &threads, &lr, &weight_decay, &clip, &noise, &device, &out_dir, &metric, &loss,
                         &schedule})
     emit(*f);
   if (const std::optional<Precision> p = precision_flag(precision, tf32)) {

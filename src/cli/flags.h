@@ -32,7 +32,8 @@ struct Flags {
       timesteps{"data.timesteps", ConfigSetting::Kind::integer},
       n_features{"data.n_features", ConfigSetting::Kind::integer}, burn_in{"train.burn_in", ConfigSetting::Kind::integer},
       stop_after{"run.stop_after", ConfigSetting::Kind::integer},
-      save_every{"run.save_every", ConfigSetting::Kind::integer}, models{"train.models", ConfigSetting::Kind::integer};
+      save_every{"run.save_every", ConfigSetting::Kind::integer}, models{"train.models", ConfigSetting::Kind::integer},
+      threads{"run.threads", ConfigSetting::Kind::integer};
   Flag lr{"train.lr", ConfigSetting::Kind::number}, weight_decay{"train.weight_decay", ConfigSetting::Kind::number},
       clip{"train.clip", ConfigSetting::Kind::number}, noise{"data.noise", ConfigSetting::Kind::number};
   Flag device{"run.device"}, out_dir{"run.out_dir"}, metric{"run.metric"}, loss{"train.loss"},
@@ -43,7 +44,7 @@ struct Flags {
 
   // A flag `name` (e.g. "--steps,-S") that sets f.
   static void add(CLI::App& c, const char* name, Flag& f, const char* help);
-  // The flags of a subcommand: --device and --precision always, the training ones when `training`.
+  // The flags of a subcommand: --device, --threads and --precision always, the training ones when `training`.
   void add_all(CLI::App& c, bool training);
   // The settings of the flags given, in a fixed order.
   std::vector<ConfigSetting> settings() const;

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   info->add_option("--fold", info_fold, "with a walk-forward population's run folder: list that fold's members");
 
   BenchArgs bargs;
-  CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU");
+  CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU (or on the CPU: --device cpu)");
   bench->add_option("--configs", bargs.configs, "comma-separated subset of S,M,L (DESIGN section 5) and W256,W16K,W64K (65,536 tokens a step as 256 windows of 256, 4 of 16,384, 1 of 65,536)")->capture_default_str();
   bench->add_option("--steps", bargs.steps, "timed steps per configuration (median reported)")->capture_default_str();
   bench->add_option("--warmup", bargs.warmup, "untimed steps before timing")->capture_default_str();
@@ -110,6 +110,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench->add_option("--batch", bargs.batch, "with --models: windows per step instead of the configuration's B")
       ->check(CLI::Range(1, 65536));
+  bench->add_option("--device", bargs.device,
+                    "gpu, or cpu: the CPU trainer's step (the fast CPU model) on the configurations default,S unless "
+                    "--configs says (default: the model `train` uses without settings), 30 steps (S: 10) after 3 unless "
+                    "--steps / --warmup say")
+      ->check(CLI::IsMember({"gpu", "cpu"}))
+      ->capture_default_str();
+  bench->add_option("--threads", bargs.threads, "with --device cpu: the thread counts to time, e.g. 1,2,4,8,16 (default: 1 "
+                                                "and every CPU available)");
+  bench->add_flag("--reference", bargs.reference, "with --device cpu: also the reference model's step (one thread)");
 
   try {
     app.parse(argc, argv);
@@ -138,6 +147,15 @@ int main(int argc, char** argv) {
     }
     if (*info) return cmd_info(info_ckpt, info_fold);
     if (*bench) {
+      if (bargs.device == "cpu") {
+        require(bargs.models.empty() && bench_precision.empty() && !bench_tf32,
+                "bench --device cpu times one model in fp32: --models and --precision are for the GPU");
+        if (bench_configs->count() == 0) bargs.configs = "default,S";
+        if (bench->get_option("--steps")->count() == 0) bargs.steps = 30;
+        if (bench->get_option("--warmup")->count() == 0) bargs.warmup = 3;
+        return run_cpu_bench(bargs);
+      }
+      require(bargs.threads.empty() && !bargs.reference, "bench: --threads and --reference go with --device cpu");
       bargs.precision = precision_flag(bench_precision, bench_tf32);
       if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
       if (!bargs.models.empty()) {

@@ -263,6 +263,8 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
     c.train.precision = Precision::TF32;
     c.given.insert("train.precision");
   }
+  r.get("threads", c.run.threads);
+  r.get_choice("cpu_kernels", c.run.cpu_kernels, {"fast", "reference"});
   r.get("graph", c.run.graph);
   r.get("out_dir", c.run.out_dir);
   r.get("eval_every", c.run.eval_every);

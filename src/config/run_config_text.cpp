@@ -118,6 +118,8 @@ toml::table to_table(const RunConfig& c) {
   for (int64_t w : c.sweep.warmup) warmup.push_back(w);
   sweep.insert_or_assign("warmup", std::move(warmup));
   run.insert_or_assign("device", c.run.device);
+  run.insert_or_assign("threads", c.run.threads);
+  run.insert_or_assign("cpu_kernels", c.run.cpu_kernels);
   run.insert_or_assign("graph", c.run.graph);
   run.insert_or_assign("out_dir", c.run.out_dir);
   run.insert_or_assign("eval_every", c.run.eval_every);

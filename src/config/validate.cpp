@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/shortest.h"
+#include "cpu/model_cpu.h"
 #include "data/csv.h"
 #include "data/normalize.h"
 #include "mlalpha/config.h"
@@ -91,6 +92,11 @@ void RunConfig::validate() const {
           "split.walk_forward_test_size / valid_size / train_size need split.walk_forward_folds > 0");
   require(run.device == "auto" || run.device == "cpu" || run.device == "gpu",
           "run.device must be 'auto', 'cpu' or 'gpu', got '" + run.device + "'");
+  require(run.threads >= 0 && run.threads <= cpu::kMaxCpuThreads,
+          "run.threads must be 0 (every CPU this process may use) or 1 to " + std::to_string(cpu::kMaxCpuThreads) +
+              ", got " + std::to_string(run.threads));
+  require(run.cpu_kernels == "fast" || run.cpu_kernels == "reference",
+          "run.cpu_kernels must be 'fast' or 'reference', got '" + run.cpu_kernels + "'");
   require(run.eval_every >= 0, "run.eval_every must be >= 0, got " + std::to_string(run.eval_every));
   require(run.patience >= 0, "run.patience must be >= 0, got " + std::to_string(run.patience));
   require(run.stop_after >= 0, "run.stop_after must be >= 0, got " + std::to_string(run.stop_after));

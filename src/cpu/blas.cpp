@@ -29,14 +29,34 @@ void sgemm(Op ta, Op tb, int M, int N, int K, float alpha, const float* A, int l
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+size_t gemm_pad_floats(int max_nk) { return size_t(kGemmRowBlock) * max_nk; }
+
 void gemm_rows(ThreadPool& pool, Op tw, int M, int N, int K, const float* X, int ldx, const float* W, int ldw,
-               float beta, float* C, int ldc, const float* bias) {
-  pool.run(ceil_div(M, kGemmRowBlock), [&](int t, int) {
-    const int r0 = t * kGemmRowBlock, r1 = std::min(M, r0 + kGemmRowBlock);
+               float beta, float* C, int ldc, float* pad, const float* bias) {
+  constexpr int R = kGemmRowBlock;
+  pool.run(ceil_div(M, R), [&](int t, int) {
+    const int r0 = t * R, rows = std::min(M, r0 + R) - r0;
+    const float* x = X + size_t(r0) * ldx;
+    float* c = C + size_t(r0) * ldc;
+    int lx = ldx, lc = ldc;
+    if (rows < R) {  // the short last block, as a full one: X's rows and zeros, C's rows (when read) and zeros
+      float* px = pad;
+      float* pc = px + size_t(R) * K;
+      for (int r = 0; r < R; ++r) {
+        if (r < rows) std::copy_n(x + size_t(r) * ldx, K, px + size_t(r) * K);
+        else std::fill_n(px + size_t(r) * K, K, 0.0f);
+        if (!bias && beta != 0.0f) {
+          if (r < rows) std::copy_n(c + size_t(r) * ldc, N, pc + size_t(r) * N);
+          else std::fill_n(pc + size_t(r) * N, N, 0.0f);
+        }
+      }
+      x = px, c = pc, lx = K, lc = N;
+    }
     if (bias)
-      for (int r = r0; r < r1; ++r) std::copy(bias, bias + N, C + size_t(r) * ldc);
-    sgemm(Op::N, tw, r1 - r0, N, K, 1.0f, X + size_t(r0) * ldx, ldx, W, ldw, bias ? 1.0f : beta, C + size_t(r0) * ldc,
-          ldc);
+      for (int r = 0; r < R; ++r) std::copy(bias, bias + N, c + size_t(r) * lc);
+    sgemm(Op::N, tw, R, N, K, 1.0f, x, lx, W, ldw, bias ? 1.0f : beta, c, lc);
+    if (rows < R)
+      for (int r = 0; r < rows; ++r) std::copy_n(c + size_t(r) * lc, N, C + size_t(r0 + r) * ldc);
   });
 }
 

@@ -27,11 +27,17 @@ void sgemm(Op ta, Op tb, int M, int N, int K, float alpha, const float* A, int l
 
 // Rows of C per task in gemm_rows: fixed, so the tasks (and the bits) do not depend on the thread count.
 constexpr int kGemmRowBlock = 128;
+// Floats of gemm_rows's scratch for GEMMs with N + K <= max_nk: the short last row block of X and of C
+// padded to kGemmRowBlock rows (one task per call has such a block, so one scratch serves every worker).
+size_t gemm_pad_floats(int max_nk);
 // C (M, N) = X (M, K) · op(W) + beta · C over the pool, in row blocks of kGemmRowBlock (the linear layers'
 // forward, op = T with W (N, K), and dX, op = N with W (K, N)). bias (N), when non-null, is added to each
-// row (C is first set to it, then beta = 1).
+// row (C is first set to it, then beta = 1). Every sgemm call is of exactly kGemmRowBlock rows — the short
+// last block goes through `pad` (gemm_pad_floats, 64-byte aligned), its missing rows zero — because OpenBLAS picks its kernel (and so the
+// order of a row's sums) by the whole call's size: a row's bits then depend on that row alone, not on M or
+// on where in the batch it sits (a window predicted alone or in any tile gives the same bits).
 void gemm_rows(ThreadPool& pool, Op tw, int M, int N, int K, const float* X, int ldx, const float* W, int ldw,
-               float beta, float* C, int ldc, const float* bias = nullptr);
+               float beta, float* C, int ldc, float* pad, const float* bias = nullptr);
 
 // Weight gradient dW (OUT, IN) += dYᵀ · X over M rows: dY (M, OUT), X (M, IN). Tasks are (a block of 64
 // rows of dW) × (a block of kDwRowChunk rows of M); each writes its own partial, and the partials are added

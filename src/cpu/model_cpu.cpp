@@ -1,6 +1,7 @@
 #include "cpu/model_cpu.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -21,6 +22,11 @@ void check(bool ok, const char* what) {
   if (!ok) throw Error(what);
 }
 int blocks_of(int M) { return (M + kRowBlock - 1) / kRowBlock; }
+// The widest GEMM's N + K (gemm_rows's padded block).
+int max_nk(const ModelConfig& c) {
+  const LayerShapes s(c, 1, 1);
+  return s.D + std::max({s.proj, s.di, c.F, c.K});
+}
 int chunks_of(int B, int L, int Q) { return B * ((L + Q - 1) / Q); }
 // Grows v to at least n elements (never shrinks, so a smaller batch later allocates nothing).
 void grow(std::vector<float>& v, size_t n) {
@@ -30,13 +36,24 @@ void grow(std::vector<float>& v, size_t n) {
 
 CpuModel::CpuModel(const ModelLayout& layout, CpuOptions opt) : lay_(layout) {
   require(cpu_supported(), "the fast CPU model needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the "
-                           "reference CPU model instead");
-  require(opt.threads >= 0 && opt.threads <= kMaxCpuThreads,
-          "the CPU thread count must be 0 (all cores) to " + std::to_string(kMaxCpuThreads) + ", got " +
-              std::to_string(opt.threads));
+                           "reference CPU model (run.cpu_kernels = \"reference\", --set run.cpu_kernels=reference)");
   blas_single_threaded();  // our workers call it concurrently; it must not start threads of its own
-  pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : std::min(available_cpus(), kMaxCpuThreads));
+  if (opt.pool) {
+    require(opt.pool->threads() <= kMaxCpuThreads, "CpuModel: the shared pool has more than " +
+                                                       std::to_string(kMaxCpuThreads) + " threads");
+    pool_ = opt.pool;
+  } else {
+    own_pool_ = std::make_unique<ThreadPool>(resolve_threads(opt.threads));
+    pool_ = own_pool_.get();
+  }
   acts_.resize(lay_.cfg.NL);
+}
+
+int resolve_threads(int threads) {
+  require(threads >= 0 && threads <= kMaxCpuThreads, "the CPU threads (run.threads) must be 0 (every CPU this process "
+                                                     "may use) or 1 to " + std::to_string(kMaxCpuThreads) + ", got " +
+                                                         std::to_string(threads));
+  return threads > 0 ? threads : std::min(available_cpus(), kMaxCpuThreads);
 }
 
 CpuModel::~CpuModel() = default;
@@ -47,7 +64,7 @@ int CpuModel::threads() const { return pool_->threads(); }
 struct CpuModel::Plan {
   size_t x, h, rows, out, layer_D, zx, xbc, delta, y, grstd, states, convT;  // forward (per layer: layer_D ..)
   size_t dD, ddi, dzx, dxbc, ddelta, part, wtmp, dw, ssd_part;          // backward
-  size_t ssd_scratch;
+  size_t ssd_scratch, gemm_pad;
   Plan(const ModelConfig& c, int B, int L, int threads) {
     const LayerShapes s(c, B, L);
     const size_t M = size_t(s.M), nb = blocks_of(s.M);
@@ -62,20 +79,20 @@ struct CpuModel::Plan {
                    dw_scratch_floats(s.M, s.D, c.F), dw_scratch_floats(s.M, c.K, s.D), size_t(1)});
     ssd_part = size_t(B) * s.H;
     ssd_scratch = size_t(threads) * ssd_scratch_floats(sp);
+    gemm_pad = gemm_pad_floats(max_nk(c)) + 16;  // + 16 to align it
   }
   // Forward buffers of one layer: hn, rstd, zx, xbc, delta, y, gout, grstd, convT (+ h_in, states to train).
   size_t layer(bool training) const {
     return layer_D + rows + zx + xbc + delta + 2 * y + grstd + convT + (training ? layer_D + states : 0);
   }
   size_t total(int NL, bool training) const {
-    const size_t fwd = 2 * h + rows + ssd_scratch + (training ? x + out : 0) + layer(training) * (training ? NL : 1);
+    const size_t fwd = 2 * h + rows + ssd_scratch + gemm_pad + (training ? x + out : 0) + layer(training) * (training ? NL : 1);
     return fwd + (training ? out + 3 * dD + 2 * ddi + dzx + 2 * dxbc + ddelta + part + wtmp + dw + 2 * ssd_part : 0);
   }
 };
 
 size_t CpuModel::floats_needed(const ModelConfig& c, int B, int L, int threads, bool training) {
-  const int t = threads > 0 ? threads : std::min(available_cpus(), kMaxCpuThreads);
-  return Plan(c, B, L, t).total(c.NL, training);
+  return Plan(c, B, L, resolve_threads(threads)).total(c.NL, training);
 }
 
 void CpuModel::reserve(int B, int L, bool training) {
@@ -86,6 +103,11 @@ void CpuModel::reserve(int B, int L, bool training) {
   grow(hfn_, p.h);
   grow(rstdf_, p.rows);
   grow(ssd_scratch_, p.ssd_scratch);
+  if (gemm_pad_.size() < p.gemm_pad) {
+    gemm_pad_.resize(p.gemm_pad);
+    const size_t skip = (64 - reinterpret_cast<uintptr_t>(gemm_pad_.data()) % 64) % 64 / sizeof(float);
+    pad_ = gemm_pad_.data() + skip;
+  }
   for (int l = 0; l < (training ? c.NL : 1); ++l) {
     LayerActs& a = acts_[l];
     for (auto* v : {&a.hn}) grow(*v, p.layer_D);
@@ -139,7 +161,7 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
     pool.run(nb, [&](int t, int) { fn(Rows{t * kRowBlock, std::min(M, (t + 1) * kRowBlock)}, t); });
   };
   float* h = h_.data();
-  gemm_rows(pool, Op::T, M, s.D, c.F, x, c.F, P + lay_.in_w, c.F, 0.0f, h, s.D, P + lay_.in_b);
+  gemm_rows(pool, Op::T, M, s.D, c.F, x, c.F, P + lay_.in_w, c.F, 0.0f, h, s.D, pad_, P + lay_.in_b);
   const SsdParams sp{B_, L_, s.H, c.P, c.G, c.N, c.Q, s.cd};
   for (int l = 0; l < c.NL; ++l) {
     const LayerOffsets& o = lay_.layers[l];
@@ -152,7 +174,7 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
       if (cache) std::copy(h + size_t(r.begin) * s.D, h + size_t(r.end) * s.D, a.h_in.data() + size_t(r.begin) * s.D);
       rmsnorm_fwd(r, s.norm, {.x = h, .w = P + o.norm_w}, a.hn.data(), a.rstd.data());
     });
-    gemm_rows(pool, Op::T, M, s.proj, s.D, a.hn.data(), s.D, P + o.in_proj_w, s.D, 0.0f, zx, s.proj);
+    gemm_rows(pool, Op::T, M, s.proj, s.D, a.hn.data(), s.D, P + o.in_proj_w, s.D, 0.0f, zx, s.proj, pad_);
     rows([&](Rows r, int) {
       conv_silu_fwd(r, s.conv, {.x = z.xBC, .wT = a.convT.data(), .bias = P + o.conv_b}, a.xbc.data());
       dt_fwd(r, s.dt, {.dt = z.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
@@ -165,10 +187,10 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
       gated_fwd(r, s.gnorm, {.y = a.y.data(), .z = z.z, .w = P + o.gnorm_w}, a.gout.data(), a.grstd.data());
     });
     // h += gout · W_outᵀ (the residual, in place)
-    gemm_rows(pool, Op::T, M, s.D, s.di, a.gout.data(), s.di, P + o.out_proj_w, s.di, 1.0f, h, s.D);
+    gemm_rows(pool, Op::T, M, s.D, s.di, a.gout.data(), s.di, P + o.out_proj_w, s.di, 1.0f, h, s.D, pad_);
   }
   rows([&](Rows r, int) { rmsnorm_fwd(r, s.norm, {.x = h, .w = P + lay_.norm_f}, hfn_.data(), rstdf_.data()); });
-  gemm_rows(pool, Op::T, M, c.K, s.D, hfn_.data(), s.D, P + lay_.head_w, s.D, 0.0f, out, c.K, P + lay_.head_b);
+  gemm_rows(pool, Op::T, M, c.K, s.D, hfn_.data(), s.D, P + lay_.head_w, s.D, 0.0f, out, c.K, pad_, P + lay_.head_b);
 }
 
 const std::vector<float>& CpuModel::forward(const float* P, const float* x, int B, int L) {
@@ -209,7 +231,7 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
   };
   float *dh = dh_.data(), *dhfn = dhfn_.data();
   // head: out = hfn·W_headᵀ + b_head
-  gemm_rows(pool, Op::N, M, s.D, c.K, dout_.data(), c.K, P + lay_.head_w, s.D, 0.0f, dhfn, s.D);
+  gemm_rows(pool, Op::N, M, s.D, c.K, dout_.data(), c.K, P + lay_.head_w, s.D, 0.0f, dhfn, s.D, pad_);
   gemm_dw(pool, M, c.K, s.D, dout_.data(), c.K, hfn_.data(), s.D, Gr + lay_.head_w, dw_scratch_.data());
   rows([&](Rows r, int t) { colsum(r, c.K, dout_.data(), c.K, part + size_t(t) * c.K); });
   reduce_partials(pool, part, nb, c.K, Gr + lay_.head_b);
@@ -228,7 +250,7 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
     const XbcCols<const float> xb = xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<float> gxb = xbc_cols(s, dxbc_.data());
     // out_proj
-    gemm_rows(pool, Op::N, M, s.di, s.D, dh, s.D, P + o.out_proj_w, s.di, 0.0f, dg, s.di);
+    gemm_rows(pool, Op::N, M, s.di, s.D, dh, s.D, P + o.out_proj_w, s.di, 0.0f, dg, s.di, pad_);
     gemm_dw(pool, M, s.D, s.di, dh, s.D, a.gout.data(), s.di, Gr + o.out_proj_w, dw_scratch_.data());
     // gated RMSNorm
     rows([&](Rows r, int t) {
@@ -262,7 +284,7 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
     for (int hh = 0; hh < s.H; ++hh) Gr[o.dt_bias + hh] += wtmp_[convw + hh];
     rows([&](Rows r, int) { conv_bwd_dx(r, s.conv, a.convT.data(), dpre_.data(), gzx.xBC); });
     // in_proj, then the pre-mixer RMSNorm adds its input gradient onto the residual stream's
-    gemm_rows(pool, Op::N, M, s.D, s.proj, dzx_.data(), s.proj, P + o.in_proj_w, s.D, 0.0f, dhn_.data(), s.D);
+    gemm_rows(pool, Op::N, M, s.D, s.proj, dzx_.data(), s.proj, P + o.in_proj_w, s.D, 0.0f, dhn_.data(), s.D, pad_);
     gemm_dw(pool, M, s.proj, s.D, dzx_.data(), s.proj, a.hn.data(), s.D, Gr + o.in_proj_w, dw_scratch_.data());
     rows([&](Rows r, int t) {
       rmsnorm_bwd(r, s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
@@ -273,7 +295,7 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
   gemm_dw(pool, M, s.D, c.F, dh, s.D, x_.data(), c.F, Gr + lay_.in_w, dw_scratch_.data());
   rows([&](Rows r, int t) { colsum(r, s.D, dh, s.D, part + size_t(t) * s.D); });
   reduce_partials(pool, part, nb, s.D, Gr + lay_.in_b);
-  if (dx) gemm_rows(pool, Op::N, M, c.F, s.D, dh, s.D, P + lay_.in_w, c.F, 0.0f, dx, c.F);
+  if (dx) gemm_rows(pool, Op::N, M, c.F, s.D, dh, s.D, P + lay_.in_w, c.F, 0.0f, dx, c.F, pad_);
 }
 
 }  // namespace mlalpha::cpu

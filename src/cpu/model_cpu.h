@@ -24,10 +24,17 @@ class ThreadPool;
 // model sizes.
 constexpr int kMaxCpuThreads = 64;
 
+// `threads` itself, or for 0 every CPU this process may use (available_cpus), at most kMaxCpuThreads. Throws
+// mlalpha::Error for a count outside [0, kMaxCpuThreads].
+int resolve_threads(int threads);
+
 struct CpuOptions {
   // Worker threads including the caller, 1 to kMaxCpuThreads; 0 = every CPU this process may use
   // (available_cpus), at most kMaxCpuThreads.
   int threads = 0;
+  // A pool shared with other models that run in turn, never at once (ThreadPool::run takes one caller at a
+  // time): a population's members on the CPU. It must outlive the model; `threads` is then not used.
+  ThreadPool* pool = nullptr;
 };
 
 class CpuModel {
@@ -56,6 +63,7 @@ class CpuModel {
 
   int threads() const;
   ThreadPool& pool() { return *pool_; }
+  const ModelLayout& layout() const { return lay_; }
 
  private:
   struct LayerActs {
@@ -69,7 +77,8 @@ class CpuModel {
   void run_forward(const float* params, const float* x, bool cache, float* out);
 
   const ModelLayout& lay_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // null when the options gave a shared pool
+  ThreadPool* pool_ = nullptr;
   int B_ = 0, L_ = 0;              // the current batch
   Caps train_cap_, infer_cap_;
   bool have_grad_ = false;
@@ -78,6 +87,8 @@ class CpuModel {
   // backward
   std::vector<float> dh_, dhfn_, dg_, dy_, dzx_, dxbc_, dpre_, ddelta_, dhn_;
   std::vector<float> part_, wtmp_, dw_scratch_, ssd_scratch_, ssd_dA_, ssd_dD_;
+  std::vector<float> gemm_pad_;  // gemm_rows's padded last row block
+  float* pad_ = nullptr;         // into gemm_pad_, 64-byte aligned
 };
 
 }  // namespace mlalpha::cpu

@@ -42,12 +42,16 @@ void rmsnorm_bwd(Rows rows, const RmsNormParams& p, const RmsNormInputs<float>& 
 #pragma omp simd reduction(+ : dot)
     for (int i = 0; i < D; ++i) dot += dyr[i] * w[i] * xr[i];
     const float c = rs * rs * rs * dot / float(D);
-    const float keep = accumulate ? 1.0f : 0.0f;
+    // Written, not 0 · old + new: the buffer may hold a non-finite value of an earlier (skipped) step.
+    if (accumulate) {
 #pragma omp simd
-    for (int i = 0; i < D; ++i) {
-      dxr[i] = keep * dxr[i] + (rs * w[i] * dyr[i] - xr[i] * c);
-      dw_part[i] += dyr[i] * xr[i] * rs;
+      for (int i = 0; i < D; ++i) dxr[i] += rs * w[i] * dyr[i] - xr[i] * c;
+    } else {
+#pragma omp simd
+      for (int i = 0; i < D; ++i) dxr[i] = rs * w[i] * dyr[i] - xr[i] * c;
     }
+#pragma omp simd
+    for (int i = 0; i < D; ++i) dw_part[i] += dyr[i] * xr[i] * rs;
   }
 }
 

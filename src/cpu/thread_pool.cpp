@@ -52,6 +52,7 @@ int available_cpus() {
 
 ThreadPool::ThreadPool(int threads) {
   threads_ = threads > 0 ? threads : available_cpus();
+  cursors_ = std::make_unique<Cursor[]>(size_t(threads_));
   try {
     for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
   } catch (const std::system_error& e) {
@@ -71,14 +72,29 @@ void ThreadPool::stop_workers() {
   workers_.clear();
 }
 
-void ThreadPool::run_share(int worker) {
-  for (int t = worker; t < n_; t += threads_) {
-    if (failed_.load(std::memory_order_relaxed)) break;
-    try {
-      call_(fn_, t, worker);
-    } catch (...) {
-      bool expected = false;
-      if (failed_.compare_exchange_strong(expected, true)) error_ = std::current_exception();
+void ThreadPool::claim_tasks(int worker) {
+  for (int i = 0; i < threads_; ++i) {  // its own tasks first, then the next worker's, ...
+    const int owner = (worker + i) % threads_;
+    std::atomic<uint64_t>& cursor = cursors_[owner].v;
+    // Nothing left there: skip without writing its line. (After the wake-up of this run, a worker reads this
+    // run's counts or later ones, so the test never skips a task of the run it came for.)
+    const uint64_t seen = cursor.load(std::memory_order_relaxed);
+    if (uint64_t(uint32_t(seen)) * threads_ + owner >= (seen >> 32)) continue;
+    for (;;) {
+      // Acquire: a count below n was stored by this run's caller (release) after call_, fn_ and done_ = 0.
+      const uint64_t c = cursor.fetch_add(1, std::memory_order_acq_rel);
+      const uint64_t n = c >> 32, task = uint64_t(uint32_t(c)) * threads_ + owner;
+      if (task >= n) break;
+      // The run cannot end before this task is counted done, so call_ and fn_ stay this run's meanwhile.
+      if (!failed_.load(std::memory_order_relaxed)) {
+        try {
+          call_(fn_, int(task), worker);
+        } catch (...) {
+          bool expected = false;
+          if (failed_.compare_exchange_strong(expected, true)) error_ = std::current_exception();
+        }
+      }
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == int(n)) done_.notify_all();
     }
   }
 }
@@ -94,33 +110,31 @@ void ThreadPool::work(int worker) {
     }
     seen = g;
     if (stop_.load()) return;
-    run_share(worker);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    claim_tasks(worker);
   }
 }
 
 void ThreadPool::run_erased(int n, Call call, void* fn) {
   if (n <= 0) return;
-  call_ = call;
-  fn_ = fn;
-  n_ = n;
   error_ = nullptr;
   failed_.store(false);
-  const int helpers = threads_ - 1;
-  if (helpers > 0 && n > 1) {
-    pending_.store(helpers, std::memory_order_relaxed);
+  if (threads_ > 1 && n > 1) {
+    call_ = call;
+    fn_ = fn;
+    done_.store(0, std::memory_order_relaxed);
+    for (int w = 0; w < threads_; ++w)  // the run's tasks are open
+      cursors_[w].v.store(uint64_t(uint32_t(n)) << 32, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
-    run_share(0);
-    int left = 1;
-    spin_until([&] { return (left = pending_.load(std::memory_order_acquire)) == 0; });
-    while (left != 0) {
-      pending_.wait(left, std::memory_order_acquire);
-      left = pending_.load(std::memory_order_acquire);
+    claim_tasks(0);
+    int d = 0;
+    spin_until([&] { return (d = done_.load(std::memory_order_acquire)) == n; });
+    while (d != n) {
+      done_.wait(d, std::memory_order_acquire);
+      d = done_.load(std::memory_order_acquire);
     }
   } else {
-    // One worker, or one task: the caller does it all (task t still counts as worker t mod threads for
-    // scratch indexing only where threads == 1, so use worker 0 throughout).
+    // One worker, or one task: the caller does it all, as worker 0.
     for (int t = 0; t < n && !failed_.load(); ++t) {
       try {
         call(fn, t, 0);

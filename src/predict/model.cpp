@@ -123,7 +123,7 @@ Panel Model::prepare(const Panel& raw) const {
 }
 
 std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, const std::string& device,
-                                           Precision precision) const {
+                                           Precision precision, const CpuSettings& cpu) const {
   norm.validate();
   check_panel(norm, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= norm.T,
@@ -132,22 +132,23 @@ std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, c
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
   const WindowPlan plan = tiled_windows(norm.N, norm.T, tc.L, tc.burn_in, range.t0, range.t1);
-  return predict_with(device, precision, layout, impl_->state.params, norm, plan, tc.windows_per_step(norm.N));
+  return predict_with(device, precision, layout, impl_->state.params, norm, plan, tc.windows_per_step(norm.N), cpu);
 }
 
-std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision) const {
+std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
+                                  const CpuSettings& cpu) const {
   raw.validate();
   check_panel(raw, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= raw.T,
           "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
               ") is empty or outside the data's [0, " + std::to_string(raw.T) + ")");
-  return predict_prepared(prepare(raw), range, device, precision);
+  return predict_prepared(prepare(raw), range, device, precision, cpu);
 }
 
 MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                              const ScoreOptions& options) const {
+                              const ScoreOptions& options, const CpuSettings& cpu) const {
   const Panel norm = prepare(raw);
-  return score(predict_prepared(norm, range, device, precision), norm, range, options);
+  return score(predict_prepared(norm, range, device, precision, cpu), norm, range, options);
 }
 
 TimeRange Model::training_range(const Panel& raw) const {

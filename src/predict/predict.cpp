@@ -7,6 +7,7 @@
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "cpu/model_cpu.h"
 #include "data/sampler.h"
 #include "model/model_ref.h"
 #include "ops/cast/cast.h"
@@ -22,10 +23,10 @@ void check_panel(const ModelLayout& lay, int F, int K) {
                                                 std::to_string(lay.cfg.F) + ", K = " + std::to_string(lay.cfg.K));
 }
 
-}  // namespace
-
-std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>& params, const Panel& p,
-                               const WindowPlan& plan, int B) {
+// The plan's windows B at a time through forward(xb (B, L, F)) → out (B, L, K), the kept rows scattered.
+template <typename Forward>
+std::vector<float> run_windows(const ModelLayout& lay, const std::vector<float>& params, const Panel& p,
+                               const WindowPlan& plan, int B, Forward&& forward) {
   check_panel(lay, p.F, p.K);
   check_plan(plan);
   require(plan.N == p.N && plan.T == p.T, "predict: the plan reads a panel of " + std::to_string(plan.N) + " × " +
@@ -33,7 +34,6 @@ std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>&
                                               std::to_string(p.T));
   require(params.size() == lay.table.total(), "predict: parameter arena has the wrong size");
   require(B >= 1, "predict: the batch must hold at least one window");
-  RefModel<float> model(lay);
   const int L = plan.L;
   const auto& windows = plan.windows;
   std::vector<float> pred(size_t(p.N) * p.T * p.K, std::numeric_limits<float>::quiet_NaN());
@@ -45,7 +45,7 @@ std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>&
       const float* src = p.x.data() + (size_t(w.instrument) * p.T + w.start) * p.F;
       std::copy_n(src, size_t(L) * p.F, xb.begin() + b * L * p.F);
     }
-    const std::vector<float>& out = model.forward(params.data(), xb.data(), B, L);
+    const float* out = forward(xb.data(), B, L);
     for (size_t b = 0; b < nb; ++b) {
       const PlanWindow& w = windows[w0 + b];
       for (int t = w.keep_from; t < w.keep_to; ++t)
@@ -54,6 +54,31 @@ std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>&
     }
   }
   return pred;
+}
+
+}  // namespace
+
+std::vector<float> predict_cpu(cpu::CpuModel& model, const std::vector<float>& params, const Panel& p,
+                               const WindowPlan& plan, int B) {
+  std::vector<float> out;
+  return run_windows(model.layout(), params, p, plan, B, [&](const float* xb, int b, int L) {
+    out.resize(size_t(b) * L * p.K);
+    model.infer(params.data(), xb, b, L, out.data());
+    return out.data();
+  });
+}
+
+std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>& params, const Panel& p,
+                               const WindowPlan& plan, int B, const CpuSettings& cpu) {
+  if (cpu.reference) {
+    RefModel<float> model(lay);
+    return run_windows(lay, params, p, plan, B, [&](const float* xb, int b, int L) {
+      return model.forward(params.data(), xb, b, L).data();
+    });
+  }
+  check_panel(lay, p.F, p.K);  // before the model's threads start
+  cpu::CpuModel model(lay, {.threads = cpu.threads});
+  return predict_cpu(model, params, p, plan, B);
 }
 
 std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, GpuModel& model, float* xb, const float* params,
@@ -113,8 +138,9 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const std::
 }
 
 std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
-                                const std::vector<float>& params, const Panel& p, const WindowPlan& plan, int B) {
-  if (!use_gpu(device)) return predict_cpu(layout, params, p, plan, B);
+                                const std::vector<float>& params, const Panel& p, const WindowPlan& plan, int B,
+                                const CpuSettings& cpu) {
+  if (!use_gpu(device)) return predict_cpu(layout, params, p, plan, B, cpu);
   Context ctx(0);
   return predict_gpu(ctx, layout, params, p, plan, B, precision);
 }

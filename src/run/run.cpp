@@ -149,7 +149,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
           "--resume " + options.resume + ": the run in " + (src ? src->dir.string() : "") + " is " +
               (population ? "a solo run" : "a population") + " but the settings describe " +
               (population ? "a population (train.models, [sweep])" : "one model"));
-  EngineOptions engine{cfg.run.device, cfg.run.graph, dist.get()};
+  EngineOptions engine{cfg.run.device, cfg.run.graph, dist.get(), cfg.cpu()};
   const std::vector<std::vector<size_t>> groups = engine_groups(cfg, members, folds);
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<EngineMember> em;

@@ -125,7 +125,9 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
     e.step = start;
     c.rep.emit(e);
   }
-  const std::string engine_note = std::string(engine->name()) + " engine set up in " + seconds_text(t_setup, t_ready);
+  const std::string detail = engine->detail();
+  const std::string engine_note = std::string(engine->name()) + " engine" + (detail.empty() ? "" : " (" + detail + ")") +
+                                  " set up in " + seconds_text(t_setup, t_ready);
   if (c.population) {
     const bool all_folds = slots.front().data->plan != slots.back().data->plan;
     c.rep.message("population of " + std::to_string(E) + " members" +

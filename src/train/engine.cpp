@@ -60,14 +60,14 @@ void check_engine(const ModelConfig& mc, const std::vector<EngineMember>& member
     }
   }
   if (engine_on_gpu(o)) check_gpu_engine(mc, members, o);
-  else check_cpu_training(mc, members[0].train, *members[0].panel, members[0].range, int(members.size()));
+  else check_cpu_training(mc, members[0].train, *members[0].panel, members[0].range, int(members.size()), o.cpu);
 }
 
 std::unique_ptr<Engine> make_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
                                     const EngineOptions& o) {
   require(!members.empty(), "an engine needs at least one member");
   if (engine_on_gpu(o)) return make_gpu_engine(mc, members, o);
-  return make_cpu_engine(mc, members);
+  return make_cpu_engine(mc, members, o.cpu);
 }
 
 }  // namespace mlalpha

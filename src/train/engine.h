@@ -1,7 +1,8 @@
 #pragma once
 // The training engine behind the run loop (DESIGN sections 2 and 7): E members of one architecture stepped
 // together, E = 1 for a solo run. On the GPU one PopulationTrainer (one captured step for every member,
-// data-parallel over NCCL when given a communicator); on the CPU one CpuTrainer per member, stepped in turn.
+// data-parallel over NCCL when given a communicator); on the CPU one CpuTrainer per member, stepped in turn on
+// one pool of threads.
 // Either way a member's result is bitwise what the same model trained alone would be, and a frozen member
 // (its early stop) keeps its weights and counters while the others go on.
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/panel.h"
 #include "mlalpha/config_types.h"
+#include "mlalpha/device.h"
 #include "mlalpha/records.h"
 #include "predict/window_plan.h"
 #include "train/train_plan.h"
@@ -49,12 +51,15 @@ struct EngineOptions {
   std::string device = "auto";  // run.device: auto | cpu | gpu
   bool graph = true;            // run.graph: replay the GPU step as a CUDA graph
   DistSession* dist = nullptr;  // data-parallel: the gradients averaged over its ranks (GPU only)
+  CpuSettings cpu;              // run.threads, run.cpu_kernels: the CPU engine's model and threads
 };
 
 class Engine {
  public:
   virtual ~Engine() = default;
   virtual const char* name() const = 0;  // "gpu" | "cpu"
+  // How it computes, for the log: "" (GPU), "2 threads" or "reference model, 1 thread" (CPU).
+  virtual std::string detail() const { return ""; }
   virtual int members() const = 0;
   // One step of every member that is not frozen.
   virtual void step() = 0;
@@ -84,7 +89,8 @@ std::unique_ptr<Engine> make_engine(const ModelConfig& mc, const std::vector<Eng
                                     const EngineOptions& o);
 
 // The two implementations (engine_cpu.cpp, engine_gpu.cpp), checked already.
-std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members);
+std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
+                                        const CpuSettings& cpu = {});
 std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
                                         const EngineOptions& o);
 // The GPU engine's checks alone (PopulationTrainer's, without allocating).

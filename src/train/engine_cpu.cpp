@@ -1,9 +1,11 @@
-// The CPU engine: one CpuTrainer per member, stepped in turn. Members share nothing but the panels they read,
-// so each member's steps are bitwise those of the same model trained alone.
+// The CPU engine: one CpuTrainer per member, stepped in turn on one pool of worker threads (the fast model)
+// or one thread (the reference). Members share nothing but the pool and the panels they read, and the bits
+// do not depend on the thread count, so each member's steps are bitwise those of the same model trained alone.
 #include <map>
 
 #include "core/error.h"
-#include "predict/predict.h"
+#include "cpu/model_cpu.h"
+#include "cpu/thread_pool.h"
 #include "train/engine.h"
 #include "train/trainer_cpu.h"
 
@@ -15,13 +17,19 @@ TrainPoint to_point(const StepRecord& r) { return {r.step, r.loss, r.lr, r.grad_
 
 class CpuEngine : public Engine {
  public:
-  CpuEngine(const ModelConfig& mc, const std::vector<EngineMember>& members) : members_(members) {
+  CpuEngine(const ModelConfig& mc, const std::vector<EngineMember>& members, const CpuSettings& cpu)
+      : members_(members) {
+    if (!cpu.reference) pool_ = std::make_unique<cpu::ThreadPool>(cpu::resolve_threads(cpu.threads));
     for (const EngineMember& m : members)
-      trainers_.push_back(std::make_unique<CpuTrainer>(mc, m.train, *m.panel, m.range));
+      trainers_.push_back(std::make_unique<CpuTrainer>(mc, m.train, *m.panel, m.range, CpuTrainerOptions{cpu, pool_.get()}));
     recent_.resize(members.size());
     frozen_.assign(members.size(), false);
   }
   const char* name() const override { return "cpu"; }
+  std::string detail() const override {
+    const int t = trainers_.front()->threads();
+    return (pool_ ? "" : "reference model, ") + std::to_string(t) + (t == 1 ? " thread" : " threads");
+  }
   int members() const override { return int(trainers_.size()); }
   void step() override {
     for (size_t m = 0; m < trainers_.size(); ++m) {
@@ -39,10 +47,8 @@ class CpuEngine : public Engine {
     return p;
   }
   std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) override {
-    const CpuTrainer& tr = *trainers_.at(size_t(m));
     const EngineMember& em = members_[size_t(m)];
-    return predict_cpu(tr.layout(), params ? *params : tr.params(), *em.panel, plan,
-                       em.train.windows_per_step(em.panel->N));
+    return trainers_.at(size_t(m))->predict(*em.panel, plan, em.train.windows_per_step(em.panel->N), params);
   }
   TrainState state(int m) override { return trainers_.at(size_t(m))->state(); }
   void load_state(int m, const TrainState& s) override { trainers_.at(size_t(m))->load_state(s); }
@@ -50,15 +56,17 @@ class CpuEngine : public Engine {
 
  private:
   std::vector<EngineMember> members_;
-  std::vector<std::unique_ptr<CpuTrainer>> trainers_;  // (E)
+  std::unique_ptr<cpu::ThreadPool> pool_;              // the fast model's workers, shared by the members
+  std::vector<std::unique_ptr<CpuTrainer>> trainers_;  // (E); destroyed before the pool they use
   std::vector<std::map<int64_t, TrainPoint>> recent_;  // (E): the records since each member's last read
   std::vector<bool> frozen_;                           // (E)
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members) {
-  return std::make_unique<CpuEngine>(mc, members);
+std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
+                                        const CpuSettings& cpu) {
+  return std::make_unique<CpuEngine>(mc, members, cpu);
 }
 
 }  // namespace mlalpha

@@ -12,6 +12,8 @@
 #include "core/context.h"
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "cpu/model_cpu.h"
+#include "cpu/optim_cpu.h"
 #include "model/layer_shapes.h"
 #include "model/layout.h"
 #include "ops/loss/loss.h"
@@ -104,17 +106,25 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   return e;
 }
 
-MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N) {
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const CpuSettings& cpu) {
   mc.validate();
   tc.validate();
   const ModelLayout layout(mc);
   const double total = double(layout.table.total());
-  const double M = double(tc.windows_per_step(N)) * tc.L;
+  const int B = tc.windows_per_step(N);
+  const double M = double(B) * tc.L;
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1);
-  // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
-  e.activations = M * (activation_floats_per_row(mc, Precision::FP32) + mc.F) * kFloat;
   e.batch = M * (mc.F + mc.K) * kFloat;
+  if (cpu.reference) {
+    // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
+    e.activations = M * (activation_floats_per_row(mc, Precision::FP32) + mc.F) * kFloat;
+    return e;
+  }
+  // Every buffer the fast model sizes for this batch (its forward cache, backward buffers and per-thread SSD
+  // scratch), and the global norm's partials.
+  e.activations = double(cpu::CpuModel::floats_needed(mc, B, tc.L, cpu.threads, true)) * kFloat;
+  e.other = double(cpu::norm_blocks(layout.table.total())) * sizeof(double);
   return e;
 }
 

@@ -10,6 +10,7 @@
 #include "data/panel.h"
 #include "data/sampler.h"
 #include "mlalpha/config.h"
+#include "mlalpha/device.h"
 
 namespace mlalpha {
 
@@ -49,8 +50,8 @@ struct MemoryEstimate {
 // the ring of `ring_slots` records), for a panel of N instruments × T steps. Validates mc and tc first.
 MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots);
 // The CPU trainer's host memory beyond the panel of N instruments it reads in place (weights, AdamW state,
-// activations).
-MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N);
+// activations and scratch of the fast model on cpu.threads threads, or of the reference model).
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const CpuSettings& cpu = {});
 
 // Throws mlalpha::Error when `need` exceeds `available` bytes, e.g. "the GPU training step needs 93.1 GiB
 // (activations 80.2 GiB for train.batch = 4096 × train.seq_len = 2048, ...), the GPU has 79.3 GiB free;

@@ -1,35 +1,71 @@
 #pragma once
 // The CPU training step (DESIGN section 2 on the CPU backend): sample → forward → loss → backward →
-// global norm → clip → AdamW with the scheduled lr. The oracle for the GPU trainer and the fallback
-// of `ml-alpha train` on a machine without a GPU.
+// global norm → clip → AdamW with the scheduled lr. `ml-alpha train`'s step on a machine without a GPU: the
+// fast CPU model (src/cpu: OpenBLAS, all cores) by default, or the reference model (RefModel<float>, one
+// thread, the ref:: optimizer passes), the oracle the GPU trainer's tests compare with.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "data/panel.h"
 #include "mlalpha/config.h"
+#include "mlalpha/device.h"
 #include "model/layout.h"
-#include "model/model_ref.h"
-#include "train/train_plan.h"
+#include "predict/window_plan.h"
 #include "train/optim.h"
-#include "checkpoint/checkpoint.h"
+#include "train/train_plan.h"
 
 namespace mlalpha {
+
+namespace cpu {
+class CpuModel;
+class ThreadPool;
+}  // namespace cpu
+template <typename T>
+class RefModel;
 
 // What the constructor checks before it allocates: the settings against the data and range, and the host
 // memory of `members` such trainers (a population on the CPU) against what this machine has available.
 void check_cpu_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range,
-                        int members = 1);
+                        int members = 1, const CpuSettings& cpu = {});
+
+struct CpuTrainerOptions {
+  CpuSettings cpu;  // run.threads, run.cpu_kernels
+  // The fast model's threads from a pool shared with other trainers stepped in turn (a population's members;
+  // cpu.threads is then not used). It must outlive the trainer.
+  cpu::ThreadPool* pool = nullptr;
+};
+
+// Wall seconds of the parts of the last step (`ml-alpha bench --device cpu` prints them).
+struct CpuStepTimes {
+  double forward = 0;    // gather the batch, zero the gradients, forward, loss
+  double backward = 0;   // backward into the gradient arena
+  double optimizer = 0;  // global norm, clip, AdamW
+};
 
 class CpuTrainer {
  public:
   // Samples the time steps `range` of `data` (which must outlive the trainer).
-  CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {});
+  CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {},
+             const CpuTrainerOptions& opt = {});
+  ~CpuTrainer();
+  CpuTrainer(const CpuTrainer&) = delete;
+  CpuTrainer& operator=(const CpuTrainer&) = delete;
   // The same record the GPU trainer writes to its ring (train/optim.h).
   StepRecord step();
+  const CpuStepTimes& step_times() const { return times_; }
   const std::vector<float>& params() const { return params_; }
   const ModelLayout& layout() const { return layout_; }
   int64_t steps_done() const { return step_; }
   int64_t skipped_total() const { return skipped_; }
+  // The worker threads of the fast model (1 for the reference).
+  int threads() const;
+  bool reference() const { return ref_ != nullptr; }
+  // Predictions (N, T, K) of `p` (the panel the trainer samples, or another of the same F and K) by `plan`
+  // with this trainer's model (its threads, its inference buffers; the training state is untouched), with
+  // the live weights or with `params` when non-null, in windows of B.
+  std::vector<float> predict(const Panel& p, const WindowPlan& plan, int B, const std::vector<float>* params = nullptr);
   // Everything needed to continue bit-exactly (weights, AdamW moments, counters, seed): a copy.
   TrainState state() const;
   // Continue from `s` (before the first step or between steps): the next step is s.step + 1 and equals
@@ -42,10 +78,13 @@ class CpuTrainer {
   TrainConfig tc_;
   const Panel& data_;
   GatherParams gather_;
-  RefModel<float> model_;
+  std::unique_ptr<cpu::CpuModel> fast_;     // one of the two
+  std::unique_ptr<RefModel<float>> ref_;
   std::vector<float> params_, grads_, m_, v_, xb_, yb_;
+  std::vector<double> norm_partials_;       // (cpu::norm_blocks(params)): the fast global norm's scratch
   std::vector<unsigned char> decay_;
   int64_t step_ = 0, skipped_ = 0;
+  CpuStepTimes times_;
 };
 
 }  // namespace mlalpha

@@ -18,6 +18,7 @@
 #include "data/npy.h"
 #include "mlalpha/error.h"
 #include "checkpoint/checkpoint.h"
+#include "test_files.h"
 
 namespace fs = std::filesystem;
 
@@ -658,6 +659,52 @@ TEST_F(Cli, OutputComesBeforeTheError) {
   EXPECT_TRUE(data_line == std::string::npos || data_line < error) << r.out;
 }
 
+// --threads on train, eval and predict (run.threads): the same bits on 1 and 2 threads, the engine's threads in
+// the log, a count out of range refused before anything is written.
+TEST_F(Cli, ThreadsFlag) {
+  const std::string small = "--device cpu --steps 30 --warmup 5 --eval-every 10 --d-model 16 --head-dim 8 --instruments 4 --timesteps 300 ";
+  Result r = run("train " + small + "--threads 1 -o " + p("one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cpu engine (1 thread)"), std::string::npos) << r.out;
+  r = run("train " + small + "--threads 2 -o " + p("two"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cpu engine (2 threads)"), std::string::npos) << r.out;
+  const Checkpoint a = load_checkpoint(p("one/last.safetensors")), b = load_checkpoint(p("two/last.safetensors"));
+  EXPECT_TRUE(a.state.params == b.state.params && a.state.m == b.state.m && a.state.v == b.state.v);
+  r = run("predict --device cpu --threads 2 --checkpoint " + p("one/best.safetensors") + " --split all -o " + p("pred2"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("predict --device cpu --threads 1 --checkpoint " + p("one/best.safetensors") + " --split all -o " + p("pred1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(test::read_bytes(p("pred1.npy")) == test::read_bytes(p("pred2.npy")));
+  r = run("eval --device cpu --threads 1 --checkpoint " + p("one/best.safetensors") + " --split test");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("train " + small + "--threads 65 -o " + p("bad"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("run.threads must be 0 (every CPU this process may use) or 1 to 64, got 65"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(p("bad")));
+  r = run("eval --device cpu --threads 100 --checkpoint " + p("one/best.safetensors") + " --split test");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("the CPU threads (run.threads) must be 0"), std::string::npos) << r.out;
+}
+
+// bench --device cpu: the CPU table (one row per configuration and thread count, the scaling column) and the
+// bit check across thread counts; GPU-only options refused.
+TEST_F(Cli, BenchOnTheCpu) {
+  Result r = run("bench --device cpu --configs default --threads 1,2 --steps 3 --warmup 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("| fast      | default |   1 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| fast      | default |   2 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1.00x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("default: the weights after 2 steps, against 1 thread(s): 1 same 2 same"), std::string::npos) << r.out;
+  r = run("bench --device cpu --configs default --threads 0");
+  EXPECT_NE(r.out.find("--threads takes thread counts from 1 to 64, got '0'"), std::string::npos) << r.out;
+  r = run("bench --device cpu --models 4");
+  EXPECT_NE(r.out.find("--models and --precision are for the GPU"), std::string::npos) << r.out;
+  r = run("bench --device cpu --configs XL");
+  EXPECT_NE(r.out.find("unknown configuration 'XL'"), std::string::npos) << r.out;
+}
+
 // The long-window cases of bench: 65,536 tokens a step, D 256, 4 layers, in three window shapes;
 // an unknown name lists every configuration.
 TEST(BenchShapes, LongWindowCasesHoldOneTokenCount) {
@@ -672,7 +719,7 @@ TEST(BenchShapes, LongWindowCasesHoldOneTokenCount) {
     bench_shape("XL");
     ADD_FAILURE() << "no error for an unknown configuration";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expected S, M, L, W256, W16K or W64K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected default, S, M, L, W256, W16K or W64K"), std::string::npos) << e.what();
   }
 }
 

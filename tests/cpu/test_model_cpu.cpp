@@ -230,6 +230,24 @@ TEST(CpuModel, BitReproducibleForAnyThreadCount) {
   }
 }
 
+// A batch with a non-finite feature gives non-finite gradients (the trainer skips that step), and leaves
+// nothing behind: the next batch's output, gradients and dx are bitwise those of a fresh model. (A buffer
+// overwritten as 0 · old + new kept the NaN, and every later step was skipped.)
+TEST(CpuModel, NonFiniteBatchLeavesNothingBehind) {
+  const Problem t({"", 3, 40, 16, 2, 8, 1, 8, 16, 4, 1, LossKind::MSE, 2}, 81);
+  const auto& [cs, lay, rng, P, b, lp] = t;
+  cpu::CpuModel fresh(lay, {.threads = 2}), used(lay, {.threads = 2});
+  const Result want = run_fast(fresh, lay, P, b, cs.B, cs.L, lp);
+  Batch bad = b;
+  bad.x[size_t(cs.L + 5) * lay.cfg.F + 1] = std::numeric_limits<float>::infinity();  // window 1, row 5
+  const Result poisoned = run_fast(used, lay, P, bad, cs.B, cs.L, lp);
+  EXPECT_FALSE(std::all_of(poisoned.grads.begin(), poisoned.grads.end(), [](float v) { return std::isfinite(v); }));
+  const Result got = run_fast(used, lay, P, b, cs.B, cs.L, lp);
+  EXPECT_TRUE(same_bits(got.out, want.out));
+  EXPECT_TRUE(same_bits(got.grads, want.grads));
+  EXPECT_TRUE(same_bits(got.dx, want.dx));
+}
+
 // backward() adds into the arena; infer() gives forward()'s output bits without caching; a smaller batch
 // after a larger one reuses the buffers and still matches.
 TEST(CpuModel, AccumulatesAndInfersLikeForward) {
@@ -312,11 +330,24 @@ TEST(CpuOptim, NormAndAdamWMatchTheReference) {
   EXPECT_TRUE(same_bits(v, v2));
 }
 
+// Every task runs once; a worker index is in [0, threads) and never held by two tasks at once (the SSD's
+// per-worker scratch relies on it), whichever worker claims which task.
 TEST(ThreadPool, EveryTaskOnceAndErrorsRethrown) {
   cpu::ThreadPool pool(3);
   std::vector<int> hits(1000, 0), worker(1000, -1);
-  pool.run(1000, [&](int t, int w) { ++hits[t], worker[t] = w; });
-  for (int t = 0; t < 1000; ++t) ASSERT_TRUE(hits[t] == 1 && worker[t] == t % 3) << "task " << t;
+  std::atomic<int> busy[3] = {0, 0, 0};
+  std::atomic<int> overlaps{0};
+  for (int round = 0; round < 20; ++round) {
+    std::fill(hits.begin(), hits.end(), 0);
+    pool.run(1000, [&](int t, int w) {
+      if (w < 0 || w >= 3) return;
+      if (busy[w].fetch_add(1) != 0) ++overlaps;
+      ++hits[t], worker[t] = w;
+      busy[w].fetch_sub(1);
+    });
+    for (int t = 0; t < 1000; ++t) ASSERT_TRUE(hits[t] == 1 && worker[t] >= 0 && worker[t] < 3) << "task " << t;
+  }
+  EXPECT_EQ(overlaps.load(), 0);
   EXPECT_NE(error_of([&] { pool.run(10, [](int t, int) { if (t == 7) throw Error("task 7 failed"); }); })
                 .find("task 7"),
             std::string::npos);

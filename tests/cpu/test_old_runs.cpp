@@ -5,6 +5,9 @@
 // population. Each is copied, resumed with this build and must end bitwise as the same run trained straight
 // through by this build: the last and best weights, the AdamW moments, metrics.jsonl, the summaries. The
 // resumed folder then holds the current records, and a further resume of the finished run is refused.
+// The fixtures were trained by the reference CPU model (the only one then), so the straight runs and the
+// resumes select it (run.cpu_kernels = "reference"): the fast model computes the same function with other
+// roundings, and a run continues bitwise only on the model that began it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,7 +30,8 @@ RunConfig fixture_config(const fs::path& out, std::vector<std::string> extra) {
   std::vector<std::string> ov = {"run.device=\"cpu\"", "data.instruments=4", "data.timesteps=300", "data.n_features=3",
                                  "model.d_model=8",    "model.head_dim=4",   "model.d_state=4",    "model.layers=1",
                                  "model.chunk=8",      "train.batch=4",      "train.seq_len=16",   "train.steps=30",
-                                 "train.warmup=2",     "train.log_every=1",  "run.eval_every=5"};
+                                 "train.warmup=2",     "train.log_every=1",  "run.eval_every=5",
+                                 "run.cpu_kernels=\"reference\""};
   ov.insert(ov.end(), extra.begin(), extra.end());
   return parse_run_config("", "fixture", ov, "", {{ConfigSetting::Kind::text, "run.out_dir", out.string(), ""}});
 }
@@ -117,7 +121,8 @@ TEST_F(OldRuns, APopulationResumesFromItsFolder) {
   ASSERT_TRUE(fs::exists(old / "population.json"));
   RunOptions o;
   o.resume = old.string();
-  const RunResult r = run_training(parse_run_config("", "t", {"run.device=\"cpu\""}), o);  // population.json governs
+  const RunResult r =
+      run_training(parse_run_config("", "t", {"run.device=\"cpu\"", "run.cpu_kernels=\"reference\""}), o);  // population.json governs
   ASSERT_EQ(r.members.size(), 2u);
   for (const char* m : {"member-00", "member-01"}) {
     expect_same_model(ref / m, old / m);
@@ -145,7 +150,7 @@ TEST_F(OldRuns, AWalkForwardPopulationResumesAtItsFold) {
   const fs::path ref = straight("walk_forward_population", wf), old = copy_of("walk_forward_population");
   RunOptions o;
   o.resume = old.string();
-  const RunResult r = run_training(parse_run_config("", "t", {"run.device=\"cpu\""}), o);
+  const RunResult r = run_training(parse_run_config("", "t", {"run.device=\"cpu\"", "run.cpu_kernels=\"reference\""}), o);
   EXPECT_EQ(r.members.size(), 4u);  // both folds' members: fold 0's tested again
   for (const char* m : {"fold-0/member-00", "fold-0/member-01", "fold-1/member-00", "fold-1/member-01"})
     expect_same_model(ref / m, old / m);

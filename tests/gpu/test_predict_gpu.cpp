@@ -38,7 +38,7 @@ TEST(PredictGpu, MatchesCpu) {
   const auto params = init_params(lay, 8);
   const Panel p = make_synthetic({5, 120, 3, 1, 0.1f, 4});
   const WindowPlan plan = tiled_windows(p.N, p.T, 32, 8, 10, 120);
-  const auto cpu = predict_cpu(lay, params, p, plan, 3);
+  const auto cpu = predict_cpu(lay, params, p, plan, 3, {.reference = true});  // the oracle
   Context ctx;
   const auto gpu = predict_gpu(ctx, lay, params, p, plan, 3, Precision::FP32);
   ASSERT_EQ(cpu.size(), gpu.size());
@@ -63,7 +63,7 @@ TEST(PredictGpu, APlanOfOneWindowPerDateMatchesCpu) {
   plan.N = p.N, plan.T = p.T, plan.L = C, plan.t0 = 40, plan.t1 = 90;
   for (int i = 0; i < p.N; ++i)
     for (int t = plan.t0; t < plan.t1; ++t) plan.windows.push_back({i, t - C + 1, t, t + 1});
-  const auto cpu = predict_cpu(lay, params, p, plan, 7);
+  const auto cpu = predict_cpu(lay, params, p, plan, 7, {.reference = true});
   Context ctx;
   const auto gpu = predict_gpu(ctx, lay, params, p, plan, 7, Precision::FP32);
   size_t kept = 0;
