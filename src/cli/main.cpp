@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
   eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
   eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
+  eval->add_option("--mode", eargs.mode,
+                   "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
+                   "carry (the state carried from each instrument's first row, as the stream)")
+      ->capture_default_str();
   eflags.add_all(*eval, false);
 
   PredictArgs pargs;
@@ -69,6 +73,10 @@ int main(int argc, char** argv) {
   predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
   predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
+  predict->add_option("--mode", pargs.mode,
+                      "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
+                      "carry (the state carried from each instrument's first row, as the stream)")
+      ->capture_default_str();
   pflags.add_all(*predict, false);
 
   SynthArgs sargs;
