@@ -51,6 +51,22 @@ struct PredictArgs : EvalArgs {
 };
 int cmd_predict(const PredictArgs& a);
 
+// `ml-alpha stream` (cmd_stream.cpp).
+struct StreamArgs : CommonArgs {
+  std::string checkpoint;        // a checkpoint, or a population run folder (its members' mean)
+  std::string members;           // with a run folder: EnsembleSelection::parse's text ("" = all)
+  int fold = -1;                 // with a walk-forward population's run folder
+  std::string input = "-";       // the rows: a file, or "-" for standard input
+  std::string output = "-";      // the predictions: a file, or "-" for standard output
+  std::string mode = "carry";    // carry | window
+  std::string instruments;       // "a,b,c"
+  std::string instruments_file;  // one name a line
+  std::string history;           // a CSV of earlier rows to warm up on (a new stream only)
+  std::string state;             // resumed from when it exists; written after every time step
+  bool new_instruments = false;  // an instrument seen for the first time joins the stream
+};
+int cmd_stream(const StreamArgs& a);
+
 struct SynthArgs : CommonArgs {
   std::string out_dir = "data/synthetic";
   std::string format = "both";  // npy | csv | both

@@ -79,6 +79,41 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   pflags.add_all(*predict, false);
 
+  StreamArgs stargs;
+  Flags stflags;
+  CLI::App* stream = app.add_subcommand(
+      "stream", "predict live: CSV rows (time, instrument, features) in, one prediction row per row out as soon as its "
+                "time step is complete");
+  add_common(*stream, stargs);
+  stream->add_option("--checkpoint", stargs.checkpoint,
+                     "weights (.safetensors) written by train, or a population run folder (its members' mean)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  stream->add_option("--members", stargs.members, "with a population run folder: all (the default), top:K or names");
+  stream->add_option("--fold", stargs.fold, "with a walk-forward population's run folder: its fold, 0-based");
+  stream->add_option("--input,-i", stargs.input,
+                     "the rows, long-format CSV with the checkpoint's time, instrument and feature columns "
+                     "(docs/data.md); - for standard input")
+      ->capture_default_str();
+  stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")->capture_default_str();
+  stream->add_option("--mode", stargs.mode,
+                     "carry (the state carried bar to bar: O(1) a bar) | window (each bar from the window of the last "
+                     "train.seq_len rows, as predict's default)")
+      ->capture_default_str();
+  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c");
+  stream->add_option("--instruments-file", stargs.instruments_file, "the stream's instruments, one a line")
+      ->check(CLI::ExistingFile);
+  stream->add_option("--history", stargs.history,
+                     "warm up on these earlier rows (CSV as the input) before reading the input; its instruments "
+                     "join the stream")
+      ->check(CLI::ExistingFile);
+  stream->add_option("--state", stargs.state,
+                     "continue the stream saved in this file when it exists; the state is written to it (atomically) "
+                     "after every time step, so a restarted stream continues bit-exactly");
+  stream->add_flag("--new-instruments", stargs.new_instruments,
+                   "an instrument not in the stream joins it when its first row arrives (else it is an error)");
+  stflags.add_all(*stream, false);
+
   SynthArgs sargs;
   Flags sflags;
   CLI::App* synth = app.add_subcommand("synth", "write the synthetic panel as .npy and/or long-format CSV");
@@ -139,6 +174,10 @@ int main(int argc, char** argv) {
     if (*predict) {
       pargs.settings = pflags.settings();
       return cmd_predict(pargs);
+    }
+    if (*stream) {
+      stargs.settings = stflags.settings();
+      return cmd_stream(stargs);
     }
     if (*synth) {
       sargs.settings = sflags.settings();
