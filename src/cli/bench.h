@@ -25,6 +25,12 @@ struct BenchArgs {
   std::string models;             // "16,64": time populations of these sizes instead (run_population_bench)
   std::string lanes = "0";        // populations: the lane counts timed (PopulationTrainer's streams; 0 = its default)
   int batch = 0;                  // populations: windows per step instead of the configuration's B (0 = its B)
+  // --predict: predict's throughput over a panel of N,T,F with windows of predict_seq_len rows, the last
+  // predict_dates dates (0: all).
+  bool predict = false;
+  std::string predict_panel = "5000,2500,158";
+  int predict_seq_len = 64;
+  int predict_dates = 0;
 };
 
 int run_bench(const BenchArgs& a, double process_start_seconds);
@@ -32,6 +38,8 @@ int run_bench(const BenchArgs& a, double process_start_seconds);
 // a population of E in one captured step, E trainers each replaying its own graph on its own stream, and
 // E sequential runs (src/cli/bench_population.cpp).
 int run_population_bench(const BenchArgs& a);
+// `ml-alpha bench --predict` (src/cli/bench_predict.cpp).
+int run_predict_bench(const BenchArgs& a);
 
 // One DESIGN section 5 configuration.
 struct BenchShape {

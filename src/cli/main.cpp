@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <sstream>
 #include <string>
 
 #include "cli/bench.h"
+#include "cli/bench_stream.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "mlalpha/device.h"
@@ -153,6 +155,31 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench->add_option("--batch", bargs.batch, "with --models: windows per step instead of the configuration's B")
       ->check(CLI::Range(1, 65536));
+  StreamBenchOptions sopt;
+  bool bench_stream = false, no_torch = false;
+  std::string stream_instruments = "1,100,5000";
+  bench->add_flag("--stream", bench_stream,
+                  "time one bar of the streaming predictor (GPU and CPU) against the state floor and PyTorch stepping as "
+                  "Mamba2.step; the configurations default to S,M");
+  bench->add_option("--instruments", stream_instruments, "with --stream: the instrument counts")->capture_default_str();
+  bench->add_option("--gpu-bars", sopt.gpu_bars, "with --stream: bars per timed GPU repetition")->capture_default_str();
+  bench->add_option("--cpu-seconds", sopt.cpu_seconds, "with --stream: timed CPU bars per case (seconds)")
+      ->capture_default_str();
+  bench->add_option("--cpu-threads", sopt.cpu_threads, "with --stream: the all-threads CPU case (0: every CPU)")
+      ->capture_default_str();
+  bench->add_flag("!--no-cpu", sopt.cpu, "with --stream: no CPU cases");
+  bench->add_flag("!--no-gpu", sopt.gpu, "with --stream: no GPU cases");
+  bench->add_option("--torch-script", sopt.torch_script, "with --stream: PyTorch's side (python3 SCRIPT stream)")
+      ->capture_default_str();
+  bench->add_flag("--no-torch", no_torch, "with --stream: no PyTorch side");
+  bench->add_flag("--predict", bargs.predict,
+                  "time predict on the GPU over a panel (every date's window, the carried forward, the old tiled plan); "
+                  "the configurations default to S");
+  bench->add_option("--panel", bargs.predict_panel, "with --predict: N,T,F")->capture_default_str();
+  bench->add_option("--seq-len", bargs.predict_seq_len, "with --predict: train.seq_len, the rows of each date's window")
+      ->capture_default_str();
+  bench->add_option("--dates", bargs.predict_dates, "with --predict: predict the last DATES dates (0: all)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -186,7 +213,21 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(info_ckpt, info_fold);
     if (*bench) {
       bargs.precision = precision_flag(bench_precision, bench_tf32);
+      if (bench_stream) {  // the CPU side runs without a GPU
+        std::stringstream configs(bench_configs->count() ? bargs.configs : "S,M"), inst(stream_instruments);
+        sopt.configs.clear(), sopt.instruments.clear();
+        for (std::string v; std::getline(configs, v, ',');) sopt.configs.push_back(v);
+        for (std::string v; std::getline(inst, v, ',');) sopt.instruments.push_back(std::stoi(v));
+        const StreamBenchResult r = run_stream_bench(sopt);
+        print_stream_bench(r);
+        if (!no_torch && !sopt.torch_script.empty()) print_stream_ratios(r, run_torch_stream(sopt, sopt.torch_script));
+        return 0;
+      }
       if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
+      if (bargs.predict) {
+        if (bench_configs->count() == 0) bargs.configs = "S";
+        return run_predict_bench(bargs);
+      }
       if (!bargs.models.empty()) {
         if (bench_configs->count() == 0) bargs.configs = "S,M";
         return run_population_bench(bargs);
