@@ -21,8 +21,9 @@ struct WindowPlan {
   std::vector<PlanWindow> windows;
 };
 
-// The evaluation windows of a model trained on windows of L rows with `burn_in` (docs/config.md,
-// "Evaluation windows"): each instrument's range [t0, t1) is covered by windows of L rows that keep their rows
+// The evaluation layout before each date got its own window (kept for `ml-alpha bench --predict`'s comparison;
+// no prediction path uses it: a date's context moved with the range's start): each instrument's range [t0, t1)
+// is covered by windows of L rows that keep their rows
 // from burn_in on (every row of a window that starts at the panel's first step: there is no earlier history
 // to warm up on), each starting where the previous one's kept rows end, so every (instrument, time) of the
 // range is predicted exactly once. Windows are clamped to the panel: [0, T).
