@@ -1,7 +1,7 @@
 #pragma once
 // Helpers of the prediction and streaming suites: a checkpoint of random weights written with chosen settings
 // (model, train.seq_len, data processing, statistics), and raw panels with the rows real data has: missing rows,
-// NaN cells, an instrument listed late, a row with a target but no feature.
+// NaN cells, an instrument listed late, a row with a target but no feature; a panel's bars through a stream.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/run_record.h"
 #include "mlalpha/model.h"
+#include "mlalpha/stream.h"
 #include "stream_util.h"
 #include "test_util.h"
 
@@ -84,6 +85,39 @@ inline Panel raw_panel(int N, int T, int F, int K, std::mt19937_64& rng) {
   for (int k = 0; k < K; ++k) p.target_names.push_back("y" + std::to_string(k));
   parse_panel_times(p);
   return p;
+}
+
+// Panel row (i, t) of `p` as a bar's (I, F) block for instruments in p's order.
+inline std::vector<float> bar_of(const Panel& p, int t) {
+  std::vector<float> x(size_t(p.N) * p.F);
+  for (int i = 0; i < p.N; ++i) std::copy_n(p.x.data() + (size_t(i) * p.T + t) * p.F, p.F, x.data() + size_t(i) * p.F);
+  return x;
+}
+
+// Every bar of [t0, t1) of `p` through the stream (its instruments in p's order), with p's times: (T', I, K).
+inline std::vector<float> run(StreamPredictor& s, const Panel& p, int t0, int t1) {
+  std::vector<float> out;
+  for (int t = t0; t < t1; ++t) {
+    const std::vector<float> o = s.step(bar_of(p, t), {}, p.time_values.empty() ? NAN : p.time_values[size_t(t)]);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
+// predict's (N, T, K) as the stream's (T, N, K), NaN where the stream has no prediction (absent rows).
+inline std::vector<float> as_stream(const std::vector<float>& pred, const Panel& raw, int K) {
+  std::vector<float> out(size_t(raw.T) * raw.N * K, std::numeric_limits<float>::quiet_NaN());
+  for (int t = 0; t < raw.T; ++t)
+    for (int i = 0; i < raw.N; ++i)
+      if (input_row(raw, i, t) & kRowFeatures)
+        for (int k = 0; k < K; ++k) out[(size_t(t) * raw.N + i) * K + k] = pred[(size_t(i) * raw.T + t) * K + k];
+  return out;
+}
+
+inline std::vector<bool> nan_of(const std::vector<float>& v) {
+  std::vector<bool> m(v.size());
+  for (size_t i = 0; i < v.size(); ++i) m[i] = std::isnan(v[i]);
+  return m;
 }
 
 inline ModelConfig small_model(int F, int K) {

@@ -18,57 +18,28 @@
 namespace mlalpha::test {
 namespace {
 
-// Panel row (i, t) of `p` as a bar's (I, F) block for instruments in p's order.
-std::vector<float> bar_of(const Panel& p, int t) {
-  std::vector<float> x(size_t(p.N) * p.F);
-  for (int i = 0; i < p.N; ++i) std::copy_n(p.x.data() + (size_t(i) * p.T + t) * p.F, p.F, x.data() + size_t(i) * p.F);
-  return x;
-}
-
-// Every bar of [t0, t1) through the stream: (T', I, K) outputs.
-std::vector<float> run(StreamPredictor& s, const Panel& p, int t0, int t1) {
-  std::vector<float> out;
-  for (int t = t0; t < t1; ++t) {
-    const std::vector<float> o = s.step(bar_of(p, t), {}, p.time_values.empty() ? NAN : p.time_values[size_t(t)]);
-    out.insert(out.end(), o.begin(), o.end());
-  }
-  return out;
-}
-
-// predict's (N, T, K) as the stream's (T, N, K), NaN where the stream has no prediction (absent rows).
-std::vector<float> as_stream(const std::vector<float>& pred, const Panel& raw, int K) {
-  std::vector<float> out(size_t(raw.T) * raw.N * K, std::numeric_limits<float>::quiet_NaN());
-  for (int t = 0; t < raw.T; ++t)
-    for (int i = 0; i < raw.N; ++i)
-      if (input_row(raw, i, t) & kRowFeatures)
-        for (int k = 0; k < K; ++k) out[(size_t(t) * raw.N + i) * K + k] = pred[(size_t(i) * raw.T + t) * K + k];
-  return out;
-}
-
-std::vector<bool> nan_of(const std::vector<float>& v) {
-  std::vector<bool> m(v.size());
-  for (size_t i = 0; i < v.size(); ++i) m[i] = std::isnan(v[i]);
-  return m;
-}
-
+// A raw panel of N instruments × T steps (raw_panel) and checkpoints of random weights for it.
 struct Fixture {
   TempDir tmp;
-  Panel raw;
   int F = 3, K = 2, C = 9;
+  std::mt19937_64 rng;
+  Panel raw;
+  Fixture(uint64_t salt, int N, int T) : rng(make_rng(salt)), raw(raw_panel(N, T, F, K, rng)) {}
+  Model model(const DataConfig& d, const std::string& name = "m") {
+    return write_model(tmp / name, small_model(F, K), C, d, some_stats(F, rng), rng(), raw.feature_names,
+                       raw.target_names);
+  }
 };
 
 const DataConfig kProcessings[] = {processing("global", "zero"), processing("zscore", "ffill"), processing("rank", "mean"),
                                    processing("robust", "zero"), processing("global", "ffill")};
 
 TEST(Stream, EveryBarEqualsPredictOnTheWholeHistory) {
-  Fixture s;
-  auto rng = make_rng(1);
   const int N = 6, T = 40;
-  s.raw = raw_panel(N, T, s.F, s.K, rng);
+  Fixture s(1, N, T);
   int n = 0;
   for (const DataConfig& d : kProcessings) {
-    const Model m = write_model(s.tmp / ("m" + std::to_string(n++)), small_model(s.F, s.K), s.C, d,
-                                some_stats(s.F, rng), rng(), s.raw.feature_names, s.raw.target_names);
+    const Model m = s.model(d, "m" + std::to_string(n++));
     const std::string what = d.feature_norm + "/" + d.nan_fill;
     {  // carry: the stream's recurrent steps against predict's forward over each instrument's present rows
       StreamPredictor st(m, s.raw.instruments, {.mode = PredictMode::carry, .device = "cpu", .threads = 2});
@@ -94,12 +65,9 @@ TEST(Stream, EveryBarEqualsPredictOnTheWholeHistory) {
 // A stream saved at bar `cut` and loaded into a new predictor (made for other instruments, as a restarted
 // process that has not read the file yet would be) continues with the same bits as the uninterrupted stream.
 TEST(Stream, ASavedStateResumesBitExactly) {
-  Fixture s;
-  auto rng = make_rng(2);
   const int N = 5, T = 30, cut = 17;
-  s.raw = raw_panel(N, T, s.F, s.K, rng);
-  const Model m = write_model(s.tmp / "m", small_model(s.F, s.K), s.C, processing("zscore", "ffill"),
-                              some_stats(s.F, rng), rng());
+  Fixture s(2, N, T);
+  const Model m = s.model(processing("zscore", "ffill"));
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
     StreamPredictor whole(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
     const std::vector<float> all = run(whole, s.raw, 0, T);
@@ -121,11 +89,9 @@ TEST(Stream, ASavedStateResumesBitExactly) {
 }
 
 TEST(Stream, WarmUpFromAHistoryEqualsSteppingIt) {
-  Fixture s;
-  auto rng = make_rng(3);
   const int N = 4, T = 26, h = 15;
-  s.raw = raw_panel(N, T, s.F, s.K, rng);
-  const Model m = write_model(s.tmp / "m", small_model(s.F, s.K), s.C, processing("rank", "ffill"), some_stats(s.F, rng), rng());
+  Fixture s(3, N, T);
+  const Model m = s.model(processing("rank", "ffill"));
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
     StreamPredictor a(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
     const std::vector<float> all = run(a, s.raw, 0, T);
@@ -143,10 +109,8 @@ TEST(Stream, WarmUpFromAHistoryEqualsSteppingIt) {
 // instrument 3 at bar `drop` predicts each instrument as `predict` does on a panel where the instrument has no
 // rows outside its time in the stream (global statistics: an absent instrument does not move the others').
 TEST(Stream, InstrumentsAppearAndVanish) {
-  Fixture s;
-  auto rng = make_rng(4);
   const int N = 4, T = 30, add = 11, drop = 20;
-  s.raw = raw_panel(N, T, s.F, s.K, rng);
+  Fixture s(4, N, T);
   Panel seen = s.raw;  // the history as the stream sees it
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int t = 0; t < T; ++t)
@@ -154,7 +118,7 @@ TEST(Stream, InstrumentsAppearAndVanish) {
       if (t < add) seen.x[(size_t(2) * T + t) * s.F + f] = nan;
       if (t >= drop) seen.x[(size_t(3) * T + t) * s.F + f] = nan;
     }
-  const Model m = write_model(s.tmp / "m", small_model(s.F, s.K), s.C, processing("global", "mean"), some_stats(s.F, rng), rng());
+  const Model m = s.model(processing("global", "mean"));
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
     StreamPredictor st(m, {"i0", "i1", "i3"}, {.mode = mode, .device = "cpu"});
     const std::vector<float> want = as_stream(m.predict(seen, {0, T}, "cpu", Precision::FP32, mode), seen, s.K);
@@ -182,11 +146,9 @@ TEST(Stream, InstrumentsAppearAndVanish) {
 }
 
 TEST(Stream, ResetStartsTheNamedInstrumentsAfresh) {
-  Fixture s;
-  auto rng = make_rng(5);
   const int N = 3, T = 20, cut = 8;
-  s.raw = raw_panel(N, T, s.F, s.K, rng);
-  const Model m = write_model(s.tmp / "m", small_model(s.F, s.K), s.C, processing("global", "zero"), some_stats(s.F, rng), rng());
+  Fixture s(5, N, T);
+  const Model m = s.model(processing("global", "zero"));
   StreamPredictor a(m, s.raw.instruments, {.device = "cpu"});
   run(a, s.raw, 0, cut);
   const std::vector<std::string> which = {"i0"};
@@ -213,14 +175,10 @@ TEST(Stream, ResetStartsTheNamedInstrumentsAfresh) {
 // Refused input: a clear error, and the stream is left exactly as it was (its next bars equal those of a stream
 // that never saw the refused calls).
 TEST(Stream, BadInputIsRefusedAndChangesNothing) {
-  Fixture s;
-  auto rng = make_rng(6);
   const int N = 3, T = 16, cut = 6;
-  s.raw = raw_panel(N, T, s.F, s.K, rng);
-  const Model m = write_model(s.tmp / "m", small_model(s.F, s.K), s.C, processing("zscore", "ffill"), some_stats(s.F, rng),
-                              rng(), s.raw.feature_names);
-  const Model other = write_model(s.tmp / "other", small_model(s.F, s.K), s.C, processing("zscore", "ffill"),
-                                  some_stats(s.F, rng), rng());
+  Fixture s(6, N, T);
+  const Model m = s.model(processing("zscore", "ffill"));
+  const Model other = s.model(processing("zscore", "ffill"), "other");
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
     StreamPredictor clean(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
     StreamPredictor st(m, s.raw.instruments, {.mode = mode, .device = "cpu"});

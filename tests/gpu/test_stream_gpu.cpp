@@ -22,37 +22,6 @@ ModelConfig gpu_model(int F, int K) {
   return mc;
 }
 
-std::vector<float> bar_of(const Panel& p, int t) {
-  std::vector<float> x(size_t(p.N) * p.F);
-  for (int i = 0; i < p.N; ++i) std::copy_n(p.x.data() + (size_t(i) * p.T + t) * p.F, p.F, x.data() + size_t(i) * p.F);
-  return x;
-}
-
-std::vector<float> run(StreamPredictor& s, const Panel& p, int t0, int t1) {
-  std::vector<float> out;
-  for (int t = t0; t < t1; ++t) {
-    const std::vector<float> o = s.step(bar_of(p, t), {}, p.time_values[size_t(t)]);
-    out.insert(out.end(), o.begin(), o.end());
-  }
-  return out;
-}
-
-// predict's (N, T, K) as the stream's (T, N, K), NaN where the stream has no prediction.
-std::vector<float> as_stream(const std::vector<float>& pred, const Panel& raw, int K) {
-  std::vector<float> out(size_t(raw.T) * raw.N * K, std::numeric_limits<float>::quiet_NaN());
-  for (int t = 0; t < raw.T; ++t)
-    for (int i = 0; i < raw.N; ++i)
-      if (input_row(raw, i, t) & kRowFeatures)
-        for (int k = 0; k < K; ++k) out[(size_t(t) * raw.N + i) * K + k] = pred[(size_t(i) * raw.T + t) * K + k];
-  return out;
-}
-
-std::vector<bool> nan_of(const std::vector<float>& v) {
-  std::vector<bool> m(v.size());
-  for (size_t i = 0; i < v.size(); ++i) m[i] = std::isnan(v[i]);
-  return m;
-}
-
 struct Case {
   TempDir tmp;
   Panel raw;
