@@ -104,6 +104,14 @@ class Model:
         """
         return _predict(self, data, t0, t1, device, precision, tf32, "Model.predict", mode)
 
+    def context(self, panel: Panel, mode: str = "window") -> np.ndarray:
+        """(N, T) int32: the rows behind each date's prediction in `mode` (window: min(seq_len, t + 1), fewer than
+        seq_len flagging a date with a shorter history than the model was trained on; carry: the instrument's rows
+        with a feature up to t); the `context` column of `ml-alpha predict`'s CSV."""
+        if mode not in _MODES:
+            raise ValueError(f"Model.context: mode must be 'window' or 'carry', got {mode!r}")
+        return self._core.context(panel._core, mode)
+
     def stream(self, instruments, mode: str = "carry", device: str = "auto", threads: int = 0,
                precision: str = "fp32") -> "Stream":
         """A streaming predictor for these instruments (names): .step(x) takes one bar's raw features and returns

@@ -64,6 +64,10 @@ def test_carry_mode_and_its_context(model):
     assert carry.shape == window.shape and not np.allclose(carry.to_numpy(), window.to_numpy())
     with pytest.raises(ValueError, match="mode must be 'window'"):
         model.predict(df, mode="rolling")
+    panel = mlalpha.Panel.from_frame(df, features=["f0", "f1"])
+    window_context, carry_context = model.context(panel), model.context(panel, "carry")
+    assert window_context[0, :12].tolist() == list(range(1, 11)) + [10, 10]   # seq_len = 10: short dates flagged
+    assert carry_context[2, -1] == 60 and carry_context[1, -1] == 77          # rows with a feature so far
 
 
 def bars(df):
