@@ -7,7 +7,7 @@ set(MLALPHA_LAYER_TABLE
   "data|data ops dist|panel.h"
   "model|config model cpu|config.h metric_table.h"
   "eval|checkpoint eval|metrics.h records.h progress.h eval.h"
-  "predict|predict|model.h ensemble.h"
+  "predict|predict|model.h ensemble.h stream.h"
   "train|train|"
   "run|run|run.h")
 

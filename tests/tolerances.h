@@ -104,6 +104,12 @@ constexpr double kCpuFastIcRelL2 = 1e-3;
 // Σ g² in double over fixed blocks vs in index order: the same terms in another order, ~1e-16 relative.
 constexpr double kCpuNormSqRel = 1e-12;
 
+// A carried stream (the recurrent fp32 stepper, bar by bar) against `predict` in mode carry on the same history
+// (one forward over each instrument's present rows: today the reference model's recurrent SSD, which the stepper
+// matches bit for bit; with the fast CPU model or the GPU's forward, a chunked SSD and other summation orders):
+// the same function in fp32, so the whole-model parity bound.
+constexpr double kStreamVsPredictRelL2 = 1e-4;
+
 // Weights after 20 AdamW steps, GPU vs CPU trainer (both fp32): the per-step gradient differences
 // (~1e-5) pass through Adam's m/sqrt(v), which magnifies them where v is tiny; 20 steps at lr 1e-3
 // keep the drift well under 1e-4 of the weights' norm. The same bound for the fast CPU trainer against the

@@ -55,11 +55,13 @@ class Ensemble {
   // recorded statistics), summed in double in member order and rounded once to float: NaN where any
   // member's prediction is NaN. (N, T, K), NaN outside `range`.
   std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                             Precision precision = Precision::FP32, const CpuSettings& cpu = {}) const;
+                             Precision precision = Precision::FP32, PredictMode mode = PredictMode::window,
+                             const CpuSettings& cpu = {}) const;
   // predict, then the metrics over `range` against the processed targets (member(0).prepare(raw): the
   // members of one fold process the targets alike).
   MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto", Precision precision = Precision::FP32,
-                         const ScoreOptions& options = {}, const CpuSettings& cpu = {}) const;
+                         const ScoreOptions& options = {}, PredictMode mode = PredictMode::window,
+                         const CpuSettings& cpu = {}) const;
 
   struct Impl;
   explicit Ensemble(std::unique_ptr<Impl> impl);

@@ -45,9 +45,11 @@ TimeRange split_range(const Split& s, const std::string& split, int T);
 // Writes predictions aligned with (time, instrument) as <prefix>.npy (N, T, K) and <prefix>.csv, as a pair:
 // both are written in full to temporary files before either replaces an older file of its name. The CSV has
 // one row per predicted (time, instrument) in [range), time-major:
-//   time, instrument, [fold,] observed, pred_<target>..., target_<target>...
-// observed is 1 when the input row existed and 0 when it was missing (the panel holds it as all-NaN
-// features and all-NaN targets, docs/data.md); floats are written in their shortest form that reads back
+//   time, instrument, [fold,] observed, [context,] pred_<target>..., target_<target>...
+// observed is 1 when the input row existed and 0 when it was missing (all features and all targets NaN in the
+// raw input, docs/data.md: input_row(p, i, t), which a prepared panel remembers); context, when `context` (N, T)
+// is given, is the number of rows behind the prediction (docs/data.md, "What a date's prediction is"; fewer than
+// train.seq_len flags a date with a shorter history than the model was trained on); floats are written in their shortest form that reads back
 // to the same float (std::to_chars), a NaN target as an empty cell, labels quoted where they hold a comma.
 // `fold_of_time` (T), when not empty, adds the fold column: the walk-forward fold whose model predicted that
 // time step.
@@ -56,6 +58,7 @@ struct PredictionFiles {
   size_t rows = 0;
 };
 PredictionFiles write_predictions(const std::string& prefix, const Panel& p, const std::vector<float>& pred,
-                                  TimeRange range, const std::vector<int>& fold_of_time = {});
+                                  TimeRange range, const std::vector<int>& fold_of_time = {},
+                                  const std::vector<int>& context = {});
 
 }  // namespace mlalpha

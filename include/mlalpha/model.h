@@ -15,6 +15,20 @@
 
 namespace mlalpha {
 
+// What a date's prediction is (DESIGN section 7; docs/data.md, "What a date's prediction is"). Either way a
+// date's score depends only on the instrument's rows up to and including that date.
+//   window  (the default) the output at the last row of a window of the C = train.seq_len rows ending at the
+//           date, run from a zero state, as the model was trained; a date with fewer than C rows before it in
+//           the input gets the shorter window of all its rows (its context, below, is < C). The score does not
+//           depend on where the input starts, as long as it holds those C rows.
+//   carry   the state carried from the instrument's first row given, over its present rows only (a row with a
+//           finite feature; a missing row leaves the state alone and has no prediction): what the stream
+//           computes bar by bar (mlalpha/stream.h). Depends on every row since the input's start.
+enum class PredictMode { window, carry };
+std::string to_string(PredictMode m);  // "window" | "carry"
+// "window" or "carry"; anything else is an Error naming `what` (e.g. "--mode").
+PredictMode parse_predict_mode(const std::string& s, const std::string& what = "mode");
+
 class Model {
  public:
   // Reads a checkpoint; the optimizer sidecar is read too when present (it is needed only to resume).
@@ -55,18 +69,24 @@ class Model {
   // that records none) and statistics (feature_stats()). Targets included: processed targets are what
   // the predictions estimate.
   Panel prepare(const Panel& raw) const;
-  // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, with windows of the training
-  // length exactly as in validation; in the units of the processed targets. device: "auto" | "cpu" | "gpu";
+  // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, each date as `mode` says (window:
+  // exactly as validation scores it); in the units of the processed targets. device: "auto" | "cpu" | "gpu";
   // `cpu`: the CPU backend's threads and model (mlalpha/device.h; the thread count changes no bit).
   std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const std::string& device = "auto",
-                                      Precision precision = Precision::FP32, const CpuSettings& cpu = {}) const;
+                                      Precision precision = Precision::FP32,
+                                      PredictMode mode = PredictMode::window, const CpuSettings& cpu = {}) const;
   // predict_prepared(prepare(raw)).
   std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                             Precision precision = Precision::FP32, const CpuSettings& cpu = {}) const;
+                             Precision precision = Precision::FP32, PredictMode mode = PredictMode::window,
+                             const CpuSettings& cpu = {}) const;
   // Predicts, then the metrics over `range` against the processed targets (as validation computes them).
   MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto",
                          Precision precision = Precision::FP32, const ScoreOptions& options = {},
-                         const CpuSettings& cpu = {}) const;
+                         PredictMode mode = PredictMode::window, const CpuSettings& cpu = {}) const;
+  // (N, T): the rows behind each date's prediction in `mode` (window: min(train.seq_len, t + 1); carry: the
+  // instrument's present rows up to t). Under train.seq_len in window mode: a date with a shorter history
+  // than the model was trained on (the `context` column of the prediction files).
+  std::vector<int> context(const Panel& panel, PredictMode mode = PredictMode::window) const;
   // The range the checkpoint's weights were trained on, on this panel's time axis (its recorded split and
   // fold applied to `raw`); empty when the checkpoint does not record its split or that split does not fit
   // `raw` (then there is nothing to compare a range with).

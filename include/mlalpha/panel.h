@@ -30,9 +30,19 @@ struct Panel {
   bool times_are_dates = false;  // time_values are seconds since the epoch (not plain numbers)
   std::string time_format;       // the data.time_format the times were read with ("": numbers or ISO 8601)
   std::vector<std::string> feature_names, target_names;  // (F), (K)
+  // (N, T) or empty: what the raw input held at each (instrument, time), kept by prepared() because its fill
+  // hides it (a missing row and a row of NaN features both read as the fill afterwards): kRowFeatures when some
+  // feature was finite, kRowTargets when some target was. Empty: a raw panel, read from x and y (input_row).
+  std::vector<uint8_t> input_rows;
 
   void validate() const;  // shapes agree, sizes positive, label counts match when present
 };
+
+// The bits of Panel::input_rows.
+constexpr uint8_t kRowFeatures = 1, kRowTargets = 2;
+// What the raw input held at (instrument i, time t): Panel::input_rows when set, else from x and y (NaN =
+// missing). 0: the row was missing (docs/data.md: all features and targets NaN), so `observed` is 0.
+uint8_t input_row(const Panel& p, int i, int t);
 
 // Per-feature statistics of the training split, stored with the model so inference normalises the
 // same way: x ← (x − mean) / stdev (data.feature_norm = "global"; the per-date modes fit nothing).

@@ -5,6 +5,7 @@ from ._panel import Panel
 from ._model import Ensemble, Model, load
 from ._run import Run, fit
 from ._metrics import metrics
+from ._stream import Stream
 
-__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics"]
+__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics", "Stream"]
 __version__ = "0.9.0"

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _core
 from ._panel import Panel, _as_float32
+from ._stream import Stream, _names
 
 try:
     import tomllib
@@ -50,10 +51,16 @@ def _threads(threads, what):
     return int(threads)
 
 
-def _predict(model, data, t0, t1, device, precision, tf32, what, threads=None):
+_MODES = ("window", "carry")
+
+
+def _predict(model, data, t0, t1, device, precision, tf32, what, mode="window", threads=None):
     """Model.predict / Ensemble.predict: `model` has feature_names, target_names, K and _core.predict."""
     precision = _precision(precision, tf32, what)
     threads = _threads(threads, what)
+    if mode not in _MODES:
+        raise ValueError(f"{what}: mode must be 'window' (each date from the window of its last train.seq_len rows, "
+                         f"the default) or 'carry' (the state carried from each instrument's first row), got {mode!r}")
     if _is_frame(data):
         if not model.feature_names:
             raise ValueError("predict: the model records no feature names; build the panel with Panel.from_frame(df, features=[...])")
@@ -67,7 +74,7 @@ def _predict(model, data, t0, t1, device, precision, tf32, what, threads=None):
         series = x.ndim == 2
         y = np.full(x.shape[:-1] + (model.K,), np.nan, dtype=np.float32)
         panel = Panel.from_numpy(x, y)
-    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision, threads)
+    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision, mode, threads)
     if panel._frame is not None:
         return panel.to_frame(pred, model.target_names or [f"y{k}" for k in range(model.K)])
     return pred[0] if series else pred
@@ -88,8 +95,12 @@ class Model:
         self._core.save(os.fspath(path))
 
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
-                tf32: bool = False, threads: int | None = None) -> np.ndarray:
-        """Predictions for time steps [t0, t1) (NaN elsewhere), windows of the training length.
+                tf32: bool = False, mode: str = "window", threads: int | None = None) -> np.ndarray:
+        """Predictions for time steps [t0, t1) (NaN elsewhere), each date as `mode` says (docs/data.md, "What a
+        date's prediction is"): "window" (the default) scores each date from the window of its last
+        train.seq_len rows, as validation does, so a date's score does not depend on where `data` starts (a date
+        with fewer rows before it gets the shorter window); "carry" carries the state from each instrument's
+        first row over its rows that have a feature (a missing row gets no prediction), as Model.stream does.
 
         data: a Panel -> (N, T, K), or a DataFrame aligned to its rows when it came from Panel.from_frame;
         a DataFrame (long, as Panel.from_frame takes; the model's feature columns) -> a DataFrame aligned to
@@ -103,7 +114,21 @@ class Model:
         threads: the CPU's worker threads when it predicts there (None or 0: every CPU this process may use,
         at most 64); the predictions do not depend on it.
         """
-        return _predict(self, data, t0, t1, device, precision, tf32, "Model.predict", threads)
+        return _predict(self, data, t0, t1, device, precision, tf32, "Model.predict", mode, threads)
+
+    def context(self, panel: Panel, mode: str = "window") -> np.ndarray:
+        """(N, T) int32: the rows behind each date's prediction in `mode` (window: min(seq_len, t + 1), fewer than
+        seq_len flagging a date with a shorter history than the model was trained on; carry: the instrument's rows
+        with a feature up to t); the `context` column of `ml-alpha predict`'s CSV."""
+        if mode not in _MODES:
+            raise ValueError(f"Model.context: mode must be 'window' or 'carry', got {mode!r}")
+        return self._core.context(panel._core, mode)
+
+    def stream(self, instruments, mode: str = "carry", device: str = "auto", threads: int = 0,
+               precision: str = "fp32") -> "Stream":
+        """A streaming predictor for these instruments (names): .step(x) takes one bar's raw features and returns
+        the predictions (mlalpha.Stream; docs/python.md, "Streaming")."""
+        return Stream._of(_core.Stream(self._core, _names(instruments), mode, device, int(threads), precision), self)
 
     @property
     def config(self) -> dict:
@@ -111,6 +136,8 @@ class Model:
         return tomllib.loads(self._core.config_toml())
 
     step = property(lambda self: self._core.step, doc="training steps behind these weights")
+    seq_len = property(lambda self: self._core.seq_len,
+                       doc="train.seq_len: the rows behind each date's prediction in mode 'window'")
     parameters = property(lambda self: self._core.parameters, doc="trainable parameters")
     fold = property(lambda self: self._core.fold, doc="the walk-forward fold it was trained in")
     F = property(lambda self: self._core.F, doc="input features")
@@ -150,10 +177,16 @@ class Ensemble:
         return cls(_core.Ensemble.load(os.fspath(run_dir), members, -1 if fold is None else int(fold)))
 
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
-                tf32: bool = False, threads: int | None = None):
+                tf32: bool = False, mode: str = "window", threads: int | None = None):
         """The mean of the members' Model.predict, with Model.predict's arguments (precision and its older
-        spelling tf32, threads included) and returns."""
-        return _predict(self, data, t0, t1, device, precision, tf32, "Ensemble.predict", threads)
+        spelling tf32 included, mode, threads) and returns."""
+        return _predict(self, data, t0, t1, device, precision, tf32, "Ensemble.predict", mode, threads)
+
+    def stream(self, instruments, mode: str = "carry", device: str = "auto", threads: int = 0,
+               precision: str = "fp32") -> "Stream":
+        """Model.stream for the mean of the members (summed in member order, as Ensemble.predict)."""
+        return Stream._of(_core.Stream.of_ensemble(self._core, _names(instruments), mode, device, int(threads), precision),
+                          self)
 
     @property
     def models(self) -> list[Model]:

@@ -4,6 +4,7 @@
 // works and taken back inside the run callback to call Python.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -13,6 +14,7 @@
 #include <csignal>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include <mlalpha/model.h>
 #include <mlalpha/panel.h>
 #include <mlalpha/run.h>
+#include <mlalpha/stream.h>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -348,17 +351,53 @@ std::string model_toml(const mlalpha::Model& m) {
 }
 
 // Model::predict or Ensemble::predict (t1 < 0: the panel's end) as a (N, T, K) array, without the GIL.
-// precision: "fp32" | "tf32" | "bf16" (mlalpha/precision.h); threads: the CPU's (0: every CPU).
+// precision: "fp32" | "tf32" | "bf16" (mlalpha/precision.h); mode: "window" | "carry" (mlalpha/model.h);
+// threads: the CPU's (0: every CPU).
 template <typename Predictor>
 OutArray predict_of(const Predictor& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device,
-                    const std::string& precision, int threads) {
+                    const std::string& precision, const std::string& mode, int threads) {
   const mlalpha::Precision prec = mlalpha::parse_precision(precision, "precision");
+  const mlalpha::PredictMode pm = mlalpha::parse_predict_mode(mode, "mode");
   std::vector<float> pred;
   {
     nb::gil_scoped_release release;
-    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, prec, mlalpha::CpuSettings{threads, false});
+    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, prec, pm, mlalpha::CpuSettings{threads, false});
   }
   return to_numpy(std::move(pred), {size_t(p.N), size_t(p.T), size_t(p.K)});
+}
+
+// (N, T) ints as a numpy array.
+nb::ndarray<nb::numpy, int32_t> int_array(std::vector<int>&& v, const std::vector<size_t>& shape) {
+  auto* heap = new std::vector<int32_t>(v.begin(), v.end());
+  nb::capsule owner(heap, [](void* q) noexcept { delete static_cast<std::vector<int32_t>*>(q); });
+  return nb::ndarray<nb::numpy, int32_t>(heap->data(), shape.size(), shape.data(), owner);
+}
+
+using MaskArray = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+mlalpha::StreamOptions stream_options(const std::string& mode, const std::string& device, int threads,
+                                      const std::string& precision) {
+  mlalpha::StreamOptions o;
+  o.mode = mlalpha::parse_predict_mode(mode, "mode");
+  o.device = device;
+  o.threads = threads;
+  o.precision = mlalpha::parse_precision(precision, "precision");
+  return o;
+}
+
+// StreamPredictor::step: x (I, F) float32, present (I) uint8 or None, time (NaN: none) → (I, K), without the GIL.
+OutArray stream_step(mlalpha::StreamPredictor& s, FloatArray x, std::optional<MaskArray> present, double time) {
+  if (x.ndim() != 2 || x.shape(0) != size_t(s.instruments()) || x.shape(1) != size_t(s.features()))
+    throw mlalpha::Error("step: x must have shape (instruments, features) = (" + std::to_string(s.instruments()) + ", " +
+                         std::to_string(s.features()) + "), got " + shape_text(x));
+  std::span<const uint8_t> mask;
+  if (present) mask = {present->data(), present->size()};
+  std::vector<float> out;
+  {
+    nb::gil_scoped_release release;
+    out = s.step({x.data(), x.size()}, mask, time);
+  }
+  return to_numpy(std::move(out), {size_t(s.instruments()), size_t(s.targets())});
 }
 
 mlalpha::Ensemble ensemble_load(const std::string& run_dir, const std::string& members, int fold) {
@@ -429,7 +468,15 @@ NB_MODULE(_core, m) {
   nb::class_<mlalpha::Model>(m, "Model")
       .def_static("load", &mlalpha::Model::load, "path"_a)
       .def("save", &mlalpha::Model::save, "path"_a)
-      .def("predict", &predict_of<mlalpha::Model>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a, "threads"_a = 0)
+      .def("predict", &predict_of<mlalpha::Model>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a,
+           "mode"_a = "window", "threads"_a = 0)
+      .def("context",
+           [](const mlalpha::Model& md, const mlalpha::Panel& p, const std::string& mode) {
+             return int_array(md.context(md.prepare(p), mlalpha::parse_predict_mode(mode, "mode")),
+                              {size_t(p.N), size_t(p.T)});
+           },
+           "panel"_a, "mode"_a)
+      .def_prop_ro("seq_len", [](const mlalpha::Model& md) { return md.train_config().L; })
       .def("check_panel", &mlalpha::Model::check_panel, "panel"_a, "what"_a)
       .def("config_toml", &model_toml)
       .def_prop_ro("step", &mlalpha::Model::step)
@@ -443,7 +490,8 @@ NB_MODULE(_core, m) {
 
   nb::class_<mlalpha::Ensemble>(m, "Ensemble")
       .def_static("load", &ensemble_load, "run_dir"_a, "members"_a, "fold"_a)
-      .def("predict", &predict_of<mlalpha::Ensemble>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a, "threads"_a = 0)
+      .def("predict", &predict_of<mlalpha::Ensemble>, "panel"_a, "t0"_a, "t1"_a, "device"_a, "precision"_a,
+           "mode"_a = "window", "threads"_a = 0)
       .def("member", &mlalpha::Ensemble::member, "i"_a, nb::rv_policy::reference_internal)
       .def_prop_ro("size", &mlalpha::Ensemble::size)
       .def_prop_ro("names", [](const mlalpha::Ensemble& e) { return per_member(e, [](auto& x, size_t i) { return x.name(i); }); })
@@ -452,6 +500,53 @@ NB_MODULE(_core, m) {
       .def_prop_ro("ranks", [](const mlalpha::Ensemble& e) { return per_member(e, [](auto& x, size_t i) { return x.rank(i); }); })
       .def_prop_ro("dir", &mlalpha::Ensemble::dir)
       .def_prop_ro("fold", &mlalpha::Ensemble::fold);
+
+  nb::class_<mlalpha::StreamPredictor>(m, "Stream")
+      .def("__init__",
+           [](mlalpha::StreamPredictor* self, const mlalpha::Model& model, std::vector<std::string> instruments,
+              const std::string& mode, const std::string& device, int threads, const std::string& precision) {
+             const mlalpha::StreamOptions o = stream_options(mode, device, threads, precision);
+             nb::gil_scoped_release release;
+             new (self) mlalpha::StreamPredictor(model, std::move(instruments), o);
+           },
+           "model"_a, "instruments"_a, "mode"_a, "device"_a, "threads"_a, "precision"_a)
+      .def_static(
+          "of_ensemble",
+          [](const mlalpha::Ensemble& e, std::vector<std::string> instruments, const std::string& mode,
+             const std::string& device, int threads, const std::string& precision) {
+            const mlalpha::StreamOptions o = stream_options(mode, device, threads, precision);
+            nb::gil_scoped_release release;
+            return mlalpha::StreamPredictor(e, std::move(instruments), o);
+          },
+          "ensemble"_a, "instruments"_a, "mode"_a, "device"_a, "threads"_a, "precision"_a)
+      .def("step", &stream_step, "x"_a, "present"_a.none(), "time"_a)
+      .def("context", [](const mlalpha::StreamPredictor& s) {
+        return int_array(s.context(), {size_t(s.instruments())});
+      })
+      .def("reset", [](mlalpha::StreamPredictor& s) { s.reset(); })
+      .def("reset_names", [](mlalpha::StreamPredictor& s, const std::vector<std::string>& names) { s.reset(names); },
+           "names"_a)
+      .def("set_instruments", &mlalpha::StreamPredictor::set_instruments, "names"_a)
+      .def("warm_up",
+           [](mlalpha::StreamPredictor& s, const mlalpha::Panel& p) {
+             nb::gil_scoped_release release;
+             s.warm_up(p);
+           },
+           "panel"_a)
+      .def("save", &mlalpha::StreamPredictor::save, "path"_a)
+      .def("load", &mlalpha::StreamPredictor::load, "path"_a)
+      .def("index_of", &mlalpha::StreamPredictor::index_of, "name"_a)
+      .def_prop_ro("instruments", &mlalpha::StreamPredictor::instrument_names)
+      .def_prop_ro("F", &mlalpha::StreamPredictor::features)
+      .def_prop_ro("K", &mlalpha::StreamPredictor::targets)
+      .def_prop_ro("feature_names", &mlalpha::StreamPredictor::feature_names)
+      .def_prop_ro("target_names", &mlalpha::StreamPredictor::target_names)
+      .def_prop_ro("mode", [](const mlalpha::StreamPredictor& s) { return mlalpha::to_string(s.mode()); })
+      .def_prop_ro("context_length", &mlalpha::StreamPredictor::context_length)
+      .def_prop_ro("on_gpu", &mlalpha::StreamPredictor::on_gpu)
+      .def_prop_ro("bars", &mlalpha::StreamPredictor::bars)
+      .def_prop_ro("last_time", &mlalpha::StreamPredictor::last_time)
+      .def_prop_ro("checkpoint_hash", &mlalpha::StreamPredictor::checkpoint_hash);
 
   m.def("fit", &fit, "config"_a, "panel"_a, "callback"_a.none(), "overwrite"_a, "resume"_a, "catch_sigint"_a);
   m.def("metrics", &metrics, "pred"_a, "y"_a, "t0"_a, "t1"_a, "min_pairs"_a, "quantiles"_a, "periods_per_year"_a,

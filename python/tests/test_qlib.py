@@ -63,24 +63,23 @@ def test_pickle_round_trip_keeps_the_predictions(fitted):
     np.testing.assert_array_equal(again.predict(dataset, "test").to_numpy(), fitted["score"].to_numpy())
 
 
-def test_burn_in_reads_the_dates_before_the_segment(fitted):
-    # With train.burn_in, the segment's first dates warm up on the dates before it, as in training: the
-    # scores equal those of predicting the whole history from the segment's first date, row for row.
+def test_a_date_scores_the_same_in_any_segment_one_day_included(fitted):
+    # Each date is scored from the window of its last seq_len rows (docs/data.md), read from the dataset before
+    # the segment: the test segment, a one-day segment (Qlib's online and rolling updates) and the whole
+    # history give every date the same score, row for row.
     from qlib.data.dataset.handler import DataHandlerLP
-    from mlalpha.contrib.qlib import MambaAlpha
 
-    dataset = fitted["dataset"]
-    model = MambaAlpha(d_model=8, layers=1, steps=20, warmup=2, seq_len=32, batch=4, burn_in=8, eval_every=0, device="cpu")
-    model.fit(dataset)
-    score = model.predict(dataset, "test")
+    model, dataset, score = fitted["model"], fitted["dataset"], fitted["score"]
     full = dataset.prepare(slice(None, None), col_set="feature", data_key=DataHandlerLP.DK_I).copy()
     full.columns = [str(c) for c in full.columns]
-    dates = full.index.get_level_values("datetime").unique().sort_values()
-    first = int(dates.searchsorted(score.index.get_level_values("datetime").min()))
-    whole = model.model.predict(full, t0=first).iloc[:, 0]  # windows start burn_in dates before the segment
+    whole = model.model.predict(full).iloc[:, 0]
     whole = pd.Series(whole.to_numpy(), index=full.index).reindex(score.index)
-    assert np.isfinite(score.to_numpy()).all()
     np.testing.assert_array_equal(score.to_numpy(), whole.to_numpy())
+    dates = score.index.get_level_values("datetime").unique().sort_values()
+    for d in (dates[0], dates[17], dates[-1]):
+        one = model.predict(dataset, slice(d, d))
+        assert len(one) == 8 and np.isfinite(one.to_numpy()).all()
+        np.testing.assert_array_equal(one.to_numpy(), score.xs(d, level="datetime", drop_level=False).to_numpy())
 
 
 def test_settings_map_to_the_engine_keys():

@@ -28,6 +28,12 @@ struct BenchArgs {
   std::string device = "gpu";     // gpu | cpu (run_cpu_bench)
   std::string threads;            // cpu: the thread counts timed, "1,16" ("" = 1 and every CPU available)
   bool reference = false;         // cpu: also the reference model's step (one thread)
+  // --predict: predict's throughput over a panel of N,T,F with windows of predict_seq_len rows, the last
+  // predict_dates dates (0: all).
+  bool predict = false;
+  std::string predict_panel = "5000,2500,158";
+  int predict_seq_len = 64;
+  int predict_dates = 0;
 };
 
 int run_bench(const BenchArgs& a, double process_start_seconds);
@@ -39,6 +45,8 @@ int run_cpu_bench(const BenchArgs& a);
 // a population of E in one captured step, E trainers each replaying its own graph on its own stream, and
 // E sequential runs (src/cli/bench_population.cpp).
 int run_population_bench(const BenchArgs& a);
+// `ml-alpha bench --predict` (src/cli/bench_predict.cpp).
+int run_predict_bench(const BenchArgs& a);
 
 // One DESIGN section 5 configuration.
 struct BenchShape {

@@ -97,8 +97,10 @@ int cmd_eval(const EvalArgs& a) {
   so.quantiles = p.cfg.run.quantiles;
   so.periods_per_year = p.cfg.run.periods_per_year;
   so.train = p.ref().training_range(p.panel);
-  const MetricsResult r = p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, p.cfg.cpu())
-                                  : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, p.cfg.cpu());
+  const PredictMode mode = parse_predict_mode(a.mode, "--mode");
+  const MetricsResult r =
+      p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, mode, p.cfg.cpu())
+              : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, mode, p.cfg.cpu());
   std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
               range_text(p.panel, p.range).c_str());
   std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
@@ -134,15 +136,17 @@ int cmd_eval(const EvalArgs& a) {
 
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
+  const PredictMode mode = parse_predict_mode(a.mode, "--mode");
   const Prepared p = prepare(a, true);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
     std::cerr << w << std::endl;
   // The targets written beside the predictions are the processed ones the predictions estimate.
   const Panel norm = p.ref().prepare(p.panel);
-  const std::vector<float> pred = p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.train.precision, p.cfg.cpu())
-                                          : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, p.cfg.cpu());
+  const std::vector<float> pred =
+      p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.train.precision, mode, p.cfg.cpu())
+              : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, mode, p.cfg.cpu());
   if (p.ensemble) std::printf("predicting with %s\n", p.what(a.checkpoint).c_str());
-  const PredictionFiles f = write_predictions(a.out, norm, pred, p.range);
+  const PredictionFiles f = write_predictions(a.out, norm, pred, p.range, {}, p.ref().context(norm, mode));
   std::printf("wrote %s (%d, %d, %d; NaN outside the %s split) and %s (%zu rows)\n", f.npy.c_str(), p.panel.N,
               p.panel.T, p.panel.K, a.split.c_str(), f.csv.c_str(), f.rows);
   return 0;

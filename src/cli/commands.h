@@ -42,6 +42,7 @@ struct EvalArgs : CommonArgs {
   int fold = -1;               // walk-forward fold (0-based); -1: the checkpoint's own
   std::string members;         // checkpoint is a population run folder: EnsembleSelection::parse's text ("" = all)
   std::string long_short_svg;  // eval: where to write the cumulative long-short plot ("" = none)
+  std::string mode = "window";  // what a date's prediction is: window | carry (mlalpha/model.h, PredictMode)
 };
 int cmd_eval(const EvalArgs& a);
 
@@ -49,6 +50,22 @@ struct PredictArgs : EvalArgs {
   std::string out;  // prefix: <out>.npy and <out>.csv
 };
 int cmd_predict(const PredictArgs& a);
+
+// `ml-alpha stream` (cmd_stream.cpp).
+struct StreamArgs : CommonArgs {
+  std::string checkpoint;        // a checkpoint, or a population run folder (its members' mean)
+  std::string members;           // with a run folder: EnsembleSelection::parse's text ("" = all)
+  int fold = -1;                 // with a walk-forward population's run folder
+  std::string input = "-";       // the rows: a file, or "-" for standard input
+  std::string output = "-";      // the predictions: a file, or "-" for standard output
+  std::string mode = "carry";    // carry | window
+  std::string instruments;       // "a,b,c"
+  std::string instruments_file;  // one name a line
+  std::string history;           // a CSV of earlier rows to warm up on (a new stream only)
+  std::string state;             // resumed from when it exists; written after every time step
+  bool new_instruments = false;  // an instrument seen for the first time joins the stream
+};
+int cmd_stream(const StreamArgs& a);
 
 struct SynthArgs : CommonArgs {
   std::string out_dir = "data/synthetic";

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <sstream>
 #include <string>
 
 #include "cli/bench.h"
+#include "cli/bench_stream.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "mlalpha/device.h"
@@ -53,6 +55,10 @@ int main(int argc, char** argv) {
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
   eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
   eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
+  eval->add_option("--mode", eargs.mode,
+                   "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
+                   "carry (the state carried from each instrument's first row, as the stream)")
+      ->capture_default_str();
   eflags.add_all(*eval, false);
 
   PredictArgs pargs;
@@ -69,7 +75,46 @@ int main(int argc, char** argv) {
   predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
   predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
+  predict->add_option("--mode", pargs.mode,
+                      "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
+                      "carry (the state carried from each instrument's first row, as the stream)")
+      ->capture_default_str();
   pflags.add_all(*predict, false);
+
+  StreamArgs stargs;
+  Flags stflags;
+  CLI::App* stream = app.add_subcommand(
+      "stream", "predict live: CSV rows (time, instrument, features) in, one prediction row per row out as soon as its "
+                "time step is complete");
+  add_common(*stream, stargs);
+  stream->add_option("--checkpoint", stargs.checkpoint,
+                     "weights (.safetensors) written by train, or a population run folder (its members' mean)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  stream->add_option("--members", stargs.members, "with a population run folder: all (the default), top:K or names");
+  stream->add_option("--fold", stargs.fold, "with a walk-forward population's run folder: its fold, 0-based");
+  stream->add_option("--input,-i", stargs.input,
+                     "the rows, long-format CSV with the checkpoint's time, instrument and feature columns "
+                     "(docs/data.md); - for standard input")
+      ->capture_default_str();
+  stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")->capture_default_str();
+  stream->add_option("--mode", stargs.mode,
+                     "carry (the state carried bar to bar: O(1) a bar) | window (each bar from the window of the last "
+                     "train.seq_len rows, as predict's default)")
+      ->capture_default_str();
+  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c");
+  stream->add_option("--instruments-file", stargs.instruments_file, "the stream's instruments, one a line")
+      ->check(CLI::ExistingFile);
+  stream->add_option("--history", stargs.history,
+                     "warm up on these earlier rows (CSV as the input) before reading the input; its instruments "
+                     "join the stream")
+      ->check(CLI::ExistingFile);
+  stream->add_option("--state", stargs.state,
+                     "continue the stream saved in this file when it exists; the state is written to it (atomically) "
+                     "after every time step, so a restarted stream continues bit-exactly");
+  stream->add_flag("--new-instruments", stargs.new_instruments,
+                   "an instrument not in the stream joins it when its first row arrives (else it is an error)");
+  stflags.add_all(*stream, false);
 
   SynthArgs sargs;
   Flags sflags;
@@ -119,6 +164,31 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", bargs.threads, "with --device cpu: the thread counts to time, e.g. 1,2,4,8,16 (default: 1 "
                                                 "and every CPU available)");
   bench->add_flag("--reference", bargs.reference, "with --device cpu: also the reference model's step (one thread)");
+  StreamBenchOptions sopt;
+  bool bench_stream = false, no_torch = false;
+  std::string stream_instruments = "1,100,5000";
+  bench->add_flag("--stream", bench_stream,
+                  "time one bar of the streaming predictor (GPU and CPU) against the state floor and PyTorch stepping as "
+                  "Mamba2.step; the configurations default to S,M");
+  bench->add_option("--instruments", stream_instruments, "with --stream: the instrument counts")->capture_default_str();
+  bench->add_option("--gpu-bars", sopt.gpu_bars, "with --stream: bars per timed GPU repetition")->capture_default_str();
+  bench->add_option("--cpu-seconds", sopt.cpu_seconds, "with --stream: timed CPU bars per case (seconds)")
+      ->capture_default_str();
+  bench->add_option("--cpu-threads", sopt.cpu_threads, "with --stream: the all-threads CPU case (0: every CPU)")
+      ->capture_default_str();
+  bench->add_flag("!--no-cpu", sopt.cpu, "with --stream: no CPU cases");
+  bench->add_flag("!--no-gpu", sopt.gpu, "with --stream: no GPU cases");
+  bench->add_option("--torch-script", sopt.torch_script, "with --stream: PyTorch's side (python3 SCRIPT stream)")
+      ->capture_default_str();
+  bench->add_flag("--no-torch", no_torch, "with --stream: no PyTorch side");
+  bench->add_flag("--predict", bargs.predict,
+                  "time predict on the GPU over a panel (every date's window, the carried forward, the old tiled plan); "
+                  "the configurations default to S");
+  bench->add_option("--panel", bargs.predict_panel, "with --predict: N,T,F")->capture_default_str();
+  bench->add_option("--seq-len", bargs.predict_seq_len, "with --predict: train.seq_len, the rows of each date's window")
+      ->capture_default_str();
+  bench->add_option("--dates", bargs.predict_dates, "with --predict: predict the last DATES dates (0: all)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -141,6 +211,10 @@ int main(int argc, char** argv) {
       pargs.settings = pflags.settings();
       return cmd_predict(pargs);
     }
+    if (*stream) {
+      stargs.settings = stflags.settings();
+      return cmd_stream(stargs);
+    }
     if (*synth) {
       sargs.settings = sflags.settings();
       return cmd_synth(sargs);
@@ -157,7 +231,21 @@ int main(int argc, char** argv) {
       }
       require(bargs.threads.empty() && !bargs.reference, "bench: --threads and --reference go with --device cpu");
       bargs.precision = precision_flag(bench_precision, bench_tf32);
+      if (bench_stream) {  // the CPU side runs without a GPU
+        std::stringstream configs(bench_configs->count() ? bargs.configs : "S,M"), inst(stream_instruments);
+        sopt.configs.clear(), sopt.instruments.clear();
+        for (std::string v; std::getline(configs, v, ',');) sopt.configs.push_back(v);
+        for (std::string v; std::getline(inst, v, ',');) sopt.instruments.push_back(std::stoi(v));
+        const StreamBenchResult r = run_stream_bench(sopt);
+        print_stream_bench(r);
+        if (!no_torch && !sopt.torch_script.empty()) print_stream_ratios(r, run_torch_stream(sopt, sopt.torch_script));
+        return 0;
+      }
       if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
+      if (bargs.predict) {
+        if (bench_configs->count() == 0) bargs.configs = "S";
+        return run_predict_bench(bargs);
+      }
       if (!bargs.models.empty()) {
         if (bench_configs->count() == 0) bargs.configs = "S,M";
         return run_population_bench(bargs);

@@ -14,119 +14,11 @@
 
 #include "core/error.h"
 #include "core/suggest.h"
+#include "data/csv_records.h"
 #include "data/fileio.h"
 #include "data/time_axis.h"
 
 namespace mlalpha {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Splits the text into records, one call per record. A field is a view into the text, or into scratch_
-// when it was quoted and held "" (the one case where the cell's value differs from its bytes).
-class CsvRecords {
- public:
-  CsvRecords(std::string_view text, char delim, const std::string& name) : s_(text), delim_(delim), name_(name) {}
-
-  // Fills `fields` with the next record that is not a blank line; false at the end of the text.
-  bool next(std::vector<std::string_view>& fields) {
-    spans_.clear();
-    scratch_.clear();
-    while (i_ < s_.size() && (s_[i_] == '\n' || s_[i_] == '\r')) line_end();
-    if (i_ >= s_.size()) return false;
-    rec_line_ = line_;
-    rec_begin_ = i_;
-    for (;;) {
-      if (i_ < s_.size() && s_[i_] == '"') {
-        quoted_field();
-      } else {
-        const size_t begin = i_;
-        while (i_ < s_.size() && s_[i_] != delim_ && s_[i_] != '\n' && s_[i_] != '\r') ++i_;
-        spans_.push_back({false, begin, i_ - begin});
-      }
-      rec_end_ = i_;
-      if (i_ >= s_.size()) break;
-      if (s_[i_] == delim_) {
-        ++i_;
-        continue;
-      }
-      line_end();
-      break;
-    }
-    fields.clear();
-    for (const Span& sp : spans_)
-      fields.push_back(sp.in_scratch ? std::string_view(scratch_).substr(sp.begin, sp.len) : s_.substr(sp.begin, sp.len));
-    return true;
-  }
-  int64_t line() const { return rec_line_; }  // the line the last record started on (1-based)
-  std::string_view raw() const { return s_.substr(rec_begin_, rec_end_ - rec_begin_); }  // its bytes, no line end
-
- private:
-  struct Span {
-    bool in_scratch;
-    size_t begin, len;
-  };
-
-  // LF, CRLF or a lone CR each end one line.
-  void line_end() {
-    if (s_[i_] == '\r' && i_ + 1 < s_.size() && s_[i_ + 1] == '\n') ++i_;
-    ++i_;
-    ++line_;
-  }
-
-  void quoted_field() {
-    const int64_t start_line = line_;
-    size_t begin = ++i_, seg = begin, sbegin = 0;
-    bool escaped = false;
-    for (;;) {
-      if (i_ >= s_.size())
-        throw Error(name_ + ":" + std::to_string(start_line) + ": quoted field in column " +
-                    std::to_string(spans_.size() + 1) + " is never closed (missing '\"')");
-      const char c = s_[i_];
-      if (c == '"') {
-        if (i_ + 1 < s_.size() && s_[i_ + 1] == '"') {  // "" is one literal quote
-          if (!escaped) {
-            sbegin = scratch_.size();
-            escaped = true;
-          }
-          scratch_.append(s_.substr(seg, i_ + 1 - seg));
-          i_ += 2;
-          seg = i_;
-          continue;
-        }
-        break;
-      }
-      if (c == '\n' || (c == '\r' && !(i_ + 1 < s_.size() && s_[i_ + 1] == '\n'))) ++line_;
-      ++i_;
-    }
-    if (escaped) {
-      scratch_.append(s_.substr(seg, i_ - seg));
-      spans_.push_back({true, sbegin, scratch_.size() - sbegin});
-    } else {
-      spans_.push_back({false, begin, i_ - begin});
-    }
-    ++i_;  // the closing quote
-    if (i_ < s_.size() && s_[i_] != delim_ && s_[i_] != '\n' && s_[i_] != '\r')
-      throw Error(name_ + ":" + std::to_string(line_) + ": unexpected character '" + std::string(1, s_[i_]) +
-                  "' after the closing quote of column " + std::to_string(spans_.size()) +
-                  " (a quoted field must end at a delimiter or the end of the line)");
-  }
-
-  std::string_view s_;
-  char delim_;
-  const std::string& name_;
-  size_t i_ = 0;
-  int64_t line_ = 1, rec_line_ = 1;
-  size_t rec_begin_ = 0, rec_end_ = 0;
-  std::vector<Span> spans_;
-  std::string scratch_;
-};
-
-}  // namespace
 
 bool parse_csv_number(std::string_view s, double& v) {
   if (!s.empty() && s.front() == '+') {
@@ -145,14 +37,6 @@ bool parse_csv_number(std::string_view s, double& v) {
 }
 
 namespace {
-
-// pandas' default missing-value spellings (those that survive trimming), besides empty and nan in any case.
-bool is_missing(std::string_view s) {
-  static constexpr std::string_view kMissing[] = {"NA", "N/A", "n/a", "null", "NULL", "None", "<NA>", "#N/A", "-NaN",
-                                                  "-nan"};
-  if (s.empty()) return true;
-  return std::find(std::begin(kMissing), std::end(kMissing), s) != std::end(kMissing);
-}
 
 struct SvHash {
   using is_transparent = void;
@@ -347,6 +231,58 @@ char csv_delimiter_from_string(std::string_view s, const std::string& what) {
   return s[0];
 }
 
+int find_csv_column(const CsvHeader& h, const std::string& col, const char* key) {
+  const std::vector<std::string>& header = h.names;
+  const bool list = std::string_view(key).find("columns") != std::string_view::npos;
+  const std::string setting = list ? std::string(key) + ": '" + col + "'" : std::string(key) + " = '" + col + "'";
+  const auto it = std::find(header.begin(), header.end(), col);
+  if (it == header.end()) {
+    // A header that another common delimiter splits into the wanted column: the delimiter is wrong.
+    const char guess = likely_delimiter(h.line, h.delimiter);
+    if (guess != 0) {
+      const std::vector<std::string_view> alt = split_plain(h.line, guess);
+      if (std::find(alt.begin(), alt.end(), col) != alt.end())
+        throw Error(h.file + ":" + std::to_string(h.lineno) + ": " + setting + " is not in the header split at " +
+                    describe_csv_delimiter(h.delimiter) + " (" + std::to_string(header.size()) +
+                    (header.size() == 1 ? " column" : " columns") + "), but the header line looks " +
+                    describe_csv_delimiter(guess) + "-separated: set data.delimiter to " + describe_csv_delimiter(guess));
+    }
+    throw Error(setting + " is not a column of " + h.file + " (header: " + header_list(header) + ")" +
+                column_hint(col, header, key));
+  }
+  const auto again = std::find(it + 1, header.end(), col);
+  if (again != header.end())
+    throw Error(h.file + ":" + std::to_string(h.lineno) + ": column '" + col + "' appears twice in the header (columns " +
+                std::to_string(it - header.begin() + 1) + " and " + std::to_string(again - header.begin() + 1) +
+                "), so " + setting + " is ambiguous; rename one of them");
+  return int(it - header.begin());
+}
+
+std::string csv_field_count_error(const CsvHeader& h, int64_t line, std::string_view raw, size_t fields) {
+  std::string hint;
+  const char guess = likely_delimiter(raw, h.delimiter);
+  if (guess != 0 && split_plain(raw, guess).size() == h.names.size())
+    hint = " (the line looks " + describe_csv_delimiter(guess) + "-separated, the file's delimiter is " +
+           describe_csv_delimiter(h.delimiter) + ")";
+  return h.file + ":" + std::to_string(line) + ": " + std::to_string(fields) + " fields, the header has " +
+         std::to_string(h.names.size()) + hint;
+}
+
+float csv_value(std::string_view c, const std::string& where) {
+  double v;
+  if (!parse_csv_number(c, v)) {
+    if (!is_missing(c))
+      throw Error(where + ": '" + std::string(c.substr(0, 80)) + "' is not a number (expected a number, an empty cell, NaN or NA)");
+    return NAN;
+  }
+  if (std::isinf(v) || (std::isfinite(v) && std::abs(v) > FLT_MAX)) {
+    const bool literal_inf = std::isinf(v) && (c.find_first_of("iI") != std::string_view::npos);
+    throw Error(where + ": '" + std::string(c.substr(0, 80)) + "' is " +
+                (literal_inf ? "infinite" : "outside the float32 range") + " (values must be finite or missing)");
+  }
+  return float(v);
+}
+
 Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::string& name) {
   check_spec(spec);
   if (text.empty()) throw Error(name + ": file is empty");
@@ -359,33 +295,8 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
   for (const std::string_view c : cells) header.emplace_back(trim(c));
   const std::string_view header_line = records.raw();
   const int64_t header_lineno = records.line();
-  // `key` is the setting that names the column ("data.time_column", "data.feature_columns").
-  auto column = [&](const std::string& col, const char* key) {
-    const bool list = std::string_view(key).find("columns") != std::string_view::npos;
-    const std::string setting = list ? std::string(key) + ": '" + col + "'" : std::string(key) + " = '" + col + "'";
-    const auto it = std::find(header.begin(), header.end(), col);
-    if (it == header.end()) {
-      // A header that another common delimiter splits into the wanted column: the delimiter is wrong.
-      const char guess = likely_delimiter(header_line, spec.delimiter);
-      if (guess != 0) {
-        const std::vector<std::string_view> alt = split_plain(header_line, guess);
-        if (std::find(alt.begin(), alt.end(), col) != alt.end())
-          throw Error(name + ":" + std::to_string(header_lineno) + ": " + setting + " is not in the header split at " +
-                      describe_csv_delimiter(spec.delimiter) + " (" + std::to_string(header.size()) +
-                      (header.size() == 1 ? " column" : " columns") + "), but the header line looks " +
-                      describe_csv_delimiter(guess) + "-separated: set data.delimiter to " +
-                      describe_csv_delimiter(guess));
-      }
-      throw Error(setting + " is not a column of " + name + " (header: " + header_list(header) + ")" +
-                  column_hint(col, header, key));
-    }
-    const auto again = std::find(it + 1, header.end(), col);
-    if (again != header.end())
-      throw Error(name + ":" + std::to_string(header_lineno) + ": column '" + col + "' appears twice in the header (columns " +
-                  std::to_string(it - header.begin() + 1) + " and " + std::to_string(again - header.begin() + 1) +
-                  "), so " + setting + " is ambiguous; rename one of them");
-    return int(it - header.begin());
-  };
+  const CsvHeader head{header, std::string(header_line), header_lineno, spec.delimiter, name};
+  auto column = [&](const std::string& col, const char* key) { return find_csv_column(head, col, key); };
   require(!spec.feature_columns.empty(), "data.feature_columns is empty: list the feature columns of " + name +
                                              " (header: " + header_list(header) + ")");
   require(!spec.target_columns.empty(), "data.target_columns is empty: list the target columns of " + name +
@@ -404,15 +315,7 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
   while (records.next(cells)) {
     const int64_t line = records.line();
     auto where = [&](int col) { return name + ":" + std::to_string(line) + ": column '" + header[col] + "'"; };
-    if (cells.size() != header.size()) {
-      std::string hint;
-      const char guess = likely_delimiter(records.raw(), spec.delimiter);
-      if (guess != 0 && split_plain(records.raw(), guess).size() == header.size())
-        hint = " (the line looks " + describe_csv_delimiter(guess) + "-separated, the file's delimiter is " +
-               describe_csv_delimiter(spec.delimiter) + ")";
-      throw Error(name + ":" + std::to_string(line) + ": " + std::to_string(cells.size()) + " fields, the header has " +
-                  std::to_string(header.size()) + hint);
-    }
+    if (cells.size() != header.size()) throw Error(csv_field_count_error(head, line, records.raw(), cells.size()));
     const std::string_view t = trim(cells[time_col]);
     if (t.empty()) throw Error(where(time_col) + ": the time is empty");
     int inst = 0;
@@ -425,17 +328,9 @@ Panel parse_csv_panel(std::string_view text, const CsvSpec& spec, const std::str
     for (size_t j = 0; j < value_cols.size(); ++j) {
       const std::string_view c = trim(cells[value_cols[j]]);
       double v;
-      if (!parse_csv_number(c, v)) {
-        if (!is_missing(c))
-          throw Error(where(value_cols[j]) + ": '" + std::string(c.substr(0, 80)) +
-                      "' is not a number (expected a number, an empty cell, NaN or NA)");
-        v = NAN;
-      } else if (std::isinf(v) || (std::isfinite(v) && std::abs(v) > FLT_MAX)) {
-        const bool literal_inf = std::isinf(v) && (c.find_first_of("iI") != std::string_view::npos);
-        throw Error(where(value_cols[j]) + ": '" + std::string(c.substr(0, 80)) + "' is " +
-                    (literal_inf ? "infinite" : "outside the float32 range") + " (values must be finite or missing)");
-      }
-      values.push_back(float(v));
+      // The common case without building a message; csv_value reads the rest and names the cell.
+      values.push_back(parse_csv_number(c, v) && std::isfinite(v) && std::abs(v) <= FLT_MAX ? float(v)
+                                                                                             : csv_value(c, where(value_cols[j])));
     }
   }
   if (rows.empty()) throw Error(name + ": no data rows after the header");

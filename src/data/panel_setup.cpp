@@ -104,6 +104,11 @@ Panel slice_panel(const Panel& p, int t0, int t1) {
   if (!p.time_values.empty()) out.time_values.assign(p.time_values.begin() + t0, p.time_values.begin() + t1);
   out.times_are_dates = p.times_are_dates;
   out.time_format = p.time_format;
+  if (!p.input_rows.empty()) {
+    out.input_rows.resize(size_t(p.N) * out.T);
+    for (int i = 0; i < p.N; ++i)
+      std::copy_n(p.input_rows.begin() + size_t(i) * p.T + t0, out.T, out.input_rows.begin() + size_t(i) * out.T);
+  }
   return out;
 }
 
@@ -121,8 +126,26 @@ FeatureStats fit_feature_stats(const Panel& p, const DataConfig& d, int t0, int 
   return compute_feature_stats(p, t0, t1, d.nan_fill == "ffill");
 }
 
+uint8_t input_row(const Panel& p, int i, int t) {
+  const size_t at = size_t(i) * p.T + t;
+  if (!p.input_rows.empty()) return p.input_rows[at];
+  uint8_t r = 0;
+  const float* x = p.x.data() + at * p.F;
+  const float* y = p.y.data() + at * p.K;
+  for (int f = 0; f < p.F && !(r & kRowFeatures); ++f)
+    if (std::isfinite(x[f])) r |= kRowFeatures;
+  for (int k = 0; k < p.K && !(r & kRowTargets); ++k)
+    if (std::isfinite(y[k])) r |= kRowTargets;
+  return r;
+}
+
 Panel prepared(const Panel& p, const DataConfig& d, const FeatureStats& stats) {
   Panel out = p;
+  if (out.input_rows.empty()) {  // read before the fill replaces the missing values
+    out.input_rows.resize(size_t(p.N) * p.T);
+    for (int i = 0; i < p.N; ++i)
+      for (int t = 0; t < p.T; ++t) out.input_rows[size_t(i) * p.T + t] = input_row(p, i, t);
+  }
   prepare_panel(out, d, stats);
   return out;
 }

@@ -25,6 +25,8 @@ void Panel::validate() const {
           "panel has " + std::to_string(time_values.size()) + " time values for T = " + std::to_string(T));
   require(feature_names.empty() || feature_names.size() == size_t(F), "panel feature names do not match F");
   require(target_names.empty() || target_names.size() == size_t(K), "panel target names do not match K");
+  require(input_rows.empty() || input_rows.size() == size_t(N) * T,
+          "panel input rows hold " + std::to_string(input_rows.size()) + " flags, expected N*T");
 }
 
 Panel make_synthetic(const SynthParams& p) {

@@ -18,27 +18,17 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 }
 }  // namespace
 
-namespace {
-// A row that was missing in the input: every feature and every target NaN (docs/data.md).
-bool row_observed(const Panel& p, int i, int t) {
-  const float* x = p.x.data() + (size_t(i) * p.T + t) * p.F;
-  const float* y = p.y.data() + (size_t(i) * p.T + t) * p.K;
-  for (int f = 0; f < p.F; ++f)
-    if (!std::isnan(x[f])) return true;
-  for (int k = 0; k < p.K; ++k)
-    if (!std::isnan(y[k])) return true;
-  return false;
-}
-}  // namespace
-
 PredictionFiles write_predictions(const std::string& prefix, const Panel& p, const std::vector<float>& pred,
-                                  TimeRange range, const std::vector<int>& fold_of_time) {
+                                  TimeRange range, const std::vector<int>& fold_of_time, const std::vector<int>& context) {
   require(pred.size() == size_t(p.N) * p.T * p.K, "write_predictions: " + std::to_string(pred.size()) +
                                                       " predictions for a panel of N × T × K = " +
                                                       std::to_string(size_t(p.N) * p.T * p.K));
   require(fold_of_time.empty() || fold_of_time.size() == size_t(p.T),
           "write_predictions: fold_of_time has " + std::to_string(fold_of_time.size()) + " entries, expected T = " +
               std::to_string(p.T));
+  require(context.empty() || context.size() == size_t(p.N) * p.T,
+          "write_predictions: context has " + std::to_string(context.size()) + " entries, expected N × T = " +
+              std::to_string(size_t(p.N) * p.T));
   require(0 <= range.t0 && range.t0 <= range.t1 && range.t1 <= p.T, "write_predictions: the range " +
                                                                        range_text(p, range) + " is outside [0, T)");
   for (const std::string& target : {prefix + ".npy", prefix + ".csv"}) {  // what the renames below replace
@@ -50,6 +40,7 @@ PredictionFiles write_predictions(const std::string& prefix, const Panel& p, con
   const bool folds = !fold_of_time.empty();
   PredictionFiles out{prefix + ".npy", prefix + ".csv", 0};
   std::string csv = folds ? "time,instrument,fold,observed" : "time,instrument,observed";
+  if (!context.empty()) csv += ",context";
   // Built with append: GCC 12 reports a false -Wrestrict on "literal" + std::string&&.
   for (int k = 0; k < p.K; ++k) csv.append(",").append(csv_cell(std::string("pred_").append(label(p.target_names, k))));
   for (int k = 0; k < p.K; ++k) csv.append(",").append(csv_cell(std::string("target_").append(label(p.target_names, k))));
@@ -60,7 +51,8 @@ PredictionFiles write_predictions(const std::string& prefix, const Panel& p, con
       if (std::isnan(pred[base])) continue;
       csv += csv_cell(label(p.times, t)) + "," + csv_cell(label(p.instruments, i));
       if (folds) csv.append(",").append(std::to_string(fold_of_time[size_t(t)]));
-      csv += row_observed(p, i, t) ? ",1" : ",0";
+      csv += input_row(p, i, t) != 0 ? ",1" : ",0";
+      if (!context.empty()) csv.append(",").append(std::to_string(context[size_t(i) * p.T + t]));
       for (int k = 0; k < p.K; ++k) csv += ",", csv_append_float(csv, pred[base + k]);
       for (int k = 0; k < p.K; ++k) {
         csv += ",";

@@ -113,22 +113,24 @@ std::vector<float> transposed(const float* w, int rows, int cols) {
 
 // y (M, OUT) = x (M, IN)·W + b, or y += x·W (add; then b is null), with wT = Wᵀ (IN, OUT). Each output is the
 // reference Linear's sum (ref::linear_fwd, linear_fwd_add: b or 0, then the inputs in order, then the residual
-// added), accumulated along a contiguous row of wT so the compiler vectorises over the outputs. acc (OUT).
+// added), accumulated along a contiguous row of wT so the compiler vectorises over the outputs. The rows advance
+// together, input by input: each row of wT is read once for all M rows (a weight matrix streamed once a block,
+// not once an instrument), and every output still takes its terms in the same order. acc (M, OUT).
 void linear_rows(int M, int IN, int OUT, const float* x, const float* wT, const float* b, float* y, bool add,
                  float* acc) {
-  for (int m = 0; m < M; ++m) {
-    float* yr = y + size_t(m) * OUT;
-    float* a = add ? acc : yr;
-    for (int o = 0; o < OUT; ++o) a[o] = b ? b[o] : 0.0f;
-    const float* xr = x + size_t(m) * IN;
-    for (int i = 0; i < IN; ++i) {
-      const float xi = xr[i];
-      const float* wr = wT + size_t(i) * OUT;
-      for (int o = 0; o < OUT; ++o) a[o] += xi * wr[o];
+  float* a = add ? acc : y;
+  for (int m = 0; m < M; ++m)
+    for (int o = 0; o < OUT; ++o) a[size_t(m) * OUT + o] = b ? b[o] : 0.0f;
+  for (int i = 0; i < IN; ++i) {
+    const float* wr = wT + size_t(i) * OUT;
+    for (int m = 0; m < M; ++m) {
+      const float xi = x[size_t(m) * IN + i];
+      float* am = a + size_t(m) * OUT;
+      for (int o = 0; o < OUT; ++o) am[o] += xi * wr[o];
     }
-    if (add)
-      for (int o = 0; o < OUT; ++o) yr[o] += a[o];
   }
+  if (add)
+    for (size_t k = 0; k < size_t(M) * OUT; ++k) y[k] += acc[k];
 }
 
 }  // namespace
@@ -190,7 +192,7 @@ void CpuStepper::step_rows(int first, int count, const float* x, const uint8_t* 
     s.x.resize(R * d.F), s.h.resize(R * d.D), s.hn.resize(R * d.D), s.rstd.resize(R);
     s.zx.resize(R * d.proj), s.xbc.resize(R * d.cd), s.delta.resize(R * d.H), s.y.resize(R * d.di);
     s.gout.resize(R * d.di), s.grstd.resize(R * d.G), s.head.resize(R * d.K);
-    s.acc.resize(std::max({d.D, d.proj, d.K}));
+    s.acc.resize(R * std::max({d.D, d.proj, d.K}));
     s.present.resize(R);
   }
   for (int i0 = first; i0 < first + count; i0 += kBlockRows) {

@@ -247,7 +247,7 @@ struct Ensemble::Impl {
 
   // The mean prediction; `first_norm` receives member 0's prepared panel when not null.
   std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                             const CpuSettings& cpu, Panel* first_norm) const {
+                             PredictMode mode, const CpuSettings& cpu, Panel* first_norm) const {
     PredictionMean mean;
     Panel own, other;
     Panel& first = first_norm ? *first_norm : own;
@@ -257,7 +257,7 @@ struct Ensemble::Impl {
       // each member's own Model::prepare).
       if (i == 0) first = models[0].prepare(raw);
       else if (!same_stats(models[i], models[i - 1])) other = models[i].prepare(raw), norm = &other;
-      mean.add(models[i].predict_prepared(*norm, range, device, precision, cpu));
+      mean.add(models[i].predict_prepared(*norm, range, device, precision, mode, cpu));
     }
     return mean.mean();
   }
@@ -345,14 +345,14 @@ std::string Ensemble::leaderboard_cell(size_t i, const std::string& column) cons
 }
 
 std::vector<float> Ensemble::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                                     const CpuSettings& cpu) const {
-  return impl_->predict(raw, range, device, precision, cpu, nullptr);
+                                     PredictMode mode, const CpuSettings& cpu) const {
+  return impl_->predict(raw, range, device, precision, mode, cpu, nullptr);
 }
 
 MetricsResult Ensemble::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                                 const ScoreOptions& options, const CpuSettings& cpu) const {
+                                 const ScoreOptions& options, PredictMode mode, const CpuSettings& cpu) const {
   Panel norm;
-  const std::vector<float> pred = impl_->predict(raw, range, device, precision, cpu, &norm);
+  const std::vector<float> pred = impl_->predict(raw, range, device, precision, mode, cpu, &norm);
   return score(pred, norm, range, options);
 }
 

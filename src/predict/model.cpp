@@ -12,9 +12,19 @@
 #include "core/error.h"
 #include "data/fileio.h"
 #include "model/layout.h"
+#include "predict/model_parts.h"
 #include "predict/predict.h"
 
 namespace mlalpha {
+
+std::string to_string(PredictMode m) { return m == PredictMode::carry ? "carry" : "window"; }
+
+PredictMode parse_predict_mode(const std::string& s, const std::string& what) {
+  if (s == "window") return PredictMode::window;
+  if (s == "carry") return PredictMode::carry;
+  throw Error(what + " must be 'window' (each date from the window of its last train.seq_len rows, the default) or "
+                     "'carry' (the state carried from each instrument's first row, as the stream), got '" + s + "'");
+}
 
 struct Model::Impl {
   CheckpointMeta meta;
@@ -79,6 +89,8 @@ void Model::save(const std::string& path) const {
   save_checkpoint(path, layout, st, impl_->meta);
 }
 
+const std::vector<float>& model_params(const Model& model) { return model.impl().state.params; }
+
 const ModelConfig& Model::model_config() const { return impl_->meta.model; }
 const TrainConfig& Model::train_config() const { return impl_->meta.train; }
 const FeatureStats& Model::feature_stats() const { return impl_->meta.stats; }
@@ -123,7 +135,7 @@ Panel Model::prepare(const Panel& raw) const {
 }
 
 std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, const std::string& device,
-                                           Precision precision, const CpuSettings& cpu) const {
+                                           Precision precision, PredictMode mode, const CpuSettings& cpu) const {
   norm.validate();
   check_panel(norm, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= norm.T,
@@ -131,24 +143,35 @@ std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, c
               ") is empty or outside the data's [0, " + std::to_string(norm.T) + ")");
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
-  const WindowPlan plan = tiled_windows(norm.N, norm.T, tc.L, tc.burn_in, range.t0, range.t1);
-  return predict_with(device, precision, layout, impl_->state.params, norm, plan, tc.windows_per_step(norm.N), cpu);
+  if (mode == PredictMode::carry)
+    return predict_carry(device, precision, layout, impl_->state.params, norm, range.t0, range.t1, tc, cpu);
+  const WindowPlan plan = date_windows(norm.N, norm.T, tc.L, range.t0, range.t1);
+  return predict_with(device, precision, layout, impl_->state.params, norm, plan, prediction_tile(tc, norm.N, plan.L),
+                      cpu);
+}
+
+std::vector<int> Model::context(const Panel& p, PredictMode mode) const {
+  if (mode == PredictMode::window) return window_contexts(p.N, p.T, impl_->meta.train.L);
+  std::vector<int> out(size_t(p.N) * p.T);
+  for (int i = 0; i < p.N; ++i)
+    for (int t = 0, seen = 0; t < p.T; ++t) out[size_t(i) * p.T + t] = seen += (input_row(p, i, t) & kRowFeatures) ? 1 : 0;
+  return out;
 }
 
 std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                                  const CpuSettings& cpu) const {
+                                  PredictMode mode, const CpuSettings& cpu) const {
   raw.validate();
   check_panel(raw, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= raw.T,
           "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
               ") is empty or outside the data's [0, " + std::to_string(raw.T) + ")");
-  return predict_prepared(prepare(raw), range, device, precision, cpu);
+  return predict_prepared(prepare(raw), range, device, precision, mode, cpu);
 }
 
 MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                              const ScoreOptions& options, const CpuSettings& cpu) const {
+                              const ScoreOptions& options, PredictMode mode, const CpuSettings& cpu) const {
   const Panel norm = prepare(raw);
-  return score(predict_prepared(norm, range, device, precision, cpu), norm, range, options);
+  return score(predict_prepared(norm, range, device, precision, mode, cpu), norm, range, options);
 }
 
 TimeRange Model::training_range(const Panel& raw) const {

@@ -37,15 +37,15 @@ std::vector<float> run_windows(const ModelLayout& lay, const std::vector<float>&
   const int L = plan.L;
   const auto& windows = plan.windows;
   std::vector<float> pred(size_t(p.N) * p.T * p.K, std::numeric_limits<float>::quiet_NaN());
-  std::vector<float> xb(size_t(B) * L * p.F);
+  std::vector<float> xb(std::min(windows.size(), size_t(B)) * L * p.F);
   for (size_t w0 = 0; w0 < windows.size(); w0 += size_t(B)) {
-    const size_t nb = std::min(windows.size() - w0, size_t(B));
-    for (size_t b = 0; b < size_t(B); ++b) {  // a short last tile repeats its last window
-      const PlanWindow& w = windows[w0 + std::min(b, nb - 1)];
+    const size_t nb = std::min(windows.size() - w0, size_t(B));  // a short last tile runs its windows only
+    for (size_t b = 0; b < nb; ++b) {
+      const PlanWindow& w = windows[w0 + b];
       const float* src = p.x.data() + (size_t(w.instrument) * p.T + w.start) * p.F;
       std::copy_n(src, size_t(L) * p.F, xb.begin() + b * L * p.F);
     }
-    const float* out = forward(xb.data(), B, L);
+    const float* out = forward(xb.data(), int(nb), L);
     for (size_t b = 0; b < nb; ++b) {
       const PlanWindow& w = windows[w0 + b];
       for (int t = w.keep_from; t < w.keep_to; ++t)
@@ -135,6 +135,52 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const std::
   PlanBuffers buf;
   return predict_gpu(ctx, lay, model, xb.data(), dparams.data(), params16.size() ? params16.data() : nullptr,
                      {x.data(), p.N, p.T, p.F}, plan, buf);
+}
+
+int prediction_tile(const TrainConfig& tc, int N, int L) {
+  require(L >= 1, "prediction_tile: L must be >= 1");
+  return std::max(tc.windows_per_step(N), (kPredictTileRows + L - 1) / L);
+}
+
+std::vector<float> predict_carry(const std::string& device, Precision precision, const ModelLayout& layout,
+                                 const std::vector<float>& params, const Panel& p, int t0, int t1,
+                                 const TrainConfig& tc, const CpuSettings& cpu) {
+  check_panel(layout, p.F, p.K);
+  require(0 <= t0 && t0 <= t1 && t1 <= p.T, "predict: time range [" + std::to_string(t0) + ", " + std::to_string(t1) +
+                                                ") is not inside [0, " + std::to_string(p.T) + ")");
+  // rows[i]: instrument i's present time steps up to t1 (later rows cannot reach a kept output).
+  std::vector<std::vector<int>> rows(size_t(p.N));
+  int longest = 0;
+  for (int i = 0; i < p.N; ++i) {
+    for (int t = 0; t < t1; ++t)
+      if (input_row(p, i, t) & kRowFeatures) rows[size_t(i)].push_back(t);
+    longest = std::max(longest, int(rows[size_t(i)].size()));
+  }
+  std::vector<float> pred(size_t(p.N) * p.T * p.K, std::numeric_limits<float>::quiet_NaN());
+  if (longest == 0) return pred;
+  // The compacted panel: instrument i's present rows at [0, n_i), zeros after; window i keeps the rows whose
+  // time lies in [t0, t1).
+  Panel c;
+  c.N = p.N, c.T = longest, c.F = p.F, c.K = p.K;
+  c.x.assign(size_t(c.N) * c.T * c.F, 0.0f);
+  c.y.assign(size_t(c.N) * c.T * c.K, std::numeric_limits<float>::quiet_NaN());
+  WindowPlan plan;
+  plan.N = c.N, plan.T = c.T, plan.L = c.T, plan.t0 = 0, plan.t1 = c.T;
+  for (int i = 0; i < p.N; ++i) {
+    const std::vector<int>& r = rows[size_t(i)];
+    for (size_t j = 0; j < r.size(); ++j)
+      std::copy_n(p.x.data() + (size_t(i) * p.T + r[j]) * p.F, p.F, c.x.data() + (size_t(i) * c.T + j) * c.F);
+    const int from = int(std::lower_bound(r.begin(), r.end(), t0) - r.begin());
+    if (from < int(r.size())) plan.windows.push_back({i, 0, from, int(r.size())});
+  }
+  if (plan.windows.empty()) return pred;
+  const std::vector<float> got =
+      predict_with(device, precision, layout, params, c, plan, prediction_tile(tc, p.N, plan.L), cpu);
+  for (const PlanWindow& w : plan.windows)
+    for (int j = w.keep_from; j < w.keep_to; ++j)
+      std::copy_n(got.data() + (size_t(w.instrument) * c.T + j) * p.K, p.K,
+                  pred.data() + (size_t(w.instrument) * p.T + rows[size_t(w.instrument)][size_t(j)]) * p.K);
+  return pred;
 }
 
 std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,

@@ -1,10 +1,11 @@
 #pragma once
 // Predictions (N, T, K) of a model's weights by a window plan (window_plan.h), aligned with (instrument, time):
-// NaN where the plan keeps no row. The windows go through the model B at a time (the model's batch), a short
-// last tile repeating its last window. On the CPU through the fast CPU model's inference (src/cpu, one model
-// for the whole plan) or the reference model; on the GPU from a panel already in device memory: the windows
-// are gathered on the device, each tile is one forward, the kept rows are scattered into a device buffer, and
-// the host waits once, for the one download at the end.
+// NaN where the plan keeps no row. The windows go through the model B at a time (the model's batch); on the GPU
+// a short last tile repeats its last window (the model's shape is fixed), on the CPU it runs its windows only.
+// On the CPU through the fast CPU model's inference (src/cpu, one model for the whole plan) or the reference
+// model; on the GPU from a panel already in device memory: the windows are gathered on the device, each tile is
+// one forward, the kept rows are scattered into a device buffer, and the host waits once, for the one download
+// at the end.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,5 +61,22 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const st
 std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
                                 const std::vector<float>& params, const Panel& p, const WindowPlan& plan, int B,
                                 const CpuSettings& cpu = {});
+
+// Windows per tile of a prediction outside training by windows of L rows: the training batch, or more where
+// that leaves a tile under kPredictTileRows rows (a forward of a few thousand rows leaves a GPU idle). A function
+// of the settings, N and L only, never of the panel's length, so a window's bits do not depend on where the
+// input starts (the tile's shape picks the GEMM algorithms).
+constexpr int kPredictTileRows = 32768;
+int prediction_tile(const TrainConfig& tc, int N, int L);
+
+// Mode `carry` (docs/data.md, "What a date's prediction is"): (N, T, K), NaN outside [t0, t1) and at rows the
+// instrument did not have. Each instrument's state is carried from its first present row over its present rows
+// only (input_row(p, i, t) & kRowFeatures: a raw row with a finite feature; a panel that does not record its
+// input rows has every row present), as the stream steps it. Computed as one forward per instrument over its
+// present rows moved to the start of a window of the longest instrument's count (the model is causal, so the
+// rows after an instrument's last present one do not reach its outputs), in tiles of windows of that length.
+std::vector<float> predict_carry(const std::string& device, Precision precision, const ModelLayout& layout,
+                                 const std::vector<float>& params, const Panel& p, int t0, int t1,
+                                 const TrainConfig& tc, const CpuSettings& cpu = {});
 
 }  // namespace mlalpha

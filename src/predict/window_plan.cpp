@@ -31,6 +31,29 @@ WindowPlan tiled_windows(int N, int T, int L, int burn_in, int t0, int t1) {
   return plan;
 }
 
+WindowPlan date_windows(int N, int T, int C, int t0, int t1) {
+  require(N >= 1 && T >= 1 && C >= 1, "predict: the panel (N = " + std::to_string(N) + ", T = " + std::to_string(T) +
+                                          ") and the context C = " + std::to_string(C) + " must be >= 1");
+  require(t0 >= 0 && t0 <= t1 && t1 <= T, "predict: time range [" + std::to_string(t0) + ", " + std::to_string(t1) +
+                                              ") is not inside [0, " + std::to_string(T) + ")");
+  WindowPlan plan;
+  plan.N = N, plan.T = T, plan.L = std::min(C, T), plan.t0 = t0, plan.t1 = t1;
+  const int L = plan.L, head_end = std::min(t1, L);
+  plan.windows.reserve(size_t(N) * size_t(t1 - std::max(t0, head_end) + (t0 < head_end)));
+  for (int i = 0; i < N; ++i) {
+    if (t0 < head_end) plan.windows.push_back({i, 0, t0, head_end});  // the dates t < L: rows 0 .. t
+    for (int t = std::max(t0, head_end); t < t1; ++t) plan.windows.push_back({i, t - L + 1, t, t + 1});
+  }
+  return plan;
+}
+
+std::vector<int> window_contexts(int N, int T, int C) {
+  std::vector<int> out(size_t(N) * T);
+  for (int i = 0; i < N; ++i)
+    for (int t = 0; t < T; ++t) out[size_t(i) * T + t] = window_context(C, t);
+  return out;
+}
+
 void check_plan(const WindowPlan& p) {
   require(p.N >= 1 && p.L >= 1 && p.L <= p.T && 0 <= p.t0 && p.t0 <= p.t1 && p.t1 <= p.T,
           "prediction plan: N = " + std::to_string(p.N) + ", L = " + std::to_string(p.L) + ", T = " + std::to_string(p.T) +

@@ -62,7 +62,7 @@ FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
 }
 
 WindowPlan evaluation_plan(const TrainConfig& tc, int N, int T, int t0, int t1) {
-  return tiled_windows(N, T, tc.L, tc.burn_in, t0, t1);
+  return date_windows(N, T, tc.L, t0, t1);
 }
 
 TimeRange scored_range(const Split& s) {

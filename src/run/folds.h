@@ -46,8 +46,9 @@ struct FoldData {
 };
 FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan);
 
-// The windows a model of `tc` predicts [t0, t1) of a panel of N × T with: the evaluation windows of
-// docs/config.md (predict/window_plan.h's tiled_windows).
+// The windows a model of `tc` predicts [t0, t1) of a panel of N × T with (validation, test, the pooled
+// walk-forward predictions): each date from the window of its last train.seq_len rows, the definition `predict`
+// and the stream share (predict/window_plan.h's date_windows; docs/data.md, "What a date's prediction is").
 WindowPlan evaluation_plan(const TrainConfig& tc, int N, int T, int t0, int t1);
 // The range a fold's summaries score: its test range, or the validation range without one.
 TimeRange scored_range(const Split& s);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mlalpha/eval.h"
+#include "predict/window_plan.h"
 
 namespace mlalpha {
 
@@ -30,7 +31,8 @@ void OosPool::add(const FoldPlan& plan, const std::vector<float>& pred) {
 }
 
 OosSummary OosPool::write(const fs::path& prefix) const {
-  const PredictionFiles f = write_predictions(prefix.string(), p_, pred_, {t0_, t1_}, fold_);
+  const PredictionFiles f =
+      write_predictions(prefix.string(), p_, pred_, {t0_, t1_}, fold_, window_contexts(p_.N, p_.T, cfg_.train.L));
   OosSummary o;
   o.file = f.csv;
   ScoreOptions so;

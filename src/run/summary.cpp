@@ -9,6 +9,7 @@
 #include "eval/folds.h"
 #include "mlalpha/eval.h"
 #include "predict/prediction_mean.h"
+#include "predict/window_plan.h"
 #include "run/leaderboard.h"
 #include "run/oos_pool.h"
 
@@ -198,7 +199,8 @@ class PopulationSummary : public Summary {
       ensemble = score_range(ensemble_pred, d.norm, d.sc, r.t0, r.t1);
       const fs::path dir = d.plan->dir / "ensemble";
       c_.dirs.create(dir);
-      write_predictions((dir / "pred").string(), out_panel(), ensemble_pred, r);
+      write_predictions((dir / "pred").string(), out_panel(), ensemble_pred, r, {},
+                        window_contexts(out_panel().N, out_panel().T, cfg.train.L));
       ens.push_back("ensemble");
       ens.insert(ens.end(), keys_.size() + 1, "");
       ens.push_back(test ? "" : csv_number(metric_by_name(ensemble.mean, cfg.run.metric)));

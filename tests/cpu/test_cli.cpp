@@ -91,7 +91,17 @@ TEST_F(Cli, SynthTrainEvalPredictOnNpy) {
   std::ifstream csv(p("pred.csv"));
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "time,instrument,observed,pred_0,target_0");
+  EXPECT_EQ(header, "time,instrument,observed,context,pred_0,target_0");
+  // Mode carry: the state carried from each instrument's first row; the context column counts its rows.
+  r = run("predict " + data + " --device cpu --checkpoint " + p("run/best.safetensors") +
+          " --split all --mode carry -o " + p("carry"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = test::read_csv_rows(p("carry.csv"));
+  ASSERT_EQ(rows.size(), size_t(12) * 500 + 1);
+  EXPECT_EQ(rows.back()[3], "500");
+  r = run("predict " + data + " --device cpu --checkpoint " + p("run/best.safetensors") + " --mode stateful -o " + p("x"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--mode must be 'window'"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, ResumeIsBitExact) {

@@ -224,16 +224,16 @@ TEST_F(CpuRun, ModelPredictsOnAnyThreadCount) {
   const Model m = Model::load(r.folds[0].dir + "/best.safetensors");
   const Panel p = load_panel(m.data_config());
   const TimeRange test_range = split_range(r.folds[0].split, "test", p.T);
-  const std::vector<float> a = m.predict(p, test_range, "cpu", Precision::FP32, {.threads = 1});
-  const std::vector<float> b = m.predict(p, test_range, "cpu", Precision::FP32, {.threads = 3});
+  const std::vector<float> a = m.predict(p, test_range, "cpu", Precision::FP32, PredictMode::window, {.threads = 1});
+  const std::vector<float> b = m.predict(p, test_range, "cpu", Precision::FP32, PredictMode::window, {.threads = 3});
   EXPECT_TRUE(test::same_bits(a, b));
-  const std::vector<float> ref = m.predict(p, test_range, "cpu", Precision::FP32, {.reference = true});
+  const std::vector<float> ref = m.predict(p, test_range, "cpu", Precision::FP32, PredictMode::window, {.reference = true});
   std::vector<float> fa, fr;
   for (size_t i = 0; i < a.size(); ++i)
     if (!std::isnan(a[i])) fa.push_back(a[i]), fr.push_back(ref[i]);
   ASSERT_FALSE(fa.empty());
   EXPECT_TRUE(test::rel_l2_close(fa, fr, tol::kCpuFastRelL2, "fast vs reference predictions"));
-  EXPECT_DOUBLE_EQ(m.evaluate(p, test_range, "cpu", Precision::FP32, {}, {.threads = 2}).mean.mse,
+  EXPECT_DOUBLE_EQ(m.evaluate(p, test_range, "cpu", Precision::FP32, {}, PredictMode::window, {.threads = 2}).mean.mse,
                    r.folds[0].test.mean.mse);  // the run's own test score, predicted by the same model
 }
 

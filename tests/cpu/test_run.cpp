@@ -138,7 +138,7 @@ TEST_F(Run, WalkForwardPoolsOutOfSamplePredictionsFoldByFold) {
   ASSERT_TRUE(r.has_oos);
   const auto rows = test::read_csv_rows(dir_ / "oos/oos_pred.csv");
   ASSERT_FALSE(rows.empty());
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"time", "instrument", "fold", "observed", "pred_0", "target_0"}));
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"time", "instrument", "fold", "observed", "context", "pred_0", "target_0"}));
   // Each fold's best checkpoint predicts its own test block again; the pooled file holds exactly those
   // numbers, every (test time, instrument) once.
   const Model m0 = Model::load(r.folds[0].dir + "/best.safetensors");
@@ -155,14 +155,15 @@ TEST_F(Run, WalkForwardPoolsOutOfSamplePredictionsFoldByFold) {
   }
   std::map<std::pair<int, int>, int> seen;
   for (size_t k = 1; k < rows.size(); ++k) {
-    ASSERT_EQ(rows[k].size(), 6u);
+    ASSERT_EQ(rows[k].size(), 7u);
     const int t = std::stoi(rows[k][0]), i = std::stoi(rows[k][1]);
     ++seen[{t, i}];
     ASSERT_TRUE(want.count({t, i})) << "time " << t << " is in no test block";
     EXPECT_EQ(std::stoi(rows[k][2]), fold_of[t]);
     EXPECT_EQ(rows[k][3], "1");
-    const float got = std::strtof(rows[k][4].c_str(), nullptr);
-    EXPECT_EQ(std::memcmp(&got, &want[{t, i}], sizeof got), 0) << rows[k][4];  // shortest text, same bits
+    EXPECT_EQ(rows[k][4], "32");  // the rows behind the prediction: train.seq_len, the whole window
+    const float got = std::strtof(rows[k][5].c_str(), nullptr);
+    EXPECT_EQ(std::memcmp(&got, &want[{t, i}], sizeof got), 0) << rows[k][5];  // shortest text, same bits
   }
   EXPECT_EQ(seen.size(), want.size());
   for (const auto& [key, n] : seen) EXPECT_EQ(n, 1);

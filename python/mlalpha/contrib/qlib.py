@@ -118,25 +118,26 @@ class MambaAlpha(_QlibModel):
     def predict(self, dataset: DatasetH, segment: str | slice = "test") -> pd.Series:
         """Scores of the segment's rows (DataHandlerLP.DK_I: the infer processors' output), a Series named
         "score" with the segment's (datetime, instrument) index, row for row; only the first target is
-        scored. Windows are placed as in training: with train.burn_in = b > 0 a window warms up on the b
-        dates before the ones it scores, so the b dates before the segment are read from the dataset too
-        (when it has them) and the segment's first dates are scored exactly like later ones."""
+        scored. Each date is scored from the window of its last train.seq_len = C rows (docs/data.md, "What a
+        date's prediction is"), so the C - 1 dates before the segment are read from the dataset too (those it
+        has): a date scores the same in any segment that holds it, and a one-day segment (Qlib's online and
+        rolling updates) works."""
         if self.model is None:
             raise ValueError("MambaAlpha: the model is not fitted (call fit(dataset) first)")
         x = dataset.prepare(segment, col_set="feature", data_key=DataHandlerLP.DK_I)
         if x.empty:
             return pd.Series([], index=x.index, name="score", dtype=np.float32)
-        burn_in = int(self.config["train.burn_in"])
+        context = self.model.seq_len - 1
         first = x.index.get_level_values("datetime").min()
         last = x.index.get_level_values("datetime").max()
-        hist = dataset.prepare(slice(None, last), col_set="feature", data_key=DataHandlerLP.DK_I) if burn_in else x
+        hist = dataset.prepare(slice(None, last), col_set="feature", data_key=DataHandlerLP.DK_I) if context else x
         dates = hist.index.get_level_values("datetime")
         axis = dates.unique().sort_values()
         start = int(axis.searchsorted(first))
-        keep_from = axis[max(0, start - burn_in)]
+        keep_from = axis[max(0, start - context)]
         hist = hist[(dates >= keep_from) & (dates <= last)].copy()
         hist.columns = [str(c) for c in hist.columns]
-        t0 = start - max(0, start - burn_in)  # the segment's first date on the history's time axis
+        t0 = start - max(0, start - context)  # the segment's first date on the history's time axis
         pred = self.model.predict(hist, t0=t0)  # aligned to hist's rows, NaN before t0
         score = pd.Series(pred.iloc[:, 0].to_numpy(), index=hist.index, name="score")
         return score.reindex(x.index)

@@ -30,6 +30,12 @@ struct StepDims {
   int cd = 0;            // conv_dim = d_inner + 2·G·N
   int proj = 0;          // in_proj width = 2·d_inner + 2·G·N + H: z (di) | xBC (cd) | dt (H)
   float dt_lo = 0.0f, dt_hi = 0.0f;  // clamp of Δ (hi = +inf: none)
+  // GPU, programmatic dependent launch: each kernel lets the next one of the bar be scheduled as soon as it
+  // starts (true: small bars, where the next kernel's blocks find free SMs and load their weights meanwhile) or
+  // only when it has done its work (false: large bars, whose grids would otherwise share the SMs with the next
+  // one's waiting blocks). Either way every kernel waits for its predecessor's completion before reading its
+  // results: the bits are the same.
+  bool early_dependents = false;
   size_t conv_floats() const { return size_t(W - 1) * cd; }      // one instrument's window, one layer
   size_t ssm_floats() const { return size_t(H) * P * N; }         // one instrument's SSM state, one layer
 };

@@ -29,6 +29,13 @@ __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// The two places a bar's kernel lets its dependents be scheduled (StepDims::early_dependents): right after its
+// wait on a small bar, at the end of its work on a large one. Only the first launch_dependents of a block counts,
+// so a kernel calls both; every thread of the block reaches each call.
+__device__ __forceinline__ void dependents_early(const StepDims& d) {
+  if (d.early_dependents) pdl_launch_dependents();
+}
+__device__ __forceinline__ void dependents_late() { pdl_launch_dependents(); }
 
 // Launches kernel<<<grid, block, smem, l.stream>>>(args...), as a programmatic dependent of the previous
 // work on the stream when l.pdl (the caller has checked the device is sm_90 or newer).

@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float xs[];  // (kInputRows, F)
   __shared__ uint8_t ms[kInputRows];
   pdl_wait();
-  pdl_launch_dependents();
+  dependents_early(d);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int i0 = blockIdx.x * kInputRows, rows = min(kInputRows, d.I - i0);
 #pragma unroll 4
@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kInputRows; ++r)
       if (r < rows) buf.h[size_t(i0 + r) * d.D + c] = acc[r];
   }
+  dependents_late();
 }
 
 // The most taps (W − 1) the in_proj epilogue holds in registers (the conv op's limit, ops/conv1d/conv1d.h).
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, kProjBlocksPerSM)
     bias = w.dt_bias[j - d.di - d.cd];
   }
   pdl_wait();
-  pdl_launch_dependents();
+  dependents_early(d);
   issue_a<T>(sm, op, 0);
   {  // 1/rms of each row: warp w takes rows w, w + 4, …, all of them at once (the same sum order per row)
     constexpr int kRowsPerWarp = T::BM / (kThreads / 32);
@@ -139,6 +140,7 @@ __global__ void __launch_bounds__(kThreads, kProjBlocksPerSM)
 #pragma unroll
     for (int e = 0; e < 4; ++e) c_tile[fragment_row<T>(e) * (T::BN + 1) + fragment_col<T>(nt, e)] = acc[nt][e];
   __syncthreads();
+  dependents_late();        // the product is done; the epilogue's loads and stores remain
   if (j >= d.proj) return;  // after every barrier and the wait
   // Rows in batches of 4: each batch's window values and flags are loaded before any is used or written.
   constexpr int kBatch = kRowsPer < 4 ? kRowsPer : 4;
@@ -196,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, kProjBlocksPerSM)
   const TileOperands op{buf.v, d.di, d.I, i0, out_w, d.D, n0, d.di};
   issue_w<T>(sm, op, 0);  // weights: before the wait
   pdl_wait();
-  pdl_launch_dependents();
+  dependents_early(d);
   issue_a<T>(sm, op, 0);
   const int hpg = d.H / d.G, gs = d.di / d.G;
   for (int e = threadIdx.x; e < T::BM * d.G; e += kThreads) {
@@ -209,6 +211,7 @@ __global__ void __launch_bounds__(kThreads, kProjBlocksPerSM)
   __syncthreads();
   float acc[T::kNT][4];
   tile_gemm<T>(sm, op, [&](int r, int k, float a) { return a * rg[r * d.G + k / gs]; }, acc);
+  dependents_late();
   // the residual: every h value of the thread loaded before the first is written
   float old[T::kNT][4];
 #pragma unroll
@@ -233,7 +236,8 @@ __global__ void __launch_bounds__(kThreads)
                      const float* __restrict__ w_head /* (K, D) */, const float* __restrict__ b_head /* (K) */,
                      const StepBuffers buf, float* __restrict__ out /* (I, K) */) {
   pdl_wait();
-  pdl_launch_dependents();
+  // The bar's last kernel: its dependent is the next bar's first, which is no programmatic dependent.
+  dependents_late();
   const int lane = threadIdx.x & 31, i = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
   if (i >= d.I) return;  // after the wait (see step_common.cuh); warp-uniform
   const float* h = buf.h + size_t(i) * d.D;

@@ -1,10 +1,12 @@
 // The SSM step of one bar (mamba_step.h) on the GPU, with the gate of the gated norm:
 //   s ← exp(Δ A) s + Δ x Bᵀ (stored where present),  y = s C + D x,  u = y ⊙ SiLU(z),
 //   v = u ⊙ gnorm_w (I, di) and ss_h = Σ_p u_p² (I, H) for the out_proj kernel (step_proj.cu).
-// One block per (instrument, head): its (P, N) state is read once and written once, in whole rows: warp w
-// owns rows p = w, w + 8, … and lane l the columns n = l, l + 32, …, so each load instruction of a warp
-// covers 32 consecutive floats. All of a thread's state loads are issued before the first is used. y_p is a
-// warp butterfly (fixed order), ss a fixed-order sum over p: no atomics, the same bits every run.
+// A block takes HPB heads of one instrument (one on small bars; four on large ones, whose tiny blocks could not
+// keep enough state loads in flight per SM to stream it at copy speed): each head's (P, N) state is read once and
+// written once, in whole rows: warp w owns rows p = w, w + 8, … and lane l the columns n = l, l + 32, …, so each
+// load instruction of a warp covers 32 consecutive floats. All of a thread's state loads (every head of the block)
+// are issued before the first is used. y_p is a warp butterfly (fixed order), ss a fixed-order sum over p: no
+// atomics, and a head's arithmetic is the same whatever HPB, so the same bits on any instrument count.
 #include <algorithm>
 #include <string>
 
@@ -20,73 +22,102 @@ namespace {
 constexpr int kSsdThreads = 256;
 constexpr int kSsdWarps = kSsdThreads / 32;
 
-// RW: rows per warp (P ≤ 8·RW); NE: columns per lane (N ≤ 32·NE).
-// Before waiting on its predecessor the block loads what no kernel of this bar writes before it: its slice of
+// RW: rows per warp (P ≤ 8·RW); NE: columns per lane (N ≤ 32·NE); HPB: heads per block (≤ kSsdWarps).
+// Before waiting on its predecessor the block loads what no kernel of this bar writes before it: its slices of
 // the state (last written by this kernel in the previous bar, which completed before the bar's first kernel
-// started) and the head's weights, so the state's latency overlaps the previous kernel's tail.
-template <int RW, int NE>
+// started) and the heads' weights, so the state's latency overlaps the previous kernel's tail.
+template <int RW, int NE, int HPB>
 __global__ void __launch_bounds__(kSsdThreads)
     ssd_step_kernel(const StepDims d, const StepLayerWeights w, const StepLayerState s, const StepBuffers buf) {
-  extern __shared__ float sm[];  // B (N), C (N), x (P), z (P), gnorm_w (P), u (P)
-  float *sB = sm, *sC = sB + d.N, *sx = sC + d.N, *sz = sx + d.P, *sw = sz + d.P, *su = sw + d.P;
-  const int i = blockIdx.x / d.H, h = blockIdx.x % d.H, g = h * d.G / d.H;
+  extern __shared__ float sm[];  // per head of the block: B (N), C (N), x (P), z (P), gnorm_w (P), u (P)
+  const int per_head = 2 * d.N + 4 * d.P, blocks_per_i = (d.H + HPB - 1) / HPB;
+  const int i = blockIdx.x / blocks_per_i, h0 = (blockIdx.x % blocks_per_i) * HPB;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* st = s.ssm + (size_t(i) * d.H + h) * d.P * d.N;  // (P, N)
-  float sv[RW][NE];
+  auto smem = [&](int hh) { return sm + hh * per_head; };  // sB = smem, sC = +N, sx = +2N, sz, sw, su
+  float sv[HPB][RW][NE], A[HPB], Dh[HPB];
 #pragma unroll
-  for (int r = 0; r < RW; ++r)
+  for (int hh = 0; hh < HPB; ++hh) {
+    const int h = h0 + hh;
+    const bool real = h < d.H;
+    const float* st = s.ssm + (size_t(i) * d.H + (real ? h : 0)) * d.P * d.N;  // (P, N)
 #pragma unroll
-    for (int e = 0; e < NE; ++e) {
-      const int p = warp + kSsdWarps * r, n = lane + 32 * e;
-      sv[r][e] = p < d.P && n < d.N ? st[size_t(p) * d.N + n] : 0.f;
-    }
-  const float A = -expf(w.A_log[h]), Dh = w.Dskip[h];
-  for (int t = threadIdx.x; t < d.P; t += kSsdThreads) sw[t] = w.gnorm_w[h * d.P + t];
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+      for (int e = 0; e < NE; ++e) {
+        const int p = warp + kSsdWarps * r, n = lane + 32 * e;
+        sv[hh][r][e] = real && p < d.P && n < d.N ? st[size_t(p) * d.N + n] : 0.f;
+      }
+    A[hh] = real ? -expf(w.A_log[h]) : 0.f;
+    Dh[hh] = real ? w.Dskip[h] : 0.f;
+    float* sw = smem(hh) + 2 * d.N + 2 * d.P;
+    if (real)
+      for (int t = threadIdx.x; t < d.P; t += kSsdThreads) sw[t] = w.gnorm_w[h * d.P + t];
+  }
   pdl_wait();
-  pdl_launch_dependents();
+  dependents_early(d);
   const float* zx = buf.zxo + size_t(i) * d.proj;  // z (di) | x (di) B (G·N) C (G·N) after the conv | Δ (H)
   const float* xbc = zx + d.di;
-  for (int t = threadIdx.x; t < d.N; t += kSsdThreads) {
-    sB[t] = xbc[d.di + g * d.N + t];
-    sC[t] = xbc[d.di + d.G * d.N + g * d.N + t];
+  float a[HPB], dt[HPB] = {};
+#pragma unroll
+  for (int hh = 0; hh < HPB; ++hh) {
+    const int h = h0 + hh, g = h * d.G / d.H;
+    if (h < d.H) {  // block-uniform
+      float *sB = smem(hh), *sC = sB + d.N, *sx = sC + d.N, *sz = sx + d.P;
+      for (int t = threadIdx.x; t < d.N; t += kSsdThreads) {
+        sB[t] = xbc[d.di + g * d.N + t];
+        sC[t] = xbc[d.di + d.G * d.N + g * d.N + t];
+      }
+      for (int t = threadIdx.x; t < d.P; t += kSsdThreads) {
+        sx[t] = xbc[h * d.P + t];
+        sz[t] = zx[h * d.P + t];
+      }
+      dt[hh] = zx[d.di + d.cd + h];
+    }
   }
-  for (int t = threadIdx.x; t < d.P; t += kSsdThreads) {
-    sx[t] = xbc[h * d.P + t];
-    sz[t] = zx[h * d.P + t];
-  }
-  const float dt = zx[d.di + d.cd + h];
   const bool keep = buf.present[i] != 0;
-  const float a = expf(dt * A);
+#pragma unroll
+  for (int hh = 0; hh < HPB; ++hh) a[hh] = expf(dt[hh] * A[hh]);  // 1 for a head past H (unused)
   __syncthreads();
 #pragma unroll
-  for (int r = 0; r < RW; ++r) {
-    const int p = warp + kSsdWarps * r;
-    if (p >= d.P) break;  // warp-uniform
-    const float xv = sx[p], dx = dt * xv;
-    float acc = 0.f;
+  for (int hh = 0; hh < HPB; ++hh) {
+    const int h = h0 + hh;
+    if (h >= d.H) continue;  // block-uniform
+    const float *sB = smem(hh), *sC = sB + d.N, *sx = sC + d.N, *sz = sx + d.P, *sw = sz + d.P;
+    float* su = smem(hh) + 2 * d.N + 3 * d.P;
+    float* st = s.ssm + (size_t(i) * d.H + h) * d.P * d.N;
 #pragma unroll
-    for (int e = 0; e < NE; ++e) {
-      const int n = lane + 32 * e;
-      if (n < d.N) {
-        const float v = a * sv[r][e] + dx * sB[n];
-        if (keep) st[size_t(p) * d.N + n] = v;
-        acc += v * sC[n];
+    for (int r = 0; r < RW; ++r) {
+      const int p = warp + kSsdWarps * r;
+      if (p >= d.P) break;  // warp-uniform
+      const float xv = sx[p], dx = dt[hh] * xv;
+      float acc = 0.f;
+#pragma unroll
+      for (int e = 0; e < NE; ++e) {
+        const int n = lane + 32 * e;
+        if (n < d.N) {
+          // The contraction spelled out: every instance (HPB) rounds the same way.
+          const float v = fmaf(a[hh], sv[hh][r][e], dx * sB[n]);
+          if (keep) st[size_t(p) * d.N + n] = v;
+          acc += v * sC[n];
+        }
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) {
+        const float u = (acc + Dh[hh] * xv) * silu(sz[p]);
+        su[p] = u;
+        buf.v[size_t(i) * d.di + h * d.P + p] = u * sw[p];
       }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      const float u = (acc + Dh * xv) * silu(sz[p]);
-      su[p] = u;
-      buf.v[size_t(i) * d.di + h * d.P + p] = u * sw[p];
-    }
   }
   __syncthreads();
-  if (warp == 0) {
+  if (warp < HPB && h0 + warp < d.H) {  // warp hh sums head hh's u²
+    const float* su = smem(warp) + 2 * d.N + 3 * d.P;
     float q = 0.f;
     for (int p = lane; p < d.P; p += 32) q += su[p] * su[p];
     q = warp_sum(q);
-    if (lane == 0) buf.ss[size_t(i) * d.H + h] = q;
+    if (lane == 0) buf.ss[size_t(i) * d.H + h0 + warp] = q;
   }
+  dependents_late();
 }
 
 int pow2_at_least(int v) {
@@ -95,16 +126,35 @@ int pow2_at_least(int v) {
   return p;
 }
 
+// Heads per block on large bars: enough state in flight per SM to stream it; only where a thread's state slice
+// stays small (RW·NE ≤ 16 floats a head), so four heads fit in registers.
+constexpr int kManyHeads = 4, kManyInstruments = 256;
+
+template <int RW, int NE, int HPB>
+void launch_ssd(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
+                StepLaunch l) {
+  const dim3 grid(unsigned(d.I) * unsigned((d.H + HPB - 1) / HPB));
+  const size_t smem = size_t(HPB) * (2 * d.N + 4 * d.P) * sizeof(float);
+  launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, NE, HPB>, d, w, s, buf);
+}
+
+template <int RW, int NE>
+void launch_hpb(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
+                StepLaunch l) {
+  if constexpr (RW * NE <= 16) {
+    if (d.I >= kManyInstruments) return launch_ssd<RW, NE, kManyHeads>(d, w, s, buf, l);
+  }
+  launch_ssd<RW, NE, 1>(d, w, s, buf, l);
+}
+
 template <int RW>
 void launch_rw(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
                StepLaunch l, int ne) {
-  const dim3 grid(unsigned(d.I) * unsigned(d.H));
-  const size_t smem = size_t(2 * d.N + 4 * d.P) * sizeof(float);
   switch (ne) {
-    case 1: launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, 1>, d, w, s, buf); break;
-    case 2: launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, 2>, d, w, s, buf); break;
-    case 4: launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, 4>, d, w, s, buf); break;
-    default: launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, 8>, d, w, s, buf); break;
+    case 1: launch_hpb<RW, 1>(d, w, s, buf, l); break;
+    case 2: launch_hpb<RW, 2>(d, w, s, buf, l); break;
+    case 4: launch_hpb<RW, 4>(d, w, s, buf, l); break;
+    default: launch_hpb<RW, 8>(d, w, s, buf, l); break;
   }
 }
 

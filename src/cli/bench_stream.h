@@ -1,9 +1,10 @@
 #pragma once
-// The streaming benchmark (docs/benchmarks.md, "Streaming"): per-bar time of the GPU stepper (graph replay,
-// host step(), eager launches, graph without PDL) and of the CPU stepper (1 thread and every thread), for the
-// DESIGN section 5 S and M models and given instrument counts, beside the state floor: the bytes of state a bar
-// reads and writes over the device-to-device copy bandwidth measured in the same run. Returns the numbers;
-// the caller prints them (bench/stream_main.cpp; later `ml-alpha bench --stream`).
+// The streaming benchmark, `ml-alpha bench --stream` (docs/benchmarks.md, "Streaming"): per-bar time of the GPU
+// stepper (graph replay, host step(), eager launches, graph without PDL) and of the CPU stepper (1 thread and every
+// thread), for the DESIGN section 5 S and M models and given instrument counts, beside the state floor: the bytes
+// of state a bar reads and writes over the device-to-device copy bandwidth measured in the same run; then the same
+// models stepped by PyTorch as mamba_ssm's Mamba2.step (bench/torch_reference.py stream) in the same run, and the
+// ratios.
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct StreamBenchOptions {
   int cpu_threads = 0;       // the "all cores" CPU case; 0: every hardware thread
   bool gpu = true, cpu = true;
   int seed = 1;
+  std::string torch_script = "bench/torch_reference.py";  // "": no PyTorch side
 };
 
 struct StreamBenchRow {
@@ -40,5 +42,20 @@ struct StreamBenchResult {
 };
 
 StreamBenchResult run_stream_bench(const StreamBenchOptions& options);
+
+// The result as a markdown table on stdout.
+void print_stream_bench(const StreamBenchResult& r);
+
+// PyTorch's rows (bench/torch_reference.py stream), per (model, instruments): µs per bar; 0 where not measured.
+struct TorchStreamRow {
+  std::string config;
+  int instruments = 0;
+  double gpu_eager_us = 0, gpu_eager_step_us = 0, gpu_graph_us = 0, gpu_graph_step_us = 0, cpu1_us = 0, cpun_us = 0;
+};
+// Runs `python3 <script> stream` with the options' models, instruments and timing, echoing its output, and reads
+// its table; empty (with the reason on stdout) when the script, Python or PyTorch is missing or it fails.
+std::vector<TorchStreamRow> run_torch_stream(const StreamBenchOptions& options, const std::string& script);
+// ml-alpha over PyTorch, side by side: GPU graph vs graph, host step() vs step(), CPU 1 thread and all threads.
+void print_stream_ratios(const StreamBenchResult& ours, const std::vector<TorchStreamRow>& torch);
 
 }  // namespace mlalpha

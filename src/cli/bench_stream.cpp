@@ -1,4 +1,4 @@
-#include "bench/stream_bench.h"
+#include "cli/bench_stream.h"
 
 #include <algorithm>
 #include <chrono>
