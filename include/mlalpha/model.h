@@ -56,7 +56,8 @@ class Model {
   // the predictions estimate.
   Panel prepare(const Panel& raw) const;
   // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, with windows of the training
-  // length exactly as in validation; in the units of the processed targets. device: "auto" | "cpu" | "gpu".
+  // length exactly as in validation; in the units of the processed targets (a data.target_scale the model was
+  // trained with is inverted: prepare() does not apply it). device: "auto" | "cpu" | "gpu".
   std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const std::string& device = "auto",
                                       Precision precision = Precision::FP32) const;
   // predict_prepared(prepare(raw)).

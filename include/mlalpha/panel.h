@@ -39,6 +39,9 @@ struct Panel {
 struct FeatureStats {
   std::vector<float> mean;   // (F)
   std::vector<float> stdev;  // (F), > 0
+  // (K), > 0, or empty: data.target_scale = "std" trains on y / target_scale[k] and multiplies the
+  // predictions back (scale_targets / unscale_predictions).
+  std::vector<float> target_scale;
 };
 
 // Reads the panel's time labels (numbers, ISO 8601, or `time_format`) into time_values / times_are_dates,
@@ -67,7 +70,13 @@ Panel normalized(const Panel& p, const FeatureStats& stats);
 // What a run fits on the training range [t0, t1) for the data settings `d`: the global statistics when
 // d.feature_norm = "global" (of the forward-filled values when d.nan_fill = "ffill"), none (empty) for
 // the per-date modes.
+// With d.target_scale = "std", also each target's population standard deviation over [t0, t1) (finite
+// values; a target constant there is an error naming it).
 FeatureStats fit_feature_stats(const Panel& p, const DataConfig& d, int t0, int t1);
+// data.target_scale: p's targets divided by stats.target_scale (nothing when it is empty), in place.
+void scale_targets(Panel& p, const FeatureStats& stats);
+// The inverse for predictions (N, T, K) of a panel of K targets: multiplied by stats.target_scale.
+void unscale_predictions(std::vector<float>& pred, int K, const FeatureStats& stats);
 // A copy of p as the model sees it under the data settings `d` (feature_norm, robust_clip, target_norm,
 // nan_fill; docs/data.md, "Normalisation"): features normalised and filled, targets processed. Training,
 // validation, eval and predict all go through this, so metrics are on the processed targets and

@@ -132,7 +132,9 @@ std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, c
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
   const WindowPlan plan = tiled_windows(norm.N, norm.T, tc.L, tc.burn_in, range.t0, range.t1);
-  return predict_with(device, precision, layout, impl_->state.params, norm, plan, tc.windows_per_step(norm.N));
+  std::vector<float> pred = predict_with(device, precision, layout, impl_->state.params, norm, plan, tc.windows_per_step(norm.N));
+  unscale_predictions(pred, norm.K, impl_->meta.stats);  // data.target_scale: back to the targets' units
+  return pred;
 }
 
 std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision) const {

@@ -117,6 +117,57 @@ std::vector<float> mean_prediction(const std::vector<const Trained*>& members) {
   return mean.empty() ? std::vector<float>{} : mean.mean();
 }
 
+// A member's validation blocks of every walk-forward fold, placed one after another on a time axis of their own
+// (blocks overlap in time when split.walk_forward_valid_size exceeds the test size) and scored as one range:
+// the pooled validation the run's leaderboard ranks by, which no test block has influenced.
+class ValidPool {
+ public:
+  void add(const Panel& targets, const Split& s, const std::vector<float>& pred) {
+    N_ = targets.N, K_ = targets.K;
+    const int len = s.valid_end - s.valid_begin;
+    std::vector<float> p(size_t(N_) * len * K_), y(p.size());
+    for (int i = 0; i < N_; ++i)
+      for (int t = 0; t < len; ++t)
+        for (int k = 0; k < K_; ++k) {
+          const size_t from = (size_t(i) * targets.T + s.valid_begin + t) * K_ + k, to = (size_t(i) * len + t) * K_ + k;
+          p[to] = pred[from];
+          y[to] = targets.y[from];
+        }
+    blocks_.push_back({len, std::move(p), std::move(y)});
+  }
+  bool any() const { return !blocks_.empty(); }
+  MetricsResult score(int quantiles, double periods_per_year) const {
+    int T = 0;
+    for (const Block& b : blocks_) T += b.len;
+    std::vector<float> p(size_t(N_) * T * K_), y(p.size());
+    int at = 0;
+    for (const Block& b : blocks_) {
+      for (int i = 0; i < N_; ++i)
+        for (size_t j = 0; j < size_t(b.len) * K_; ++j) {
+          const size_t to = (size_t(i) * T + at) * K_ + j, from = size_t(i) * b.len * K_ + j;
+          p[to] = b.pred[from];
+          y[to] = b.y[from];
+        }
+      at += b.len;
+    }
+    MetricsInput in;
+    in.pred = p;
+    in.y = y;
+    in.N = N_, in.T = T, in.K = K_;
+    in.quantiles = quantiles;
+    in.periods_per_year = periods_per_year;
+    return compute_metrics(in);
+  }
+
+ private:
+  struct Block {
+    int len = 0;
+    std::vector<float> pred, y;  // (N, len, K)
+  };
+  int N_ = 0, K_ = 0;
+  std::vector<Block> blocks_;
+};
+
 MemberResult member_result(const Trained& t) {
   MemberResult m;
   m.name = t.spec.name;
@@ -144,7 +195,10 @@ class PopulationSummary : public Summary {
   void add(const std::vector<int>& folds, std::vector<Trained>& trained, bool final) override {
     for (const Trained& t : trained) specs_[t.spec.name] = t.spec;
     for (int f : folds) fold_board(f, trained);
-    for (Trained& t : trained) std::vector<float>().swap(t.best_pred);  // pooled now: one fold's predictions at a time
+    for (Trained& t : trained) {  // pooled now: one fold's predictions at a time
+      std::vector<float>().swap(t.best_pred);
+      std::vector<float>().swap(t.valid_pred);
+    }
     if (c_.folds > 1) run_board(folds.back(), final);
   }
 
@@ -154,6 +208,10 @@ class PopulationSummary : public Summary {
     if (member_oos_.empty())
       for (size_t k = 0; k < names_.size(); ++k) member_oos_.push_back(std::make_unique<OosPool>(out_panel(), c_.cfg));
     return *member_oos_[i];
+  }
+  ValidPool& member_valid(size_t i) {
+    if (member_valid_.empty()) member_valid_.resize(names_.size());
+    return member_valid_[i];
   }
   OosPool& ensemble_oos() {
     if (!ensemble_oos_) ensemble_oos_ = std::make_unique<OosPool>(out_panel(), c_.cfg);
@@ -209,10 +267,9 @@ class PopulationSummary : public Summary {
     const std::string file = write_leaderboard(d.plan->dir, board);
     for (const Trained* t : of_fold) {
       result_.members.push_back(member_result(*t));
-      if (c_.folds > 1 && t->res.has_test) {
-        const size_t i = size_t(std::find(names_.begin(), names_.end(), t->spec.name) - names_.begin());
-        member_oos(i).add(*d.plan, t->best_pred);
-      }
+      const size_t i = size_t(std::find(names_.begin(), names_.end(), t->spec.name) - names_.begin());
+      if (c_.folds > 1 && t->res.has_test) member_oos(i).add(*d.plan, t->best_pred);
+      if (c_.folds > 1 && !t->valid_pred.empty()) member_valid(i).add(out_panel(), split, t->valid_pred);
     }
     if (c_.folds == 1) {
       result_.leaderboard_file = file;
@@ -229,11 +286,14 @@ class PopulationSummary : public Summary {
     }
   }
 
-  // Walk-forward: the run's leaderboard of the members by their pooled out-of-sample metrics.
+  // Walk-forward: the run's leaderboard of the members ranked by their pooled validation run.metric (chosen
+  // without looking at a test block), their pooled out-of-sample metrics beside it.
   void run_board(int last_fold, bool final) {
     const RunConfig& cfg = c_.cfg;
     const fs::path out(cfg.run.out_dir);
-    std::vector<std::string> tail{"folds"};
+    const std::string valid_column = "valid_" + cfg.run.metric;
+    const double ppy = cfg.run.periods_per_year > 0 ? cfg.run.periods_per_year : periods_per_year(c_.panel);
+    std::vector<std::string> tail{"folds", valid_column};
     for (const MetricInfo& info : metric_table()) tail.push_back(std::string("oos_") + info.name);
     tail.push_back("dir");
     std::vector<LeaderboardEntry> entries;
@@ -246,11 +306,13 @@ class PopulationSummary : public Summary {
       e.cells.push_back(names_[i]);
       for (const std::string& k : keys_) e.cells.push_back(setting_of(spec->second, k));
       e.cells.push_back(std::to_string(n));
+      if (member_valid(i).any())
+        e.key = metric_by_name(member_valid(i).score(cfg.run.quantiles, ppy).mean, cfg.run.metric);
+      e.cells.push_back(csv_number(e.key));
       const fs::path dir = out / names_[i];
       if (member_oos(i).any()) {
         c_.dirs.create(dir);
         const OosSummary o = member_oos(i).write(dir / "oos_pred");
-        e.key = metric_by_name(o.metrics.mean, cfg.run.metric);
         add_metric_cells(e.cells, true, o.metrics.mean);
         for (MemberResult& m : result_.members)
           if (m.name == names_[i]) m.has_oos = true, m.oos = o.metrics, m.oos_file = o.file;
@@ -269,6 +331,7 @@ class PopulationSummary : public Summary {
       ens.push_back("ensemble");
       ens.insert(ens.end(), keys_.size(), "");
       ens.push_back(std::to_string(c_.folds));
+      ens.push_back("");  // the ensemble is not ranked
       add_metric_cells(ens, true, o.metrics.mean);
       ens.push_back((out / "ensemble").string());
     }
@@ -276,10 +339,11 @@ class PopulationSummary : public Summary {
     result_.leaderboard_file = write_leaderboard(out, board);
     result_.leaderboard = board;
     if (!final) return;
-    std::vector<std::string> cols = board_columns({"folds", "oos_" + cfg.run.metric, "oos_ic", "oos_ls_sharpe"});
+    std::vector<std::string> cols =
+        board_columns({"folds", valid_column, "oos_" + cfg.run.metric, "oos_ic", "oos_ls_sharpe"});
     cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-    c_.rep.message("leaderboard (" + result_.leaderboard_file + ", by pooled out-of-sample " + cfg.run.metric + "):" +
-                       leaderboard_text(board, cols, 10),
+    c_.rep.message("leaderboard (" + result_.leaderboard_file + ", by pooled validation " + cfg.run.metric +
+                       ", the pooled test blocks beside it):" + leaderboard_text(board, cols, 10),
                    last_fold, 0);
   }
 
@@ -290,6 +354,7 @@ class PopulationSummary : public Summary {
   std::vector<std::string> names_;  // the members of one fold, in order
   std::map<std::string, MemberSpec> specs_;
   std::vector<std::unique_ptr<OosPool>> member_oos_;  // walk-forward: each member's test blocks, pooled
+  std::vector<ValidPool> member_valid_;                // and its validation blocks
   std::unique_ptr<OosPool> ensemble_oos_;            // and the ensemble's
 };
 

@@ -252,7 +252,7 @@ TEST_F(Cli, AnExistingRunIsNeverLost) {
   Result r = run(std::string(kSmall) + "--steps 20 --metric sharpe -o " + p("run"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("run.metric must be one of mse, ic, rank_ic, icir, dir_acc, ls_mean, ls_std, ls_sharpe, turnover, "
-                       "mse_zero, mse_mean, q1 .. q5, got 'sharpe'"), std::string::npos) << r.out;
+                       "mse_zero, mse_mean, ts_mean, ts_std, ts_sharpe, ts_hit, ts_max_dd, q1 .. q5, got 'sharpe'"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(p("run/metrics.jsonl")), jsonl);
   // A valid run into the same folder is refused unless told to overwrite or resume.
   r = run(std::string(kSmall) + "--steps 20 -o " + p("run"));

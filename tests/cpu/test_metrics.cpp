@@ -248,7 +248,9 @@ TEST(MetricNames, LookupDirectionAndImprovement) {
   EXPECT_EQ(metric_by_name(m, "rank_ic"), 0.2);
   EXPECT_EQ(metric_by_name(m, "icir"), 0.3);
   EXPECT_EQ(metric_by_name(m, "dir_acc"), 0.6);
-  EXPECT_EQ(metric_names().size(), 11u);
+  EXPECT_EQ(metric_names().size(), 16u);
+  EXPECT_FALSE(higher_is_better("ts_max_dd"));
+  EXPECT_TRUE(higher_is_better("ts_sharpe"));
   EXPECT_FALSE(higher_is_better("mse"));
   EXPECT_TRUE(higher_is_better("ic"));
   EXPECT_TRUE(higher_is_better("dir_acc"));
@@ -257,7 +259,8 @@ TEST(MetricNames, LookupDirectionAndImprovement) {
     ADD_FAILURE() << "unknown metric accepted";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown metric 'IC '; expected one of: mse, ic, rank_ic, icir, dir_acc, ls_mean, ls_std, "
-                           "ls_sharpe, turnover, mse_zero, mse_mean, q1 .. qQ (quantile means)");
+                           "ls_sharpe, turnover, mse_zero, mse_mean, ts_mean, ts_std, ts_sharpe, ts_hit, ts_max_dd, q1 .. qQ "
+                           "(quantile means)");
   }
   EXPECT_THROW(metric_by_name(m, "sharpe"), Error);
   const double nan = std::numeric_limits<double>::quiet_NaN();

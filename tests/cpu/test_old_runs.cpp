@@ -51,11 +51,17 @@ class OldRuns : public ::testing::Test {
 
 // metrics.jsonl without its test records: an invocation that ends early (run.stop_after) tests its best weights
 // there, in the middle of the file.
+// The sign strategy's metrics (ts_*) are left out: the fixtures' records predate them, and a resume appends
+// records that have them.
 std::string train_and_valid_records(const fs::path& jsonl) {
   std::istringstream in(test::read_bytes(jsonl));
   std::string kept;
-  for (std::string line; std::getline(in, line);)
-    if (line.find("\"split\":\"test\"") == std::string::npos) kept += line + "\n";
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"split\":\"test\"") != std::string::npos) continue;
+    const size_t a = line.find(",\"ts_mean\":"), b = line.find(",\"quantile_means\":");
+    if (a != std::string::npos && b != std::string::npos && a < b) line.erase(a, b - a);
+    kept += line + "\n";
+  }
   return kept;
 }
 

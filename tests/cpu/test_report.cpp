@@ -73,8 +73,8 @@ TEST(Progress, PlainModeLogsEveryNStepsWithMeanLossRateAndEta) {
   EXPECT_EQ(lines[0], "step 5/10  loss 3  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:03");
   EXPECT_EQ(lines[1],
             "valid step 5  mse 0.98765  ic 0.0456  rank_ic 0.0412  icir 0.6100  dir_acc 0.5213  ls_mean 0.0021  "
-            "ls_std 0.0105  ls_sharpe 3.1746  turnover 0.4125  mse_zero 1.0123  mse_mean 1.0009  (51200 points, "
-            "200 steps)  best ic");
+            "ls_std 0.0105  ls_sharpe 3.1746  turnover 0.4125  mse_zero 1.0123  mse_mean 1.0009  ts_mean 0  "
+            "ts_std 0  ts_sharpe 0.0000  ts_hit 0.0000  ts_max_dd 0  (51200 points, 200 steps)  best ic");
   EXPECT_EQ(lines[2], "step 10/10  loss 8  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:00");
   EXPECT_EQ(lines[3], "early stopping: no improvement");
   EXPECT_EQ(out.str().find('\r'), std::string::npos);
@@ -382,14 +382,16 @@ TEST(Folds, CsvHasOneRowPerFoldWithRangesTimesAndTestMetrics) {
             "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,train_first_time,train_last_time,"
             "valid_first_time,valid_last_time,test_first_time,test_last_time,steps,best_step,metric,best_value,"
             "test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_ls_mean,test_ls_std,test_ls_sharpe,"
-            "test_turnover,test_mse_zero,test_mse_mean,test_points");
-  EXPECT_EQ(lines[1], "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,0.25,0.5,,0.125,1,0.875,100");
-  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,,,,,,,");
+            "test_turnover,test_mse_zero,test_mse_mean,test_ts_mean,test_ts_std,test_ts_sharpe,test_ts_hit,"
+            "test_ts_max_dd,test_points");
+  EXPECT_EQ(lines[1],
+            "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,0.25,0.5,,0.125,1,0.875,0,0,0,0,0,100");
+  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,,,,,,,,,,,,");
   EXPECT_EQ(tmp.listing(), std::vector<std::string>{"folds.csv"});  // written atomically, no temporary left
 
   // Without time labels the time cells are empty.
   write_folds_csv(path, sample_folds(), {}, "mse");
-  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,,,,,,,");
+  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,,,,,,,,,,,,");
 }
 
 TEST(Folds, JsonHoldsPerTargetMetricsAndTheMeanOverFolds) {
