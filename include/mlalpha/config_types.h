@@ -48,7 +48,7 @@ constexpr int64_t default_warmup(int64_t steps) { return steps / 10 < 20 ? steps
 
 // The largest model.chunk accepted: the CPU's chunk scratch grows with chunk², and a chunk longer than the
 // training window computes nothing more (each window is one chunk).
-constexpr int kMaxChunk = 4096;
+constexpr int kMaxChunk = 1024;
 
 // The largest train.steps accepted: far beyond any run, and small enough that step counters and the
 // schedule's arithmetic can never overflow.

@@ -120,6 +120,38 @@ TEST(Metrics, SingleSeriesIsPearsonOverTime) {
   EXPECT_EQ(mq.points, 2);
 }
 
+TEST(Metrics, SignStrategyOfOneSeriesByHand) {
+  // r_t = sign(pred_t) · y_t over the valid pairs: t = 1..5 give +2, −4, +5, 0 (a zero prediction), −1.
+  TinyPanel p{1, 7};
+  p.pred = {kNaN, 1, 2, -3, 0, 4, 1};
+  p.y = {100, 2, -4, -5, 7, -1, kNaN};
+  MetricsInput in = p.input();
+  in.periods_per_year = 4;
+  const Metrics m = compute_metrics(in).per_target[0];
+  const std::vector<double> r{2, -4, 5, 0, -1};
+  const double mean = 0.4, sd = std::sqrt((1.6 * 1.6 + 4.4 * 4.4 + 4.6 * 4.6 + 0.4 * 0.4 + 1.4 * 1.4) / 4);
+  EXPECT_NEAR(m.ts_mean, mean, 1e-12);
+  EXPECT_NEAR(m.ts_std, sd, 1e-12);
+  EXPECT_NEAR(m.ts_sharpe, mean / sd * 2, 1e-12);  // √4 periods per year
+  EXPECT_NEAR(m.ts_hit, 2.0 / 4, 1e-15);            // the zero return is neither a hit nor a miss
+  // Cumulative 2, −2, 3, 3, 2 from 0: the fall from 2 to −2 is the deepest.
+  EXPECT_NEAR(m.ts_max_dd, 4.0, 1e-12);
+  in.periods_per_year = kNaN;
+  EXPECT_TRUE(std::isnan(compute_metrics(in).per_target[0].ts_sharpe));
+}
+
+TEST(Metrics, SignStrategyOfAPanelIsTheMeanOverInstruments) {
+  // Two dates of three instruments; date 1's NaN prediction leaves two: r_0 = (1 + 2 − (−3)) / 3, r_1 = (−1 − 2) / 2.
+  TinyPanel p{3, 2};
+  const std::vector<std::vector<float>> pred{{1, -1}, {1, 1}, {-1, kNaN}}, y{{1, 1}, {2, -2}, {-3, 5}};
+  for (int i = 0; i < 3; ++i)
+    for (int t = 0; t < 2; ++t) p.pred.push_back(pred[i][t]), p.y.push_back(y[i][t]);
+  const Metrics m = compute_metrics(p.input()).per_target[0];
+  EXPECT_NEAR(m.ts_mean, (2.0 - 1.5) / 2, 1e-12);
+  EXPECT_NEAR(m.ts_hit, 0.5, 1e-15);
+  EXPECT_NEAR(m.ts_max_dd, 1.5, 1e-12);  // cumulative 2 then 0.5
+}
+
 TEST(Metrics, DirectionalAccuracyLeavesZerosOut) {
   TinyPanel p{1, 5};
   p.pred = {1, -1, 0, 2, -3};
