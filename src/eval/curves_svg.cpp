@@ -1,11 +1,14 @@
-// The training / validation curves as a self-contained SVG (report.h): no plotting library, just
+// The training / validation curves as a self-contained SVG (plots.h): no plotting library, just
 // axes, ticks, grid, two polylines and a legend per panel. Layout (default 960 × 640):
-//   title
-//   ┌ training loss (raw light, moving mean dark; log scale over > 2 decades), validation loss ┐
+//   title (shrunk, then shortened, to fit)
+//   ┌ training loss (raw light, moving mean dark; log scale over > 2 decades), validation loss of its kind ┐
 //   └ step ticks ─────────────────────────────────────────────────────────────┘
 //   ┌ validation metric (points, best one ringed; dashed zero line)          ┐
 //   └ step ticks, "step" ─────────────────────────────────────────────────────┘
+#include <date/date.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -55,6 +58,29 @@ std::string xml_escape(std::string_view s) {
     }
   }
   return out;
+}
+
+// The width a line of text takes in the plots' sans-serif at `size` px: 0.6 em per glyph, a little more than
+// DejaVu Sans' and Helvetica's average, so an estimate that fits fits when rendered. Counts UTF-8 code points.
+double text_width(std::string_view s, double size) {
+  size_t glyphs = 0;
+  for (const char c : s) glyphs += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return 0.6 * size * double(glyphs);
+}
+
+// A line of text that fits `max_width`: its font shrunk down to 11 px, then its middle replaced by "…".
+void fitted_text(std::ostringstream& o, double x, double y, std::string text, double size, double max_width,
+                 const char* extra) {
+  if (text_width(text, size) > max_width) size = std::max(11.0, size * max_width / text_width(text, size));
+  if (text_width(text, size) > max_width) {
+    const size_t keep = size_t(std::max(8.0, max_width / (0.6 * size))) - 1;  // code points, roughly bytes here
+    const size_t head = keep / 2, tail = keep - head;
+    if (text.size() > head + tail) text = text.substr(0, head) + "…" + text.substr(text.size() - tail);
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", size);
+  o << "<text x='" << num(x) << "' y='" << num(y) << "' text-anchor='middle' font-size='" << buf << "' " << extra << ">"
+    << xml_escape(text) << "</text>\n";
 }
 
 // Ticks at 1, 2 or 5 × 10^k, about `target` of them over [lo, hi].
@@ -159,16 +185,77 @@ std::string path_d(const std::vector<CurvePoint>& pts, const Axis& xa, const Axi
   return d;
 }
 
-void draw_x_ticks(std::ostringstream& o, const Axis& xa, const Rect& r) {
+// An x tick: its position on the axis and its label.
+struct Tick {
+  double at;
+  std::string label;
+};
+
+std::vector<Tick> number_ticks(const Axis& xa) {
   const auto ticks = nice_ticks(xa.lo, xa.hi);
   const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
-  for (double t : ticks) {
-    const double px = r.x + xa.frac(t) * r.w;
+  std::vector<Tick> out;
+  for (double t : ticks) out.push_back({t, tick_label(t, step)});
+  return out;
+}
+
+void draw_x_ticks(std::ostringstream& o, const Axis& xa, const Rect& r, const std::vector<Tick>& ticks) {
+  for (const Tick& t : ticks) {
+    const double px = r.x + xa.frac(t.at) * r.w;
     o << "<line x1='" << num(px) << "' y1='" << num(r.y) << "' x2='" << num(px) << "' y2='" << num(r.y + r.h)
       << "' stroke='#e5e5e5'/>\n";
-    o << "<text x='" << num(px) << "' y='" << num(r.y + r.h + 16) << "' text-anchor='middle'>"
-      << tick_label(t, step) << "</text>\n";
+    o << "<text x='" << num(px) << "' y='" << num(r.y + r.h + 16) << "' text-anchor='middle'>" << xml_escape(t.label)
+      << "</text>\n";
   }
+}
+
+// Ticks of a date axis over time indices [lo, hi]: at the first index of every k-th year, month or day,
+// with k such that about 4 to 8 ticks show ("2021", "2021-03", "2021-03-15").
+std::vector<Tick> date_ticks(const std::vector<double>& seconds, const Axis& xa) {
+  const int i0 = std::max(0, int(std::ceil(xa.lo))), i1 = std::min(int(seconds.size()) - 1, int(std::floor(xa.hi)));
+  if (i1 <= i0) return {};
+  struct Ymd {
+    int y;
+    unsigned m, d;
+  };
+  auto ymd = [&](int i) {
+    const auto day = std::chrono::floor<date::days>(date::sys_seconds{std::chrono::seconds{int64_t(std::floor(seconds[size_t(i)]))}});
+    const date::year_month_day v{day};
+    return Ymd{int(v.year()), unsigned(v.month()), unsigned(v.day())};
+  };
+  const double span_days = (seconds[size_t(i1)] - seconds[size_t(i0)]) / 86400.0;
+  // bucket of index i in the chosen unit; a tick where the bucket changes and is a multiple of k
+  enum { years, months, days } unit = span_days > 3 * 365.25 ? years : span_days > 60 ? months : days;
+  const double per = unit == years ? span_days / 365.25 : unit == months ? span_days / 30.44 : span_days;
+  int k = 1;
+  for (int c : {1, 2, 3, 5, 6, 10, 12, 20, 25, 50, 100})
+    if (per / c <= 8) {
+      k = c;
+      break;
+    }
+  if (unit == months && k > 6) k = 12;
+  auto bucket = [&](const Ymd& v) {
+    return unit == years ? int64_t(v.y) : unit == months ? int64_t(v.y) * 12 + (v.m - 1) : int64_t(v.y) * 372 + (v.m - 1) * 31 + v.d;
+  };
+  std::vector<Tick> out;
+  int64_t prev = INT64_MIN;
+  for (int i = i0; i <= i1; ++i) {
+    const Ymd v = ymd(i);
+    const int64_t b = bucket(v);
+    if (b == prev) continue;
+    const bool first = prev == INT64_MIN;
+    prev = b;
+    // The first index of the range starts a bucket only when the one before it is in another.
+    if (first && i > 0 && bucket(ymd(i - 1)) == b) continue;
+    const int64_t along = unit == years ? v.y : unit == months ? int64_t(v.y) * 12 + (v.m - 1) : int64_t(i);
+    if (along % k != 0) continue;
+    char buf[16];
+    if (unit == years) std::snprintf(buf, sizeof buf, "%d", v.y);
+    else if (unit == months) std::snprintf(buf, sizeof buf, "%d-%02u", v.y, v.m);
+    else std::snprintf(buf, sizeof buf, "%d-%02u-%02u", v.y, v.m, v.d);
+    out.push_back({double(i), buf});
+  }
+  return out;
 }
 
 void draw_y_ticks(std::ostringstream& o, const Axis& ya, const Rect& r) {
@@ -231,10 +318,11 @@ void draw_legend(std::ostringstream& o, const std::vector<Series>& series, const
 }
 
 void draw_panel(std::ostringstream& o, const Rect& r, const Axis& xa, const Axis& ya, const std::vector<Series>& series,
-                const std::string& ylabel, const CurvePoint* best, const std::string& best_label) {
+                const std::string& ylabel, const CurvePoint* best, const std::string& best_label,
+                const std::vector<Tick>* x_ticks = nullptr) {
   o << "<rect x='" << num(r.x) << "' y='" << num(r.y) << "' width='" << num(r.w) << "' height='" << num(r.h)
     << "' fill='white'/>\n";
-  draw_x_ticks(o, xa, r);
+  draw_x_ticks(o, xa, r, x_ticks ? *x_ticks : number_ticks(xa));
   draw_y_ticks(o, ya, r);
   bool any = false;
   for (const auto& s : series) {
@@ -259,8 +347,10 @@ void draw_panel(std::ostringstream& o, const Rect& r, const Axis& xa, const Axis
     draw_legend(o, series, best ? std::vector<std::string>{best_label} : std::vector<std::string>{}, xa, ya, r);
   o << "<rect x='" << num(r.x) << "' y='" << num(r.y) << "' width='" << num(r.w) << "' height='" << num(r.h)
     << "' fill='none' stroke='#333'/>\n";
-  o << "<text transform='translate(" << num(r.x - 58) << "," << num(r.y + r.h / 2) << ") rotate(-90)' "
-    << "text-anchor='middle' font-size='13'>" << xml_escape(ylabel) << "</text>\n";
+  std::ostringstream label;
+  fitted_text(label, 0, 0, ylabel, 13, r.h, "");
+  o << "<g transform='translate(" << num(r.x - 58) << "," << num(r.y + r.h / 2) << ") rotate(-90)'>" << label.str()
+    << "</g>\n";
 }
 
 }  // namespace
@@ -284,10 +374,10 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
   const size_t n = plot.train.size();
   if (n >= 40) {
     const size_t w = std::max<size_t>(2, n / 40);
-    s1.push_back({plot.train, "#a6cee3", "loss", 1.0, false});
-    s1.push_back({moving_mean(plot.train, w), "#1f77b4", "loss, mean of last " + std::to_string(w), 2.0, false});
+    s1.push_back({plot.train, "#a6cee3", "training loss", 1.0, false});
+    s1.push_back({moving_mean(plot.train, w), "#1f77b4", "training loss, mean of last " + std::to_string(w), 2.0, false});
   } else {
-    s1.push_back({plot.train, "#1f77b4", "loss", 2.0, n <= 1});
+    s1.push_back({plot.train, "#1f77b4", "training loss", 2.0, n <= 1});
   }
   if (!plot.valid_loss.empty())
     s1.push_back({plot.valid_loss, "#ff7f0e", plot.valid_loss_label, 2.0, plot.valid_loss.size() <= 200});
@@ -305,9 +395,8 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << plot.width << "' height='" << plot.height
     << "' viewBox='0 0 " << plot.width << " " << plot.height << "' font-family='sans-serif' font-size='12'>\n";
   o << "<rect width='100%' height='100%' fill='#fafafa'/>\n";
-  o << "<text x='" << num(W / 2) << "' y='28' text-anchor='middle' font-size='17' font-weight='bold'>"
-    << xml_escape(plot.title) << "</text>\n";
-  draw_panel(o, r1, xa, ya1, s1, ya1.log ? "training loss (log scale)" : "training loss", nullptr, "");
+  fitted_text(o, W / 2, 28, plot.title, 17, W - 24, "font-weight='bold'");
+  draw_panel(o, r1, xa, ya1, s1, ya1.log ? plot.loss_label + " (log scale)" : plot.loss_label, nullptr, "");
   draw_panel(o, r2, xa, ya2, s2, "validation " + plot.metric, best, best_label);
   o << "<text x='" << num(r2.x + r2.w / 2) << "' y='" << num(H - 12) << "' text-anchor='middle' font-size='13'>"
     << "step</text>\n";
@@ -324,7 +413,8 @@ void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot
                                                        std::to_string(plot.height) + ", expected >= 300x200");
   static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   const double W = plot.width, H = plot.height;
-  const Rect r{84, 48, W - 84 - 32, H - 48 - 56};
+  const double top = plot.subtitle.empty() ? 48 : 64;
+  const Rect r{84, top, W - 84 - 32, H - top - 56};
   std::vector<const std::vector<CurvePoint>*> sets;
   std::vector<Series> series;
   for (size_t i = 0; i < plot.lines.size(); ++i) {
@@ -332,15 +422,28 @@ void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot
     series.push_back({plot.lines[i].points, kColors[i % 6], plot.lines[i].label, 2.0, plot.lines[i].points.size() <= 60});
   }
   const Axis xa = make_axis(sets, true, false), ya = make_axis(sets, false, false);
+  const bool dated = plot.dates && plot.time_values.size() > size_t(std::max(0.0, xa.hi));
+  std::vector<Tick> ticks = dated ? date_ticks(plot.time_values, xa) : number_ticks(xa);
+  if (!dated && !plot.time_labels.empty())  // the labels at the index ticks
+    for (Tick& t : ticks)
+      if (t.at >= 0 && t.at < double(plot.time_labels.size()) && t.at == std::floor(t.at))
+        t.label = plot.time_labels[size_t(t.at)];
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << plot.width << "' height='" << plot.height
     << "' viewBox='0 0 " << plot.width << " " << plot.height << "' font-family='sans-serif' font-size='12'>\n";
   o << "<rect width='100%' height='100%' fill='#fafafa'/>\n";
-  o << "<text x='" << num(W / 2) << "' y='28' text-anchor='middle' font-size='15' font-weight='bold'>"
-    << xml_escape(plot.title) << "</text>\n";
-  draw_panel(o, r, xa, ya, series, "cumulative long-short", nullptr, "");
+  fitted_text(o, W / 2, 26, plot.title, 16, W - 24, "font-weight='bold'");
+  if (!plot.subtitle.empty()) fitted_text(o, W / 2, 46, plot.subtitle, 12.5, W - 24, "fill='#444'");
+  draw_panel(o, r, xa, ya, series, plot.ylabel, nullptr, "", &ticks);
+  for (const auto& [at, label] : plot.markers) {
+    if (at < xa.lo || at > xa.hi) continue;
+    const double px = r.x + xa.frac(at) * r.w;
+    o << "<line x1='" << num(px) << "' y1='" << num(r.y) << "' x2='" << num(px) << "' y2='" << num(r.y + r.h)
+      << "' stroke='#999' stroke-dasharray='5,4'/>\n<text x='" << num(px + 4) << "' y='" << num(r.y + 14)
+      << "' fill='#666' font-size='11'>" << xml_escape(label) << "</text>\n";
+  }
   o << "<text x='" << num(r.x + r.w / 2) << "' y='" << num(H - 12) << "' text-anchor='middle' font-size='13'>"
-    << "time index</text>\n";
+    << (dated ? "date" : plot.time_labels.empty() ? "time step" : "time") << "</text>\n";
   o << "</svg>\n";
   const std::string svg = o.str();
   AtomicFile f(path.string());

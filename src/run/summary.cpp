@@ -39,6 +39,18 @@ class ProcessedTargets {
 
 // ---- a solo run
 
+// The walk-forward backtest at a glance: the pooled test blocks' cumulative long-short, each fold's start marked.
+void write_pooled_plot(const fs::path& path, const MetricsResult& m, const RunContext& c,
+                       const std::vector<FoldReport>& reports) {
+  std::vector<int> starts;
+  for (const FoldReport& f : reports)
+    if (f.has_test) starts.push_back(f.split.test_begin);
+  write_long_short_plot(path.string(), m, c.panel,
+                        "pooled out-of-sample (" + std::to_string(starts.size()) +
+                            " folds, each test block by its fold's best checkpoint)",
+                        target_units(c.cfg.data), starts);
+}
+
 FoldReport report_of(const FoldResult& r) {
   FoldReport f;
   f.fold = r.fold;
@@ -73,6 +85,7 @@ class SoloSummary : public Summary {
       result_.has_oos = true;
       result_.oos = pooled.metrics;
       result_.oos_file = pooled.file;
+      write_pooled_plot(out / "long_short.svg", pooled.metrics, c_, reports_);
     }
     write_folds_json(out / "folds.json", reports_, c_.panel.times, c_.cfg.run.metric, oos().any() ? &pooled : nullptr);
     result_.fold_test_mean = mean_test_metrics(reports_);
@@ -326,6 +339,9 @@ class PopulationSummary : public Summary {
     if (ensemble_oos().any()) {
       c_.dirs.create(out / "ensemble");
       const OosSummary o = ensemble_oos().write(out / "ensemble" / "pred");
+      write_long_short_plot((out / "ensemble" / "long_short.svg").string(), o.metrics, c_.panel,
+                            "the mean-ensemble, pooled out-of-sample over the folds' test blocks",
+                            target_units(cfg.data));
       result_.has_ensemble = true;
       result_.ensemble = o.metrics;
       ens.push_back("ensemble");
