@@ -50,6 +50,16 @@ struct FeatureStats {
 // first pair out of order.
 void parse_panel_times(Panel& p, const std::string& time_format = "");
 
+// Time labels read as the CSV reader reads them (numbers, ISO 8601, or `time_format`; docs/data.md, "Time
+// axis"), in any order: their values (seconds since the epoch for dates) and whether they are dates. A label
+// that is neither, or labels mixing numbers and dates, throw an Error that starts with `what` and names the
+// label and the data.time_format that would read it (a two-digit year that wraps, too).
+struct TimeValues {
+  std::vector<double> values;
+  bool are_dates = false;
+};
+TimeValues parse_times(const std::vector<std::string>& labels, const std::string& time_format, const std::string& what);
+
 // Time steps per year implied by the time axis when the times are dates; NaN otherwise (then the periods
 // per year must come from a setting). Over a span of at least a quarter of a year it counts steps: (T − 1)
 // over the span in years, so business-daily data gives ~252-261 (weekends and holidays are no steps);

@@ -5,6 +5,7 @@ from ._panel import Panel
 from ._model import Ensemble, Model, load
 from ._run import Run, fit
 from ._metrics import metrics
+from . import loggers
 
-__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics"]
+__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics", "loggers"]
 __version__ = "0.9.0"

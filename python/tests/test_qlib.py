@@ -89,7 +89,7 @@ def test_settings_map_to_the_engine_keys():
     m = MambaAlpha(d_model=8, steps=50, seed=4, gap=1, eval_every=0, device="cpu", config={"model.layers": 1})
     assert m.settings == {"model.d_model": 8, "train.steps": 50, "train.seed": 4, "split.gap": 1,
                           "run.eval_every": 0, "model.layers": 1, "run.device": "cpu"}
-    assert m.config["model.d_model"] == 8 and m.config["train.seed"] == 4
+    assert m.engine_config["model.d_model"] == 8 and m.engine_config["train.seed"] == 4
     with pytest.raises(ValueError, match="did you mean 'lr'"):
         MambaAlpha(lrr=1e-3)
     with pytest.raises(ValueError, match="the dataset's train and valid segments"):

@@ -210,6 +210,11 @@ void parse_panel_times(Panel& p, const std::string& time_format) {
   p.times_are_dates = parsed.are_dates;
 }
 
+TimeValues parse_times(const std::vector<std::string>& labels, const std::string& time_format, const std::string& what) {
+  ParsedTimes parsed = parse_time_labels(labels, time_format, [&](size_t) { return what; });
+  return {std::move(parsed.values), parsed.are_dates};
+}
+
 double periods_per_year(const Panel& p) {
   constexpr double kYear = 365.25 * 86400.0;  // seconds in a Julian year
   if (!p.times_are_dates || p.time_values.size() < 2) return std::numeric_limits<double>::quiet_NaN();
