@@ -88,8 +88,8 @@ def _time_axis(labels, time_format: str | None, what: str):
         text = [str(v) for v in idx]
     try:
         values, are_dates = _core.parse_times(text, fmt, what)
-    except ValueError as e:
-        raise ValueError(_python_words(str(e))) from None
+    except ValueError as e:  # the engine says where a label is ("at <what>"): a frame's labels have no line
+        raise ValueError(_python_words(str(e).replace(f" at {what})", ")"))) from None
     values = np.asarray(values, dtype=np.float64)
     order = np.argsort(values, kind="stable")
     # Equal values ("2020-01-31" and "2020-01-31T00:00:00Z") are one time step, named by the first in order.

@@ -15,15 +15,13 @@ import sys
 import numpy as np
 import pytest
 
+from extras import import_or_skip
+
 pd = pytest.importorskip("pandas")
-try:
-    import qlib  # noqa: F401
-    from qlib.data.dataset import DatasetH, TSDatasetH
-    from qlib.data.dataset.handler import DataHandlerLP
-    from qlib.data.dataset.loader import StaticDataLoader
-except ImportError as e:
-    pytest.skip(f"pyqlib cannot be imported ({e}); pip install pyqlib (scripts/test_python.sh installs it)",
-                allow_module_level=True)
+import_or_skip("qlib, qlib.workflow.record_temp, qlib.contrib.strategy", "QLIB", "pip install pyqlib==0.9.7")
+from qlib.data.dataset import DatasetH, TSDatasetH  # noqa: E402
+from qlib.data.dataset.handler import DataHandlerLP  # noqa: E402
+from qlib.data.dataset.loader import StaticDataLoader  # noqa: E402
 
 from qlib_market import write_market
 

@@ -35,8 +35,8 @@ void write_long_short_plot(const std::string& path, const MetricsResult& r, cons
                                ? panel.times[size_t(t0)] + " .. " + panel.times[size_t(t1 - 1)] + " (" +
                                      std::to_string(t1 - t0) + " steps)"
                                : "time steps [" + std::to_string(t0) + ", " + std::to_string(t1) + ")";
-  plot.subtitle = "top minus bottom of " + std::to_string(q) + " groups by prediction each date, " + span +
-                  (units.empty() ? std::string() : "; " + units + " units (targets processed per date), not returns");
+  plot.subtitle = "top minus bottom of " + std::to_string(q) + " prediction groups per date, " + span +
+                  (units.empty() ? std::string() : "; " + units + " units, not returns");
   plot.ylabel = "cumulative long-short (" + (units.empty() ? std::string("target") : units) + " units)";
   plot.time_labels = panel.times;
   plot.time_values = panel.time_values;

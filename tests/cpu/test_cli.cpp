@@ -359,7 +359,7 @@ TEST_F(Cli, EvalWarnsWhenTheRangeOverlapsTheTrainingRange) {
   std::stringstream ss;
   ss << svg.rdbuf();
   EXPECT_NE(ss.str().find("cumulative long-short return: test range of "), std::string::npos) << ss.str();
-  EXPECT_NE(ss.str().find("top minus bottom of 3 groups by prediction each date"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("top minus bottom of 3 prediction groups per date"), std::string::npos) << ss.str();
   EXPECT_NE(ss.str().find("<path d='"), std::string::npos);  // 4 instruments, 3 quantiles: every date forms portfolios
   EXPECT_EQ(r.out.find("ls_sharpe is NaN"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| target | q1 | q2 | q3 | ls_mean |"), std::string::npos) << r.out;
