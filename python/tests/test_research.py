@@ -201,3 +201,29 @@ def test_target_scale_predicts_in_the_targets_units():
     pred = run.best.predict(panel)["pred_ret"]
     assert 0.3 < pred.std() / df["ret"].std() < 3  # in the targets' units, not the unit-scaled ones
     assert mlalpha.metrics(pred.to_frame(), df[["ret"]])["mse"] < mlalpha.metrics(0 * pred.to_frame(), df[["ret"]])["mse"]
+
+
+# --- data paths ---------------------------------------------------------------------------------------------
+
+def test_a_checkpoints_data_resolve_from_any_folder(tmp_path):
+    exe = os.environ.get("MLALPHA_BIN", "")
+    if not exe or not os.access(exe, os.X_OK):
+        pytest.skip("MLALPHA_BIN does not name the ml-alpha command (scripts/test.sh sets it to build/ml-alpha)")
+    import subprocess
+
+    x, y = make_arrays()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    np.save(tmp_path / "a" / "x.npy", x)
+    np.save(tmp_path / "a" / "y.npy", y)
+    # Trained with paths relative to the folder it ran in ...
+    train = subprocess.run([exe, "train", "--device", "cpu", "--steps", "10", "--set", "data.source=npy", "--set",
+                            "data.features=x.npy", "--set", "data.targets=y.npy", "-o", "run"], cwd=tmp_path / "a",
+                           capture_output=True, text=True)
+    assert train.returncode == 0, train.stderr
+    # ... evaluated from another folder, with the data the checkpoint recorded: found.
+    ev = subprocess.run([exe, "eval", "--device", "cpu", "--checkpoint", "../a/run/best.safetensors", "--split", "test"],
+                        cwd=tmp_path / "b", capture_output=True, text=True)
+    assert ev.returncode == 0, ev.stdout + ev.stderr
+    assert "data: as recorded in" in ev.stdout
+    assert mlalpha.load(tmp_path / "a" / "run" / "best.safetensors").step > 0
