@@ -11,6 +11,7 @@
 #include "predict/prediction_mean.h"
 #include "run/leaderboard.h"
 #include "run/oos_pool.h"
+#include "run/valid_pool.h"
 
 namespace mlalpha {
 
@@ -129,57 +130,6 @@ std::vector<float> mean_prediction(const std::vector<const Trained*>& members) {
     if (!t->best_pred.empty()) mean.add(t->best_pred);
   return mean.empty() ? std::vector<float>{} : mean.mean();
 }
-
-// A member's validation blocks of every walk-forward fold, placed one after another on a time axis of their own
-// (blocks overlap in time when split.walk_forward_valid_size exceeds the test size) and scored as one range:
-// the pooled validation the run's leaderboard ranks by, which no test block has influenced.
-class ValidPool {
- public:
-  void add(const Panel& targets, const Split& s, const std::vector<float>& pred) {
-    N_ = targets.N, K_ = targets.K;
-    const int len = s.valid_end - s.valid_begin;
-    std::vector<float> p(size_t(N_) * len * K_), y(p.size());
-    for (int i = 0; i < N_; ++i)
-      for (int t = 0; t < len; ++t)
-        for (int k = 0; k < K_; ++k) {
-          const size_t from = (size_t(i) * targets.T + s.valid_begin + t) * K_ + k, to = (size_t(i) * len + t) * K_ + k;
-          p[to] = pred[from];
-          y[to] = targets.y[from];
-        }
-    blocks_.push_back({len, std::move(p), std::move(y)});
-  }
-  bool any() const { return !blocks_.empty(); }
-  MetricsResult score(int quantiles, double periods_per_year) const {
-    int T = 0;
-    for (const Block& b : blocks_) T += b.len;
-    std::vector<float> p(size_t(N_) * T * K_), y(p.size());
-    int at = 0;
-    for (const Block& b : blocks_) {
-      for (int i = 0; i < N_; ++i)
-        for (size_t j = 0; j < size_t(b.len) * K_; ++j) {
-          const size_t to = (size_t(i) * T + at) * K_ + j, from = size_t(i) * b.len * K_ + j;
-          p[to] = b.pred[from];
-          y[to] = b.y[from];
-        }
-      at += b.len;
-    }
-    MetricsInput in;
-    in.pred = p;
-    in.y = y;
-    in.N = N_, in.T = T, in.K = K_;
-    in.quantiles = quantiles;
-    in.periods_per_year = periods_per_year;
-    return compute_metrics(in);
-  }
-
- private:
-  struct Block {
-    int len = 0;
-    std::vector<float> pred, y;  // (N, len, K)
-  };
-  int N_ = 0, K_ = 0;
-  std::vector<Block> blocks_;
-};
 
 MemberResult member_result(const Trained& t) {
   MemberResult m;
