@@ -65,20 +65,36 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$vpy" -m pip install -q --disable-pip-version-check "${missing[@]}" || fail "pip install ${missing[*]} failed (is PyPI reachable?)"
 fi
 
-# pyqlib, for python/tests/test_qlib.py (mlalpha.contrib.qlib), is optional: when it cannot be installed that
-# test is skipped with its reason. MLALPHA_SKIP_QLIB=1 does not try (the first install takes about a minute).
-if [ "${MLALPHA_SKIP_QLIB:-0}" != 1 ] && ! "$vpy" -c "import qlib" 2>/dev/null; then
-  echo "test_python: pip install pyqlib (for the Qlib adapter's test)"
-  "$vpy" -m pip install -q --disable-pip-version-check pyqlib >"$build/pyqlib-install.log" 2>&1 ||
-    echo "test_python: pip install pyqlib failed ($(tail -n 1 "$build/pyqlib-install.log")); the Qlib test will be skipped"
+# The suites for the frameworks researchers pair ml-alpha with are part of the test, so their packages are
+# installed here and a failed install fails the run (CI included); a developer without network access opts out
+# of one with its variable, and its tests then skip, saying why:
+#   pyqlib (python/tests/test_qlib*.py: the adapter, qrun, the records, the backtest)   MLALPHA_SKIP_QLIB=1
+#   optuna (python/tests/test_optuna.py: the docs' pruning and walk-forward snippets)   MLALPHA_SKIP_OPTUNA=1
+#   cairosvg (python/tests/test_plots.py: the run's SVG plots rendered to PNG)          MLALPHA_SKIP_RENDER=1
+# pyqlib is pinned to the version the adapter is tested with (the first install takes about a minute: it brings
+# mlflow, lightgbm and more). MLALPHA_REQUIRE_<NAME>=1 tells the tests to fail, not skip, where the import fails.
+require_extra() {  # NAME (of the MLALPHA_SKIP_ variable), the module to import, the pip requirement
+  local name=$1 module=$2 req=$3 skip_var="MLALPHA_SKIP_$1"
+  if [ "${!skip_var:-0}" = 1 ]; then
+    echo "test_python: $skip_var=1: not installing $req; its tests will be skipped"
+    return
+  fi
+  if ! "$vpy" -c "import $module" 2>/dev/null; then
+    echo "test_python: pip install $req"
+    "$vpy" -m pip install -q --disable-pip-version-check "$req" >"$build/$name-install.log" 2>&1 ||
+      { tail -n 20 "$build/$name-install.log"; fail "pip install $req failed (log above; $skip_var=1 skips its tests)"; }
+  fi
+  "$vpy" -c "import $module" 2>"$build/$name-import.log" ||
+    { cat "$build/$name-import.log"; fail "$req is installed but 'import $module' fails (above; $skip_var=1 skips its tests)"; }
+  export "MLALPHA_REQUIRE_$name=1"
+}
+# cairosvg draws through the cairo library (Debian: libcairo2).
+if [ "${MLALPHA_SKIP_RENDER:-0}" != 1 ] && ! ldconfig -p 2>/dev/null | grep -q "libcairo.so.2"; then
+  apt_install libcairo2 || fail "cairosvg needs the cairo library (apt-get install libcairo2; MLALPHA_SKIP_RENDER=1 skips)"
 fi
-
-# optuna, for python/tests/test_optuna.py (the docs' pruning snippet), is optional in the same way.
-if [ "${MLALPHA_SKIP_OPTUNA:-0}" != 1 ] && ! "$vpy" -c "import optuna" 2>/dev/null; then
-  echo "test_python: pip install optuna (for the Optuna snippet's test)"
-  "$vpy" -m pip install -q --disable-pip-version-check optuna >"$build/optuna-install.log" 2>&1 ||
-    echo "test_python: pip install optuna failed ($(tail -n 1 "$build/optuna-install.log")); the Optuna test will be skipped"
-fi
+require_extra QLIB "qlib.data.dataset, qlib.workflow.record_temp, qlib.contrib.strategy" "pyqlib==0.9.7"
+require_extra OPTUNA optuna "optuna"
+require_extra RENDER cairosvg "cairosvg"
 
 echo "test_python: building the mlalpha package against $build/install"
 # The extension is compiled with the engine's own compiler (an environment may put another first on PATH).

@@ -43,6 +43,13 @@ enum class LossKind { MSE, Huber, IC };
 enum class BatchMode { Windows, Time };
 enum class Schedule { Cosine, Constant };
 
+// train.warmup when the file does not set it: a tenth of the steps, at most 20.
+constexpr int64_t default_warmup(int64_t steps) { return steps / 10 < 20 ? steps / 10 : 20; }
+
+// The largest model.chunk accepted: the CPU's chunk scratch grows with chunk², and a chunk longer than the
+// training window computes nothing more (each window is one chunk).
+constexpr int kMaxChunk = 1024;
+
 // The largest train.steps accepted: far beyond any run, and small enough that step counters and the
 // schedule's arithmetic can never overflow.
 constexpr int64_t kMaxSteps = int64_t(1) << 40;
@@ -60,7 +67,9 @@ struct TrainConfig {
   int64_t steps = 300;
   float lr = 1e-3f;
   float min_lr_ratio = 0.1f;  // cosine floor as a fraction of lr
-  int64_t warmup = 20;        // linear warm-up steps (< steps)
+  // Linear warm-up steps (< steps). Unset in the file: min(20, steps / 10) (kDefaultWarmup), so a short run
+  // is valid without it and runs of 200 steps or more keep the 20 they always had.
+  int64_t warmup = 20;
   Schedule schedule = Schedule::Cosine;
   float weight_decay = 0.01f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
@@ -75,6 +84,9 @@ struct TrainConfig {
   int models = 1;
   // train.precision: the GPU's arithmetic (mlalpha/precision.h); the CPU path computes in fp32 whatever it says.
   Precision precision = Precision::FP32;
+  // train.init: a checkpoint whose weights the model starts from instead of a random initialisation
+  // (fine-tuning; the optimiser and the schedule start afresh). "": none. Its architecture must be the run's.
+  std::string init;
   void validate() const;
   // Windows per cross-section for a panel of N instruments: min(N, instruments) (N when 0) in time mode,
   // 0 in windows mode (no cross-section).
@@ -144,6 +156,11 @@ struct DataConfig {
   std::string feature_norm = "global";  // global | zscore | rank | robust (the last three per date)
   float robust_clip = 3.0f;             // feature_norm = robust: values clipped to ±robust_clip (> 0)
   std::string target_norm = "none";     // none | zscore | rank, per date
+  // none | std: each target divided by its standard deviation over the training range for training, and the
+  // predictions multiplied back (FeatureStats::target_scale, recorded in the checkpoint): raw returns of
+  // size 1e-2 no longer leave the model's first outputs orders of magnitude off. Metrics and predictions
+  // stay in the targets' units.
+  std::string target_scale = "none";
   std::string nan_fill = "zero";        // zero | ffill | mean: what a missing feature becomes
 };
 

@@ -33,9 +33,14 @@ MetricsResult score_with_mean(const std::vector<float>& pred, const Panel& p, Ti
 // The periods per year the options give: options.periods_per_year when > 0, else periods_per_year(p).
 double score_periods_per_year(const Panel& p, const ScoreOptions& options);
 // Writes the cumulative long-short plot of `r` (docs/metrics.md, "Long-short plot") as an SVG, atomically:
-// one line per target, the running sum of the long-short return over the steps that formed portfolios.
-// `what` starts the title ("test, best checkpoint").
-void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& p, const std::string& what);
+// one line per target, the running sum of the long-short return over the steps that formed portfolios, over
+// the panel's dates. `what` ends the title ("test, best checkpoint (step 300)"); `units` names the targets'
+// units on the y axis (target_units: "z-score" when they were normalised per date, "" for their own);
+// `fold_starts` (time indices), when given, are marked as the starts of folds 0, 1, ...
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& p, const std::string& what,
+                           const std::string& units = "", const std::vector<int>& fold_starts = {});
+// The units of processed targets for a plot's axis: "z-score" or "rank" under data.target_norm, else "".
+std::string target_units(const DataConfig& d);
 // "[12, 40) (2020-01-02 .. 2020-02-07)": a range with its first and last time labels when the panel has them.
 std::string range_text(const Panel& p, TimeRange r);
 

@@ -2,8 +2,8 @@
 // Evaluation metrics of predictions against targets over a time range of a panel:
 // MSE, IC (cross-sectional Pearson per time step, averaged; Pearson over time for a single series),
 // rank IC (Spearman), ICIR and directional accuracy; per-date quantile portfolios (the long-short series,
-// its Sharpe ratio, the top quantile's turnover) and the MSE of two baseline predictors. Host-only C++20 (std::span): never include from
-// .cu files. Double arithmetic throughout; every definition and choice is in docs/metrics.md.
+// its Sharpe ratio, the top quantile's turnover), the sign strategy (ts_*: defined for a single series too)
+// and the MSE of two baseline predictors. Host-only C++20 (std::span): never include from .cu files. Double arithmetic throughout; every definition and choice is in docs/metrics.md.
 //
 // Missing values: a NaN target or a NaN prediction removes that (instrument, time, target) point from
 // every metric (a NaN prediction means "no prediction here", e.g. inside the burn-in). ±Inf is not
@@ -31,7 +31,7 @@ struct MetricsInput {
   // Quantile portfolios: at each time step with at least `quantiles` valid pairs (and N ≥ 2), instruments
   // are sorted by prediction and split into this many groups (docs/metrics.md gives the exact rule).
   int quantiles = 5;
-  // Annualises ls_sharpe (mean / std · sqrt(periods_per_year)); NaN or <= 0: ls_sharpe is NaN.
+  // Annualises ls_sharpe and ts_sharpe (mean / std · sqrt(periods_per_year)); NaN or <= 0: they are NaN.
   double periods_per_year = std::numeric_limits<double>::quiet_NaN();
   // (K) or empty: the mean target over the training range per target (target_means()), the constant
   // predictor behind mse_mean; empty: mse_mean is NaN.

@@ -70,8 +70,9 @@ class Model {
   // the predictions estimate.
   Panel prepare(const Panel& raw) const;
   // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, each date as `mode` says (window:
-  // exactly as validation scores it); in the units of the processed targets. device: "auto" | "cpu" | "gpu";
-  // `cpu`: the CPU backend's threads and model (mlalpha/device.h; the thread count changes no bit).
+  // exactly as validation scores it); in the units of the processed targets (a data.target_scale the model was
+  // trained with is inverted: prepare() does not apply it). device: "auto" | "cpu" | "gpu"; `cpu`: the CPU
+  // backend's threads and model (mlalpha/device.h; the thread count changes no bit).
   std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const std::string& device = "auto",
                                       Precision precision = Precision::FP32,
                                       PredictMode mode = PredictMode::window, const CpuSettings& cpu = {}) const;

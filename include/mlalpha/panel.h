@@ -49,6 +49,9 @@ uint8_t input_row(const Panel& p, int i, int t);
 struct FeatureStats {
   std::vector<float> mean;   // (F)
   std::vector<float> stdev;  // (F), > 0
+  // (K), > 0, or empty: data.target_scale = "std" trains on y / target_scale[k] and multiplies the
+  // predictions back (scale_targets / unscale_predictions).
+  std::vector<float> target_scale;
 };
 
 // Reads the panel's time labels (numbers, ISO 8601, or `time_format`) into time_values / times_are_dates,
@@ -56,6 +59,16 @@ struct FeatureStats {
 // time_values empty (plain labels); readable ones must be strictly increasing, or this throws naming the
 // first pair out of order.
 void parse_panel_times(Panel& p, const std::string& time_format = "");
+
+// Time labels read as the CSV reader reads them (numbers, ISO 8601, or `time_format`; docs/data.md, "Time
+// axis"), in any order: their values (seconds since the epoch for dates) and whether they are dates. A label
+// that is neither, or labels mixing numbers and dates, throw an Error that starts with `what` and names the
+// label and the data.time_format that would read it (a two-digit year that wraps, too).
+struct TimeValues {
+  std::vector<double> values;
+  bool are_dates = false;
+};
+TimeValues parse_times(const std::vector<std::string>& labels, const std::string& time_format, const std::string& what);
 
 // Time steps per year implied by the time axis when the times are dates; NaN otherwise (then the periods
 // per year must come from a setting). Over a span of at least a quarter of a year it counts steps: (T − 1)
@@ -77,7 +90,13 @@ Panel normalized(const Panel& p, const FeatureStats& stats);
 // What a run fits on the training range [t0, t1) for the data settings `d`: the global statistics when
 // d.feature_norm = "global" (of the forward-filled values when d.nan_fill = "ffill"), none (empty) for
 // the per-date modes.
+// With d.target_scale = "std", also each target's population standard deviation over [t0, t1) (finite
+// values; a target constant there is an error naming it).
 FeatureStats fit_feature_stats(const Panel& p, const DataConfig& d, int t0, int t1);
+// data.target_scale: p's targets divided by stats.target_scale (nothing when it is empty), in place.
+void scale_targets(Panel& p, const FeatureStats& stats);
+// The inverse for predictions (N, T, K) of a panel of K targets: multiplied by stats.target_scale.
+void unscale_predictions(std::vector<float>& pred, int K, const FeatureStats& stats);
 // A copy of p as the model sees it under the data settings `d` (feature_norm, robust_clip, target_norm,
 // nan_fill; docs/data.md, "Normalisation"): features normalised and filled, targets processed. Training,
 // validation, eval and predict all go through this, so metrics are on the processed targets and

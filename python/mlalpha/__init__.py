@@ -6,6 +6,7 @@ from ._model import Ensemble, Model, load
 from ._run import Run, fit
 from ._metrics import metrics
 from ._stream import Stream
+from . import loggers
 
-__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics", "Stream"]
+__all__ = ["Config", "Panel", "Model", "Ensemble", "load", "Run", "fit", "metrics", "Stream", "loggers"]
 __version__ = "0.9.0"

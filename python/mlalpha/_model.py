@@ -76,7 +76,8 @@ def _predict(model, data, t0, t1, device, precision, tf32, what, mode="window", 
         panel = Panel.from_numpy(x, y)
     pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision, mode, threads)
     if panel._frame is not None:
-        return panel.to_frame(pred, model.target_names or [f"y{k}" for k in range(model.K)])
+        # pred_<target>: joins the input frame (df.join(pred)) without clashing with its target column.
+        return panel.to_frame(pred, [f"pred_{n}" for n in (model.target_names or [f"y{k}" for k in range(model.K)])])
     return pred[0] if series else pred
 
 
@@ -104,7 +105,8 @@ class Model:
 
         data: a Panel -> (N, T, K), or a DataFrame aligned to its rows when it came from Panel.from_frame;
         a DataFrame (long, as Panel.from_frame takes; the model's feature columns) -> a DataFrame aligned to
-        its rows, one column per target; features as an array, (N, T, F) -> (N, T, K) or (T, F) -> (T, K).
+        its rows, one column pred_<target> per target (so df.join(pred) works); features as an array,
+        (N, T, F) -> (N, T, K) or (T, F) -> (T, K).
 
         precision: the GPU's arithmetic (docs/config.md, train.precision): "fp32" (None, the default: fp32
         accuracy), "tf32" (GEMMs and SSD chunk products single-pass tf32 on the tensor cores) or "bf16"

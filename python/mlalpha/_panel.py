@@ -42,6 +42,67 @@ def _frame_keys(df, time: str, instrument: str):
     return pd.Index(df[time]), pd.Index(df[instrument])
 
 
+def _python_words(message: str) -> str:
+    """An engine message about the time layout, in the words of the Python argument (time_format=)."""
+    return (message.replace("set data.time_format = ", "pass time_format=")
+            .replace("leave data.time_format unset", "leave time_format=None")
+            .replace("data.time_format", "time_format"))
+
+
+def _is_yyyymmdd(values: np.ndarray) -> bool:
+    """Integers that are all dates written as yyyymmdd (19000101 .. 21001231, valid months and days)."""
+    v = values.astype(np.int64)
+    if v.size == 0 or v.min() < 19000101 or v.max() > 21001231:
+        return False
+    import pandas as pd
+
+    return not pd.to_datetime(pd.Series(v).astype(str), format="%Y%m%d", errors="coerce").isna().any()
+
+
+def _time_axis(labels, time_format: str | None, what: str):
+    """The unique time labels of a frame ordered as the CSV reader orders a file's (the engine's parser reads
+    them: numbers, ISO 8601, `time_format`; docs/data.md, "Time axis"). Returns (the label of each time step as
+    the panel names it, the time step of each given label, the time_format the panel records). pandas datetimes
+    are written as ISO 8601 (dates alone when every time is midnight); integers that are all yyyymmdd dates are
+    read as dates; labels that mix kinds or that the parser cannot read are refused, naming one."""
+    import pandas as pd
+
+    idx = pd.Index(labels)
+    fmt = "" if time_format is None else str(time_format)
+    if isinstance(idx, pd.DatetimeIndex) or idx.dtype.kind == "M":
+        idx = pd.DatetimeIndex(idx)
+        if idx.tz is not None:
+            text = [t.isoformat() for t in idx]  # 2020-01-02T09:30:00+00:00: the offset kept
+        elif (idx == idx.normalize()).all():
+            text = list(idx.strftime("%Y-%m-%d"))
+        else:
+            text = [t.isoformat() for t in idx]
+        if fmt:
+            raise ValueError(f"{what}: time_format={fmt!r} is for text times; these are pandas datetimes (leave time_format=None)")
+    elif idx.dtype.kind in "iu" and not fmt and _is_yyyymmdd(idx.to_numpy()):
+        text, fmt = [str(int(v)) for v in idx], "%Y%m%d"
+    elif idx.dtype.kind == "f" and not fmt and np.isfinite(idx.to_numpy()).all() and (idx.to_numpy() % 1 == 0).all() \
+            and _is_yyyymmdd(idx.to_numpy()):
+        text, fmt = [str(int(v)) for v in idx], "%Y%m%d"
+    else:
+        text = [str(v) for v in idx]
+    try:
+        values, are_dates = _core.parse_times(text, fmt, what)
+    except ValueError as e:  # the engine says where a label is ("at <what>"): a frame's labels have no line
+        raise ValueError(_python_words(str(e).replace(f" at {what})", ")"))) from None
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="stable")
+    # Equal values ("2020-01-31" and "2020-01-31T00:00:00Z") are one time step, named by the first in order.
+    sorted_values = values[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_values[1:] != sorted_values[:-1]
+    step_of_sorted = np.cumsum(first) - 1
+    slot = np.empty(len(order), dtype=np.int64)
+    slot[order] = step_of_sorted
+    names = [text[i] for i in order[first]]
+    return names, slot, fmt
+
+
 def _frame_values(df, columns, what: str) -> np.ndarray:
     """The columns as float32 (rows, len(columns)); errors name the column (and the row for ±Inf)."""
     missing = [c for c in columns if c not in df.columns]
@@ -65,6 +126,31 @@ def _frame_values(df, columns, what: str) -> np.ndarray:
     return out
 
 
+def _frame_axes(df, time: str, instrument: str, time_format: str | None, what: str):
+    """The panel axes of a long frame: (time labels in order, instrument labels sorted, each row's time slot and
+    instrument slot, the time_format used); a (time, instrument) seen twice is an error naming it."""
+    import pandas as pd
+
+    t_raw, i_raw = _frame_keys(df, time, instrument)
+    if t_raw.hasnans or i_raw.hasnans:
+        raise ValueError(f"{what}: a time or instrument label is missing (NaN/NaT)")
+    t_codes, t_uniques = pd.factorize(t_raw)
+    times, slot_of_unique, fmt = _time_axis(t_uniques, time_format, what)
+    t_slot = slot_of_unique[t_codes]
+    try:
+        instruments = i_raw.unique().sort_values()
+    except TypeError as e:
+        raise ValueError(f"{what}: instrument labels of mixed kinds cannot be ordered ({e})") from None
+    i_slot = instruments.get_indexer(i_raw)
+    N, T = len(instruments), len(times)
+    flat = i_slot.astype(np.int64) * T + t_slot
+    dup = np.flatnonzero(np.bincount(flat, minlength=N * T) > 1)
+    if dup.size:
+        i, t = divmod(int(dup[0]), T)
+        raise ValueError(f"{what}: (time {times[t]}, instrument {instruments[i]}) appears in more than one row")
+    return times, [str(v) for v in instruments], t_slot, i_slot, fmt
+
+
 class Panel:
     """A panel for the engine: Panel.from_numpy or Panel.from_frame.
 
@@ -80,39 +166,27 @@ class Panel:
 
     @classmethod
     def from_frame(cls, df, features: Sequence[str], targets: Sequence[str] | None = None, time: str = "time",
-                   instrument: str = "instrument", *, _n_targets: int = 0) -> "Panel":
+                   instrument: str = "instrument", time_format: str | None = None, *, _n_targets: int = 0) -> "Panel":
         """A long DataFrame, one row per (time, instrument), indexed by a (datetime, instrument) MultiIndex
         (Qlib's layout) or with `time` and `instrument` columns.
 
-        The panel is the union of the times and instruments seen, both sorted (so row order does not
-        matter); a missing (time, instrument) row gives NaN features and targets; a (time, instrument)
-        seen twice, ±Inf, and non-numeric columns are errors. Labels become strings (dates as
-        2020-01-01). targets=None: no targets (NaN), for prediction.
+        Times are read as the CSV reader reads them (docs/data.md, "Time axis"), by the engine's own parser:
+        pandas datetimes, ISO 8601 text, numbers, integers that are all yyyymmdd dates (20200131), or text in
+        `time_format` (strftime-style, "%b %d %Y" for 'Jan 31 2020'); anything else is refused with the
+        time_format that would read it, never sorted as text. The panel is the union of the times and
+        instruments seen, times in chronological order and instruments sorted (so row order does not
+        matter); a missing (time, instrument) row gives NaN features and targets; a (time, instrument) seen
+        twice, ±Inf, and non-numeric columns are errors. Labels become strings (dates as 2020-01-01).
+        targets=None: no targets (NaN), for prediction.
         """
-        import pandas as pd
-
         features = list(features)
         targets = [] if targets is None else list(targets)
         if not features:
             raise ValueError("from_frame: features must name at least one column")
         if len(df) == 0:
             raise ValueError("from_frame: the frame has no rows")
-        t_raw, i_raw = _frame_keys(df, time, instrument)
-        if t_raw.hasnans or i_raw.hasnans:
-            raise ValueError("from_frame: a time or instrument label is missing (NaN/NaT)")
-        try:
-            times = t_raw.unique().sort_values()
-            instruments = i_raw.unique().sort_values()
-        except TypeError as e:
-            raise ValueError(f"from_frame: time or instrument labels of mixed kinds cannot be ordered ({e})") from None
-        t_slot = times.get_indexer(t_raw)
-        i_slot = instruments.get_indexer(i_raw)
+        times, instruments, t_slot, i_slot, fmt = _frame_axes(df, time, instrument, time_format, "from_frame")
         N, T = len(instruments), len(times)
-        flat = i_slot.astype(np.int64) * T + t_slot
-        dup = np.flatnonzero(np.bincount(flat, minlength=N * T) > 1)
-        if dup.size:
-            i, t = divmod(int(dup[0]), T)
-            raise ValueError(f"from_frame: (time {times[t]}, instrument {instruments[i]}) appears in more than one row")
         xv = _frame_values(df, features, "feature")
         x = np.full((N, T, len(features)), np.nan, dtype=np.float32)
         x[i_slot, t_slot] = xv
@@ -120,8 +194,8 @@ class Panel:
         y = np.full((N, T, K), np.nan, dtype=np.float32)
         if targets:
             y[i_slot, t_slot] = _frame_values(df, targets, "target")
-        core = _core.panel_from_arrays(x, y, list(times.astype(str)), list(instruments.astype(str)),
-                                       [str(f) for f in features], [str(t) for t in targets])
+        core = _core.panel_from_arrays(x, y, times, instruments, [str(f) for f in features], [str(t) for t in targets],
+                                       fmt)
         return cls(core, frame=(df.index, i_slot, t_slot))
 
     @classmethod

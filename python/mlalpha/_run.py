@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import numpy as np
 
 from . import _core
 from ._config import Config
@@ -68,6 +72,8 @@ class Run:
     members: list[dict] = field(default_factory=list, repr=False)
     ensemble: dict | None = None
     leaderboard_rows: list[dict] = field(default_factory=list, repr=False)
+    # Walk-forward: the pooled out-of-sample predictions as a DataFrame (kept when the run folder is temporary).
+    oos_pred: Any = field(default=None, repr=False)
 
     @property
     def leaderboard(self):
@@ -120,6 +126,60 @@ def _load_if(path: str) -> Model | None:
     return Model.load(path) if os.path.exists(path) else None
 
 
+def _oos_frame(csv_path: str, panel: Panel):
+    """Run.oos_pred: the pooled out-of-sample predictions the engine wrote (<prefix>.csv with its fold and observed
+    columns, <prefix>.npy with the exact floats) as a DataFrame with columns fold, observed, pred_<target>...: for a
+    panel from a frame, indexed like that frame's rows inside the pooled range (in the frame's order, so
+    df.join(run.oos_pred) lines up); otherwise by (time, instrument), as the CSV. None without pandas."""
+    if _pd is None or not csv_path or not os.path.exists(csv_path):
+        return None
+    pred = np.load(csv_path[:-4] + ".npy")  # (N, T, K)
+    table = _pd.read_csv(csv_path, usecols=["time", "instrument", "fold", "observed"],
+                         dtype={"time": str, "instrument": str}, keep_default_na=False)
+    # The CSV names a time step or instrument by its label, or by its index when the panel has none.
+    t_of = {label: k for k, label in enumerate(panel.times or [str(t) for t in range(panel.T)])}
+    i_of = {label: k for k, label in enumerate(panel.instruments or [str(i) for i in range(panel.N)])}
+    t = table["time"].map(t_of).to_numpy()
+    i = table["instrument"].map(i_of).to_numpy()
+    names = [f"pred_{n}" for n in (panel.target_names or [f"y{k}" for k in range(panel.K)])]
+    fold = table["fold"].to_numpy(dtype=np.int64)
+    observed = table["observed"].to_numpy(dtype=np.int64)
+    if panel._frame is None:
+        out = _pd.DataFrame(pred[i, t], columns=names,
+                            index=_pd.MultiIndex.from_arrays([table["time"], table["instrument"]], names=["time", "instrument"]))
+        out.insert(0, "observed", observed)
+        out.insert(0, "fold", fold)
+        return out
+    index, i_slot, t_slot = panel._frame
+    row_of = np.full((panel.N, panel.T), -1, dtype=np.int64)
+    row_of[i, t] = np.arange(len(table))
+    rows = row_of[i_slot, t_slot]
+    keep = rows >= 0
+    out = _pd.DataFrame(pred[i_slot[keep], t_slot[keep]], columns=names, index=index[keep])
+    out.insert(0, "observed", observed[rows[keep]])
+    out.insert(0, "fold", fold[rows[keep]])
+    return out
+
+
+# The engine names settings as the TOML file and the command line do; fit's arguments have Python names.
+_FLAG_WORDS = [(re.compile(r"--resume (\S+?):"), r"resume=\1:"), (re.compile(r"--resume "), "resume="),
+               (re.compile(r"\(--steps N\)"), "(train={'steps': N})"), (re.compile(r"--steps N"), "train={'steps': N}"),
+               (re.compile(r"\(--warmup\)"), "(train.warmup)"), (re.compile(r"drop run\.out_dir / -o"), "drop out_dir=")]
+
+
+def _python_error(message: str, device_given: bool, out_dir_given: bool) -> str:
+    """An engine error in the words of fit's arguments: device='gpu' for run.device = 'gpu' when device= set it,
+    out_dir= for run.out_dir, resume= for --resume, train={'steps': N} for --steps N."""
+    if device_given:
+        message = re.sub(r"run\.device = '(\w+)'", r"device='\1'", message)
+        message = message.replace("(use 'auto' or 'cpu')", "(use device='auto' or device='cpu')")
+    if out_dir_given:
+        message = re.sub(r"run\.out_dir = '", "out_dir='", message)
+    for pattern, words in _FLAG_WORDS:
+        message = pattern.sub(words, message)
+    return message
+
+
 class _Progress:
     """A tqdm bar over the training steps of each fold, when tqdm is installed."""
 
@@ -156,14 +216,20 @@ class _Progress:
 def fit(panel: Panel, config: Config | dict | None = None, device: str | None = None,
         callback: Callable[[dict], Any] | None = None, out_dir: str | os.PathLike | None = None,
         overwrite: bool = False, progress: bool = False, resume: str | os.PathLike | None = None,
-        threads: int | None = None) -> Run:
+        threads: int | None = None, logger: Any = None) -> Run:
     """Trains on `panel` in the engine, as `ml-alpha train` does (walk-forward folds included).
 
     device: "auto" | "cpu" | "gpu"; None keeps the config's run.device (default auto).
     threads: the CPU backend's worker threads (run.threads; 0: every CPU this process may use, at most 64);
     None keeps the config's (default 0). The results do not depend on it, and a resume may change it.
     callback(event: dict) is called at each fold start, log point (every train.log_every steps), validation
-    and message; returning False stops the run after the current step (as Ctrl-C does).
+    and message; returning False stops the run after the current step (as Ctrl-C does). Every event carries
+    "global_step": fold × train.steps + step, which keeps growing across walk-forward folds (what
+    optuna's trial.report needs). The engine's warnings ("warning: ..." messages) are also issued as Python
+    warnings (UserWarning).
+    logger: an object with log_metrics(metrics: dict, step: int) (and, optionally, log_params(params: dict) and
+    finish()), e.g. mlalpha.loggers.MLflowLogger() or TensorBoardLogger(log_dir): the training records and
+    every validation's metrics go to it (docs/python.md, "Loggers").
     out_dir: the run folder; None uses the config's run.out_dir when it was set, otherwise a temporary folder
     removed once the models are loaded (Run.dir is then None). A folder that holds a run is refused unless
     overwrite=True (its old files go once every check has passed) or resume names it.
@@ -200,26 +266,46 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     if changes:
         config = config.replace(changes)
 
-    bar = _Progress(config["train.steps"]) if progress else None
+    steps = int(config["train.steps"])
+    bar = _Progress(steps) if progress else None
+    if logger is not None:
+        if not callable(getattr(logger, "log_metrics", None)):
+            raise TypeError(f"fit: logger must have a log_metrics(metrics: dict, step: int) method, got {type(logger).__name__}")
+        if callable(getattr(logger, "log_params", None)):
+            logger.log_params({f"{sec}.{k}": v for sec, d in config.to_dict().items() for k, v in d.items()})
 
     def on_event(e: dict):
+        e["global_step"] = e["fold"] * steps + e["step"]
+        if e["kind"] == "message" and e["message"].startswith("warning: "):
+            warnings.warn(e["message"][len("warning: "):], UserWarning, stacklevel=2)
         if bar is not None:
             bar(e)
+        if logger is not None:
+            _log_event(logger, e, steps)
         return True if callback is None else callback(e)
 
     try:
-        result, _, interrupted = _core.fit(config._cfg, panel._core, on_event if (callback or bar) else None,
-                                           overwrite and not resume, resume,
-                                           threading.current_thread() is threading.main_thread())
+        try:
+            result, _, interrupted = _core.fit(config._cfg, panel._core, on_event, overwrite and not resume, resume,
+                                               threading.current_thread() is threading.main_thread())
+        except ValueError as err:
+            raise ValueError(_python_error(str(err), device is not None, out_dir is not None)) from None
         folds = [Fold(fold=f["fold"], split=f["split"], steps=f["steps"], best_step=f["best_step"],
                       best_value=f["best_value"], early_stopped=f["early_stopped"], stopped=f["stopped"],
                       test=f["test"], best=_load_if(os.path.join(f["dir"], "best.safetensors")),
                       last=_load_if(os.path.join(f["dir"], "last.safetensors")), history=f["history"],
                       evaluations=f["evaluations"]) for f in result["folds"]]
         board = _leaderboard_rows(result["leaderboard"])
+        oos_file = result["oos_file"]
+        if oos_file is None and result["members"] and result["ensemble"] is not None:  # a walk-forward population
+            pooled = os.path.join(result["dir"], "ensemble", "pred.csv")
+            oos_file = pooled if any(m["oos"] is not None for m in result["members"]) else None
+        oos_pred = _oos_frame(oos_file, panel) if oos_file else None
     finally:
         if bar is not None:
             bar.close()
+        if logger is not None and callable(getattr(logger, "finish", None)):
+            logger.finish()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     wf = len(result["folds"]) > 1 or result["oos"] is not None
@@ -227,4 +313,20 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
                stopped=bool(result["stopped"]) or interrupted, interrupted=interrupted, oos=result["oos"],
                fold_test_mean=result["fold_test_mean"] if wf else None,
                fold_test_std=result["fold_test_std"] if wf else None, members=result["members"],
-               ensemble=result["ensemble"], leaderboard_rows=board)
+               ensemble=result["ensemble"], leaderboard_rows=board, oos_pred=oos_pred)
+
+
+def _log_event(logger, e: dict, steps: int) -> None:
+    """The records a logger receives, at global steps (growing across walk-forward folds): train/loss, train/lr,
+    train/grad_norm at each training step and valid/<metric> for every metric of each validation; a population's
+    member prefixes its name (member-03/valid/ic)."""
+    prefix = f"{e['member_name']}/" if e.get("member_name") else ""
+    base = e["fold"] * steps
+    if e["kind"] == "log":
+        for point in e["points"]:
+            logger.log_metrics({f"{prefix}train/loss": point["loss"], f"{prefix}train/lr": point["lr"],
+                                f"{prefix}train/grad_norm": point["grad_norm"]}, base + point["step"])
+    elif e["kind"] == "eval":
+        m = e["evaluation"]["metrics"]
+        values = {f"{prefix}valid/{k}": float(m[k]) for k in _core.metric_names()}
+        logger.log_metrics({k: v for k, v in values.items() if np.isfinite(v)}, e["global_step"])

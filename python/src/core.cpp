@@ -79,7 +79,7 @@ mlalpha::FloatValues borrow(const FloatArray& a) {
 // keeps a reference to each array for as long as any copy of the panel lives.
 mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::string> times,
                                  std::vector<std::string> instruments, std::vector<std::string> feature_names,
-                                 std::vector<std::string> target_names) {
+                                 std::vector<std::string> target_names, const std::string& time_format) {
   const size_t rx = x.ndim(), ry = y.ndim();
   if (rx != 2 && rx != 3)
     throw mlalpha::Error("x: features must have shape (T, F) for one series or (N, T, F) for a panel, got " +
@@ -115,8 +115,19 @@ mlalpha::Panel panel_from_arrays(FloatArray x, FloatArray y, std::vector<std::st
   p.feature_names = std::move(feature_names);
   p.target_names = std::move(target_names);
   p.validate();
-  mlalpha::parse_panel_times(p);  // numbers or ISO dates: date splits and the periods per year read them
+  mlalpha::parse_panel_times(p, time_format);  // numbers, ISO dates or the layout: date splits and the periods per year
   return p;
+}
+
+// The CSV reader's time parser (mlalpha::parse_times) for Panel.from_frame and metrics on frames: the labels'
+// values and whether they are dates, so Python orders a frame's times exactly as a CSV file's.
+nb::tuple parse_times(const std::vector<std::string>& labels, const std::string& time_format, const std::string& what) {
+  mlalpha::TimeValues t;
+  {
+    nb::gil_scoped_release release;
+    t = mlalpha::parse_times(labels, time_format, what);
+  }
+  return nb::make_tuple(t.values, t.are_dates);
 }
 
 nb::dict metrics_dict(const mlalpha::Metrics& m) {
@@ -291,8 +302,8 @@ nb::tuple fit(const mlalpha::RunConfig& config, const mlalpha::Panel& panel, nb:
   out["folds"] = folds;
   out["stopped"] = result->stopped;
   // Walk-forward: the pooled out-of-sample metrics and the mean / std over folds of each test metric.
-  if (result->has_oos) out["oos"] = metrics_result_dict(result->oos);
-  else out["oos"] = nb::none();
+  if (result->has_oos) out["oos"] = metrics_result_dict(result->oos), out["oos_file"] = result->oos_file;
+  else out["oos"] = nb::none(), out["oos_file"] = nb::none();
   out["fold_test_mean"] = metrics_dict(result->fold_test_mean);
   out["fold_test_std"] = metrics_dict(result->fold_test_std);
   // Populations: every trained member, the leaderboard file and the mean-ensemble's metrics.
@@ -463,7 +474,8 @@ NB_MODULE(_core, m) {
       .def_prop_ro("times_are_dates", [](const mlalpha::Panel& p) { return p.times_are_dates; })
       .def_prop_ro("borrowed", [](const mlalpha::Panel& p) { return p.x.borrowed() && p.y.borrowed(); });
   m.def("panel_from_arrays", &panel_from_arrays, "x"_a, "y"_a, "times"_a, "instruments"_a, "feature_names"_a,
-        "target_names"_a);
+        "target_names"_a, "time_format"_a = "");
+  m.def("parse_times", &parse_times, "labels"_a, "time_format"_a, "what"_a);
 
   nb::class_<mlalpha::Model>(m, "Model")
       .def_static("load", &mlalpha::Model::load, "path"_a)

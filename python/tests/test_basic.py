@@ -121,12 +121,16 @@ def test_config_unknown_key_suggests():
 
 
 def test_config_population():
-    c = mlalpha.Config(train={"models": 3}, sweep={"lr": [1e-3, 3e-4], "warmup": 5}, run={"parallel_folds": True})
+    c = mlalpha.Config(train={"models": 3}, sweep={"lr": [1e-3, 3e-4], "warmup": 5}, run={"parallel_folds": True},
+                       split={"walk_forward_folds": 2})
     assert c["train.models"] == 3 and c["run.parallel_folds"] is True
     assert c["sweep.lr"] == pytest.approx([1e-3, 3e-4])
     assert c["sweep.warmup"] == [5]  # a single value is a list of one
     assert c["sweep.clip"] == []  # not swept
     assert {"train.models", "sweep.lr", "sweep.warmup"} <= set(c.given)
+    with pytest.raises(ValueError, match=r"run.parallel_folds = true trains walk-forward folds together, but "
+                                         r"split.walk_forward_folds = 0 gives a single split, so it would do nothing"):
+        mlalpha.Config(train={"models": 3}, run={"parallel_folds": True})
     assert mlalpha.Config(c.to_dict()).to_toml() == c.to_toml()
     with pytest.raises(ValueError, match=r"sweep\.lr\[1\] = 0 must be a finite number > 0"):
         mlalpha.Config(sweep={"lr": [1e-3, 0]})
@@ -141,7 +145,9 @@ def test_config_from_toml(tmp_path):
     c = mlalpha.Config.from_toml(path, train={"lr": 5e-4})
     assert c["train.steps"] == 120 and c["train.lr"] == pytest.approx(5e-4)
     assert c["data.csv"] == str(tmp_path / "d.csv")  # relative to the file, as on the command line
-    assert c.replace(data={"csv": "e.csv"})["data.csv"] == "e.csv"  # an override: the working directory
+    # An override resolves against the working directory, made absolute (a run's records name their data
+    # wherever they are read).
+    assert c.replace(data={"csv": "e.csv"})["data.csv"] == os.path.join(os.getcwd(), "e.csv")
 
 
 # --- a run on the CPU ---------------------------------------------------------------------------------
@@ -432,7 +438,8 @@ def test_from_numpy_reads_float32_in_place():
     strided = np.asfortranarray(x)                         # not C-contiguous: converted
     assert mlalpha.Panel.from_numpy(strided, y)._core.x_address != strided.ctypes.data
     del x64, strided
-    run = mlalpha.fit(q, mlalpha.Config(SMALL))            # the held arrays outlive the caller's names
+    # (two instruments: the IC is undefined on every date, so the run selects by mse)
+    run = mlalpha.fit(q, mlalpha.Config(SMALL).replace(run={"metric": "mse"}))  # the held arrays outlive the caller's names
     assert run.last is not None and np.array_equal(q.x, x)
 
 

@@ -74,13 +74,16 @@ def test_fit_and_predict_aligned_to_the_frame():
     r = mlalpha.fit(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]), mlalpha.Config(SMALL))
     shuffled = df.sample(frac=1.0, random_state=2)
     pred = r.best.predict(shuffled)  # features taken by the model's names
-    assert isinstance(pred, pd.DataFrame) and list(pred.columns) == ["ret"]
+    assert isinstance(pred, pd.DataFrame) and list(pred.columns) == ["pred_ret"]
+    joined = shuffled.join(pred)  # the prediction column joins the input frame
+    assert list(joined.columns) == ["f0", "f1", "ret", "pred_ret"]
+    np.testing.assert_array_equal(joined["pred_ret"].to_numpy(), pred["pred_ret"].to_numpy())
     assert pred.index.equals(shuffled.index)
     ordered = r.best.predict(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]))
     pd.testing.assert_frame_equal(pred.loc[df.index], ordered)  # the same numbers, whatever the row order
     arr = r.best.predict(mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"]).x)  # an array: (N, T, K) back
     assert arr.shape == (3, 120, 1)
-    np.testing.assert_array_equal(arr[1, 5, 0], ordered.loc[(pd.Timestamp("2020-01-06"), "SH600001"), "ret"])
+    np.testing.assert_array_equal(arr[1, 5, 0], ordered.loc[(pd.Timestamp("2020-01-06"), "SH600001"), "pred_ret"])
 
 
 def test_frame_dates_are_a_parsed_time_axis():

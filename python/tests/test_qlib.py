@@ -1,5 +1,6 @@
 """mlalpha.contrib.qlib.MambaAlpha against the real pyqlib: the Qlib snippet of docs/python.md is run, then
-its predictions are checked (index, IC). Skipped, with the reason, only where pyqlib cannot be imported."""
+its predictions are checked (index, IC). Skipped, with the reason, only where pyqlib cannot be imported and
+scripts/test_python.sh did not require it."""
 import pathlib
 import pickle
 import re
@@ -9,11 +10,12 @@ import sys
 import numpy as np
 import pytest
 
+from extras import import_or_skip
+
 pd = pytest.importorskip("pandas")
-try:  # the modules the adapter and the snippet use; any ImportError (missing or broken pyqlib) skips
-    import qlib.data.dataset, qlib.data.dataset.handler, qlib.data.dataset.loader, qlib.model.base  # noqa: E401,F401
-except ImportError as e:
-    pytest.skip(f"pyqlib cannot be imported ({e}); pip install pyqlib (scripts/test_python.sh tries)", allow_module_level=True)
+# the modules the adapter and the snippet use: a missing or broken pyqlib skips, unless the test script required it
+import_or_skip("qlib.data.dataset, qlib.data.dataset.handler, qlib.data.dataset.loader, qlib.model.base", "QLIB",
+               "pip install pyqlib==0.9.7")
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
 
@@ -88,7 +90,7 @@ def test_settings_map_to_the_engine_keys():
     m = MambaAlpha(d_model=8, steps=50, seed=4, gap=1, eval_every=0, device="cpu", config={"model.layers": 1})
     assert m.settings == {"model.d_model": 8, "train.steps": 50, "train.seed": 4, "split.gap": 1,
                           "run.eval_every": 0, "model.layers": 1, "run.device": "cpu"}
-    assert m.config["model.d_model"] == 8 and m.config["train.seed"] == 4
+    assert m.engine_config["model.d_model"] == 8 and m.engine_config["train.seed"] == 4
     with pytest.raises(ValueError, match="did you mean 'lr'"):
         MambaAlpha(lrr=1e-3)
     with pytest.raises(ValueError, match="the dataset's train and valid segments"):

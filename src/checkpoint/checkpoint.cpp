@@ -81,6 +81,9 @@ void check_meta_sizes(const CheckpointMeta& m, const std::string& where) {
   require(m.stats.mean.size() == m.stats.stdev.size() && (m.stats.mean.empty() || m.stats.mean.size() == F),
           where + ": feature statistics have " + std::to_string(m.stats.mean.size()) + " means and " +
               std::to_string(m.stats.stdev.size()) + " stdevs; expected none or model.F = " + std::to_string(F));
+  require(m.stats.target_scale.empty() || m.stats.target_scale.size() == K,
+          where + ": " + std::to_string(m.stats.target_scale.size()) + " target scales; expected none or model.K = " +
+              std::to_string(K));
   require(m.feature_names.empty() || m.feature_names.size() == F,
           where + ": " + std::to_string(m.feature_names.size()) + " feature names for model.F = " + std::to_string(F));
   require(m.target_names.empty() || m.target_names.size() == K,

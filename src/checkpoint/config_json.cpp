@@ -33,7 +33,7 @@ void visit_fields(TrainConfig& c, V&& v) {
   v("warmup", c.warmup), v("schedule", c.schedule), v("weight_decay", c.weight_decay);
   v("beta1", c.beta1), v("beta2", c.beta2), v("eps", c.eps), v("clip", c.clip), v("loss", c.loss);
   v("huber_delta", c.huber_delta), v("burn_in", c.burn_in), v("seed", c.seed), v("log_every", c.log_every);
-  v("models", c.models), v("precision", c.precision);
+  v("models", c.models), v("precision", c.precision), v("init", c.init);
 }
 
 // ---- encoding: exact, human-readable
@@ -44,6 +44,7 @@ ojson encode(LossKind v) { return to_string(v); }
 ojson encode(Schedule v) { return to_string(v); }
 ojson encode(BatchMode v) { return to_string(v); }
 ojson encode(Precision v) { return to_string(v); }
+ojson encode(const std::string& v) { return v; }
 ojson encode(float v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -102,6 +103,11 @@ void decode(const ojson& j, BatchMode& out, const Field& f) {
   out = j == "time" ? BatchMode::Time : BatchMode::Windows;
 }
 
+void decode(const ojson& j, std::string& out, const Field& f) {
+  if (!j.is_string()) f.fail("a string", j);
+  out = j.get<std::string>();
+}
+
 void decode(const ojson& j, Precision& out, const Field& f) {
   if (!j.is_string() || (j != "fp32" && j != "tf32" && j != "bf16")) f.fail("\"fp32\", \"tf32\" or \"bf16\"", j);
   out = parse_precision(j.get<std::string>());
@@ -111,7 +117,8 @@ void decode(const ojson& j, Precision& out, const Field& f) {
 // windows batch mode it was trained with; one model, as every checkpoint holds one member's weights;
 // fp32, or tf32 given then as run.tf32, which was not recorded).
 bool optional_field(const std::string& name) {
-  return name == "batch_mode" || name == "dates" || name == "instruments" || name == "models" || name == "precision";
+  return name == "batch_mode" || name == "dates" || name == "instruments" || name == "models" || name == "precision" ||
+         name == "init";
 }
 
 ojson parse_json(const std::string& text, const std::string& where, const char* what) {
@@ -169,6 +176,10 @@ std::string to_json(const FeatureStats& s) {
   j["stdev"] = ojson::array();
   for (float v : s.mean) j["mean"].push_back(encode(v));
   for (float v : s.stdev) j["stdev"].push_back(encode(v));
+  if (!s.target_scale.empty()) {  // data.target_scale; absent in checkpoints without it
+    j["target_scale"] = ojson::array();
+    for (float v : s.target_scale) j["target_scale"].push_back(encode(v));
+  }
   return j.dump();
 }
 
@@ -187,10 +198,15 @@ FeatureStats feature_stats_from_json(const std::string& text, const std::string&
   const std::string ctx = where + ": feature_stats";
   require(j.is_object(), ctx + " must be a JSON object, got " + j.dump());
   for (const auto& [k, _] : j.items())
-    require(k == "mean" || k == "stdev", ctx + " has an unknown field '" + k + "'");
+    require(k == "mean" || k == "stdev" || k == "target_scale", ctx + " has an unknown field '" + k + "'");
   FeatureStats s;
   s.mean = float_array(j, ctx, "mean");
   s.stdev = float_array(j, ctx, "stdev");
+  if (j.contains("target_scale")) {
+    s.target_scale = float_array(j, ctx, "target_scale");
+    for (float v : s.target_scale)
+      require(std::isfinite(v) && v > 0, ctx + ": target_scale entries must be finite and > 0");
+  }
   require(s.mean.size() == s.stdev.size(), ctx + ": mean has " + std::to_string(s.mean.size()) + " entries but stdev " +
                                                std::to_string(s.stdev.size()));
   return s;

@@ -128,7 +128,8 @@ int cmd_eval(const EvalArgs& a) {
                 "(set run.periods_per_year, e.g. --set run.periods_per_year=252)\n");
   if (so.train.empty()) std::printf("mse_mean is NaN: the checkpoint does not record its training range\n");
   if (!a.long_short_svg.empty()) {
-    write_long_short_plot(a.long_short_svg, r, p.panel, a.split + " (" + a.checkpoint + ")");
+    write_long_short_plot(a.long_short_svg, r, p.panel, a.split + " range of " + a.checkpoint,
+                          target_units(p.ref().data_config()));
     std::printf("wrote %s\n", a.long_short_svg.c_str());
   }
   return 0;

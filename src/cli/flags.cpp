@@ -69,7 +69,7 @@ void Flags::add_all(CLI::App& c, bool training) {
   add(c, "--batch,-B", batch, "windows per step, or 'time': train.dates cross-sections of train.instruments instruments");
   add(c, "--seq-len,-L", seq_len, "window length");
   add(c, "--lr", lr, "peak learning rate");
-  add(c, "--warmup", warmup, "linear warm-up steps");
+  add(c, "--warmup", warmup, "linear warm-up steps (unset: a tenth of the steps, at most 20)");
   add(c, "--schedule", schedule, "cosine | constant");
   add(c, "--weight-decay", weight_decay, "AdamW decoupled weight decay");
   add(c, "--clip", clip, "global gradient-norm clip, <= 0 disables");
@@ -104,7 +104,7 @@ void Flags::add_all(CLI::App& c, bool training) {
   add(c, "--layers", layers, "Mamba2 layers");
   add(c, "--d-state", d_state, "SSM state size N");
   add(c, "--head-dim", head_dim, "head dim P");
-  add(c, "--chunk", chunk, "SSD chunk length Q");
+  add(c, "--chunk", chunk, "SSD chunk length Q (at most 1024; longer than --seq-len computes nothing more)");
   add(c, "--instruments", instruments, "synthetic data: instruments");
   add(c, "--timesteps", timesteps, "synthetic data: time steps");
   add(c, "--features", n_features, "synthetic data: features");

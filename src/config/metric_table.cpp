@@ -10,15 +10,17 @@ namespace mlalpha {
 
 namespace {
 
-// Lower is better for the errors, the spread of the long-short return and the turnover; higher for the
-// correlations, the accuracy and the returns.
+// Lower is better for the errors, the spreads of the strategies' returns, the turnover and the drawdown; higher
+// for the correlations, the accuracies and the returns.
 constexpr MetricInfo kMetrics[] = {
     {"mse", &Metrics::mse, false, false},           {"ic", &Metrics::ic, true, true},
     {"rank_ic", &Metrics::rank_ic, true, true},     {"icir", &Metrics::icir, true, true},
     {"dir_acc", &Metrics::dir_acc, true, true},     {"ls_mean", &Metrics::ls_mean, true, false},
     {"ls_std", &Metrics::ls_std, false, false},     {"ls_sharpe", &Metrics::ls_sharpe, true, true},
     {"turnover", &Metrics::turnover, false, true},  {"mse_zero", &Metrics::mse_zero, false, false},
-    {"mse_mean", &Metrics::mse_mean, false, false},
+    {"mse_mean", &Metrics::mse_mean, false, false}, {"ts_mean", &Metrics::ts_mean, true, false},
+    {"ts_std", &Metrics::ts_std, false, false},     {"ts_sharpe", &Metrics::ts_sharpe, true, true},
+    {"ts_hit", &Metrics::ts_hit, true, true},       {"ts_max_dd", &Metrics::ts_max_dd, false, false},
 };
 
 const MetricInfo* find_scalar(std::string_view name) {

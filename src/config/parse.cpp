@@ -184,6 +184,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   d.get_choice("feature_norm", c.data.feature_norm, {"global", "zscore", "rank", "robust"});
   d.get("robust_clip", c.data.robust_clip);
   d.get_choice("target_norm", c.data.target_norm, {"none", "zscore", "rank"});
+  d.get_choice("target_scale", c.data.target_scale, {"none", "std"});
   d.get_choice("nan_fill", c.data.nan_fill, {"zero", "ffill", "mean"});
   d.check_unknown();
 
@@ -237,7 +238,10 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   t.get("log_every", c.train.log_every);
   t.get("models", c.train.models);
   t.get_choice("precision", precision, {"fp32", "tf32", "bf16"});
+  t.get_path("init", c.train.init, base_dir);
   t.check_unknown();
+  // Unset, the warm-up follows the steps (config_types.h, default_warmup): a 15-step run needs no --warmup.
+  if (!c.given.count("train.warmup")) c.train.warmup = default_warmup(c.train.steps);
   c.train.loss = parse_loss(loss);
   c.train.schedule = parse_schedule(schedule);
   c.train.precision = parse_precision(precision);

@@ -66,6 +66,7 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("feature_norm", c.data.feature_norm);
   data.insert_or_assign("robust_clip", as_written(c.data.robust_clip));
   data.insert_or_assign("target_norm", c.data.target_norm);
+  data.insert_or_assign("target_scale", c.data.target_scale);
   data.insert_or_assign("nan_fill", c.data.nan_fill);
   put_boundary(split, "train_end", c.split.spec.train_end);
   put_boundary(split, "valid_end", c.split.spec.valid_end);
@@ -111,6 +112,7 @@ toml::table to_table(const RunConfig& c) {
   train.insert_or_assign("log_every", t.log_every);
   train.insert_or_assign("models", t.models);
   train.insert_or_assign("precision", to_string(t.precision));
+  train.insert_or_assign("init", t.init);
   sweep.insert_or_assign("lr", float_array(c.sweep.lr));
   sweep.insert_or_assign("weight_decay", float_array(c.sweep.weight_decay));
   sweep.insert_or_assign("clip", float_array(c.sweep.clip));

@@ -46,13 +46,19 @@ class Section {
   void get(const char* key, T& out) {
     if (const toml::node* n = node(key)) convert(*n, key, out);
   }
-  // A path: relative ones written in the file resolve against `base` (the file's folder).
+  // A path, made absolute as it is read: relative ones written in the file resolve against `base` (the file's
+  // folder), those of an override or setting (or of text without a folder) against the working directory. So a
+  // run's records and checkpoints name its data wherever they are read from later.
   void get_path(const char* key, std::string& out, const std::string& base) {
     const toml::node* n = node(key);
     if (!n) return;
     convert(*n, key, out);
-    if (!base.empty() && !from_override(key) && !out.empty() && std::filesystem::path(out).is_relative())
-      out = (std::filesystem::path(base) / out).lexically_normal().string();
+    if (out.empty()) return;
+    std::filesystem::path p(out);
+    if (p.is_relative() && !base.empty() && !from_override(key)) p = std::filesystem::path(base) / p;
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(p, ec);
+    out = (ec ? p : abs).lexically_normal().string();
   }
   // A name from a fixed list (train.loss, run.device): anything else names the choices.
   void get_choice(const char* key, std::string& out, std::initializer_list<const char*> choices) {

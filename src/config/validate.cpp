@@ -90,6 +90,11 @@ void RunConfig::validate() const {
   require(split.walk_forward_folds > 0 || (split.walk_forward_test_size == 0 && split.walk_forward_valid_size == 0 &&
                                            split.walk_forward_train_size == 0),
           "split.walk_forward_test_size / valid_size / train_size need split.walk_forward_folds > 0");
+  require(!run.parallel_folds || split.walk_forward_folds >= 2,
+          "run.parallel_folds = true trains walk-forward folds together, but split.walk_forward_folds = " +
+              std::to_string(split.walk_forward_folds) + " gives " +
+              (split.walk_forward_folds == 1 ? "one fold" : "a single split") +
+              ", so it would do nothing: set split.walk_forward_folds >= 2, or drop run.parallel_folds");
   require(run.device == "auto" || run.device == "cpu" || run.device == "gpu",
           "run.device must be 'auto', 'cpu' or 'gpu', got '" + run.device + "'");
   require(run.threads >= 0 && run.threads <= cpu::kMaxCpuThreads,

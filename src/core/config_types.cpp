@@ -41,6 +41,9 @@ void ModelConfig::validate() const {
   positive("model.d_state", N);
   positive("model.conv_width", W);
   positive("model.chunk", Q);
+  require(Q <= kMaxChunk, "model.chunk = " + std::to_string(Q) + " is beyond " + std::to_string(kMaxChunk) +
+                              ": a chunk longer than the training window (train.seq_len) computes nothing more, and the "
+                              "CPU's chunk scratch grows with chunk²; set model.chunk ≤ train.seq_len (e.g. 64)");
   const int64_t di = int64_t(expand) * D, gn2 = 2 * int64_t(G) * N;
   fits_int(di, "d_inner = model.expand × model.d_model = " + std::to_string(expand) + " × " + std::to_string(D));
   fits_int(2 * di + gn2 + di / P, "the in_proj width 2·d_inner + 2·model.groups·model.d_state + H");
@@ -68,7 +71,8 @@ void TrainConfig::validate() const {
   require(min_lr_ratio >= 0 && min_lr_ratio <= 1, "train.min_lr_ratio must be in [0, 1], got " + num(min_lr_ratio));
   require(warmup >= 0, "train.warmup must be >= 0, got " + std::to_string(warmup));
   require(warmup < steps, "train.warmup = " + std::to_string(warmup) + " must be less than train.steps = " +
-                              std::to_string(steps) + " (the learning rate would never reach train.lr): lower train.warmup (--warmup) or raise train.steps");
+                              std::to_string(steps) + " (the learning rate would never reach train.lr): lower train.warmup (--warmup), "
+                              "leave it unset (a tenth of the steps, at most 20) or raise train.steps");
   require(weight_decay >= 0, "train.weight_decay must be >= 0, got " + num(weight_decay));
   require(beta1 >= 0 && beta1 < 1, "train.beta1 must be in [0, 1), got " + num(beta1));
   require(beta2 >= 0 && beta2 < 1, "train.beta2 must be in [0, 1), got " + num(beta2));

@@ -190,6 +190,10 @@ void check_preprocessing(const DataConfig& d) {
   one_of("data.feature_norm", d.feature_norm, {"global", "zscore", "rank", "robust"});
   one_of("data.target_norm", d.target_norm, {"none", "zscore", "rank"});
   one_of("data.nan_fill", d.nan_fill, {"zero", "ffill", "mean"});
+  one_of("data.target_scale", d.target_scale, {"none", "std"});
+  require(d.target_scale == "none" || d.target_norm == "none",
+          "data.target_scale = '" + d.target_scale + "' and data.target_norm = '" + d.target_norm +
+              "' both rescale the targets (target_norm per date already gives them unit spread): set one of them");
   require(d.robust_clip > 0, "data.robust_clip must be > 0 (the robust z-score is clipped to ±robust_clip), got " +
                                  std::to_string(d.robust_clip));
 }

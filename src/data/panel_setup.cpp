@@ -122,8 +122,50 @@ Panel normalized(const Panel& p, const FeatureStats& stats) {
 
 FeatureStats fit_feature_stats(const Panel& p, const DataConfig& d, int t0, int t1) {
   check_preprocessing(d);
-  if (d.feature_norm != "global") return {};
-  return compute_feature_stats(p, t0, t1, d.nan_fill == "ffill");
+  FeatureStats s;
+  if (d.feature_norm == "global") s = compute_feature_stats(p, t0, t1, d.nan_fill == "ffill");
+  if (d.target_scale == "std") {
+    require(0 <= t0 && t0 < t1 && t1 <= p.T, "data.target_scale: the training range [" + std::to_string(t0) + ", " +
+                                                 std::to_string(t1) + ") is not inside [0, " + std::to_string(p.T) + ")");
+    for (int k = 0; k < p.K; ++k) {
+      double sum = 0, sq = 0;
+      int64_t n = 0;
+      for (int i = 0; i < p.N; ++i)
+        for (int t = t0; t < t1; ++t) {
+          const double v = p.y[(size_t(i) * p.T + t) * p.K + k];
+          if (std::isfinite(v)) sum += v, ++n;
+        }
+      const double mean = n ? sum / double(n) : 0.0;
+      for (int i = 0; i < p.N; ++i)
+        for (int t = t0; t < t1; ++t) {
+          const double v = p.y[(size_t(i) * p.T + t) * p.K + k];
+          if (std::isfinite(v)) sq += (v - mean) * (v - mean);
+        }
+      const double sd = n ? std::sqrt(sq / double(n)) : 0.0;
+      const std::string name = size_t(k) < p.target_names.size() ? "'" + p.target_names[size_t(k)] + "'"
+                                                                 : "target " + std::to_string(k);
+      require(sd > 0 && std::isfinite(sd) && float(sd) > 0,
+              "data.target_scale = 'std': " + name + " is constant over the training range (" + std::to_string(n) +
+                  " finite values, standard deviation 0), so there is no scale to divide by (and nothing to learn)");
+      s.target_scale.push_back(float(sd));
+    }
+  }
+  return s;
+}
+
+void scale_targets(Panel& p, const FeatureStats& stats) {
+  if (stats.target_scale.empty()) return;
+  require(stats.target_scale.size() == size_t(p.K), "scale_targets: " + std::to_string(stats.target_scale.size()) +
+                                                        " target scales for K = " + std::to_string(p.K) + " targets");
+  float* y = p.y.make_owned();
+  for (size_t at = 0; at < p.y.size(); ++at) y[at] /= stats.target_scale[at % size_t(p.K)];
+}
+
+void unscale_predictions(std::vector<float>& pred, int K, const FeatureStats& stats) {
+  if (stats.target_scale.empty()) return;
+  require(stats.target_scale.size() == size_t(K), "unscale_predictions: " + std::to_string(stats.target_scale.size()) +
+                                                      " target scales for K = " + std::to_string(K) + " targets");
+  for (size_t at = 0; at < pred.size(); ++at) pred[at] *= stats.target_scale[at % size_t(K)];
 }
 
 uint8_t input_row(const Panel& p, int i, int t) {
@@ -189,6 +231,11 @@ void parse_panel_times(Panel& p, const std::string& time_format) {
                 "' is not after times[" + std::to_string(t - 1) + "] = '" + p.times[t - 1] + "'");
   p.time_values = std::move(parsed.values);
   p.times_are_dates = parsed.are_dates;
+}
+
+TimeValues parse_times(const std::vector<std::string>& labels, const std::string& time_format, const std::string& what) {
+  ParsedTimes parsed = parse_time_labels(labels, time_format, [&](size_t) { return what; });
+  return {std::move(parsed.values), parsed.are_dates};
 }
 
 double periods_per_year(const Panel& p) {

@@ -78,6 +78,27 @@ size_t words(std::string_view s) {
   return n;
 }
 
+// %y reads a two-digit year by the POSIX rule (69–99 → 1969–1999, 00–68 → 2000–2068), so a series that starts
+// before 1969 wraps: 1960 is read as 2060 and sorted to the end without a word. A date after the current year
+// read through %y is that wrap (or a label no one can date): refused, naming the label and the rule.
+void check_two_digit_years(const std::vector<std::string>& labels, const std::string& format,
+                           const std::vector<double>& values, const std::function<std::string(size_t)>& where) {
+  if (format.find("%y") == std::string::npos) return;
+  using namespace std::chrono;
+  const int this_year = int(date::year_month_day{floor<date::days>(system_clock::now())}.year());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const auto day = floor<date::days>(date::sys_seconds{seconds{int64_t(std::floor(values[i]))}});
+    const date::year_month_day ymd{day};
+    if (int(ymd.year()) <= this_year) continue;
+    char read[16];
+    std::snprintf(read, sizeof read, "%04d-%02u-%02u", int(ymd.year()), unsigned(ymd.month()), unsigned(ymd.day()));
+    throw Error(where(i) + ": time '" + labels[i].substr(0, 80) + "' read with data.time_format = " + quoted(format) +
+                " is " + read + ", after this year: %y reads a two-digit year 69-99 as 1969-1999 and 00-68 as "
+                "2000-2068, so a series that starts before 1969 wraps around; write the years with four digits and "
+                "use %Y");
+  }
+}
+
 }  // namespace
 
 bool parse_iso8601(std::string_view s, double& seconds) {
@@ -200,6 +221,7 @@ ParsedTimes parse_time_labels(const std::vector<std::string>& labels, const std:
       throw Error(where(i) + ": time " + shown(i) + " does not match data.time_format = " + quoted(format) + why);
     }
     out.are_dates = true;
+    check_two_digit_years(labels, format, out.values, where);
     return out;
   }
   // 0: number, 1: ISO 8601 date, 2: neither.

@@ -1,7 +1,7 @@
-// The training / validation curves as a self-contained SVG (report.h): no plotting library, just
+// The training / validation curves as a self-contained SVG (plots.h): no plotting library, just
 // axes, ticks, grid, two polylines and a legend per panel. Layout (default 960 × 640):
-//   title
-//   ┌ training loss (raw light, moving mean dark; log scale over > 2 decades), validation loss ┐
+//   title (shrunk, then shortened, to fit)
+//   ┌ training loss (raw light, moving mean dark; log scale over > 2 decades), validation loss of its kind ┐
 //   └ step ticks ─────────────────────────────────────────────────────────────┘
 //   ┌ validation metric (points, best one ringed; dashed zero line)          ┐
 //   └ step ticks, "step" ─────────────────────────────────────────────────────┘
@@ -12,258 +12,12 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "eval/plots.h"
+#include "eval/svg_panel.h"
 #include "mlalpha/metric_table.h"
 
 namespace mlalpha {
 
-namespace {
-
-struct Rect {
-  double x, y, w, h;
-};
-
-// Maps a data value to [0, 1] along the axis; a log axis works in log10 units.
-struct Axis {
-  double lo = 0, hi = 1;
-  bool log = false;
-  double frac(double v) const { return ((log ? std::log10(v) : v) - lo) / (hi - lo); }
-  bool valid(double v) const { return std::isfinite(v) && (!log || v > 0); }
-};
-
-struct Series {
-  std::vector<CurvePoint> pts;
-  std::string color, label;
-  double width = 1.5;
-  bool dots = false;  // a marker at each point (the validation series is sparse)
-};
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// Ticks at 1, 2 or 5 × 10^k, about `target` of them over [lo, hi].
-std::vector<double> nice_ticks(double lo, double hi, int target = 6) {
-  const double rough = (hi - lo) / target;
-  const double mag = std::pow(10.0, std::floor(std::log10(rough)));
-  const double n = rough / mag;
-  const double step = (n < 1.5 ? 1 : n < 3 ? 2 : n < 7 ? 5 : 10) * mag;
-  std::vector<double> t;
-  // k·step rather than a running sum (no drift); + 0.0 turns −0 into 0.
-  for (double k = std::ceil(lo / step); k * step <= hi + step * 1e-9; ++k) t.push_back(k * step + 0.0);
-  return t;
-}
-
-std::string tick_label(double v, double step) {
-  char buf[32];
-  const double a = std::abs(v);
-  if (v != 0 && (a >= 1e6 || a < 1e-4))
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-  else
-    std::snprintf(buf, sizeof buf, "%.*f", std::max(0, int(-std::floor(std::log10(step) + 1e-9))), v);
-  return buf;
-}
-
-// Range of the finite values (positive ones on a log axis), padded by 5 %; a flat series gets ±10 %.
-Axis make_axis(const std::vector<const std::vector<CurvePoint>*>& sets, bool use_step, bool allow_log) {
-  double lo = INFINITY, hi = -INFINITY;
-  bool all_positive = true;
-  for (const auto* s : sets)
-    for (const auto& p : *s) {
-      const double v = use_step ? p.step : p.value;
-      if (!std::isfinite(v)) continue;
-      lo = std::min(lo, v), hi = std::max(hi, v);
-      all_positive &= v > 0;
-    }
-  Axis a;
-  if (lo > hi) return a;  // no data: [0, 1]
-  if (allow_log && all_positive && hi / lo > 100) {
-    a.log = true;
-    lo = std::log10(lo), hi = std::log10(hi);
-  }
-  if (lo == hi) {
-    const double d = lo == 0 ? 1 : std::abs(lo) * 0.1;
-    lo -= d, hi += d;
-  }
-  const double pad = use_step ? 0.0 : 0.05 * (hi - lo);
-  a.lo = lo - pad, a.hi = hi + pad;
-  return a;
-}
-
-// Trailing mean over the last w finite values, one point per input point; a non-finite input stays a
-// gap (NaN) so the mean does not draw a line across steps that had no loss.
-std::vector<CurvePoint> moving_mean(const std::vector<CurvePoint>& pts, size_t w) {
-  std::vector<CurvePoint> out;
-  std::vector<double> win;
-  double sum = 0;
-  for (const auto& p : pts) {
-    if (!std::isfinite(p.value)) {
-      out.push_back({p.step, NAN});
-      continue;
-    }
-    win.push_back(p.value);
-    sum += p.value;
-    if (win.size() > w) sum -= win[win.size() - w - 1];
-    out.push_back({p.step, sum / double(std::min(win.size(), w))});
-  }
-  return out;
-}
-
-// The path's "d": invalid values break the line (a new M); points falling on the same pixel column
-// collapse to first, min, max, last, so 10⁶ steps still make a small file that draws the same envelope.
-std::string path_d(const std::vector<CurvePoint>& pts, const Axis& xa, const Axis& ya, const Rect& r) {
-  std::string d;
-  std::vector<std::pair<double, double>> col;  // pixel points of the current column
-  bool pen_down = false;
-  auto flush = [&] {
-    if (col.empty()) return;
-    size_t lo = 0, hi = 0;
-    for (size_t i = 0; i < col.size(); ++i) {
-      if (col[i].second < col[lo].second) lo = i;
-      if (col[i].second > col[hi].second) hi = i;
-    }
-    std::vector<size_t> keep{0, std::min(lo, hi), std::max(lo, hi), col.size() - 1};
-    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
-    for (size_t i : keep) {
-      d += (pen_down ? " L" : " M") + num(col[i].first) + "," + num(col[i].second);
-      pen_down = true;
-    }
-    col.clear();
-  };
-  for (const auto& p : pts) {
-    if (!xa.valid(p.step) || !ya.valid(p.value)) {
-      flush();
-      pen_down = false;
-      continue;
-    }
-    const double px = r.x + xa.frac(p.step) * r.w, py = r.y + (1 - ya.frac(p.value)) * r.h;
-    if (!col.empty() && std::floor(px) != std::floor(col.front().first)) flush();
-    col.emplace_back(px, py);
-  }
-  flush();
-  return d;
-}
-
-void draw_x_ticks(std::ostringstream& o, const Axis& xa, const Rect& r) {
-  const auto ticks = nice_ticks(xa.lo, xa.hi);
-  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
-  for (double t : ticks) {
-    const double px = r.x + xa.frac(t) * r.w;
-    o << "<line x1='" << num(px) << "' y1='" << num(r.y) << "' x2='" << num(px) << "' y2='" << num(r.y + r.h)
-      << "' stroke='#e5e5e5'/>\n";
-    o << "<text x='" << num(px) << "' y='" << num(r.y + r.h + 16) << "' text-anchor='middle'>"
-      << tick_label(t, step) << "</text>\n";
-  }
-}
-
-void draw_y_ticks(std::ostringstream& o, const Axis& ya, const Rect& r) {
-  auto y_of = [&](double v) { return r.y + (1 - ya.frac(v)) * r.h; };
-  auto tick = [&](double v, const std::string& label, const char* stroke) {
-    o << "<line x1='" << num(r.x) << "' y1='" << num(y_of(v)) << "' x2='" << num(r.x + r.w) << "' y2='"
-      << num(y_of(v)) << "' stroke='" << stroke << "'/>\n";
-    if (!label.empty())
-      o << "<text x='" << num(r.x - 6) << "' y='" << num(y_of(v) + 4) << "' text-anchor='end'>" << label
-        << "</text>\n";
-  };
-  if (ya.log) {
-    for (int k = int(std::floor(ya.lo)); k <= int(std::ceil(ya.hi)); ++k)
-      for (int m = 1; m <= 9; ++m) {
-        const double v = m * std::pow(10.0, k);
-        const double f = ya.frac(v);
-        if (f < 0 || f > 1) continue;
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", v);
-        // Over few decades the 2× and 5× lines get labels too, or the axis would have only one or two.
-        const bool label = m == 1 || (ya.hi - ya.lo < 3 && (m == 2 || m == 5));
-        tick(v, label ? buf : "", m == 1 ? "#d0d0d0" : "#f0f0f0");
-      }
-  } else {
-    const auto ticks = nice_ticks(ya.lo, ya.hi);
-    const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
-    for (double t : ticks) tick(t, tick_label(t, step), "#e5e5e5");
-    if (ya.lo < 0 && ya.hi > 0)  // the zero line matters for IC-like metrics
-      o << "<line x1='" << num(r.x) << "' y1='" << num(y_of(0)) << "' x2='" << num(r.x + r.w) << "' y2='"
-        << num(y_of(0)) << "' stroke='#888' stroke-dasharray='4,3'/>\n";
-  }
-}
-
-// Legend in the right-hand corner (top or bottom) that holds fewer data points.
-void draw_legend(std::ostringstream& o, const std::vector<Series>& series, const std::vector<std::string>& extra,
-                 const Axis& xa, const Axis& ya, const Rect& r) {
-  int top = 0, bottom = 0;
-  for (const auto& s : series)
-    for (const auto& p : s.pts)
-      if (xa.valid(p.step) && ya.valid(p.value) && xa.frac(p.step) > 0.55) (ya.frac(p.value) > 0.5 ? top : bottom)++;
-  size_t rows = 0, longest = 0;
-  for (const auto& s : series) ++rows, longest = std::max(longest, s.label.size());
-  for (const auto& e : extra) ++rows, longest = std::max(longest, e.size());
-  const double w = 52 + 6.8 * double(longest), h = 8 + 18.0 * double(rows);  // ~6.8 px per glyph at 12 px
-  const double x = r.x + r.w - w - 8, y = top <= bottom ? r.y + 8 : r.y + r.h - h - 8;
-  o << "<rect x='" << num(x) << "' y='" << num(y) << "' width='" << num(w) << "' height='" << num(h)
-    << "' fill='white' fill-opacity='0.85' stroke='#bbb'/>\n";
-  double ty = y + 17;
-  for (const auto& s : series) {
-    o << "<line x1='" << num(x + 8) << "' y1='" << num(ty - 4) << "' x2='" << num(x + 32) << "' y2='" << num(ty - 4)
-      << "' stroke='" << s.color << "' stroke-width='" << s.width + 1 << "'/>\n";
-    o << "<text x='" << num(x + 40) << "' y='" << num(ty) << "'>" << xml_escape(s.label) << "</text>\n";
-    ty += 18;
-  }
-  for (const auto& e : extra) {
-    o << "<circle cx='" << num(x + 20) << "' cy='" << num(ty - 4) << "' r='5' fill='none' stroke='#2ca02c' "
-      << "stroke-width='2'/>\n<text x='" << num(x + 40) << "' y='" << num(ty) << "'>" << xml_escape(e) << "</text>\n";
-    ty += 18;
-  }
-}
-
-void draw_panel(std::ostringstream& o, const Rect& r, const Axis& xa, const Axis& ya, const std::vector<Series>& series,
-                const std::string& ylabel, const CurvePoint* best, const std::string& best_label) {
-  o << "<rect x='" << num(r.x) << "' y='" << num(r.y) << "' width='" << num(r.w) << "' height='" << num(r.h)
-    << "' fill='white'/>\n";
-  draw_x_ticks(o, xa, r);
-  draw_y_ticks(o, ya, r);
-  bool any = false;
-  for (const auto& s : series) {
-    const std::string d = path_d(s.pts, xa, ya, r);
-    if (d.empty()) continue;
-    any = true;
-    o << "<path d='" << d << "' fill='none' stroke='" << s.color << "' stroke-width='" << s.width
-      << "' stroke-linejoin='round'/>\n";
-    if (s.dots)
-      for (const auto& p : s.pts)
-        if (xa.valid(p.step) && ya.valid(p.value))
-          o << "<circle cx='" << num(r.x + xa.frac(p.step) * r.w) << "' cy='" << num(r.y + (1 - ya.frac(p.value)) * r.h)
-            << "' r='2.5' fill='" << s.color << "'/>\n";
-  }
-  if (best)
-    o << "<circle cx='" << num(r.x + xa.frac(best->step) * r.w) << "' cy='"
-      << num(r.y + (1 - ya.frac(best->value)) * r.h) << "' r='6' fill='none' stroke='#2ca02c' stroke-width='2'/>\n";
-  if (!any)
-    o << "<text x='" << num(r.x + r.w / 2) << "' y='" << num(r.y + r.h / 2) << "' text-anchor='middle' fill='#888'>"
-      << "no data</text>\n";
-  else
-    draw_legend(o, series, best ? std::vector<std::string>{best_label} : std::vector<std::string>{}, xa, ya, r);
-  o << "<rect x='" << num(r.x) << "' y='" << num(r.y) << "' width='" << num(r.w) << "' height='" << num(r.h)
-    << "' fill='none' stroke='#333'/>\n";
-  o << "<text transform='translate(" << num(r.x - 58) << "," << num(r.y + r.h / 2) << ") rotate(-90)' "
-    << "text-anchor='middle' font-size='13'>" << xml_escape(ylabel) << "</text>\n";
-}
-
-}  // namespace
+using namespace svg;
 
 void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot) {
   const bool higher = higher_is_better(plot.metric);  // also rejects an unknown metric name
@@ -284,10 +38,10 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
   const size_t n = plot.train.size();
   if (n >= 40) {
     const size_t w = std::max<size_t>(2, n / 40);
-    s1.push_back({plot.train, "#a6cee3", "loss", 1.0, false});
-    s1.push_back({moving_mean(plot.train, w), "#1f77b4", "loss, mean of last " + std::to_string(w), 2.0, false});
+    s1.push_back({plot.train, "#a6cee3", "training loss", 1.0, false});
+    s1.push_back({moving_mean(plot.train, w), "#1f77b4", "training loss, mean of last " + std::to_string(w), 2.0, false});
   } else {
-    s1.push_back({plot.train, "#1f77b4", "loss", 2.0, n <= 1});
+    s1.push_back({plot.train, "#1f77b4", "training loss", 2.0, n <= 1});
   }
   if (!plot.valid_loss.empty())
     s1.push_back({plot.valid_loss, "#ff7f0e", plot.valid_loss_label, 2.0, plot.valid_loss.size() <= 200});
@@ -305,9 +59,8 @@ void write_curves_svg(const std::filesystem::path& path, const CurvesPlot& plot)
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << plot.width << "' height='" << plot.height
     << "' viewBox='0 0 " << plot.width << " " << plot.height << "' font-family='sans-serif' font-size='12'>\n";
   o << "<rect width='100%' height='100%' fill='#fafafa'/>\n";
-  o << "<text x='" << num(W / 2) << "' y='28' text-anchor='middle' font-size='17' font-weight='bold'>"
-    << xml_escape(plot.title) << "</text>\n";
-  draw_panel(o, r1, xa, ya1, s1, ya1.log ? "training loss (log scale)" : "training loss", nullptr, "");
+  fitted_text(o, W / 2, 28, plot.title, 17, W - 24, "font-weight='bold'");
+  draw_panel(o, r1, xa, ya1, s1, ya1.log ? plot.loss_label + " (log scale)" : plot.loss_label, nullptr, "");
   draw_panel(o, r2, xa, ya2, s2, "validation " + plot.metric, best, best_label);
   o << "<text x='" << num(r2.x + r2.w / 2) << "' y='" << num(H - 12) << "' text-anchor='middle' font-size='13'>"
     << "step</text>\n";
@@ -324,7 +77,8 @@ void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot
                                                        std::to_string(plot.height) + ", expected >= 300x200");
   static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   const double W = plot.width, H = plot.height;
-  const Rect r{84, 48, W - 84 - 32, H - 48 - 56};
+  const double top = plot.subtitle.empty() ? 48 : 64;
+  const Rect r{84, top, W - 84 - 32, H - top - 56};
   std::vector<const std::vector<CurvePoint>*> sets;
   std::vector<Series> series;
   for (size_t i = 0; i < plot.lines.size(); ++i) {
@@ -332,15 +86,28 @@ void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot
     series.push_back({plot.lines[i].points, kColors[i % 6], plot.lines[i].label, 2.0, plot.lines[i].points.size() <= 60});
   }
   const Axis xa = make_axis(sets, true, false), ya = make_axis(sets, false, false);
+  const bool dated = plot.dates && plot.time_values.size() > size_t(std::max(0.0, xa.hi));
+  std::vector<Tick> ticks = dated ? date_ticks(plot.time_values, xa) : number_ticks(xa);
+  if (!dated && !plot.time_labels.empty())  // the labels at the index ticks
+    for (Tick& t : ticks)
+      if (t.at >= 0 && t.at < double(plot.time_labels.size()) && t.at == std::floor(t.at))
+        t.label = plot.time_labels[size_t(t.at)];
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << plot.width << "' height='" << plot.height
     << "' viewBox='0 0 " << plot.width << " " << plot.height << "' font-family='sans-serif' font-size='12'>\n";
   o << "<rect width='100%' height='100%' fill='#fafafa'/>\n";
-  o << "<text x='" << num(W / 2) << "' y='28' text-anchor='middle' font-size='15' font-weight='bold'>"
-    << xml_escape(plot.title) << "</text>\n";
-  draw_panel(o, r, xa, ya, series, "cumulative long-short", nullptr, "");
+  fitted_text(o, W / 2, 26, plot.title, 16, W - 24, "font-weight='bold'");
+  if (!plot.subtitle.empty()) fitted_text(o, W / 2, 46, plot.subtitle, 12.5, W - 24, "fill='#444'");
+  draw_panel(o, r, xa, ya, series, plot.ylabel, nullptr, "", &ticks);
+  for (const auto& [at, label] : plot.markers) {
+    if (at < xa.lo || at > xa.hi) continue;
+    const double px = r.x + xa.frac(at) * r.w;
+    o << "<line x1='" << num(px) << "' y1='" << num(r.y) << "' x2='" << num(px) << "' y2='" << num(r.y + r.h)
+      << "' stroke='#999' stroke-dasharray='5,4'/>\n<text x='" << num(px + 4) << "' y='" << num(r.y + 14)
+      << "' fill='#666' font-size='11'>" << xml_escape(label) << "</text>\n";
+  }
   o << "<text x='" << num(r.x + r.w / 2) << "' y='" << num(H - 12) << "' text-anchor='middle' font-size='13'>"
-    << "time index</text>\n";
+    << (dated ? "date" : plot.time_labels.empty() ? "time step" : "time") << "</text>\n";
   o << "</svg>\n";
   const std::string svg = o.str();
   AtomicFile f(path.string());

@@ -25,6 +25,7 @@ struct Accum {
   bool saw_inf = false;  // an infinite pred or y poisons the correlations (they must not look fine)
   std::vector<double> ic_t, rank_ic_t;  // per time step (panel) or one value (single series)
   std::vector<double> turnover_t;       // per pair of consecutive portfolio steps
+  std::vector<double> strategy_t;       // the sign strategy's return per time step with a position
 
   void add_point(double p, double t) {
     sq_err += (p - t) * (p - t);
@@ -109,6 +110,37 @@ void finish_portfolio(const PortfolioSeries& ps, double periods_per_year, Metric
     m.ls_std = std::sqrt(ss / double(ls.size() - 1));
   }
   m.ls_sharpe = periods_per_year > 0 && m.ls_std > 0 ? m.ls_mean / m.ls_std * std::sqrt(periods_per_year) : kNaN;
+}
+
+// The sign strategy's return of one time step's valid pairs: mean of sign(p)·y (a zero prediction holds
+// nothing); none when the step has no pair.
+void add_strategy_step(Accum& acc, const std::vector<double>& p, const std::vector<double>& t) {
+  if (p.empty()) return;
+  double s = 0;
+  for (size_t i = 0; i < p.size(); ++i) s += p[i] > 0 ? t[i] : p[i] < 0 ? -t[i] : 0.0;
+  acc.strategy_t.push_back(s / double(p.size()));
+}
+
+// ts_mean, ts_std, ts_sharpe, ts_hit, ts_max_dd of the sign strategy's returns.
+void finish_strategy(const std::vector<double>& r, double periods_per_year, Metrics& m) {
+  m.ts_mean = mean_of(r);
+  m.ts_std = kNaN;
+  if (r.size() >= 2) {
+    double ss = 0;
+    for (double x : r) ss += (x - m.ts_mean) * (x - m.ts_mean);
+    m.ts_std = std::sqrt(ss / double(r.size() - 1));
+  }
+  m.ts_sharpe = periods_per_year > 0 && m.ts_std > 0 ? m.ts_mean / m.ts_std * std::sqrt(periods_per_year) : kNaN;
+  int64_t hits = 0, moves = 0;
+  double cum = 0, peak = 0, dd = 0;  // the curve starts at 0 before the first step
+  for (double x : r) {
+    hits += x > 0, moves += x != 0;
+    cum += x;
+    peak = std::max(peak, cum);
+    dd = std::max(dd, peak - cum);
+  }
+  m.ts_hit = moves ? double(hits) / double(moves) : kNaN;
+  m.ts_max_dd = r.empty() ? kNaN : dd;
 }
 
 Metrics finish(const Accum& acc, bool panel) {
@@ -255,6 +287,7 @@ MetricsResult compute_metrics(const MetricsInput& in) {
           inst.push_back(i);
         }
         add_correlations(acc, p, t, in.min_pairs);
+        add_strategy_step(acc, p, t);
         if (int(p.size()) < Q) continue;
         double* row = ps.quantile_returns.data() + size_t(ts - in.t0) * Q;
         quantile_step(p, t, inst, Q, row, top);
@@ -278,11 +311,13 @@ MetricsResult compute_metrics(const MetricsInput& in) {
         acc.add_point(pv, yv);
         p.push_back(pv);
         t.push_back(yv);
+        acc.strategy_t.push_back(pv > 0 ? yv : pv < 0 ? -yv : 0.0);
       }
       add_correlations(acc, p, t, in.min_pairs);
     }
     Metrics m = finish(acc, panel);
     finish_portfolio(ps, in.periods_per_year, m);
+    finish_strategy(acc.strategy_t, in.periods_per_year, m);
     res.per_target.push_back(std::move(m));
     res.portfolios.push_back(std::move(ps));
   }

@@ -15,7 +15,8 @@ std::string range_text(const Panel& p, TimeRange r) {
   return s;
 }
 
-void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& panel, const std::string& what) {
+void write_long_short_plot(const std::string& path, const MetricsResult& r, const Panel& panel, const std::string& what,
+                           const std::string& units, const std::vector<int>& fold_starts) {
   LongShortPlot plot;
   for (size_t k = 0; k < r.portfolios.size(); ++k) {
     const PortfolioSeries& ps = r.portfolios[k];
@@ -28,9 +29,24 @@ void write_long_short_plot(const std::string& path, const MetricsResult& r, cons
   }
   const int t0 = r.portfolios.empty() ? 0 : r.portfolios[0].t0;
   const int t1 = r.portfolios.empty() ? 0 : t0 + int(r.portfolios[0].long_short.size());
-  plot.title = "cumulative long-short (top − bottom of " + std::to_string(r.portfolios.empty() ? 0 : r.portfolios[0].quantiles) +
-               " quantiles), " + what + " " + range_text(panel, {t0, t1});
+  const int q = r.portfolios.empty() ? 0 : r.portfolios[0].quantiles;
+  plot.title = "cumulative long-short return: " + what;
+  const std::string span = t1 > t0 && size_t(t1) <= panel.times.size()
+                               ? panel.times[size_t(t0)] + " .. " + panel.times[size_t(t1 - 1)] + " (" +
+                                     std::to_string(t1 - t0) + " steps)"
+                               : "time steps [" + std::to_string(t0) + ", " + std::to_string(t1) + ")";
+  plot.subtitle = "top minus bottom of " + std::to_string(q) + " prediction groups per date, " + span +
+                  (units.empty() ? std::string() : "; " + units + " units, not returns");
+  plot.ylabel = "cumulative long-short (" + (units.empty() ? std::string("target") : units) + " units)";
+  plot.time_labels = panel.times;
+  plot.time_values = panel.time_values;
+  plot.dates = panel.times_are_dates;
+  for (size_t f = 0; f < fold_starts.size(); ++f) plot.markers.push_back({double(fold_starts[f]), "fold " + std::to_string(f)});
   write_long_short_svg(path, plot);
+}
+
+std::string target_units(const DataConfig& d) {
+  return d.target_norm == "zscore" ? "z-score" : d.target_norm == "rank" ? "rank" : "";
 }
 
 double score_periods_per_year(const Panel& p, const ScoreOptions& o) {

@@ -143,11 +143,16 @@ std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, c
               ") is empty or outside the data's [0, " + std::to_string(norm.T) + ")");
   const TrainConfig& tc = impl_->meta.train;
   const ModelLayout layout(impl_->meta.model);
-  if (mode == PredictMode::carry)
-    return predict_carry(device, precision, layout, impl_->state.params, norm, range.t0, range.t1, tc, cpu);
-  const WindowPlan plan = date_windows(norm.N, norm.T, tc.L, range.t0, range.t1);
-  return predict_with(device, precision, layout, impl_->state.params, norm, plan, prediction_tile(tc, norm.N, plan.L),
-                      cpu);
+  std::vector<float> pred;
+  if (mode == PredictMode::carry) {
+    pred = predict_carry(device, precision, layout, impl_->state.params, norm, range.t0, range.t1, tc, cpu);
+  } else {
+    const WindowPlan plan = date_windows(norm.N, norm.T, tc.L, range.t0, range.t1);
+    pred = predict_with(device, precision, layout, impl_->state.params, norm, plan,
+                        prediction_tile(tc, norm.N, plan.L), cpu);
+  }
+  unscale_predictions(pred, norm.K, impl_->meta.stats);  // data.target_scale: back to the targets' units
+  return pred;
 }
 
 std::vector<int> Model::context(const Panel& p, PredictMode mode) const {

@@ -33,6 +33,7 @@ uint64_t member_hash(uint64_t h, const StreamPredictor::Impl::Member& m) {
   text(m.data.feature_norm), text(m.data.nan_fill);
   bytes(m.stats.mean.data(), m.stats.mean.size() * sizeof(float));
   bytes(m.stats.stdev.data(), m.stats.stdev.size() * sizeof(float));
+  bytes(m.stats.target_scale.data(), m.stats.target_scale.size() * sizeof(float));
   return h;
 }
 
@@ -176,6 +177,7 @@ std::vector<float> StreamPredictor::step(std::span<const float> x, std::span<con
     m->x.resize(size_t(I) * F), m->fill.resize(size_t(F)), m->out.resize(size_t(I) * K);
     m->proc->process(x.data(), here.data(), m->x.data(), m->fill.data());
     m->engine->bar(m->x.data(), here.data(), m->fill.data(), history.data(), s.bars, m->out.data());
+    unscale_predictions(m->out, K, m->stats);  // data.target_scale: back to the targets' units, as predict
     mean.add(m->out);
   }
   s.history = std::move(history);

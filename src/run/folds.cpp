@@ -48,7 +48,8 @@ ScoreSpec score_spec(const RunConfig& cfg, const Panel& panel, const Split& spli
 }
 
 MetricsResult score_range(const std::vector<float>& pred, const Panel& norm, const ScoreSpec& sc, int t0, int t1) {
-  return score_with_mean(pred, norm, {t0, t1}, sc.quantiles, sc.periods_per_year, sc.train_mean);
+  return score_with_mean(pred, sc.targets ? *sc.targets : norm, {t0, t1}, sc.quantiles, sc.periods_per_year,
+                         sc.train_mean);
 }
 
 FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan) {
@@ -57,8 +58,20 @@ FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& 
   d.plan = &plan;
   d.norm = prepared(panel, cfg.data, plan.stats);
   d.sc = score_spec(cfg, panel, plan.split);
+  if (!plan.stats.target_scale.empty()) {
+    auto targets = std::make_shared<Panel>();  // the targets alone: scoring reads nothing else
+    targets->N = d.norm.N, targets->T = d.norm.T, targets->F = d.norm.F, targets->K = d.norm.K;
+    targets->y = d.norm.y;
+    d.sc.targets = std::move(targets);
+    scale_targets(d.norm, plan.stats);
+  }
   d.prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return d;
+}
+
+std::vector<float> engine_predictions(std::vector<float> pred, const FoldData& d) {
+  unscale_predictions(pred, d.norm.K, d.plan->stats);
+  return pred;
 }
 
 WindowPlan evaluation_plan(const TrainConfig& tc, int N, int T, int t0, int t1) {

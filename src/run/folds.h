@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct ScoreSpec {
   int quantiles = 5;
   double periods_per_year = NAN;
   std::vector<double> train_mean;  // (K)
+  // data.target_scale: the fold's processed targets before the scale (N, T, K), which the engine's
+  // predictions are scored against once multiplied back (the engine trains on the scaled ones). Null: none.
+  std::shared_ptr<const Panel> targets;
 };
 // The spec of a fold trained on `split`'s training range of `panel` (the raw panel: its time axis).
 ScoreSpec score_spec(const RunConfig& cfg, const Panel& panel, const Split& split);
@@ -37,7 +41,9 @@ ScoreSpec score_spec(const RunConfig& cfg, const Panel& panel, const Split& spli
 MetricsResult score_range(const std::vector<float>& pred, const Panel& norm, const ScoreSpec& sc, int t0, int t1);
 
 // A fold ready to train: the panel processed as the data settings say with the fold's statistics (the whole
-// time axis: the engine samples its training range and predicts the others from it), and its scoring.
+// time axis: the engine samples its training range and predicts the others from it; with data.target_scale its
+// targets divided by the fold's scales), and its scoring. Predictions leave the engine multiplied back
+// (engine_predictions), so every metric and file of a run is in the targets' units.
 struct FoldData {
   const FoldPlan* plan = nullptr;
   Panel norm;
@@ -45,6 +51,8 @@ struct FoldData {
   double prepare_seconds = 0;
 };
 FoldData prepare_fold(const RunConfig& cfg, const Panel& panel, const FoldPlan& plan);
+// An engine's predictions (N, T, K) of a fold in the targets' units: data.target_scale inverted.
+std::vector<float> engine_predictions(std::vector<float> pred, const FoldData& d);
 
 // The windows a model of `tc` predicts [t0, t1) of a panel of N × T with (validation, test, the pooled
 // walk-forward predictions): each date from the window of its last train.seq_len rows, the definition `predict`

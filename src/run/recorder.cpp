@@ -62,7 +62,14 @@ ModelRecorder::ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const 
       reported_(start) {
   plot_.metric = cfg.run.metric;
   plot_.valid_loss_label = "validation mse";
-  plot_.title = "ml-alpha: " + where_.dir.string();
+  // The training loss's own axis: its kind, and its units when the targets were rescaled.
+  const std::string units = !target_units(cfg.data).empty() ? ", " + target_units(cfg.data) + " targets"
+                            : cfg.data.target_scale == "std" ? ", scaled targets"
+                                                            : std::string();
+  plot_.loss_label = tc.loss == LossKind::IC      ? "training loss: -IC"
+                     : tc.loss == LossKind::Huber ? "training huber" + units
+                                                  : "training mse" + units;
+  plot_.title = "ml-alpha training: " + where_.dir.string();
   res_.fold = where_.plan->fold;
   res_.split = where_.plan->split;
   res_.dir = where_.dir.string();
@@ -147,7 +154,9 @@ bool ModelRecorder::validate(int64_t s, Reporter& rep) {
   ev.best = is_improvement(cfg_.run.metric, ev.value, res_.best_value) || best_params_.empty();
   jsonl_.metrics(s, "valid", ev.metrics);
   plot_.valid.push_back({double(s), ev.value});
-  plot_.valid_loss.push_back({double(s), ev.metrics.mean.mse});
+  // The validation mse shares the loss panel only with an mse loss in the same units (not an IC or a Huber loss,
+  // nor targets divided by their scale for training while the metrics are in the targets' units).
+  if (tc_.loss == LossKind::MSE && cfg_.data.target_scale == "none") plot_.valid_loss.push_back({double(s), ev.metrics.mean.mse});
   if (ev.best) {
     best_eval_ = ev.metrics;
     res_.best_value = ev.value;
@@ -200,10 +209,11 @@ std::string ModelRecorder::finish(int64_t steps, std::vector<float>* test_pred) 
     test(test_pred);
     jsonl_.metrics(res_.best_step, "test", res_.test);
     write_long_short_plot(ls_svg.string(), res_.test, *where_.raw,
-                          "test, best checkpoint (step " + std::to_string(res_.best_step) + "),");
+                          "test range, best checkpoint (step " + std::to_string(res_.best_step) + ")", target_units(cfg_.data));
     wrote_ls = true;
   } else if (!best_eval_.portfolios.empty()) {
-    write_long_short_plot(ls_svg.string(), best_eval_, *where_.raw, "validation, best step " + std::to_string(res_.best_step) + ",");
+    write_long_short_plot(ls_svg.string(), best_eval_, *where_.raw,
+                          "validation range, best step " + std::to_string(res_.best_step), target_units(cfg_.data));
     wrote_ls = true;
   }
   return (out / "metrics.jsonl").string() + ", " + (out / "curves.svg").string() + ", " +

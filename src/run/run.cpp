@@ -15,6 +15,7 @@
 #include "config/members.h"
 #include "core/error.h"
 #include "core/temp_dir.h"
+#include "run/data_checks.h"
 #include "run/folds.h"
 #include "run/reporter.h"
 #include "run/resume.h"
@@ -135,6 +136,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   const int folds = int(plans.size());
   const bool population = is_population(cfg);
   const std::vector<MemberSpec> members = expand_population(cfg, folds);
+  const std::vector<std::string> warnings = check_run_data(cfg, panel, plans, src == nullptr);
   const uint64_t fingerprint = panel_fingerprint(panel);
   if (src && src->has_record)
     require(src->fingerprint == fingerprint,
@@ -191,6 +193,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
                           " explicitly (--steps N)");
   write_run_record(out, cfg, options.panel_from_config, fingerprint, population);
   for (const std::string& line : changes) rep.message("resume: " + line, 0, 0);
+  for (const std::string& line : warnings) rep.message(line, 0, 0);
 
   std::unique_ptr<Summary> summary = population ? make_population_summary(c, plans, members, result)
                                                 : make_solo_summary(c, plans, result);
@@ -210,6 +213,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     for (int f : fold_ids) data[size_t(f)].norm = Panel{};  // a long walk-forward holds one fold's panel at a time
   }
   result.stopped = stopped;
+  if (!stopped && !paused) require_selection_metric(cfg, result);
   return result;
 }
 

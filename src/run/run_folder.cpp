@@ -129,7 +129,7 @@ const char* const kRunFiles[] = {"metrics.jsonl",    "curves.svg",     "best.jso
                                  "oos_pred.csv",     "oos_pred.npy",   "leaderboard.csv", "leaderboard.json",
                                  kRunFile,           kModelStateFile,  kLegacyPopulationFile, kLegacyMemberFile,
                                  kLegacyLastFile};
-const char* const kEnsembleFiles[] = {"pred.csv", "pred.npy"};
+const char* const kEnsembleFiles[] = {"pred.csv", "pred.npy", "long_short.svg"};
 
 bool starts_with(const fs::path& p, const char* prefix) { return p.filename().string().rfind(prefix, 0) == 0; }
 

@@ -12,6 +12,7 @@
 #include "predict/window_plan.h"
 #include "run/leaderboard.h"
 #include "run/oos_pool.h"
+#include "run/valid_pool.h"
 
 namespace mlalpha {
 
@@ -39,6 +40,18 @@ class ProcessedTargets {
 };
 
 // ---- a solo run
+
+// The walk-forward backtest at a glance: the pooled test blocks' cumulative long-short, each fold's start marked.
+void write_pooled_plot(const fs::path& path, const MetricsResult& m, const RunContext& c,
+                       const std::vector<FoldReport>& reports) {
+  std::vector<int> starts;
+  for (const FoldReport& f : reports)
+    if (f.has_test) starts.push_back(f.split.test_begin);
+  write_long_short_plot(path.string(), m, c.panel,
+                        "pooled out-of-sample (" + std::to_string(starts.size()) +
+                            " folds, each test block by its fold's best checkpoint)",
+                        target_units(c.cfg.data), starts);
+}
 
 FoldReport report_of(const FoldResult& r) {
   FoldReport f;
@@ -74,6 +87,7 @@ class SoloSummary : public Summary {
       result_.has_oos = true;
       result_.oos = pooled.metrics;
       result_.oos_file = pooled.file;
+      write_pooled_plot(out / "long_short.svg", pooled.metrics, c_, reports_);
     }
     write_folds_json(out / "folds.json", reports_, c_.panel.times, c_.cfg.run.metric, oos().any() ? &pooled : nullptr);
     result_.fold_test_mean = mean_test_metrics(reports_);
@@ -145,7 +159,10 @@ class PopulationSummary : public Summary {
   void add(const std::vector<int>& folds, std::vector<Trained>& trained, bool final) override {
     for (const Trained& t : trained) specs_[t.spec.name] = t.spec;
     for (int f : folds) fold_board(f, trained);
-    for (Trained& t : trained) std::vector<float>().swap(t.best_pred);  // pooled now: one fold's predictions at a time
+    for (Trained& t : trained) {  // pooled now: one fold's predictions at a time
+      std::vector<float>().swap(t.best_pred);
+      std::vector<float>().swap(t.valid_pred);
+    }
     if (c_.folds > 1) run_board(folds.back(), final);
   }
 
@@ -155,6 +172,10 @@ class PopulationSummary : public Summary {
     if (member_oos_.empty())
       for (size_t k = 0; k < names_.size(); ++k) member_oos_.push_back(std::make_unique<OosPool>(out_panel(), c_.cfg));
     return *member_oos_[i];
+  }
+  ValidPool& member_valid(size_t i) {
+    if (member_valid_.empty()) member_valid_.resize(names_.size());
+    return member_valid_[i];
   }
   OosPool& ensemble_oos() {
     if (!ensemble_oos_) ensemble_oos_ = std::make_unique<OosPool>(out_panel(), c_.cfg);
@@ -211,10 +232,9 @@ class PopulationSummary : public Summary {
     const std::string file = write_leaderboard(d.plan->dir, board);
     for (const Trained* t : of_fold) {
       result_.members.push_back(member_result(*t));
-      if (c_.folds > 1 && t->res.has_test) {
-        const size_t i = size_t(std::find(names_.begin(), names_.end(), t->spec.name) - names_.begin());
-        member_oos(i).add(*d.plan, t->best_pred);
-      }
+      const size_t i = size_t(std::find(names_.begin(), names_.end(), t->spec.name) - names_.begin());
+      if (c_.folds > 1 && t->res.has_test) member_oos(i).add(*d.plan, t->best_pred);
+      if (c_.folds > 1 && !t->valid_pred.empty()) member_valid(i).add(out_panel(), split, t->valid_pred);
     }
     if (c_.folds == 1) {
       result_.leaderboard_file = file;
@@ -231,11 +251,14 @@ class PopulationSummary : public Summary {
     }
   }
 
-  // Walk-forward: the run's leaderboard of the members by their pooled out-of-sample metrics.
+  // Walk-forward: the run's leaderboard of the members ranked by their pooled validation run.metric (chosen
+  // without looking at a test block), their pooled out-of-sample metrics beside it.
   void run_board(int last_fold, bool final) {
     const RunConfig& cfg = c_.cfg;
     const fs::path out(cfg.run.out_dir);
-    std::vector<std::string> tail{"folds"};
+    const std::string valid_column = "valid_" + cfg.run.metric;
+    const double ppy = cfg.run.periods_per_year > 0 ? cfg.run.periods_per_year : periods_per_year(c_.panel);
+    std::vector<std::string> tail{"folds", valid_column};
     for (const MetricInfo& info : metric_table()) tail.push_back(std::string("oos_") + info.name);
     tail.push_back("dir");
     std::vector<LeaderboardEntry> entries;
@@ -248,11 +271,13 @@ class PopulationSummary : public Summary {
       e.cells.push_back(names_[i]);
       for (const std::string& k : keys_) e.cells.push_back(setting_of(spec->second, k));
       e.cells.push_back(std::to_string(n));
+      if (member_valid(i).any())
+        e.key = metric_by_name(member_valid(i).score(cfg.run.quantiles, ppy).mean, cfg.run.metric);
+      e.cells.push_back(csv_number(e.key));
       const fs::path dir = out / names_[i];
       if (member_oos(i).any()) {
         c_.dirs.create(dir);
         const OosSummary o = member_oos(i).write(dir / "oos_pred");
-        e.key = metric_by_name(o.metrics.mean, cfg.run.metric);
         add_metric_cells(e.cells, true, o.metrics.mean);
         for (MemberResult& m : result_.members)
           if (m.name == names_[i]) m.has_oos = true, m.oos = o.metrics, m.oos_file = o.file;
@@ -266,11 +291,15 @@ class PopulationSummary : public Summary {
     if (ensemble_oos().any()) {
       c_.dirs.create(out / "ensemble");
       const OosSummary o = ensemble_oos().write(out / "ensemble" / "pred");
+      write_long_short_plot((out / "ensemble" / "long_short.svg").string(), o.metrics, c_.panel,
+                            "the mean-ensemble, pooled out-of-sample over the folds' test blocks",
+                            target_units(cfg.data));
       result_.has_ensemble = true;
       result_.ensemble = o.metrics;
       ens.push_back("ensemble");
       ens.insert(ens.end(), keys_.size(), "");
       ens.push_back(std::to_string(c_.folds));
+      ens.push_back("");  // the ensemble is not ranked
       add_metric_cells(ens, true, o.metrics.mean);
       ens.push_back((out / "ensemble").string());
     }
@@ -278,10 +307,11 @@ class PopulationSummary : public Summary {
     result_.leaderboard_file = write_leaderboard(out, board);
     result_.leaderboard = board;
     if (!final) return;
-    std::vector<std::string> cols = board_columns({"folds", "oos_" + cfg.run.metric, "oos_ic", "oos_ls_sharpe"});
+    std::vector<std::string> cols =
+        board_columns({"folds", valid_column, "oos_" + cfg.run.metric, "oos_ic", "oos_ls_sharpe"});
     cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-    c_.rep.message("leaderboard (" + result_.leaderboard_file + ", by pooled out-of-sample " + cfg.run.metric + "):" +
-                       leaderboard_text(board, cols, 10),
+    c_.rep.message("leaderboard (" + result_.leaderboard_file + ", by pooled validation " + cfg.run.metric +
+                       ", the pooled test blocks beside it):" + leaderboard_text(board, cols, 10),
                    last_fold, 0);
   }
 
@@ -292,6 +322,7 @@ class PopulationSummary : public Summary {
   std::vector<std::string> names_;  // the members of one fold, in order
   std::map<std::string, MemberSpec> specs_;
   std::vector<std::unique_ptr<OosPool>> member_oos_;  // walk-forward: each member's test blocks, pooled
+  std::vector<ValidPool> member_valid_;                // and its validation blocks
   std::unique_ptr<OosPool> ensemble_oos_;            // and the ensemble's
 };
 

@@ -94,6 +94,17 @@ int64_t resume_slots(const RunContext& c, std::vector<ModelSlot>& slots, Engine&
   return start;
 }
 
+// train.init: a fresh model's starting point, the checkpoint's weights with the optimiser and the schedule at
+// step 0 (zero moments), as a state the engine loads before the first step.
+TrainState initial_state(const std::string& path, const ModelConfig& mc, uint64_t seed) {
+  TrainState s;
+  s.params = load_checkpoint_weights(path, mc).params;
+  s.m.assign(s.params.size(), 0.0f);
+  s.v.assign(s.params.size(), 0.0f);
+  s.seed = seed;
+  return s;
+}
+
 }  // namespace
 
 std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, bool& stopped, bool& paused) {
@@ -111,6 +122,12 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
 
   std::vector<int64_t> frozen_at(size_t(E), 0);  // > 0: the step model m stopped at (early, or at train.steps)
   const int64_t start = resume_slots(c, slots, *engine, frozen_at);
+  for (int m = 0; m < E; ++m) {
+    const ModelSlot& slot = slots[size_t(m)];
+    if (slot.state.present || slot.spec.train.init.empty()) continue;
+    engine->load_state(m, initial_state(slot.spec.train.init, cfg.model, slot.spec.train.seed));
+    if (m == 0) c.rep.message("starting from the weights of train.init = " + slot.spec.train.init, first_fold, 0);
+  }
   int live = 0, resumed = 0;
   for (int m = 0; m < E; ++m) live += frozen_at[size_t(m)] == 0, resumed += slots[size_t(m)].state.present;
   {
@@ -161,8 +178,8 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
     meta.data_json = encode_run_record(cfg, c.described, d.plan->fold, c.fingerprint);
     Engine* en = engine.get();
     ModelRecorder::Access access{[en, m](int64_t s) { return en->point(m, s); },
-                                 [en, m](const WindowPlan& plan, const std::vector<float>* params) {
-                                   return en->predict(m, plan, params);
+                                 [en, m, &d](const WindowPlan& plan, const std::vector<float>* params) {
+                                   return engine_predictions(en->predict(m, plan, params), d);
                                  },
                                  [en, m] { return en->state(m); }};
     rec.push_back(std::make_unique<ModelRecorder>(
@@ -253,8 +270,16 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
       t.best_pred = std::move(test_pred);
     } else if (c.population && !best.empty()) {  // the ensemble scores the validation range without a test range
       const TimeRange sr = scored_range(slot.data->plan->split);
-      t.best_pred = engine->predict(m, evaluation_plan(t.spec.train, slot.data->norm.N, slot.data->norm.T, sr.t0, sr.t1),
-                                    &best);
+      t.best_pred = engine_predictions(
+          engine->predict(m, evaluation_plan(t.spec.train, slot.data->norm.N, slot.data->norm.T, sr.t0, sr.t1), &best),
+          *slot.data);
+    }
+    if (c.population && c.folds > 1 && !best.empty()) {
+      const Split& sp = slot.data->plan->split;
+      t.valid_pred = engine_predictions(
+          engine->predict(m, evaluation_plan(t.spec.train, slot.data->norm.N, slot.data->norm.T, sp.valid_begin, sp.valid_end),
+                          &best),
+          *slot.data);
     }
     out.push_back(std::move(t));
   }

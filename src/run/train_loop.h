@@ -52,6 +52,9 @@ struct Trained {
   const FoldData* data = nullptr;
   FoldResult res;
   std::vector<float> best_pred;
+  // Walk-forward populations: the best weights' predictions (N, T, K) over the fold's validation range, which
+  // the run's leaderboard pools over the folds to rank the members (empty otherwise).
+  std::vector<float> valid_pred;
   bool trained = false;  // it took steps in this invocation (false: tested again only)
 };
 

@@ -263,7 +263,7 @@ TEST_F(Cli, AnExistingRunIsNeverLost) {
   Result r = run(std::string(kSmall) + "--steps 20 --metric sharpe -o " + p("run"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("run.metric must be one of mse, ic, rank_ic, icir, dir_acc, ls_mean, ls_std, ls_sharpe, turnover, "
-                       "mse_zero, mse_mean, q1 .. q5, got 'sharpe'"), std::string::npos) << r.out;
+                       "mse_zero, mse_mean, ts_mean, ts_std, ts_sharpe, ts_hit, ts_max_dd, q1 .. q5, got 'sharpe'"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(p("run/metrics.jsonl")), jsonl);
   // A valid run into the same folder is refused unless told to overwrite or resume.
   r = run(std::string(kSmall) + "--steps 20 -o " + p("run"));
@@ -369,7 +369,8 @@ TEST_F(Cli, EvalWarnsWhenTheRangeOverlapsTheTrainingRange) {
   std::ifstream svg(p("ls.svg"));
   std::stringstream ss;
   ss << svg.rdbuf();
-  EXPECT_NE(ss.str().find("cumulative long-short (top − bottom of 3 quantiles), test"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("cumulative long-short return: test range of "), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("top minus bottom of 3 prediction groups per date"), std::string::npos) << ss.str();
   EXPECT_NE(ss.str().find("<path d='"), std::string::npos);  // 4 instruments, 3 quantiles: every date forms portfolios
   EXPECT_EQ(r.out.find("ls_sharpe is NaN"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| target | q1 | q2 | q3 | ls_mean |"), std::string::npos) << r.out;
@@ -424,7 +425,9 @@ TEST_F(Cli, TwoRunsIntoOneFolderCannotBothWriteIt) {
   const std::string codes = slurp(p("codes"));
   EXPECT_TRUE(codes == "0 1\n" || codes == "1 0\n") << codes << slurp(p("a")) << slurp(p("b"));
   const std::string refused = codes == "0 1\n" ? slurp(p("b")) : slurp(p("a"));
+  // The holder named by its pid, or not yet (the refused run read the lock before the holder wrote its pid).
   EXPECT_TRUE(refused.find("is in use by process") != std::string::npos ||
+              refused.find("is in use by another process") != std::string::npos ||
               refused.find("already holds a run") != std::string::npos)
       << refused;
   std::ifstream jsonl(p("run/metrics.jsonl"));

@@ -120,6 +120,38 @@ TEST(Metrics, SingleSeriesIsPearsonOverTime) {
   EXPECT_EQ(mq.points, 2);
 }
 
+TEST(Metrics, SignStrategyOfOneSeriesByHand) {
+  // r_t = sign(pred_t) · y_t over the valid pairs: t = 1..5 give +2, −4, +5, 0 (a zero prediction), −1.
+  TinyPanel p{1, 7};
+  p.pred = {kNaN, 1, 2, -3, 0, 4, 1};
+  p.y = {100, 2, -4, -5, 7, -1, kNaN};
+  MetricsInput in = p.input();
+  in.periods_per_year = 4;
+  const Metrics m = compute_metrics(in).per_target[0];
+  const std::vector<double> r{2, -4, 5, 0, -1};
+  const double mean = 0.4, sd = std::sqrt((1.6 * 1.6 + 4.4 * 4.4 + 4.6 * 4.6 + 0.4 * 0.4 + 1.4 * 1.4) / 4);
+  EXPECT_NEAR(m.ts_mean, mean, 1e-12);
+  EXPECT_NEAR(m.ts_std, sd, 1e-12);
+  EXPECT_NEAR(m.ts_sharpe, mean / sd * 2, 1e-12);  // √4 periods per year
+  EXPECT_NEAR(m.ts_hit, 2.0 / 4, 1e-15);            // the zero return is neither a hit nor a miss
+  // Cumulative 2, −2, 3, 3, 2 from 0: the fall from 2 to −2 is the deepest.
+  EXPECT_NEAR(m.ts_max_dd, 4.0, 1e-12);
+  in.periods_per_year = kNaN;
+  EXPECT_TRUE(std::isnan(compute_metrics(in).per_target[0].ts_sharpe));
+}
+
+TEST(Metrics, SignStrategyOfAPanelIsTheMeanOverInstruments) {
+  // Two dates of three instruments; date 1's NaN prediction leaves two: r_0 = (1 + 2 − (−3)) / 3, r_1 = (−1 − 2) / 2.
+  TinyPanel p{3, 2};
+  const std::vector<std::vector<float>> pred{{1, -1}, {1, 1}, {-1, kNaN}}, y{{1, 1}, {2, -2}, {-3, 5}};
+  for (int i = 0; i < 3; ++i)
+    for (int t = 0; t < 2; ++t) p.pred.push_back(pred[i][t]), p.y.push_back(y[i][t]);
+  const Metrics m = compute_metrics(p.input()).per_target[0];
+  EXPECT_NEAR(m.ts_mean, (2.0 - 1.5) / 2, 1e-12);
+  EXPECT_NEAR(m.ts_hit, 0.5, 1e-15);
+  EXPECT_NEAR(m.ts_max_dd, 1.5, 1e-12);  // cumulative 2 then 0.5
+}
+
 TEST(Metrics, DirectionalAccuracyLeavesZerosOut) {
   TinyPanel p{1, 5};
   p.pred = {1, -1, 0, 2, -3};
@@ -248,7 +280,9 @@ TEST(MetricNames, LookupDirectionAndImprovement) {
   EXPECT_EQ(metric_by_name(m, "rank_ic"), 0.2);
   EXPECT_EQ(metric_by_name(m, "icir"), 0.3);
   EXPECT_EQ(metric_by_name(m, "dir_acc"), 0.6);
-  EXPECT_EQ(metric_names().size(), 11u);
+  EXPECT_EQ(metric_names().size(), 16u);
+  EXPECT_FALSE(higher_is_better("ts_max_dd"));
+  EXPECT_TRUE(higher_is_better("ts_sharpe"));
   EXPECT_FALSE(higher_is_better("mse"));
   EXPECT_TRUE(higher_is_better("ic"));
   EXPECT_TRUE(higher_is_better("dir_acc"));
@@ -257,7 +291,8 @@ TEST(MetricNames, LookupDirectionAndImprovement) {
     ADD_FAILURE() << "unknown metric accepted";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown metric 'IC '; expected one of: mse, ic, rank_ic, icir, dir_acc, ls_mean, ls_std, "
-                           "ls_sharpe, turnover, mse_zero, mse_mean, q1 .. qQ (quantile means)");
+                           "ls_sharpe, turnover, mse_zero, mse_mean, ts_mean, ts_std, ts_sharpe, ts_hit, ts_max_dd, q1 .. qQ "
+                           "(quantile means)");
   }
   EXPECT_THROW(metric_by_name(m, "sharpe"), Error);
   const double nan = std::numeric_limits<double>::quiet_NaN();

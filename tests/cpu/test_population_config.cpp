@@ -35,6 +35,8 @@ lr = [1e-3, 3e-4, 1]
 weight_decay = 0
 clip = [0.5, 2]
 warmup = [10, 50]
+[split]
+walk_forward_folds = 2
 [run]
 parallel_folds = true
 )");

@@ -73,8 +73,8 @@ TEST(Progress, PlainModeLogsEveryNStepsWithMeanLossRateAndEta) {
   EXPECT_EQ(lines[0], "step 5/10  loss 3  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:03");
   EXPECT_EQ(lines[1],
             "valid step 5  mse 0.98765  ic 0.0456  rank_ic 0.0412  icir 0.6100  dir_acc 0.5213  ls_mean 0.0021  "
-            "ls_std 0.0105  ls_sharpe 3.1746  turnover 0.4125  mse_zero 1.0123  mse_mean 1.0009  (51200 points, "
-            "200 steps)  best ic");
+            "ls_std 0.0105  ls_sharpe 3.1746  turnover 0.4125  mse_zero 1.0123  mse_mean 1.0009  ts_mean 0  "
+            "ts_std 0  ts_sharpe 0.0000  ts_hit 0.0000  ts_max_dd 0  (51200 points, 200 steps)  best ic");
   EXPECT_EQ(lines[2], "step 10/10  loss 8  grad_norm 0.25  lr 1.00e-03  2.0 steps/s  ETA 0:00");
   EXPECT_EQ(lines[3], "early stopping: no improvement");
   EXPECT_EQ(out.str().find('\r'), std::string::npos);
@@ -325,10 +325,89 @@ TEST(LongShortSvg, OneLinePerTargetAndEmptyIsReadable) {
   EXPECT_EQ(count(svg, "<path d='"), 2u);
   EXPECT_NE(svg.find("ret_1d"), std::string::npos);
   EXPECT_NE(svg.find("ret_5d"), std::string::npos);
-  EXPECT_NE(svg.find("time index"), std::string::npos);
+  EXPECT_NE(svg.find(">time step</text>"), std::string::npos);  // no labels: the axis counts steps
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"long_short.svg"});
   write_long_short_svg(path, LongShortPlot{});
   EXPECT_EQ(count(read_bytes(path), "no data"), 1u);
+}
+
+// Every horizontal <text> of an SVG of `width` fits it, its width estimated at 0.6 em per character (above the
+// average glyph of the sans-serif fonts that draw it): a title that runs off the picture fails.
+::testing::AssertionResult texts_fit(const std::string& svg, double width) {
+  size_t pos = 0, n = 0;
+  while ((pos = svg.find("<text x='", pos)) != std::string::npos) {
+    const bool rotated = pos >= 13 && svg.compare(pos - 13, 13, "rotate(-90)'>") == 0;
+    const size_t end = svg.find("</text>", pos);
+    const std::string tag = svg.substr(pos, svg.find('>', pos) - pos);
+    std::string text = svg.substr(svg.find('>', pos) + 1, end - svg.find('>', pos) - 1);
+    pos = end;
+    if (rotated) continue;  // an axis label: fitted to its panel's height
+    const double x = std::stod(tag.substr(9));
+    double size = 12;
+    if (const size_t f = tag.find("font-size='"); f != std::string::npos) size = std::stod(tag.substr(f + 11));
+    size_t glyphs = 0;
+    for (const char c : text) glyphs += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    const double w = 0.6 * size * double(glyphs);
+    const double left = tag.find("text-anchor='middle'") != std::string::npos ? x - w / 2
+                        : tag.find("text-anchor='end'") != std::string::npos  ? x - w
+                                                                               : x;
+    ++n;
+    if (left < 0 || left + w > width)
+      return ::testing::AssertionFailure() << "'" << text << "' spans [" << left << ", " << left + w << "] of " << width;
+  }
+  return n > 0 ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << "no text";
+}
+
+TEST(LongShortSvg, DatesOnTheAxisUnitsMarkersAndTitlesThatFit) {
+  TempDir dir;
+  const fs::path path = dir.path / "long_short.svg";
+  LongShortPlot plot;
+  plot.title = "cumulative long-short return: " + std::string(150, 'x') + " the end";
+  plot.subtitle = "top minus bottom of 5 groups by prediction each date, 2019-01-01 .. 2020-02-25 (300 steps)";
+  plot.ylabel = "cumulative long-short (z-score units)";
+  plot.dates = true;
+  for (int t = 0; t < 300; ++t) {  // business days from Tuesday 2019-01-01
+    const int week = t / 5, day = t % 5;
+    plot.time_values.push_back((17897.0 + week * 7 + day) * 86400.0);
+    plot.time_labels.push_back("d" + std::to_string(t));
+  }
+  LongShortPlot::Line line{"ret", {}};
+  for (int t = 20; t < 300; ++t) line.points.push_back({double(t), 0.01 * (t - 20)});
+  plot.lines = {line};
+  plot.markers = {{100, "fold 1"}, {200, "fold 2"}};
+  write_long_short_svg(path, plot);
+  const std::string svg = read_bytes(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_TRUE(texts_fit(svg, plot.width));
+  EXPECT_NE(svg.find("…"), std::string::npos);         // the long title was shortened in the middle
+  EXPECT_NE(svg.find(" the end</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">2019-03</text>"), std::string::npos);  // month ticks over 14 months
+  EXPECT_NE(svg.find(">2020-01</text>"), std::string::npos);
+  EXPECT_EQ(svg.find(">d100</text>"), std::string::npos);     // dates, not the labels or indices
+  EXPECT_NE(svg.find(">date</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">fold 2</text>"), std::string::npos);
+  EXPECT_EQ(count(svg, "stroke-dasharray='5,4'"), 2u);
+  EXPECT_NE(svg.find("cumulative long-short (z-score units)"), std::string::npos);
+  // Over four years the ticks are years.
+  plot.time_values.clear();
+  for (int t = 0; t < 300; ++t) plot.time_values.push_back((17897.0 + t * 5) * 86400.0);
+  write_long_short_svg(path, plot);
+  EXPECT_NE(read_bytes(path).find(">2020</text>"), std::string::npos);
+  EXPECT_EQ(read_bytes(path).find(">2020-01</text>"), std::string::npos);
+}
+
+TEST(CurvesSvg, ALongTitleAndOwnAxesFit) {
+  TempDir dir;
+  const fs::path path = dir.path / "c.svg";
+  CurvesPlot plot = sample_plot(100, 1.0);
+  plot.title = "ml-alpha training: /a/very/long/path/" + std::string(120, 'p') + "/fold-3/member-07";
+  plot.loss_label = "training loss: -IC";
+  write_curves_svg(path, plot);
+  const std::string svg = read_bytes(path);
+  EXPECT_TRUE(texts_fit(svg, plot.width));
+  EXPECT_NE(svg.find("/fold-3/member-07</text>"), std::string::npos);  // the end of the path stays readable
+  EXPECT_NE(svg.find(">training loss: -IC</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("validation mse"), std::string::npos);  // no validation loss given: none drawn
 }
 
 TEST(CurvesSvg, FailureLeavesNothingBehind) {
@@ -382,14 +461,16 @@ TEST(Folds, CsvHasOneRowPerFoldWithRangesTimesAndTestMetrics) {
             "fold,train_begin,train_end,valid_begin,valid_end,test_begin,test_end,train_first_time,train_last_time,"
             "valid_first_time,valid_last_time,test_first_time,test_last_time,steps,best_step,metric,best_value,"
             "test_mse,test_ic,test_rank_ic,test_icir,test_dir_acc,test_ls_mean,test_ls_std,test_ls_sharpe,"
-            "test_turnover,test_mse_zero,test_mse_mean,test_points");
-  EXPECT_EQ(lines[1], "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,0.25,0.5,,0.125,1,0.875,100");
-  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,,,,,,,");
+            "test_turnover,test_mse_zero,test_mse_mean,test_ts_mean,test_ts_std,test_ts_sharpe,test_ts_hit,"
+            "test_ts_max_dd,test_points");
+  EXPECT_EQ(lines[1],
+            "0,0,4,4,6,6,8,d0,d3,d4,\"d,5\",d6,d7,300,200,ic,0.125,0.5,0.5,,-1.5,0.75,0.25,0.5,,0.125,1,0.875,0,0,0,0,0,100");
+  EXPECT_EQ(lines[2], "1,2,6,6,8,8,10,d2,\"d,5\",d6,d7,d8,d9,150,150,ic,,,,,,,,,,,,,,,,,,");
   EXPECT_EQ(tmp.listing(), std::vector<std::string>{"folds.csv"});  // written atomically, no temporary left
 
   // Without time labels the time cells are empty.
   write_folds_csv(path, sample_folds(), {}, "mse");
-  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,,,,,,,");
+  EXPECT_EQ(lines_of(read_bytes(path))[2], "1,2,6,6,8,8,10,,,,,,,150,150,mse,,,,,,,,,,,,,,,,,,");
 }
 
 TEST(Folds, JsonHoldsPerTargetMetricsAndTheMeanOverFolds) {

@@ -298,7 +298,9 @@ TEST_F(Run, PathsInATomlFileResolveAgainstItsFolder) {
   const RunConfig c = load_run_config((dir_ / "cfg/run.toml").string(), {"data.csv=\"rel.csv\""});
   EXPECT_EQ(c.data.features, (dir_ / "cfg/x.npy").lexically_normal().string());
   EXPECT_EQ(c.data.targets, (dir_ / "y.npy").lexically_normal().string());
-  EXPECT_EQ(c.data.csv, "rel.csv");  // an override resolves against the working directory
+  // An override resolves against the working directory, and every data path is kept absolute (a run's records
+  // name its data wherever they are read).
+  EXPECT_EQ(c.data.csv, (fs::current_path() / "rel.csv").lexically_normal().string());
   EXPECT_TRUE(c.was_given("data.features"));
   EXPECT_FALSE(c.was_given("train.lr"));
 }
@@ -347,7 +349,7 @@ TEST(RunConfigText, RoundTripsThroughToml) {
                                  "[train]\nlr = 0.0003\n",
                                  "t");
   const RunConfig back = parse_run_config(to_toml(c), "round trip");
-  EXPECT_EQ(back.data.csv, "a b.csv");
+  EXPECT_EQ(back.data.csv, (fs::current_path() / "a b.csv").lexically_normal().string());
   EXPECT_EQ(back.data.feature_columns, c.data.feature_columns);
   EXPECT_EQ(back.data.delimiter, ";");
   EXPECT_EQ(back.split.spec.train_end.index, 500);

@@ -167,7 +167,12 @@ TEST_F(Population, WalkForwardFoldsAtOnceOrInTurnGiveTheSameMembers) {
     EXPECT_TRUE(fs::exists(d / "ensemble/pred.csv"));
     const auto rows = test::read_csv_rows(d / "leaderboard.csv");
     ASSERT_EQ(rows.size(), 4u);  // header, 2 members, ensemble
-    column(rows[0], "oos_ic");
+    // Ranked by the pooled validation run.metric (no test block chose the order), the pooled test beside it.
+    const size_t valid = column(rows[0], "valid_ic");
+    EXPECT_EQ(valid, column(rows[0], "folds") + 1);
+    EXPECT_GT(column(rows[0], "oos_ic"), valid);
+    EXPECT_GE(std::stod(rows[1][valid]), std::stod(rows[2][valid]));
+    EXPECT_EQ(rows[3][valid], "");  // the ensemble is not ranked
     EXPECT_EQ(rows[3][column(rows[0], "member")], "ensemble");
   }
   EXPECT_TRUE(a.has_ensemble && b.has_ensemble);

@@ -34,6 +34,42 @@ struct Fixture {
 const DataConfig kProcessings[] = {processing("global", "zero"), processing("zscore", "ffill"), processing("rank", "mean"),
                                    processing("robust", "zero"), processing("global", "ffill")};
 
+// data.target_scale: the stream's predictions come back in the targets' units, as predict's do: the same
+// weights without a scale give the predictions divided by it.
+TEST(Stream, TargetScaleIsInvertedAsPredictInvertsIt) {
+  const int N = 5, T = 24;
+  Fixture s(11, N, T);
+  const FeatureStats plain = some_stats(s.F, s.rng);
+  FeatureStats scaled = plain;
+  scaled.target_scale = {0.25f, 3.0f};
+  DataConfig d = processing("global", "zero");
+  const uint64_t seed = s.rng();
+  const Model u = write_model(s.tmp / "plain", small_model(s.F, s.K), s.C, d, plain, seed, s.raw.feature_names,
+                              s.raw.target_names);
+  d.target_scale = "std";
+  const Model m = write_model(s.tmp / "scaled", small_model(s.F, s.K), s.C, d, scaled, seed, s.raw.feature_names,
+                              s.raw.target_names);
+  for (PredictMode mode : {PredictMode::window, PredictMode::carry}) {
+    StreamPredictor st(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    const std::vector<float> got = run(st, s.raw, 0, T);
+    StreamPredictor su(u, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    const std::vector<float> base = run(su, s.raw, 0, T);
+    ASSERT_EQ(got.size(), base.size());
+    size_t finite = 0;
+    for (size_t at = 0; at < got.size(); ++at) {
+      if (std::isnan(base[at])) {
+        EXPECT_TRUE(std::isnan(got[at]));
+        continue;
+      }
+      EXPECT_EQ(got[at], base[at] * scaled.target_scale[at % size_t(s.K)]) << to_string(mode) << " at " << at;
+      ++finite;
+    }
+    EXPECT_GT(finite, got.size() / 2);
+    if (mode == PredictMode::window)
+      EXPECT_TRUE(same_bits(got, as_stream(m.predict(s.raw, {0, T}, "cpu"), s.raw, s.K)));
+  }
+}
+
 TEST(Stream, EveryBarEqualsPredictOnTheWholeHistory) {
   const int N = 6, T = 40;
   Fixture s(1, N, T);

@@ -90,6 +90,24 @@ TEST(TimeAxis, FormattedTimesMustMatchTheWholeLabel) {
   EXPECT_FALSE(parse_formatted_time("2000-01-01", "%b %d %Y", v));
 }
 
+TEST(TimeAxis, TwoDigitYearsThatWrapAreRefused) {
+  const auto where = [](size_t i) { return "data.csv:" + std::to_string(i + 2); };
+  // 1995 .. 2005 reads right under the POSIX rule (69–99 → 19xx, 00–68 → 20xx).
+  const ParsedTimes ok = parse_time_labels({"01/06/95", "01/06/99", "01/06/05"}, "%d/%m/%y", where);
+  EXPECT_LT(ok.values[0], ok.values[2]);
+  // A series from 1960 wraps: '60' is read as 2060, after this year.
+  try {
+    parse_time_labels({"01/01/99", "01/01/60", "01/01/61"}, "%d/%m/%y", where);
+    ADD_FAILURE() << "a wrapped two-digit year was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data.csv:3: time '01/01/60' read with data.time_format = \"%d/%m/%y\" is "
+                                         "2060-01-01, after this year: %y reads a two-digit year 69-99 as 1969-1999"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("use %Y"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TimeAxis, CommonLayoutsAreGuessed) {
   EXPECT_EQ(guess_time_formats("Jan 1 2000"), std::vector<std::string>{"%b %d %Y"});
   EXPECT_EQ(guess_time_formats("January 1 2000"), std::vector<std::string>{"%B %d %Y"});

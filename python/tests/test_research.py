@@ -1,0 +1,229 @@
+"""The research workflow in pandas: times read as the CSV reader reads them, metrics on frames per date, the
+walk-forward out-of-sample predictions as a frame, joinable predictions, the engine's refusals and warnings in
+Python's words, loggers, the target scale."""
+import os
+
+import numpy as np
+import pytest
+
+import mlalpha
+
+from test_basic import SMALL, make_arrays
+
+pd = pytest.importorskip("pandas", reason="pandas is not installed")
+
+
+def frame(N=4, T=160, seed=0, dates=None, scale=1.0):
+    rng = np.random.default_rng(seed)
+    dates = pd.bdate_range("2021-01-01", periods=T) if dates is None else dates
+    idx = pd.MultiIndex.from_product([dates, [f"S{i}" for i in range(N)]], names=["datetime", "instrument"])
+    df = pd.DataFrame({"f0": rng.standard_normal(len(idx)), "f1": rng.standard_normal(len(idx))}, index=idx)
+    df["ret"] = scale * (0.5 * df["f0"] + 0.3 * rng.standard_normal(len(idx)))
+    return df
+
+
+# --- times --------------------------------------------------------------------------------------------------
+
+def test_text_dates_are_parsed_or_refused_never_sorted_as_text():
+    df = frame(N=2, T=3).reset_index()
+    df["time"] = df["datetime"].dt.strftime("%b %d %Y")  # 'Jan 01 2021': alphabetical order is not time order
+    df = df.drop(columns="datetime")
+    df["time"] = df["time"].replace({"Jan 01 2021": "Apr 01 2021"})  # Apr comes first alphabetically
+    with pytest.raises(ValueError, match=r"from_frame: time 'Apr 01 2021' is not a number or an ISO 8601 date; "
+                                         r"pass time_format=\"%b %d %Y\""):
+        mlalpha.Panel.from_frame(df, ["f0"], ["ret"])
+    p = mlalpha.Panel.from_frame(df, ["f0"], ["ret"], time_format="%b %d %Y")
+    assert p.times == ["Jan 04 2021", "Jan 05 2021", "Apr 01 2021"] and p._core.times_are_dates
+
+
+def test_numbers_yyyymmdd_datetimes_and_mixtures():
+    base = frame(N=2, T=3).reset_index().drop(columns="datetime")
+    num = base.assign(time=np.repeat([10.0, 1.5, 2.0], 2))  # numbers: 10 after 2 (text would put "10.0" first)
+    p = mlalpha.Panel.from_frame(num, ["f0"], ["ret"])
+    assert p.times == ["1.5", "2.0", "10.0"] and not p._core.times_are_dates
+    ymd = base.assign(time=np.repeat([20210105, 20201231, 20210104], 2))  # integers that are dates
+    p = mlalpha.Panel.from_frame(ymd, ["f0"], ["ret"])
+    assert p.times == ["20201231", "20210104", "20210105"] and p._core.times_are_dates
+    ts = base.assign(time=np.repeat(pd.to_datetime(["2021-01-05 15:00", "2021-01-05 09:30", "2021-01-06 09:30"])
+                                    .tz_localize("US/Eastern"), 2))
+    p = mlalpha.Panel.from_frame(ts, ["f0"], ["ret"])
+    assert p.times == ["2021-01-05T09:30:00-05:00", "2021-01-05T15:00:00-05:00", "2021-01-06T09:30:00-05:00"]
+    with pytest.raises(ValueError, match=r"time '2021-01-05' is an ISO 8601 date, but 2 other times are not \(e\.g\. 'x'\)"):
+        mlalpha.Panel.from_frame(base.assign(time=np.repeat(["2021-01-05", "x", "y"], 2)), ["f0"], ["ret"])
+    # A two-digit year that wraps (1960 read as 2060) is refused, not sorted to the end.
+    wrap = base.assign(time=np.repeat(["31/12/99", "01/01/60", "02/01/60"], 2))
+    with pytest.raises(ValueError, match=r"time '01/01/60' read with time_format = \"%d/%m/%y\" is 2060-01-01, after "
+                                         r"this year.*use %Y"):
+        mlalpha.Panel.from_frame(wrap, ["f0"], ["ret"], time_format="%d/%m/%y")
+
+
+# --- metrics on frames --------------------------------------------------------------------------------------
+
+def test_metrics_of_frames_are_per_date():
+    df = frame(N=12, T=60, seed=3)
+    pred = (df["f0"] + 0.8 * np.random.default_rng(1).standard_normal(len(df))).rename("pred_ret").to_frame()
+    # What a researcher computes by hand: the mean over dates of each date's cross-sectional Pearson IC.
+    by_hand = pred["pred_ret"].groupby(level="datetime").corr(df["ret"]).mean()
+    m = mlalpha.metrics(pred, df[["ret"]])
+    assert m["ic"] == pytest.approx(by_hand, abs=1e-5) and m["steps"] == 60
+    pooled = np.corrcoef(pred["pred_ret"], df["ret"])[0, 1]  # what treating the frame as one date would give
+    assert abs(m["ic"] - pooled) > 1e-3
+    # Rows in any order, Series in, a row missing in pred: the same pairs by (date, instrument).
+    shuffled = pred.sample(frac=1.0, random_state=0)
+    assert mlalpha.metrics(shuffled["pred_ret"], df["ret"])["ic"] == pytest.approx(m["ic"], abs=1e-12)
+    assert mlalpha.metrics(pred.iloc[1:], df[["ret"]])["points"] == len(df) - 1
+    # t0 / t1 as dates: the first date at or after each.
+    dates = df.index.get_level_values("datetime").unique()
+    part = mlalpha.metrics(pred, df[["ret"]], t0=str(dates[20].date()), t1=dates[40])
+    by_hand = pred["pred_ret"].groupby(level="datetime").corr(df["ret"]).iloc[20:40].mean()
+    assert part["steps"] == 20 and part["ic"] == pytest.approx(by_hand, abs=1e-5)
+    with pytest.raises(ValueError, match="they pair up by position"):
+        mlalpha.metrics(pred, df[["ret", "f0"]])
+
+
+# --- walk-forward out-of-sample predictions ------------------------------------------------------------------
+
+def test_oos_pred_is_a_frame_aligned_to_the_input_kept_with_a_temporary_folder():
+    df = frame(N=4, T=220, seed=5).sample(frac=1.0, random_state=3)  # rows in any order
+    panel = mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"])
+    cfg = mlalpha.Config(SMALL).replace(split={"walk_forward_folds": 2}, train={"steps": 20})
+    run = mlalpha.fit(panel, cfg)
+    assert run.dir is None  # the temporary folder is gone; the predictions stayed
+    oos = run.oos_pred
+    assert list(oos.columns) == ["fold", "observed", "pred_ret"]
+    in_range = df.index.get_level_values("datetime") >= pd.Timestamp(panel.times[run.folds[0].split["test"][0]])
+    assert oos.index.equals(df.index[in_range])  # the input's rows in the pooled range, in the input's order
+    assert set(oos["fold"]) == {0, 1} and (oos["observed"] == 1).all()
+    # Each row is its fold model's prediction of its test block, to the bit.
+    for f in run.folds:
+        mine = oos[oos["fold"] == f.fold]
+        t0, t1 = f.split["test"]
+        theirs = f.best.predict(panel, t0=t0, t1=t1).loc[mine.index, "pred_ret"]
+        np.testing.assert_array_equal(mine["pred_ret"].to_numpy(), theirs.to_numpy())
+    joined = df.join(run.oos_pred)
+    assert joined["pred_ret"].notna().sum() == in_range.sum()
+    # A panel from arrays: rows by (time, instrument), as the CSV.
+    x, y = make_arrays()
+    plain = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg)
+    assert list(plain.oos_pred.index.names) == ["time", "instrument"] and len(plain.oos_pred) == 4 * sum(
+        f.split["test"][1] - f.split["test"][0] for f in plain.folds)
+
+
+# --- refusals, warnings and errors in Python's words --------------------------------------------------------
+
+def test_degenerate_runs_are_refused_and_warnings_are_python_warnings():
+    x, y = make_arrays(N=1, T=200)
+    one = mlalpha.Panel.from_numpy(x, y)
+    ic_loss = mlalpha.Config(SMALL).replace(train={"loss": "ic", "batch": "time"}, run={"metric": "mse"})
+    with pytest.raises(ValueError, match=r"train.loss = 'ic' needs >= 3 instruments with finite targets on a date.*"
+                                         r"the panel has N = 1 \(a single series\)"):
+        mlalpha.fit(one, ic_loss)
+    with pytest.raises(ValueError, match=r"data.feature_norm = 'zscore' processes each feature across the instruments"):
+        mlalpha.fit(one, mlalpha.Config(SMALL).replace(data={"feature_norm": "zscore"}))
+    x2, y2 = make_arrays(N=2, T=200)
+    with pytest.warns(UserWarning, match=r"data.feature_norm = 'rank' across N = 2 instruments"):
+        mlalpha.fit(mlalpha.Panel.from_numpy(x2, y2),
+                    mlalpha.Config(SMALL).replace(data={"feature_norm": "rank"}, run={"metric": "mse"}))
+    # Every instrument with the same features: the model ranks nothing, the IC is NaN at every validation.
+    x4, y4 = make_arrays(N=4, T=200)
+    x4[1:] = x4[0]
+    with pytest.raises(ValueError, match=r"run.metric = 'ic' was NaN at every validation of the model"):
+        mlalpha.fit(mlalpha.Panel.from_numpy(x4, y4), mlalpha.Config(SMALL))
+
+
+@pytest.mark.skipif(os.environ.get("MLALPHA_TEST_DEVICE") == "gpu", reason="a GPU is present: device='gpu' is valid")
+def test_errors_name_the_python_arguments(tmp_path):
+    x, y = make_arrays()
+    panel = mlalpha.Panel.from_numpy(x, y)
+    with pytest.raises(ValueError, match=r"device='gpu' but no CUDA device was found \(use device='auto' or device='cpu'\)"):
+        mlalpha.fit(panel, mlalpha.Config(SMALL), device="gpu")
+    with pytest.raises(ValueError, match=r"^resume=" + str(tmp_path / "none") + ": no such checkpoint or run folder"):
+        mlalpha.fit(panel, mlalpha.Config(SMALL), resume=tmp_path / "none")
+
+
+# --- loggers ------------------------------------------------------------------------------------------------
+
+class Recorder:
+    def __init__(self):
+        self.params, self.metrics, self.finished = {}, [], False
+
+    def log_params(self, params):
+        self.params.update(params)
+
+    def log_metrics(self, metrics, step):
+        self.metrics.append((step, dict(metrics)))
+
+    def finish(self):
+        self.finished = True
+
+
+def test_a_logger_sees_every_fold_at_growing_steps():
+    x, y = make_arrays()
+    rec = Recorder()
+    cfg = mlalpha.Config(SMALL).replace(split={"walk_forward_folds": 2}, train={"steps": 20})
+    mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=rec)
+    assert rec.finished and rec.params["train.steps"] == 20
+    train_steps = [s for s, m in rec.metrics if "train/loss" in m]
+    assert train_steps == list(range(1, 41))  # fold 1's steps 1..20 logged as 21..40
+    valid = [(s, m) for s, m in rec.metrics if "valid/ic" in m]
+    assert [s for s, _ in valid] == [10, 20, 30, 40] and "valid/mse" in valid[0][1]
+    # TensorBoard: any writer with add_scalar.
+    scalars = []
+
+    class Writer:
+        def add_scalar(self, tag, value, step):
+            scalars.append((tag, step))
+
+    mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=mlalpha.loggers.TensorBoardLogger(writer=Writer()))
+    assert ("train/loss", 40) in scalars and ("valid/ic", 30) in scalars
+    with pytest.raises(TypeError, match="log_metrics"):
+        mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=object())
+
+
+def test_mlflow_logger(tmp_path):
+    mlflow = pytest.importorskip("mlflow", reason="mlflow is not installed (pyqlib brings it)")
+    x, y = make_arrays()
+    logger = mlalpha.loggers.MLflowLogger(experiment="mlalpha-test", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), logger=logger)
+    run = mlflow.get_run(logger.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["train.steps"] == "30" and "valid.ic" in run.data.metrics
+    history = mlflow.MlflowClient().get_metric_history(logger.run_id, "train.loss")
+    assert sorted(m.step for m in history) == list(range(1, 31))
+
+
+# --- the target scale ---------------------------------------------------------------------------------------
+
+def test_target_scale_predicts_in_the_targets_units():
+    df = frame(N=6, T=200, seed=7, scale=0.01)  # daily-return-sized targets
+    panel = mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"])
+    run = mlalpha.fit(panel, mlalpha.Config(SMALL).replace(data={"target_scale": "std"}, train={"steps": 60}))
+    pred = run.best.predict(panel)["pred_ret"]
+    assert 0.3 < pred.std() / df["ret"].std() < 3  # in the targets' units, not the unit-scaled ones
+    assert mlalpha.metrics(pred.to_frame(), df[["ret"]])["mse"] < mlalpha.metrics(0 * pred.to_frame(), df[["ret"]])["mse"]
+
+
+# --- data paths ---------------------------------------------------------------------------------------------
+
+def test_a_checkpoints_data_resolve_from_any_folder(tmp_path):
+    exe = os.environ.get("MLALPHA_BIN", "")
+    if not exe or not os.access(exe, os.X_OK):
+        pytest.skip("MLALPHA_BIN does not name the ml-alpha command (scripts/test.sh sets it to build/ml-alpha)")
+    import subprocess
+
+    x, y = make_arrays()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    np.save(tmp_path / "a" / "x.npy", x)
+    np.save(tmp_path / "a" / "y.npy", y)
+    # Trained with paths relative to the folder it ran in ...
+    train = subprocess.run([exe, "train", "--device", "cpu", "--steps", "10", "--set", "data.source=npy", "--set",
+                            "data.features=x.npy", "--set", "data.targets=y.npy", "-o", "run"], cwd=tmp_path / "a",
+                           capture_output=True, text=True)
+    assert train.returncode == 0, train.stderr
+    # ... evaluated from another folder, with the data the checkpoint recorded: found.
+    ev = subprocess.run([exe, "eval", "--device", "cpu", "--checkpoint", "../a/run/best.safetensors", "--split", "test"],
+                        cwd=tmp_path / "b", capture_output=True, text=True)
+    assert ev.returncode == 0, ev.stdout + ev.stderr
+    assert "data: as recorded in" in ev.stdout
+    assert mlalpha.load(tmp_path / "a" / "run" / "best.safetensors").step > 0
