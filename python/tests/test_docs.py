@@ -12,6 +12,7 @@ listing whose block is gone) fails test_every_block_is_listed, so a new snippet 
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,7 @@ BLOCKS = {
         "python",
     ("python.md", 'wf = base.replace(split={"walk_forward_folds": 3}, train={"steps": 60}, run={"eval_every": 20})'):
         "python",
+    ("python.md", "import pandas as pd"): "python",
     ("python.md", "QLIB_DATA=~/.qlib/qlib_data/cn_data FRAME=frame.pkl qrun workflow.yaml"):
         "qrun: test_qlib_workflow.py runs this command on the YAML below (its QLIB_DATA and FRAME its own)",
     ("python.md", "qlib_init:"): "qrun: test_qlib_workflow.py runs qrun on it, with DatasetH and TSDatasetH",
@@ -179,7 +181,7 @@ def run_line(line: str, exe: str):
     if "ml-alpha-cpu-bench" in line:
         print(f"not run: a benchmark of minutes (scripts/cpu_bench.sh): {line}")
         return
-    argv = line.split()
+    argv = shlex.split(line)  # as a shell reads it (quoted TOML values)
     argv[0] = exe if argv[0] in ("build/ml-alpha", "ml-alpha") else argv[0]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"{line}\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
@@ -192,6 +194,8 @@ def test_readme_commands(folder):
         run_line(line, exe)
     assert (folder / "runs/npy/pred.csv").exists() and (folder / "runs/sweep/top3.csv").exists()
     assert (folder / "runs/latest/long_short.svg").exists()
+    live = (folder / "runs/csv/live.csv").read_text().splitlines()
+    assert live[0] == "time,instrument,context,pred_y0" and len(live) > 1000
 
 
 def test_populations_md(folder):

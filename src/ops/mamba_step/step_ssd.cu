@@ -126,35 +126,26 @@ int pow2_at_least(int v) {
   return p;
 }
 
-// Heads per block on large bars: enough state in flight per SM to stream it; only where a thread's state slice
-// stays small (RW·NE ≤ 16 floats a head), so four heads fit in registers.
-constexpr int kManyHeads = 4, kManyInstruments = 256;
-
-template <int RW, int NE, int HPB>
+// One head a block at every size. Four heads a block from 256 instruments (all their state loads in flight at
+// once) was measured slower on the H200: S at 5000 instruments 2081 µs a bar against 1657 with one head
+// (docs/benchmarks.md, "Streaming"), so the kernel's HPB > 1 instances are not launched.
+template <int RW, int NE>
 void launch_ssd(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
                 StepLaunch l) {
-  const dim3 grid(unsigned(d.I) * unsigned((d.H + HPB - 1) / HPB));
+  constexpr int HPB = 1;
+  const dim3 grid(unsigned(d.I) * unsigned(d.H));
   const size_t smem = size_t(HPB) * (2 * d.N + 4 * d.P) * sizeof(float);
   launch(l, grid, dim3(kSsdThreads), smem, ssd_step_kernel<RW, NE, HPB>, d, w, s, buf);
-}
-
-template <int RW, int NE>
-void launch_hpb(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
-                StepLaunch l) {
-  if constexpr (RW * NE <= 16) {
-    if (d.I >= kManyInstruments) return launch_ssd<RW, NE, kManyHeads>(d, w, s, buf, l);
-  }
-  launch_ssd<RW, NE, 1>(d, w, s, buf, l);
 }
 
 template <int RW>
 void launch_rw(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
                StepLaunch l, int ne) {
   switch (ne) {
-    case 1: launch_hpb<RW, 1>(d, w, s, buf, l); break;
-    case 2: launch_hpb<RW, 2>(d, w, s, buf, l); break;
-    case 4: launch_hpb<RW, 4>(d, w, s, buf, l); break;
-    default: launch_hpb<RW, 8>(d, w, s, buf, l); break;
+    case 1: launch_ssd<RW, 1>(d, w, s, buf, l); break;
+    case 2: launch_ssd<RW, 2>(d, w, s, buf, l); break;
+    case 4: launch_ssd<RW, 4>(d, w, s, buf, l); break;
+    default: launch_ssd<RW, 8>(d, w, s, buf, l); break;
   }
 }
 
