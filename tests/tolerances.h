@@ -81,6 +81,14 @@ constexpr double kModelParityBf16RelL2 = 8e-2;
 // sum each output in the same order), so the outputs agree to the bit where the compiler contracts neither
 // into fused multiply-adds; the bound only leaves room for a compiler that contracts the two differently.
 constexpr double kStepVsForwardF32RelL2 = 1e-6;
+// The fast CPU stepper (cpu/step_cpu.h: fused multiply-adds, state sums in 8 lanes, the fast path's exp) vs
+// RefModel<float>: two fp32 evaluations of the same function in different orders, each ~1e-7 per op from the
+// exact value, carried through the state; the vs-double bound below. Measured 1.4e-7 to 4.9e-7 on the test shapes.
+constexpr double kStepFastVsForwardF32RelL2 = 1e-5;
+// The fast stepper's kernels, one call on random data, each element vs the double reference relative to the
+// size of its terms (test::close_to_terms): sums of at most ~50 terms in fp32 with fused roundings, so at most
+// ~50 u = 3e-6 of the terms in the worst case, ~1e-7 typically; a wrong or missing term is ~1e-2 of them.
+constexpr double kStepKernelTermsRtol = 1e-5;
 // CPU fp32 stepper vs RefModel<double> over a whole stream (every bar, instrument and target): fp32 rounding of
 // the same function, ~1e-7 per op, a few hundred ops deep per output, and carried through the conv window and
 // the decaying SSM state; measured 1e-7 to 4e-7 on the test shapes (test_model_step prints it); 1e-5 leaves
@@ -97,6 +105,12 @@ constexpr double kStepGpuVsCpuRelL2 = 1e-4;
 // (A_log, a sum that cancels), typically 1e-6 to 6e-6, as RefModel<float>'s own 1e-6 to 1.1e-5.
 constexpr double kCpuFastRelL2 = 1e-4;
 constexpr double kCpuFastLossRel = 1e-5;
+// The per-head scalars' gradients (A_log, dt_bias, D: H numbers, each a sum over B·L·P terms that cancel; A_log's
+// also through the chunked form's exp of segment sums, where the reference multiplies per-step decays), fast
+// model vs the double reference. Measured (2026-12-03, 200 seeds of each of the 9 shapes of test_model_cpu):
+// median 5e-7 to 5e-6 per shape, p95 at most 2.4e-5, largest 1.7e-4 (A_log, default_like), which failed the
+// 1e-4 above once in 60 CI-like runs; 1e-3. A wrong term or index is of the order of the tensor itself.
+constexpr double kCpuFastHeadSumRelL2 = 1e-3;
 // The same under the IC loss: its ∂loss/∂out has zero mean over each cross-section, so every parameter
 // gradient is a sum whose terms cancel further; measured (40 runs): the fast model up to 1.3e-4 (D),
 // RefModel<float> up to 9e-4 of its own; 1e-3.

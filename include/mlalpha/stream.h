@@ -37,7 +37,8 @@ namespace mlalpha {
 struct StreamOptions {
   PredictMode mode = PredictMode::carry;
   std::string device = "auto";  // auto | cpu | gpu
-  int threads = 0;              // CPU threads (instruments are split over them); 0: every hardware thread
+  int threads = 0;              // CPU threads (instruments are split over them); 0: every available CPU
+  bool reference = false;       // CPU: the reference kernels (the tests' oracle; run.cpu_kernels) instead of the fast
   Precision precision = Precision::FP32;  // GPU, window mode only (the carry bar is fp32)
 };
 

@@ -114,6 +114,8 @@ int cmd_stream(const StreamArgs& a) {
   opt.mode = mode;
   opt.device = cfg.run.device;
   opt.precision = cfg.train.precision;
+  opt.threads = cfg.run.threads;
+  opt.reference = cfg.cpu().reference;
   auto make = [&](const std::vector<std::string>& list) {
     return model ? StreamPredictor(*model, list, opt) : StreamPredictor(*ensemble, list, opt);
   };

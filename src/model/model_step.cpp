@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <string>
-#include <thread>
 
 #include "core/error.h"
+#include "cpu/ops_cpu.h"
+#include "cpu/simd.h"
 #include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/rmsnorm/rmsnorm.h"
@@ -137,102 +137,146 @@ void linear_rows(int M, int IN, int OUT, const float* x, const float* wT, const 
 
 CpuStepper::CpuStepper(const ModelLayout& layout, std::span<const float> params, int instruments,
                        CpuStepperOptions options)
-    : lay_(layout), dims_(step_dims(layout.cfg, 1)), state_(StepState::zeros(layout.cfg, instruments)) {
+    : lay_(layout),
+      dims_(step_dims(layout.cfg, 1)),
+      reference_(options.reference),
+      state_(StepState::zeros(layout.cfg, instruments)) {
   require(params.size() == lay_.table.total(), "CpuStepper: the weights hold " + std::to_string(params.size()) +
                                                    " floats, the model's arena " +
                                                    std::to_string(lay_.table.total()));
-  require(options.threads >= 0, "CpuStepper: threads must be >= 0 (0: every hardware thread), got " +
+  require(options.threads >= 0, "CpuStepper: threads must be >= 0 (0: every available CPU), got " +
                                     std::to_string(options.threads));
+  require(reference_ || cpu::cpu_supported(),
+          "the fast CPU stepper needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the reference "
+          "kernels (run.cpu_kernels = \"reference\", --set run.cpu_kernels=reference)");
   P_.assign(params.begin(), params.end());
   const StepDims& d = dims_;
-  in_wT_ = transposed(P_.data() + lay_.in_w, d.D, d.F);
-  head_wT_ = transposed(P_.data() + lay_.head_w, d.K, d.D);
-  for (const LayerOffsets& o : lay_.layers) {
-    in_proj_wT_.push_back(transposed(P_.data() + o.in_proj_w, d.proj, d.D));
-    out_proj_wT_.push_back(transposed(P_.data() + o.out_proj_w, d.D, d.di));
+  if (reference_) {
+    in_wT_ = transposed(P_.data() + lay_.in_w, d.D, d.F);
+    head_wT_ = transposed(P_.data() + lay_.head_w, d.K, d.D);
+    for (const LayerOffsets& o : lay_.layers) {
+      in_proj_wT_.push_back(transposed(P_.data() + o.in_proj_w, d.proj, d.D));
+      out_proj_wT_.push_back(transposed(P_.data() + o.out_proj_w, d.D, d.di));
+    }
+  } else {
+    in_fast_ = cpu::PackedLinear(P_.data() + lay_.in_w, P_.data() + lay_.in_b, d.D, d.F);
+    head_fast_ = cpu::PackedLinear(P_.data() + lay_.head_w, P_.data() + lay_.head_b, d.K, d.D);
+    for (const LayerOffsets& o : lay_.layers) {
+      in_proj_fast_.emplace_back(P_.data() + o.in_proj_w, nullptr, d.proj, d.D);
+      out_proj_fast_.emplace_back(P_.data() + o.out_proj_w, nullptr, d.D, d.di);
+      conv_wT_.push_back(transposed(P_.data() + o.conv_w, d.cd, d.W));
+    }
   }
-  threads_ = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  scratch_.resize(threads_);
+  pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  scratch_.resize(pool_->threads());
+  const size_t R = kMaxBlockRows;
+  for (Scratch& s : scratch_) {
+    s.x.resize(R * d.F), s.h.resize(R * d.D), s.hn.resize(R * d.D), s.rstd.resize(R);
+    s.zx.resize(R * d.proj), s.xbc.resize(R * d.cd), s.delta.resize(R * d.H), s.y.resize(R * d.di);
+    s.gout.resize(R * d.di), s.grstd.resize(R * d.G), s.head.resize(R * d.K);
+    if (reference_) s.acc.resize(R * std::max({d.D, d.proj, d.K}));
+    s.present.resize(R);
+  }
 }
+
+CpuStepper::~CpuStepper() = default;
 
 void CpuStepper::step(const float* x, const uint8_t* mask, float* out) {
-  const int I = state_.instruments;
-  const int blocks = (I + kBlockRows - 1) / kBlockRows;
-  const int T = std::min(threads_, blocks);
-  if (T <= 1) {
-    step_rows(0, I, x, mask, out, scratch_[0]);
-    return;
-  }
-  // Thread t takes whole blocks [blocks·t/T, blocks·(t+1)/T): rows never interact, so neither the split nor
-  // the thread count changes a bit of the result.
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(T);
-  for (int t = 0; t < T; ++t) {
-    const int i0 = blocks * t / T * kBlockRows, i1 = std::min(I, blocks * (t + 1) / T * kBlockRows);
-    pool.emplace_back([&, t, i0, i1] {
-      try {
-        step_rows(i0, i1 - i0, x, mask, out, scratch_[t]);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& th : pool) th.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  const int I = state_.instruments, T = pool_->threads();
+  // Tasks of at most kMaxBlockRows instruments, a multiple of the thread count where there are more than T of
+  // them, so the workers get equal shares. Rows never interact, so the split changes no bit.
+  int tasks = std::min(T, I);
+  if ((I + tasks - 1) / tasks > kMaxBlockRows) tasks = ((I + kMaxBlockRows - 1) / kMaxBlockRows + T - 1) / T * T;
+  const int rows = (I + tasks - 1) / tasks;
+  tasks = (I + rows - 1) / rows;
+  pool_->run(tasks, [&](int task, int worker) {
+    const int first = task * rows, count = std::min(rows, I - first);
+    Scratch& s = scratch_[worker];
+    prepare_rows(first, count, x, mask, s);
+    if (reference_) rows_reference(first, count, s);
+    else rows_fast(first, count, s);
+    write_rows(first, count, s, out);
+  });
 }
 
-void CpuStepper::step_rows(int first, int count, const float* x, const uint8_t* mask, float* out, Scratch& s) {
+// Presence and the NaN fill (model_step.h): s.x (rows, F), s.present (rows).
+void CpuStepper::prepare_rows(int first, int rows, const float* x, const uint8_t* mask, Scratch& s) const {
+  const int F = dims_.F;
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + size_t(first + r) * F;
+    bool any = false;
+    for (int f = 0; f < F; ++f) {
+      const bool ok = std::isfinite(xr[f]);
+      any |= ok;
+      s.x[size_t(r) * F + f] = ok ? xr[f] : 0.0f;
+    }
+    s.present[r] = any && (mask == nullptr || mask[first + r] != 0) ? 1 : 0;
+  }
+}
+
+// The reference ops, in RefModel<float>'s order (the stepper's exactness test compares bit for bit).
+void CpuStepper::rows_reference(int first, int M, Scratch& s) {
   const StepDims& d = dims_;
   const int I = state_.instruments, GN = d.G * d.N;
   const size_t cpi = state_.conv_per_instrument(), spi = state_.ssm_per_instrument();
   const float* P = P_.data();
-  const size_t R = kBlockRows;
-  if (s.present.size() < R) {
-    s.x.resize(R * d.F), s.h.resize(R * d.D), s.hn.resize(R * d.D), s.rstd.resize(R);
-    s.zx.resize(R * d.proj), s.xbc.resize(R * d.cd), s.delta.resize(R * d.H), s.y.resize(R * d.di);
-    s.gout.resize(R * d.di), s.grstd.resize(R * d.G), s.head.resize(R * d.K);
-    s.acc.resize(R * std::max({d.D, d.proj, d.K}));
-    s.present.resize(R);
+  linear_rows(M, d.F, d.D, s.x.data(), in_wT_.data(), P + lay_.in_b, s.h.data(), false, s.acc.data());
+  for (int l = 0; l < lay_.cfg.NL; ++l) {
+    const LayerOffsets& o = lay_.layers[l];
+    ref::rmsnorm_fwd<float>({M, d.D}, {s.h.data(), P + o.norm_w}, s.hn.data(), s.rstd.data());
+    linear_rows(M, d.D, d.proj, s.hn.data(), in_proj_wT_[l].data(), nullptr, s.zx.data(), false, s.acc.data());
+    float* conv = state_.conv.data() + (size_t(l) * I + first) * cpi;  // (M, W−1, cd)
+    ref::conv_step<float>(M, d.cd, d.W, d.proj, s.zx.data() + d.di, P + o.conv_w, P + o.conv_b, conv, s.xbc.data(),
+                          s.present.data());
+    ref::dt_softplus_fwd<float>({M, d.H, d.proj, d.dt_lo, d.dt_hi}, {s.zx.data() + d.di + d.cd, P + o.dt_bias},
+                                s.delta.data());
+    float* ssm = state_.ssm.data() + (size_t(l) * I + first) * spi;  // (M, H, P, N)
+    const float* xbc = s.xbc.data();
+    ref::ssd_step<float>(d, M, d.cd, xbc, s.delta.data(), P + o.A_log, xbc + d.di, xbc + d.di + GN, P + o.D, ssm,
+                         s.y.data(), s.present.data());
+    ref::gated_rmsnorm_fwd<float>({M, d.di, d.G, d.proj}, {s.y.data(), s.zx.data(), P + o.gnorm_w}, s.gout.data(),
+                                  s.grstd.data());
+    linear_rows(M, d.di, d.D, s.gout.data(), out_proj_wT_[l].data(), nullptr, s.h.data(), true, s.acc.data());
   }
-  for (int i0 = first; i0 < first + count; i0 += kBlockRows) {
-    const int M = std::min(kBlockRows, first + count - i0);
-    // Presence and the NaN fill (model_step.h).
-    for (int r = 0; r < M; ++r) {
-      const float* xr = x + size_t(i0 + r) * d.F;
-      bool any = false;
-      for (int f = 0; f < d.F; ++f) {
-        const bool ok = std::isfinite(xr[f]);
-        any |= ok;
-        s.x[size_t(r) * d.F + f] = ok ? xr[f] : 0.0f;
-      }
-      s.present[r] = any && (mask == nullptr || mask[i0 + r] != 0) ? 1 : 0;
-    }
-    linear_rows(M, d.F, d.D, s.x.data(), in_wT_.data(), P + lay_.in_b, s.h.data(), false, s.acc.data());
-    for (int l = 0; l < lay_.cfg.NL; ++l) {
-      const LayerOffsets& o = lay_.layers[l];
-      ref::rmsnorm_fwd<float>({M, d.D}, {s.h.data(), P + o.norm_w}, s.hn.data(), s.rstd.data());
-      linear_rows(M, d.D, d.proj, s.hn.data(), in_proj_wT_[l].data(), nullptr, s.zx.data(), false, s.acc.data());
-      float* conv = state_.conv.data() + (size_t(l) * I + i0) * cpi;  // (M, W−1, cd)
-      ref::conv_step<float>(M, d.cd, d.W, d.proj, s.zx.data() + d.di, P + o.conv_w, P + o.conv_b, conv, s.xbc.data(),
-                            s.present.data());
-      ref::dt_softplus_fwd<float>({M, d.H, d.proj, d.dt_lo, d.dt_hi}, {s.zx.data() + d.di + d.cd, P + o.dt_bias},
-                                  s.delta.data());
-      float* ssm = state_.ssm.data() + (size_t(l) * I + i0) * spi;  // (M, H, P, N)
-      const float* xbc = s.xbc.data();
-      ref::ssd_step<float>(d, M, d.cd, xbc, s.delta.data(), P + o.A_log, xbc + d.di, xbc + d.di + GN, P + o.D, ssm,
-                           s.y.data(), s.present.data());
-      ref::gated_rmsnorm_fwd<float>({M, d.di, d.G, d.proj}, {s.y.data(), s.zx.data(), P + o.gnorm_w}, s.gout.data(),
-                                    s.grstd.data());
-      linear_rows(M, d.di, d.D, s.gout.data(), out_proj_wT_[l].data(), nullptr, s.h.data(), true, s.acc.data());
-    }
-    ref::rmsnorm_fwd<float>({M, d.D}, {s.h.data(), P + lay_.norm_f}, s.hn.data(), s.rstd.data());
-    linear_rows(M, d.D, d.K, s.hn.data(), head_wT_.data(), P + lay_.head_b, s.head.data(), false, s.acc.data());
-    for (int r = 0; r < M; ++r)
-      for (int k = 0; k < d.K; ++k)
-        out[size_t(i0 + r) * d.K + k] =
-            s.present[r] ? s.head[size_t(r) * d.K + k] : std::numeric_limits<float>::quiet_NaN();
+  ref::rmsnorm_fwd<float>({M, d.D}, {s.h.data(), P + lay_.norm_f}, s.hn.data(), s.rstd.data());
+  linear_rows(M, d.D, d.K, s.hn.data(), head_wT_.data(), P + lay_.head_b, s.head.data(), false, s.acc.data());
+}
+
+// The same layer with the fast kernels: the projections on packed panels, the norms and Δ from the fast
+// training path (cpu/ops_cpu.h), the conv and SSM steps of cpu/step_cpu.h.
+void CpuStepper::rows_fast(int first, int M, Scratch& s) {
+  const StepDims& d = dims_;
+  const int I = state_.instruments, GN = d.G * d.N;
+  const size_t cpi = state_.conv_per_instrument(), spi = state_.ssm_per_instrument();
+  const float* P = P_.data();
+  const cpu::Rows rows{0, M};
+  in_fast_.apply(M, s.x.data(), d.F, s.h.data(), d.D, false);
+  for (int l = 0; l < lay_.cfg.NL; ++l) {
+    const LayerOffsets& o = lay_.layers[l];
+    cpu::rmsnorm_fwd(rows, {M, d.D}, {s.h.data(), P + o.norm_w}, s.hn.data(), s.rstd.data());
+    in_proj_fast_[l].apply(M, s.hn.data(), d.D, s.zx.data(), d.proj, false);
+    float* conv = state_.conv.data() + (size_t(l) * I + first) * cpi;  // (M, W−1, cd)
+    cpu::conv_step(M, d.cd, d.W, d.proj, s.zx.data() + d.di, conv_wT_[l].data(), P + o.conv_b, conv, s.xbc.data(),
+                   s.present.data());
+    cpu::dt_fwd(rows, {M, d.H, d.proj, d.dt_lo, d.dt_hi}, {s.zx.data() + d.di + d.cd, P + o.dt_bias}, s.delta.data());
+    float* ssm = state_.ssm.data() + (size_t(l) * I + first) * spi;  // (M, H, P, N)
+    const float* xbc = s.xbc.data();
+    cpu::ssd_step(d, M, d.cd, xbc, s.delta.data(), P + o.A_log, xbc + d.di, xbc + d.di + GN, P + o.D, ssm,
+                  s.y.data(), s.present.data());
+    cpu::gated_fwd(rows, {M, d.di, d.G, d.proj}, {s.y.data(), s.zx.data(), P + o.gnorm_w}, s.gout.data(),
+                   s.grstd.data());
+    out_proj_fast_[l].apply(M, s.gout.data(), d.di, s.h.data(), d.D, true);
   }
+  cpu::rmsnorm_fwd(rows, {M, d.D}, {s.h.data(), P + lay_.norm_f}, s.hn.data(), s.rstd.data());
+  head_fast_.apply(M, s.hn.data(), d.D, s.head.data(), d.K, false);
+}
+
+void CpuStepper::write_rows(int first, int rows, const Scratch& s, float* out) const {
+  const int K = dims_.K;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < K; ++k)
+      out[size_t(first + r) * K + k] =
+          s.present[r] ? s.head[size_t(r) * K + k] : std::numeric_limits<float>::quiet_NaN();
 }
 
 void CpuStepper::reset() { state_ = StepState::zeros(lay_.cfg, state_.instruments); }

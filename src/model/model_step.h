@@ -10,12 +10,15 @@
 //   - a present row's non-finite features count as 0 (the panel path's fill value) before the input projection.
 // State: StepState below, plain arrays; a stepper restored from an exported state continues bit-exactly.
 //
-// CpuStepper: fp32 on the host, instruments split over threads (each instrument's bits do not depend on the
-// split). GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
+// CpuStepper: fp32 on the host, blocks of instruments on a thread pool (each instrument's bits do not depend on
+// the split or the thread count); the fast kernels of cpu/step_cpu.h, or the reference ops. GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "cpu/step_cpu.h"
+#include "cpu/thread_pool.h"
 #include "model/layout.h"
 #include "ops/mamba_step/mamba_step.h"
 
@@ -48,7 +51,9 @@ struct StepState {
 };
 
 struct CpuStepperOptions {
-  int threads = 1;  // instruments are split over this many threads; 0: every hardware thread
+  int threads = 1;         // instruments are split over this many threads; 0: every available CPU
+  bool reference = false;  // the reference ops (bit for bit RefModel<float>'s arithmetic) instead of the fast
+                           // kernels (cpu/step_cpu.h: fused multiply-adds on AVX2, equal within fp32 rounding)
 };
 
 class CpuStepper {
@@ -56,6 +61,9 @@ class CpuStepper {
   // params: the trained fp32 arena (layout.table.total() floats), copied.
   CpuStepper(const ModelLayout& layout, std::span<const float> params, int instruments,
              CpuStepperOptions options = {});
+  ~CpuStepper();
+  CpuStepper(const CpuStepper&) = delete;
+  CpuStepper& operator=(const CpuStepper&) = delete;
 
   int instruments() const { return state_.instruments; }
   const ModelConfig& config() const { return lay_.cfg; }
@@ -72,23 +80,34 @@ class CpuStepper {
   void remap(std::span<const int> from);
 
  private:
-  // One thread's activations for a block of up to kBlockRows instruments.
+  // One worker's activations for a block of up to kMaxBlockRows instruments.
   struct Scratch {
     std::vector<float> x, h, hn, rstd, zx, xbc, delta, y, gout, grstd, head, acc;
     std::vector<uint8_t> present;
   };
-  static constexpr int kBlockRows = 8;  // instruments a thread runs through the model together
-  void step_rows(int i0, int rows, const float* x, const uint8_t* mask, float* out, Scratch& s);
+  // Instruments a task runs through the model together: each weight matrix is streamed once a block. Every row's
+  // bits are its own whatever the block (both kernel sets sum each output in a fixed per-row order), so the
+  // blocks are sized for the thread count (step()).
+  static constexpr int kMaxBlockRows = 64;
+  void prepare_rows(int first, int rows, const float* x, const uint8_t* mask, Scratch& s) const;
+  void rows_reference(int first, int rows, Scratch& s);
+  void rows_fast(int first, int rows, Scratch& s);
+  void write_rows(int first, int rows, const Scratch& s, float* out) const;
 
   ModelLayout lay_;
   StepDims dims_;                   // with I = 1: the per-row shapes
   std::vector<float> P_;            // the weights (table.total())
-  // Linear weights transposed to (IN, OUT), so a row's outputs accumulate along contiguous memory.
+  bool reference_;
+  // Reference kernels: Linear weights transposed to (IN, OUT), so a row's outputs accumulate along contiguous
+  // memory. Fast kernels: packed panels, and the conv weights transposed to (W, conv_dim).
   std::vector<float> in_wT_, head_wT_;
   std::vector<std::vector<float>> in_proj_wT_, out_proj_wT_;  // per layer
+  cpu::PackedLinear in_fast_, head_fast_;
+  std::vector<cpu::PackedLinear> in_proj_fast_, out_proj_fast_;
+  std::vector<std::vector<float>> conv_wT_;
   StepState state_;
-  int threads_;
-  std::vector<Scratch> scratch_;  // one per thread
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::vector<Scratch> scratch_;  // one per worker
 };
 
 }  // namespace mlalpha

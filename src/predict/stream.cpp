@@ -81,7 +81,7 @@ StreamPredictor::Impl::Impl(std::vector<const Model*> models, std::vector<std::s
   for (auto& m : members) {
     m->proc = std::make_unique<BarProcessor>(m->data, m->stats, F, instruments());
     m->engine = make_stream_engine({&m->layout, &m->params, m->train, opt.mode, instruments(), ctx.get(),
-                                    opt.threads, opt.precision});
+                                    {opt.threads, opt.reference}, opt.precision});
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/device_buffer.h"
 #include "core/error.h"
+#include "cpu/model_cpu.h"
 #include "model/model_gpu.h"
 #include "model/model_step.h"
 #include "model/model_step_gpu.h"
@@ -34,7 +35,7 @@ class CarryEngine : public StreamEngine {
     if (s.ctx)
       gpu_ = std::make_unique<GpuStepper>(*s.ctx, lay_, *s.params, s.instruments);
     else
-      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.threads});
+      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.cpu.threads, s.cpu.reference});
   }
   void bar(const float* x, const uint8_t* present, const float*, const int*, int64_t, float* out) override {
     if (gpu_) gpu_->step(x, present, out);
@@ -83,8 +84,11 @@ class WindowEngine : public StreamEngine {
   explicit WindowEngine(const StreamEngineSpec& s)
       : lay_(*s.layout), params_(*s.params), C_(s.train.L), F_(s.layout->cfg.F), K_(s.layout->cfg.K),
         I_(s.instruments), tile_(prediction_tile(s.train, s.instruments, s.train.L)), ctx_(s.ctx),
-        precision_(s.precision) {
+        precision_(s.precision), cpu_(s.cpu) {
     require(C_ >= 1, "stream: train.seq_len must be >= 1");
+    // The CPU's model is made once (its threads and inference buffers serve every bar); the reference is made
+    // per bar by predict_cpu (it holds nothing worth keeping).
+    if (!ctx_ && !cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads});
     ring_.assign(size_t(I_) * C_ * F_, 0.0f);
     fill_.assign(size_t(C_) * F_, 0.0f);
     if (ctx_) {
@@ -125,7 +129,7 @@ class WindowEngine : public StreamEngine {
         std::copy_n(row(i, size_t((bar - h + 1 + q) % C_)), F_, w.x.data() + (size_t(j) * C_ + q) * F_);
       plan.windows.push_back({j, 0, h - 1, h});
     }
-    const std::vector<float> pred = ctx_ ? run_gpu(w, plan) : predict_cpu(lay_, params_, w, plan, tile_);
+    const std::vector<float> pred = ctx_ ? run_gpu(w, plan) : run_cpu(w, plan);
     for (int j = 0; j < w.N; ++j)
       std::copy_n(pred.data() + (size_t(j) * C_ + history[who[size_t(j)]] - 1) * K_, K_,
                   out + size_t(who[size_t(j)]) * K_);
@@ -184,6 +188,11 @@ class WindowEngine : public StreamEngine {
   float* row(int i, size_t slot) { return ring_.data() + (size_t(i) * C_ + slot) * F_; }
   const float* row(int i, size_t slot) const { return ring_.data() + (size_t(i) * C_ + slot) * F_; }
 
+  std::vector<float> run_cpu(const Panel& w, const WindowPlan& plan) {
+    return cpu_model_ ? predict_cpu(*cpu_model_, params_, w, plan, tile_)
+                      : predict_cpu(lay_, params_, w, plan, tile_, cpu_);
+  }
+
   std::vector<float> run_gpu(const Panel& w, const WindowPlan& plan) {
     if (dx_.size() < w.x.size()) dx_ = DeviceBuffer<float>(w.x.size());
     dx_.upload(w.x.data(), w.x.size());
@@ -198,6 +207,8 @@ class WindowEngine : public StreamEngine {
   std::vector<float> fill_;  // (C, F)
   Context* ctx_;
   Precision precision_;
+  CpuSettings cpu_;
+  std::unique_ptr<cpu::CpuModel> cpu_model_;
   std::unique_ptr<GpuModel> model_;
   DeviceBuffer<float> dparams_, xb_, dx_;
   DeviceBuffer<__nv_bfloat16> dparams16_;

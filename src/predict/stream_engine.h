@@ -17,6 +17,7 @@
 #include "core/context.h"
 #include "model/layout.h"
 #include "mlalpha/config_types.h"
+#include "mlalpha/device.h"
 #include "mlalpha/model.h"
 
 namespace mlalpha {
@@ -50,7 +51,7 @@ struct StreamEngineSpec {
   PredictMode mode = PredictMode::carry;
   int instruments = 0;
   Context* ctx = nullptr;  // the GPU's context; null: the CPU
-  int threads = 0;         // CPU
+  CpuSettings cpu;         // CPU: threads, the fast or the reference kernels
   Precision precision = Precision::FP32;
 };
 

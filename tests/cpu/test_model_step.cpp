@@ -5,12 +5,14 @@
 // damaged states are refused with a message naming what differs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "cpu/step_cpu.h"
 #include "model/model_step.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/mamba_step/mamba_step.h"
@@ -111,6 +113,127 @@ TEST(StepOps, RowsWithoutCommitKeepTheirWindowAndState) {
   }
 }
 
+// ---- the fast kernels (cpu/step_cpu.h) against the references ----
+
+// Each element against the double reference relative to its terms; and every row's bits are its own: the same
+// row computed in a call of one row equals it computed among others (the stepper groups rows freely).
+TEST(FastStep, PackedLinearIsTheLinearAndEachRowIsItsOwn) {
+  auto rng = make_rng(4);
+  for (const auto [OUT, IN] : {std::pair{37, 19}, std::pair{16, 8}, std::pair{1, 33}, std::pair{70, 1}}) {
+    const int M = 13, ldx = IN + 2, ldy = OUT + 3;  // 13 rows: kernels of 6, 6 and 1 rows
+    const auto w = random_vec<float>(size_t(OUT) * IN, rng), b = random_vec<float>(OUT, rng);
+    const auto x = random_vec<float>(size_t(M) * ldx, rng), y0 = random_vec<float>(size_t(M) * ldy, rng);
+    for (const bool bias : {true, false})
+      for (const bool add : {false, true}) {
+        if (bias && add) continue;  // add takes no bias (as ref::linear_fwd_add)
+        const cpu::PackedLinear lin(w.data(), bias ? b.data() : nullptr, OUT, IN);
+        std::vector<float> y = y0;  // the columns past OUT are the padding a row stride leaves: kept
+        lin.apply(M, x.data(), ldx, y.data(), ldy, add);
+        std::vector<float> got, kept;
+        std::vector<double> ref, mag;
+        for (int m = 0; m < M; ++m) {
+          for (int o = 0; o < OUT; ++o) {
+            double r = bias ? b[o] : 0.0, a = bias ? std::abs(b[o]) : 0.0;
+            for (int i = 0; i < IN; ++i) {
+              r += double(x[size_t(m) * ldx + i]) * w[size_t(o) * IN + i];
+              a += std::abs(double(x[size_t(m) * ldx + i]) * w[size_t(o) * IN + i]);
+            }
+            if (add) r += y0[size_t(m) * ldy + o], a += std::abs(y0[size_t(m) * ldy + o]);
+            got.push_back(y[size_t(m) * ldy + o]), ref.push_back(r), mag.push_back(a);
+          }
+          for (int o = OUT; o < ldy; ++o) kept.push_back(y[size_t(m) * ldy + o] - y0[size_t(m) * ldy + o]);
+        }
+        const std::string what = "OUT " + std::to_string(OUT) + " IN " + std::to_string(IN) +
+                                 (bias ? " bias" : "") + (add ? " add" : "");
+        EXPECT_TRUE(close_to_terms(got, ref, mag, 0.0, tol::kStepKernelTermsRtol, what));
+        EXPECT_TRUE(std::all_of(kept.begin(), kept.end(), [](float v) { return v == 0.0f; })) << what;
+        for (const int m : {0, 5, 6, 12}) {  // the first, a 6-row kernel's last, the next kernel's first, the 1-row one
+          std::vector<float> one(y0.begin() + size_t(m) * ldy, y0.begin() + size_t(m + 1) * ldy);
+          lin.apply(1, x.data() + size_t(m) * ldx, ldx, one.data(), ldy, add);
+          EXPECT_TRUE(same_bits(one, std::span<const float>(y.data() + size_t(m) * ldy, ldy))) << what << " row " << m;
+        }
+      }
+  }
+}
+
+TEST(FastStep, ConvStepIsTheReferenceStep) {
+  auto rng = make_rng(5);
+  for (int W : {1, 2, 4, 5}) {
+    const int M = 4, C = 21, ld = 25;  // C not a multiple of the vector width
+    const auto x = random_vec<float>(size_t(M) * ld, rng), w = random_vec<float>(size_t(C) * W, rng);
+    const auto b = random_vec<float>(C, rng), win0 = random_vec<float>(size_t(M) * (W - 1) * C, rng);
+    std::vector<float> wT(size_t(W) * C);
+    for (int c = 0; c < C; ++c)
+      for (int k = 0; k < W; ++k) wT[size_t(k) * C + c] = w[size_t(c) * W + k];
+    const uint8_t commit[M] = {1, 0, 1, 1};
+    std::vector<double> wd = cast_vec<double>(w), bd = cast_vec<double>(b), xd = cast_vec<double>(x);
+    std::vector<double> wabs(wd.size()), winabs(win0.size()), xabs(xd.size());
+    for (size_t i = 0; i < wd.size(); ++i) wabs[i] = std::abs(wd[i]);
+    for (size_t i = 0; i < win0.size(); ++i) winabs[i] = std::abs(double(win0[i]));
+    for (size_t i = 0; i < xd.size(); ++i) xabs[i] = std::abs(xd[i]);
+    std::vector<double> win_ref = cast_vec<double>(win0), y_ref(size_t(M) * C), mag(y_ref.size()), bd_abs(C);
+    for (int c = 0; c < C; ++c) bd_abs[c] = std::abs(bd[c]);
+    ref::conv_step<double>(M, C, W, ld, xd.data(), wd.data(), bd.data(), win_ref.data(), y_ref.data(), commit);
+    // SiLU's slope is within [−0.1, 1.1]: the terms of the pre-activation bound the output's error.
+    std::vector<double> pre_abs(mag.size()), dummy = winabs;
+    for (int m = 0; m < M; ++m)
+      for (int c = 0; c < C; ++c) {
+        double a = bd_abs[c] + wabs[size_t(c) * W + W - 1] * xabs[size_t(m) * ld + c];
+        for (int k = 0; k + 1 < W; ++k) a += wabs[size_t(c) * W + k] * winabs[(size_t(m) * (W - 1) + k) * C + c];
+        mag[size_t(m) * C + c] = 1.1 * a;
+      }
+    std::vector<float> win = win0, y(size_t(M) * C, std::numeric_limits<float>::quiet_NaN());
+    cpu::conv_step(M, C, W, ld, x.data(), wT.data(), b.data(), win.data(), y.data(), commit);
+    EXPECT_TRUE(close_to_terms(y, y_ref, mag, 0.0, tol::kStepKernelTermsRtol, "W = " + std::to_string(W)));
+    EXPECT_TRUE(same_bits(win, cast_vec<float>(win_ref))) << "the window is shifted exactly, W = " << W;
+    std::vector<float> win1(win0.begin() + 3 * (W - 1) * C, win0.end()), y1(C);  // row 3 alone
+    cpu::conv_step(1, C, W, ld, x.data() + 3 * ld, wT.data(), b.data(), win1.data(), y1.data(), nullptr);
+    EXPECT_TRUE(same_bits(y1, std::span<const float>(y.data() + 3 * C, C))) << "W = " << W;
+  }
+}
+
+TEST(FastStep, SsdStepIsTheReferenceStep) {
+  auto rng = make_rng(6);
+  for (int N : {5, 8, 16, 21}) {  // the tail alone, lanes alone, two lane passes, lanes and a tail
+    StepDims d;
+    d.H = 4, d.P = 3, d.G = 2, d.N = N;
+    const int M = 3, ld = d.H * d.P + 2 * d.G * d.N + 1;
+    const auto x = random_vec<float>(size_t(M) * ld, rng), dt = random_vec<float>(size_t(M) * d.H, rng, 0.01, 0.5);
+    const auto A_log = random_vec<float>(d.H, rng, 0.0, 2.0), Dskip = random_vec<float>(d.H, rng);
+    const auto st0 = random_vec<float>(size_t(M) * d.H * d.P * N, rng);
+    const uint8_t commit[M] = {1, 0, 1};
+    const size_t xo = 0, bo = size_t(d.H) * d.P, co = bo + size_t(d.G) * N;
+    // The references: ref::ssd_step<double> on the same inputs, and on |inputs| with a = exp(ΔA) kept (it is in
+    // (0, 1]) for the terms' size.
+    std::vector<double> st_ref = cast_vec<double>(st0), y_ref(size_t(M) * d.H * d.P);
+    const auto xd = cast_vec<double>(x), dtd = cast_vec<double>(dt), Ad = cast_vec<double>(A_log);
+    const auto Dd = cast_vec<double>(Dskip);
+    ref::ssd_step<double>(d, M, ld, xd.data() + xo, dtd.data(), Ad.data(), xd.data() + bo, xd.data() + co, Dd.data(),
+                          st_ref.data(), y_ref.data(), commit);
+    std::vector<double> xa(xd.size()), sa(st0.size()), Da(Dd.size()), st_mag, y_mag(y_ref.size());
+    for (size_t i = 0; i < xa.size(); ++i) xa[i] = std::abs(xd[i]);
+    for (size_t i = 0; i < sa.size(); ++i) sa[i] = std::abs(double(st0[i]));
+    for (size_t i = 0; i < Da.size(); ++i) Da[i] = std::abs(Dd[i]);
+    st_mag = sa;
+    ref::ssd_step<double>(d, M, ld, xa.data() + xo, dtd.data(), Ad.data(), xa.data() + bo, xa.data() + co, Da.data(),
+                          st_mag.data(), y_mag.data(), nullptr);
+    std::vector<float> st = st0, y(y_ref.size(), std::numeric_limits<float>::quiet_NaN());
+    cpu::ssd_step(d, M, ld, x.data() + xo, dt.data(), A_log.data(), x.data() + bo, x.data() + co, Dskip.data(),
+                  st.data(), y.data(), commit);
+    const std::string what = "N = " + std::to_string(N);
+    EXPECT_TRUE(close_to_terms(y, y_ref, y_mag, 0.0, tol::kStepKernelTermsRtol, what + " y"));
+    EXPECT_TRUE(close_to_terms(st, st_ref, st_mag, 0.0, tol::kStepKernelTermsRtol, what + " state"));
+    const size_t spi = size_t(d.H) * d.P * N;
+    EXPECT_TRUE(same_bits(std::span<const float>(st.data() + spi, spi), std::span<const float>(st0.data() + spi, spi)))
+        << what << ": a row without commit keeps its state";
+    std::vector<float> st1(st0.begin() + spi, st0.begin() + 2 * spi), y1(size_t(d.H) * d.P);  // row 1, committed
+    cpu::ssd_step(d, 1, ld, x.data() + ld + xo, dt.data() + d.H, A_log.data(), x.data() + ld + bo,
+                  x.data() + ld + co, Dskip.data(), st1.data(), y1.data(), nullptr);
+    EXPECT_TRUE(same_bits(y1, std::span<const float>(y.data() + d.H * d.P, d.H * d.P)))
+        << what << ": the output does not depend on commit or on the other rows";
+  }
+}
+
 // ---- whole streams ----
 
 struct Shape {
@@ -119,16 +242,23 @@ struct Shape {
   int I, T;
 };
 
-class CpuStepperStream : public ::testing::TestWithParam<Shape> {};
+// Each shape with the fast kernels (the default) and with the reference ones.
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.name; }
+
+class CpuStepperStream : public ::testing::TestWithParam<std::tuple<Shape, bool>> {
+ protected:
+  Shape sh = std::get<0>(GetParam());
+  bool reference = std::get<1>(GetParam());
+  CpuStepperOptions options(int threads = 1) const { return {.threads = threads, .reference = reference}; }
+};
 
 TEST_P(CpuStepperStream, EqualsTheForwardOverEachInstrumentsPresentRows) {
-  const Shape sh = GetParam();
   const ModelLayout lay(sh.mc);
   const int K = lay.cfg.K;
   auto rng = make_rng(10 + sh.I);
   const std::vector<float> params = noisy_params(lay, rng);
   const Stream s = make_stream(sh.T, sh.I, lay.cfg.F, rng);
-  CpuStepper st(lay, params, sh.I);
+  CpuStepper st(lay, params, sh.I, options());
   const std::vector<float> got = run_stream(st, s, K);
   const std::vector<bool> nan = absent_mask(s, K);
   const size_t min_finite = got.size() / 2;
@@ -136,25 +266,26 @@ TEST_P(CpuStepperStream, EqualsTheForwardOverEachInstrumentsPresentRows) {
   for (const auto& r : {rel_l2_close_where_finite(got, stream_reference<double>(lay, params, s), nan, min_finite,
                                                   tol::kStepVsDoubleRelL2, std::string(sh.name) + " vs RefModel<double>"),
                         rel_l2_close_where_finite(got, stream_reference<float>(lay, params, s), nan, min_finite,
-                                                  tol::kStepVsForwardF32RelL2, std::string(sh.name) + " vs RefModel<float>")}) {
+                                                  reference ? tol::kStepVsForwardF32RelL2 : tol::kStepFastVsForwardF32RelL2,
+                                                  std::string(sh.name) + (reference ? " reference" : " fast") +
+                                                      " vs RefModel<float>")}) {
     std::printf("%s\n", r.message());
     EXPECT_TRUE(r);
   }
 }
 
 TEST_P(CpuStepperStream, ExportImportAndThreadsChangeNoBit) {
-  const Shape sh = GetParam();
   const ModelLayout lay(sh.mc);
   const int K = lay.cfg.K, half = sh.T / 2;
   auto rng = make_rng(20 + sh.I);
   const std::vector<float> params = noisy_params(lay, rng);
   const Stream s = make_stream(sh.T, sh.I, lay.cfg.F, rng);
-  CpuStepper whole(lay, params, sh.I);
+  CpuStepper whole(lay, params, sh.I, options());
   const std::vector<float> all = run_stream(whole, s, K);
-  CpuStepper first(lay, params, sh.I, {.threads = 3});
+  CpuStepper first(lay, params, sh.I, options(3));
   std::vector<float> got = run_stream(first, s, K, 0, half);
   const StepState saved = first.export_state();
-  CpuStepper second(lay, params, 1, {.threads = 2});  // another instrument count: import takes the state's
+  CpuStepper second(lay, params, 1, options(2));  // another instrument count: import takes the state's
   second.import_state(saved);
   EXPECT_EQ(second.instruments(), sh.I);
   const std::vector<float> rest = run_stream(second, s, K, half);
@@ -172,13 +303,17 @@ ModelConfig with_dt_limit(ModelConfig c, float lo, float hi) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CpuStepperStream,
-    ::testing::Values(Shape{"small_G2", step_config(5, 2, 16, 2, 8, 2, 8, 4), 6, 24},
+    ::testing::Combine(::testing::Values(Shape{"small_G2", step_config(5, 2, 16, 2, 8, 2, 8, 4), 6, 24},
                       Shape{"W1", step_config(3, 1, 8, 1, 4, 1, 4, 1), 5, 12},
                       Shape{"W2_oddF", step_config(7, 3, 12, 2, 6, 2, 5, 2), 5, 16},
                       Shape{"one_instrument", step_config(4, 1, 16, 2, 8, 1, 8, 4), 1, 20},
                       Shape{"S_like", step_config(9, 1, 32, 3, 16, 1, 16, 4), 40, 32},
-                      Shape{"dt_limit", with_dt_limit(step_config(5, 1, 16, 2, 8, 2, 8, 3), 0.02f, 0.3f), 6, 16}),
-    [](const ::testing::TestParamInfo<Shape>& i) { return std::string(i.param.name); });
+                      Shape{"dt_limit", with_dt_limit(step_config(5, 1, 16, 2, 8, 2, 8, 3), 0.02f, 0.3f), 6, 16},
+                      Shape{"many", step_config(6, 2, 16, 1, 8, 1, 16, 4), 150, 6}),  // blocks of 64 rows and more
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<Shape, bool>>& i) {
+      return std::string(std::get<0>(i.param).name) + (std::get<1>(i.param) ? "_reference" : "_fast");
+    });
 
 // Runs instrument `src` of stream s from bar t0 (its own rows only) through a fresh one-instrument stepper.
 std::vector<float> alone(const ModelLayout& lay, const std::vector<float>& params, const Stream& s, int src, int t0,

@@ -95,6 +95,21 @@ TEST(Stream, EveryBarEqualsPredictOnTheWholeHistory) {
       EXPECT_TRUE(same_bits(got, want)) << "window " << what;
       EXPECT_EQ(st.context(), std::vector<int>(size_t(N), s.C));
     }
+    if (n > 1) continue;
+    {  // the reference kernels (run.cpu_kernels = "reference"): window through the reference model, so predict's
+       // bits with the reference selected; carry within the bound, as the fast kernels
+      StreamPredictor wr(m, s.raw.instruments, {.mode = PredictMode::window, .device = "cpu", .reference = true});
+      const std::vector<float> want = as_stream(
+          m.predict(s.raw, {0, T}, "cpu", Precision::FP32, PredictMode::window, {.threads = 1, .reference = true}),
+          s.raw, s.K);
+      EXPECT_TRUE(same_bits(run(wr, s.raw, 0, T), want)) << "window, reference " << what;
+      StreamPredictor cr(m, s.raw.instruments, {.mode = PredictMode::carry, .device = "cpu", .reference = true});
+      const std::vector<float> got = run(cr, s.raw, 0, T);
+      const std::vector<float> fast =
+          as_stream(m.predict(s.raw, {0, T}, "cpu", Precision::FP32, PredictMode::carry), s.raw, s.K);
+      EXPECT_TRUE(rel_l2_close_where_finite(got, fast, nan_of(fast), got.size() * 3 / 4, tol::kStreamVsPredictRelL2,
+                                            "carry, reference " + what));
+    }
   }
 }
 
