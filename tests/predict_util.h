@@ -60,9 +60,10 @@ inline FeatureStats some_stats(int F, std::mt19937_64& rng) {
   return s;
 }
 
-// A raw panel of N >= 4 instruments "i0".. and T numeric times "100", "101", ..: values in (−2, 2); instrument 1
+// A raw panel of N instruments "i0".. and T numeric times "100", "101", ..: values in (−2, 2); instrument 1
 // missing (every feature and target NaN) at times 5, 6 and T − 3; instrument 2 listed at time 12 (missing before);
-// instrument 0 a NaN feature at time 9 and T − 2; instrument 3 a row with a target but no feature at time 15.
+// instrument 0 a NaN feature at time 9 and T − 2; instrument 3 a row with a target but no feature at time 15
+// (each pattern only where the panel has that instrument and time: a panel of 3 instruments has no instrument 3).
 inline Panel raw_panel(int N, int T, int F, int K, std::mt19937_64& rng) {
   Panel p;
   p.N = N, p.T = T, p.F = F, p.K = K;
@@ -74,11 +75,14 @@ inline Panel raw_panel(int N, int T, int F, int K, std::mt19937_64& rng) {
     if (targets)
       for (int k = 0; k < K; ++k) p.y[(size_t(i) * T + t) * K + k] = nan;
   };
-  for (int t : {5, 6, T - 3}) missing(1, t, true);
-  for (int t = 0; t < std::min(12, T); ++t) missing(2, t, true);
-  p.x[(size_t(0) * T + 9) * F] = nan;
-  p.x[(size_t(0) * T + T - 2) * F + (F - 1)] = nan;
-  if (T > 15) missing(3, 15, false);
+  if (N > 1)
+    for (int t : {5, 6, T - 3})
+      if (t >= 0 && t < T) missing(1, t, true);
+  if (N > 2)
+    for (int t = 0; t < std::min(12, T); ++t) missing(2, t, true);
+  if (T > 9) p.x[(size_t(0) * T + 9) * F] = nan;
+  if (T >= 2) p.x[(size_t(0) * T + T - 2) * F + (F - 1)] = nan;
+  if (N > 3 && T > 15) missing(3, 15, false);
   for (int i = 0; i < N; ++i) p.instruments.push_back("i" + std::to_string(i));
   for (int t = 0; t < T; ++t) p.times.push_back(std::to_string(100 + t));
   for (int f = 0; f < F; ++f) p.feature_names.push_back("f" + std::to_string(f));
