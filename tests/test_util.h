@@ -182,6 +182,28 @@ inline ::testing::AssertionResult rel_l2_close_to_terms(const std::vector<float>
              << "] got=" << g << " ref=" << r;
 }
 
+// Trained weights of one tensor, two computations of the same training: ‖got − ref‖₂ ≤ tol · max(‖ref‖₂, lr·√n).
+// The floor is one AdamW step's size (|Δw| ≈ lr per element): a tensor that has stayed near 0 (a bias whose
+// gradient changes sign, its value ~1e-6 after 20 steps) has no scale of its own, and its drift is then measured
+// against the steps it took. A wrong gradient moves weights by ~lr a step, far outside either bound.
+template <typename G, typename R>
+::testing::AssertionResult weights_close(const std::vector<G>& got, const std::vector<R>& ref, double tol, double lr,
+                                         const std::string& what) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(double(got[i]))) return ::testing::AssertionFailure() << what << ": non-finite value at [" << i << "]";
+    num += (double(got[i]) - double(ref[i])) * (double(got[i]) - double(ref[i]));
+    den += double(ref[i]) * double(ref[i]);
+  }
+  const double scale = std::max(std::sqrt(den), lr * std::sqrt(double(got.size())));
+  const double rel = std::sqrt(num) / std::max(scale, 1e-300);
+  auto res = rel <= tol ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  return res << what << ": ‖err‖ / max(‖ref‖, lr·√n) = " << rel << " (tol " << tol << "; ‖ref‖ " << std::sqrt(den)
+             << ", lr·√n " << lr * std::sqrt(double(got.size())) << ")";
+}
+
 // Same length and the same bits (NaN payloads and −0 included).
 inline bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), 4 * a.size()) == 0);
