@@ -179,8 +179,6 @@ CpuStepper::CpuStepper(const ModelLayout& layout, std::span<const float> params,
   }
 }
 
-CpuStepper::~CpuStepper() = default;
-
 void CpuStepper::step(const float* x, const uint8_t* mask, float* out) {
   const int I = state_.instruments, T = pool_->threads();
   // Tasks of at most kMaxBlockRows instruments, a multiple of the thread count where there are more than T of

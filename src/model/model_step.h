@@ -11,7 +11,8 @@
 // State: StepState below, plain arrays; a stepper restored from an exported state continues bit-exactly.
 //
 // CpuStepper: fp32 on the host, blocks of instruments on a thread pool (each instrument's bits do not depend on
-// the split or the thread count); the fast kernels of cpu/step_cpu.h, or the reference ops. GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
+// the split or the thread count); the fast kernels of cpu/step_cpu.h, or the reference ops. Move-only.
+// GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -61,9 +62,6 @@ class CpuStepper {
   // params: the trained fp32 arena (layout.table.total() floats), copied.
   CpuStepper(const ModelLayout& layout, std::span<const float> params, int instruments,
              CpuStepperOptions options = {});
-  ~CpuStepper();
-  CpuStepper(const CpuStepper&) = delete;
-  CpuStepper& operator=(const CpuStepper&) = delete;
 
   int instruments() const { return state_.instruments; }
   const ModelConfig& config() const { return lay_.cfg; }
