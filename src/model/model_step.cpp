@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "cpu/model_cpu.h"
 #include "cpu/ops_cpu.h"
 #include "cpu/simd.h"
 #include "ops/dt_softplus/dt_softplus.h"
@@ -144,8 +145,7 @@ CpuStepper::CpuStepper(const ModelLayout& layout, std::span<const float> params,
   require(params.size() == lay_.table.total(), "CpuStepper: the weights hold " + std::to_string(params.size()) +
                                                    " floats, the model's arena " +
                                                    std::to_string(lay_.table.total()));
-  require(options.threads >= 0, "CpuStepper: threads must be >= 0 (0: every available CPU), got " +
-                                    std::to_string(options.threads));
+  const int threads = cpu::resolve_threads(options.threads);  // 0 to 64, checked as the CPU model checks them
   require(reference_ || cpu::cpu_supported(),
           "the fast CPU stepper needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the reference "
           "kernels (run.cpu_kernels = \"reference\", --set run.cpu_kernels=reference)");
@@ -167,7 +167,7 @@ CpuStepper::CpuStepper(const ModelLayout& layout, std::span<const float> params,
       conv_wT_.push_back(transposed(P_.data() + o.conv_w, d.cd, d.W));
     }
   }
-  pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  pool_ = std::make_unique<cpu::ThreadPool>(threads);
   scratch_.resize(pool_->threads());
   const size_t R = kMaxBlockRows;
   for (Scratch& s : scratch_) {

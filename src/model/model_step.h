@@ -52,7 +52,7 @@ struct StepState {
 };
 
 struct CpuStepperOptions {
-  int threads = 1;         // instruments are split over this many threads; 0: every available CPU
+  int threads = 1;         // instruments are split over this many threads (1 to 64); 0: every available CPU, at most 64
   bool reference = false;  // the reference ops (bit for bit RefModel<float>'s arithmetic) instead of the fast
                            // kernels (cpu/step_cpu.h: fused multiply-adds on AVX2, equal within fp32 rounding)
 };

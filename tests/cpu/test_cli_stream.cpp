@@ -104,6 +104,16 @@ TEST_F(CliStream, EqualsPredictInEachModeAndResumesFromItsState) {
     for (const auto& kv : streamed(p("b.csv"))) resumed.insert(kv);
     EXPECT_EQ(straight.size(), size_t(90 * 4));
     EXPECT_EQ(resumed, straight) << mode << ": a restarted stream differs from the uninterrupted one";
+    // --threads (run.threads): another count, the same bytes; out of range refused before any output.
+    r = run("stream" + ck + " --mode " + mode + " --threads 1 --history " + history + " -i " + all + " -o " +
+            p("one_thread.csv"));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(test::read_bytes(p("one_thread.csv")), test::read_bytes(p("straight.csv"))) << mode;
+    r = run("stream" + ck + " --mode " + mode + " --threads 65 --history " + history + " -i " + all + " -o " +
+            p("too_many.csv"));
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("run.threads"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(p("too_many.csv"))) << mode;
     for (const auto& [key, v] : straight) {
       ASSERT_TRUE(want.count(key)) << key;
       const double a = std::strtod(v.c_str(), nullptr), b = std::strtod(want.at(key).c_str(), nullptr);

@@ -404,6 +404,9 @@ TEST(CpuStepper, RefusesForeignOrDamagedStatesAndBadArguments) {
   EXPECT_TRUE(contains(error_of([&] { CpuStepper(lay, std::span<const float>(params).first(10), 3); }),
                        "the weights hold 10 floats"));
   EXPECT_TRUE(contains(error_of([&] { CpuStepper(lay, params, 0); }), "at least one instrument"));
+  for (const int threads : {-1, 65})  // the CPU model's range (run.threads)
+    EXPECT_TRUE(contains(error_of([&] { CpuStepper(lay, params, 3, {.threads = threads}); }), "run.threads"))
+        << threads;
 }
 
 }  // namespace
