@@ -172,8 +172,12 @@ class Section {
                           text->find_first_not_of("0123456789", (*text)[0] == '-' || (*text)[0] == '+') == std::string::npos;
       fail(n, key, digits ? "value " + *text + " is out of range for an integer" : std::string("expected an integer"));
     }
-    if (*v < int64_t(std::numeric_limits<I>::min()) || uint64_t(*v) > uint64_t(std::numeric_limits<I>::max()))
-      fail(n, key, "value " + std::to_string(*v) + " is out of range");
+    // No integer setting takes a negative value (counts, sizes, intervals, seeds): a negative one is refused here,
+    // where the file and line are known, whatever the setting's own check would say.
+    if (*v < 0 || uint64_t(*v) > uint64_t(std::numeric_limits<I>::max()))
+      fail(n, key, "value " + std::to_string(*v) + " is out of range" +
+                       (*v < 0 ? std::string(": this setting takes no negative value")
+                               : " (at most " + std::to_string(std::numeric_limits<I>::max()) + ")"));
     out = I(*v);
   }
   void convert(const toml::node& n, const char* key, float& out) {
