@@ -38,7 +38,7 @@ struct StreamOptions {
   PredictMode mode = PredictMode::carry;
   std::string device = "auto";  // auto | cpu | gpu
   int threads = 0;              // CPU threads (instruments are split over them); 0: every available CPU
-  bool reference = false;       // CPU: the reference kernels (the tests' oracle; run.cpu_kernels) instead of the fast
+  bool reference = false;       // CPU: the reference kernels (the tests' oracle; run.cpu_kernels), not the fast ones
   Precision precision = Precision::FP32;  // GPU, window mode only (the carry bar is fp32)
 };
 

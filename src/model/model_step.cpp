@@ -145,7 +145,7 @@ CpuStepper::CpuStepper(const ModelLayout& layout, std::span<const float> params,
   require(params.size() == lay_.table.total(), "CpuStepper: the weights hold " + std::to_string(params.size()) +
                                                    " floats, the model's arena " +
                                                    std::to_string(lay_.table.total()));
-  const int threads = cpu::resolve_threads(options.threads);  // 0 to 64, checked as the CPU model checks them
+  const int threads = options.pool ? options.pool->threads() : cpu::resolve_threads(options.threads);  // 0 to 64
   require(reference_ || cpu::cpu_supported(),
           "the fast CPU stepper needs a CPU with AVX2 and FMA (x86-64-v3); this one has not: use the reference "
           "kernels (run.cpu_kernels = \"reference\", --set run.cpu_kernels=reference)");
@@ -167,8 +167,9 @@ CpuStepper::CpuStepper(const ModelLayout& layout, std::span<const float> params,
       conv_wT_.push_back(transposed(P_.data() + o.conv_w, d.cd, d.W));
     }
   }
-  pool_ = std::make_unique<cpu::ThreadPool>(threads);
-  scratch_.resize(pool_->threads());
+  if (!options.pool) own_pool_ = std::make_unique<cpu::ThreadPool>(threads);
+  pool_ = options.pool ? options.pool : own_pool_.get();
+  scratch_.resize(threads);
   const size_t R = kMaxBlockRows;
   for (Scratch& s : scratch_) {
     s.x.resize(R * d.F), s.h.resize(R * d.D), s.hn.resize(R * d.D), s.rstd.resize(R);

@@ -55,6 +55,9 @@ struct CpuStepperOptions {
   int threads = 1;         // instruments are split over this many threads (1 to 64); 0: every available CPU, at most 64
   bool reference = false;  // the reference ops (bit for bit RefModel<float>'s arithmetic) instead of the fast
                            // kernels (cpu/step_cpu.h: fused multiply-adds on AVX2, equal within fp32 rounding)
+  // A pool shared with other steppers or models that run in turn, never at once (an ensemble's members): it must
+  // outlive the stepper, and `threads` is then not used.
+  cpu::ThreadPool* pool = nullptr;
 };
 
 class CpuStepper {
@@ -104,7 +107,8 @@ class CpuStepper {
   std::vector<cpu::PackedLinear> in_proj_fast_, out_proj_fast_;
   std::vector<std::vector<float>> conv_wT_;
   StepState state_;
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<cpu::ThreadPool> own_pool_;  // unless the options gave one
+  cpu::ThreadPool* pool_ = nullptr;
   std::vector<Scratch> scratch_;  // one per worker
 };
 

@@ -35,7 +35,7 @@ class CarryEngine : public StreamEngine {
     if (s.ctx)
       gpu_ = std::make_unique<GpuStepper>(*s.ctx, lay_, *s.params, s.instruments);
     else
-      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.cpu.threads, s.cpu.reference});
+      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.cpu.threads, s.cpu.reference, s.pool});
   }
   void bar(const float* x, const uint8_t* present, const float*, const int*, int64_t, float* out) override {
     if (gpu_) gpu_->step(x, present, out);
@@ -88,7 +88,7 @@ class WindowEngine : public StreamEngine {
     require(C_ >= 1, "stream: train.seq_len must be >= 1");
     // The CPU's model is made once (its threads and inference buffers serve every bar); the reference is made
     // per bar by predict_cpu (it holds nothing worth keeping).
-    if (!ctx_ && !cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads});
+    if (!ctx_ && !cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads, .pool = s.pool});
     ring_.assign(size_t(I_) * C_ * F_, 0.0f);
     fill_.assign(size_t(C_) * F_, 0.0f);
     if (ctx_) {

@@ -22,6 +22,10 @@
 
 namespace mlalpha {
 
+namespace cpu {
+class ThreadPool;
+}
+
 class StreamEngine {
  public:
   virtual ~StreamEngine() = default;
@@ -52,6 +56,7 @@ struct StreamEngineSpec {
   int instruments = 0;
   Context* ctx = nullptr;  // the GPU's context; null: the CPU
   CpuSettings cpu;         // CPU: threads, the fast or the reference kernels
+  cpu::ThreadPool* pool = nullptr;  // CPU: the stream's pool, shared by its members' engines (threads then unused)
   Precision precision = Precision::FP32;
 };
 

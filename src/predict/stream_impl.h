@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "cpu/thread_pool.h"
 #include "model/layout.h"
 #include "mlalpha/stream.h"
 #include "predict/stream_bar.h"
@@ -32,6 +33,8 @@ struct StreamPredictor::Impl {
 
   StreamOptions opt;
   std::unique_ptr<Context> ctx;  // the GPU's, or null
+  std::unique_ptr<cpu::ThreadPool> pool;  // the CPU's (null on the GPU): the members' engines share it; declared
+                                          // before them, so it outlives them
   std::vector<std::unique_ptr<Member>> members;
   std::vector<std::string> names;  // (I)
   std::unordered_map<std::string, int> index;

@@ -291,6 +291,19 @@ TEST_P(CpuStepperStream, ExportImportAndThreadsChangeNoBit) {
   const std::vector<float> rest = run_stream(second, s, K, half);
   got.insert(got.end(), rest.begin(), rest.end());
   EXPECT_TRUE(same_bits(got, all)) << "a stream resumed from an exported state (or on other threads) differs";
+  // Two steppers on one shared pool (as an ensemble's members), stepped in turn: each the bits of its own.
+  cpu::ThreadPool shared(2);
+  CpuStepperOptions on_shared = options();
+  on_shared.pool = &shared;
+  CpuStepper a(lay, params, sh.I, on_shared), b(lay, params, sh.I, on_shared);
+  std::vector<float> ga, gb, o(size_t(sh.I) * K);
+  for (int t = 0; t < s.T; ++t) {
+    a.step(s.row(t), s.mask_at(t), o.data());
+    ga.insert(ga.end(), o.begin(), o.end());
+    b.step(s.row(t), s.mask_at(t), o.data());
+    gb.insert(gb.end(), o.begin(), o.end());
+  }
+  EXPECT_TRUE(same_bits(ga, all) && same_bits(gb, all)) << "steppers sharing a pool";
   const StepState end_whole = whole.export_state(), end_second = second.export_state();
   EXPECT_TRUE(same_bits(end_whole.conv, end_second.conv));
   EXPECT_TRUE(same_bits(end_whole.ssm, end_second.ssm));
