@@ -9,6 +9,8 @@
 #include <random>
 #include <system_error>
 
+#include "core/fault.h"
+
 namespace mlalpha {
 namespace {
 
@@ -85,6 +87,7 @@ void AtomicFile::flush() {
 void AtomicFile::commit() {
   require(!committed_ && !temp_.empty(), "AtomicFile::commit on '" + path_ + "' twice or after a failure");
   flush();
+  fault_point(("rename " + path_).c_str());
   if (::rename(temp_.c_str(), path_.c_str()) != 0)
     fail(AtomicFileError::Step::rename, "renaming the temporary file over it failed");
   committed_ = true;
