@@ -16,6 +16,7 @@
 #include "dist/launch.h"
 #include "mlalpha/config.h"
 #include "mlalpha/error.h"
+#include "mlalpha/metric_table.h"
 #include "mlalpha/run.h"
 #include "mlalpha/progress.h"
 
@@ -87,6 +88,33 @@ void print_population(const RunResult& r) {
                                                    : "validation range",
                 fmt_metrics(r.ensemble.mean).c_str());
   if (!r.leaderboard_file.empty()) std::printf("leaderboard: %s\n", r.leaderboard_file.c_str());
+}
+
+// The end of a solo run: each fold's best step and its test metrics; walk-forward, the mean ± std of every
+// test metric over the folds and the pooled out-of-sample metrics (docs/data.md).
+void print_solo(const RunResult& r) {
+  for (const FoldResult& f : r.folds) {
+    const std::string prefix = r.folds.size() > 1 || f.fold > 0 ? "fold " + std::to_string(f.fold) + ": " : "";
+    if (f.best_step > 0)
+      std::printf("%sbest %s %.5g at step %lld (checkpoint %s/best.safetensors)\n", prefix.c_str(),
+                  r.config.run.metric.c_str(), f.best_value, static_cast<long long>(f.best_step), f.dir.c_str());
+    else
+      std::printf("%sno validation ran before the end at step %lld: no best checkpoint\n", prefix.c_str(),
+                  static_cast<long long>(f.steps));
+    if (f.has_test) std::printf("%stest  %s\n", prefix.c_str(), fmt_metrics(f.test.mean).c_str());
+  }
+  if (r.config.split.walk_forward_folds <= 1) return;
+  std::printf("walk-forward summary (test split of each fold, best checkpoint): %s/folds.csv and folds.json\n",
+              r.run_dir.c_str());
+  std::printf("folds: metric mean ± std over the folds\n");
+  for (const std::string& name : metric_names())
+    std::printf("  %-10s %.6g ± %.6g\n", name.c_str(), metric_by_name(r.fold_test_mean, name),
+                metric_by_name(r.fold_test_std, name));
+  if (r.has_oos)
+    std::printf("pooled out-of-sample (%s): %s\n  ls_mean %.5g  ls_sharpe %.3f  turnover %.4f  mse_zero %.5g  "
+                "mse_mean %.5g\n",
+                r.oos_file.c_str(), fmt_metrics(r.oos.mean).c_str(), r.oos.mean.ls_mean, r.oos.mean.ls_sharpe,
+                r.oos.mean.turnover, r.oos.mean.mse_zero, r.oos.mean.mse_mean);
 }
 
 // --gpus N: this process starts N ranks, one per GPU, each running this same command line (dist/launch.h),
@@ -200,6 +228,9 @@ int cmd_train(const TrainArgs& a) {
                  "ml-alpha train --resume %s\n", signal_name(sig), static_cast<long long>(step), r.run_dir.c_str());
     if (sig == SIGPIPE) return 128 + sig;  // stdout is closed: nothing more to print there
   }
+  // The run's result, as the library returns it (it prints nothing itself); a stopped run has one too.
+  if (r.members.empty()) print_solo(r);
+  else print_population(r);
   std::fflush(stdout);
   if (const int sig = stop_signal(); sig != 0) return 128 + sig;
   return r.stopped ? 130 : 0;

@@ -2,6 +2,7 @@
 // predict; resume is bit-exact; bad input fails with a message and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/bench.h"
 #include "cli/commands.h"
@@ -661,6 +664,48 @@ TEST_F(Cli, PrecisionOption) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resume: train.precision: 'fp32' -> 'tf32' (set explicitly)"), std::string::npos) << r.out;
   EXPECT_NE(slurp(p("pop/run.json")).find("precision = 'tf32'"), std::string::npos);
+}
+
+// The number printed right after the first `key` at or after `from`; NaN when there is none.
+double number_after(const std::string& out, const std::string& key, size_t from = 0) {
+  const size_t at = from == std::string::npos ? from : out.find(key, from);
+  if (at == std::string::npos) return std::nan("");
+  return std::stod(out.substr(at + key.size()));
+}
+
+// The end of a run is printed from what run_training returns: each fold's best step and value and its test
+// metrics, the mean ± std over the folds and the pooled out-of-sample metrics, the same numbers folds.json holds.
+TEST_F(Cli, TrainPrintsTheRunsResult) {
+  Result r = run(std::string(kSmall) + "--timesteps 400 -L 32 --d-model 16 --steps 20 --eval-every 10 "
+                 "--set split.walk_forward_folds=2 -o " + p("wf"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(p("wf/folds.json"));
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["folds"].size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    const nlohmann::json& f = j["folds"][k];
+    const std::string best = "fold " + std::to_string(k) + ": best " + j["metric"].get<std::string>() + " ";
+    EXPECT_NEAR(number_after(r.out, best), f["best_value"].get<double>(), 1e-4) << r.out;
+    EXPECT_EQ(number_after(r.out, "at step ", r.out.find(best)), f["best_step"].get<double>());
+    const std::string prefix = "fold " + std::to_string(k) + ": ";
+    EXPECT_NEAR(number_after(r.out, prefix + "test  mse "), f["test_metrics"]["mse"].get<double>(),
+                1e-4 * f["test_metrics"]["mse"].get<double>()) << r.out;
+  }
+  EXPECT_NE(r.out.find("folds: metric mean ± std over the folds"), std::string::npos) << r.out;
+  const double ic_mean = j["mean_test_metrics"]["ic"], ic_std = j["std_test_metrics"]["ic"];
+  EXPECT_NEAR(number_after(r.out, "\n  ic "), ic_mean, 1e-5) << r.out;
+  EXPECT_NEAR(number_after(r.out, "± ", r.out.find("\n  ic ")), ic_std, 1e-5) << r.out;
+  EXPECT_NEAR(number_after(r.out, "pooled out-of-sample (" + p("wf/oos_pred.csv") + "): mse "),
+              j["oos_metrics"]["mse"].get<double>(), 1e-4 * j["oos_metrics"]["mse"].get<double>()) << r.out;
+
+  // A single split: the best and the test line, no fold prefix and no walk-forward summary.
+  r = run(std::string(kSmall) + "--timesteps 300 -L 32 --d-model 16 --steps 20 --eval-every 10 -o " + p("one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream best(p("one/best.json"));
+  const nlohmann::json b = nlohmann::json::parse(best);
+  EXPECT_EQ(number_after(r.out, " at step "), b["step"].get<double>()) << r.out << b.dump();
+  EXPECT_GT(number_after(r.out, "\ntest  mse "), 0) << r.out;
+  EXPECT_EQ(r.out.find("folds: metric mean"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, OutputComesBeforeTheError) {
