@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -82,8 +83,17 @@ class Section {
       out = SplitPoint::at_index(*i);
     } else if (auto s = n->value_exact<std::string>()) {
       out = SplitPoint::at_time(*s);
+    } else if (n->is_date() || n->is_date_time()) {
+      // An unquoted TOML date (2021-01-04) or date-time: toml++ writes it back as ISO 8601, which the split
+      // reads on any date axis, whatever data.time_format says.
+      std::ostringstream iso;
+      if (n->is_date()) iso << *n->value_exact<toml::date>();
+      else iso << *n->value_exact<toml::date_time>();
+      out = SplitPoint::at_time(iso.str());
     } else {
-      fail(*n, key, "expected a fraction (0.7), a time index (1500) or a time value (\"2021-01-04\")");
+      fail(*n, key,
+           "expected a fraction (0.7), a time index (1500) or a time value (2021-01-04 or \"2021-01-04\"), got " +
+               std::string(n->is_time() ? "a time of day without a date" : "a value of another type"));
     }
   }
   // train.batch: an integer (windows per step) or the string "time" (cross-sectional batches).

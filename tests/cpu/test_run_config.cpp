@@ -4,6 +4,7 @@
 
 #include "mlalpha/config.h"
 #include "core/error.h"
+#include "data/split.h"
 
 namespace mlalpha {
 namespace {
@@ -53,6 +54,33 @@ steps = 10
   EXPECT_FLOAT_EQ(c.train.lr, 3e-4f);
   EXPECT_EQ(c.train.loss, LossKind::Huber);
   EXPECT_EQ(c.train.steps, 10);
+}
+
+// A split point written as an unquoted TOML date or date-time (a date value to TOML, not a string), in the file
+// or through an override, is a time point like the quoted one, and splits a date axis at that date.
+TEST(RunConfig, TomlDatesAreTimePoints) {
+  const RunConfig c = parse_run_config("[split]\ntrain_end = 2015-01-01\nvalid_end = 2015-01-05T00:00:00\n", "x.toml");
+  EXPECT_EQ(c.split.spec.train_end.kind, SplitPoint::Kind::time);
+  EXPECT_EQ(c.split.spec.train_end.time, "2015-01-01");
+  EXPECT_EQ(c.split.spec.valid_end.kind, SplitPoint::Kind::time);
+  EXPECT_EQ(c.split.spec.valid_end.time, "2015-01-05T00:00:00");
+  const std::vector<std::string> days = {"2014-12-30", "2014-12-31", "2015-01-02", "2015-01-05", "2015-01-06", "2015-01-07"};
+  const Split s = make_split(c.split.spec, int(days.size()), days);
+  EXPECT_EQ(s.train_end, 2);  // the first day at or after 2015-01-01
+  EXPECT_EQ(s.valid_end, 3);
+
+  // What `--set split.train_end=2016-01-01` sends, and a date-time with an offset.
+  const RunConfig o = parse_run_config("", "cfg.toml", {"split.train_end=2016-01-01", "split.valid_end=2016-03-01T09:30:00Z"});
+  EXPECT_EQ(o.split.spec.train_end.kind, SplitPoint::Kind::time);
+  EXPECT_EQ(o.split.spec.train_end.time, "2016-01-01");
+  EXPECT_EQ(o.split.spec.valid_end.time, "2016-03-01T09:30:00Z");
+
+  // A time of day has no date to split at: refused, saying what is expected.
+  const std::string e = error_of("[split]\ntrain_end = 09:30:00\n");
+  EXPECT_NE(e.find("cfg.toml:2: split.train_end: expected a fraction (0.7), a time index (1500) or a time value "
+                   "(2021-01-04 or \"2021-01-04\"), got a time of day without a date"),
+            std::string::npos)
+      << e;
 }
 
 TEST(RunConfig, UnknownKeyNamesItLineAndSuggestion) {
