@@ -74,8 +74,9 @@ std::string fmt_metrics(const Metrics& m) {
 void print_population(const RunResult& r) {
   for (const MemberResult& m : r.members) {
     std::string settings;
-    for (const auto& [k, v] : m.settings) settings += (settings.empty() ? "" : " ") + k + "=" + v;
-    std::printf("%s%s (%s): best %s %.5g at step %lld%s%s%s\n",
+    for (const auto& [k, v] : m.settings) settings += (settings.empty() ? " (" : " ") + k + "=" + v;
+    if (!settings.empty()) settings += ")";
+    std::printf("%s%s%s: best %s %.5g at step %lld%s%s%s\n",
                 r.config.split.walk_forward_folds > 1 ? ("fold " + std::to_string(m.fold) + " ").c_str() : "",
                 m.name.c_str(), settings.c_str(), r.config.run.metric.c_str(), m.best_value,
                 static_cast<long long>(m.best_step), m.early_stopped ? " (stopped early)" : "",

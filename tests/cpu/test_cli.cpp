@@ -706,6 +706,18 @@ TEST_F(Cli, TrainPrintsTheRunsResult) {
   EXPECT_EQ(number_after(r.out, " at step "), b["step"].get<double>()) << r.out << b.dump();
   EXPECT_GT(number_after(r.out, "\ntest  mse "), 0) << r.out;
   EXPECT_EQ(r.out.find("folds: metric mean"), std::string::npos) << r.out;
+
+  // A population: each member's best and test, the ensemble, and the leaderboard file.
+  r = run(std::string(kSmall) + "--timesteps 300 -L 32 --d-model 16 --steps 20 --eval-every 10 --sweep lr=1e-3,2e-3 -o " +
+          p("pop"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* m : {"member-00 (lr=0.001): best ", "member-01 (lr=0.002): best "}) {
+    std::ifstream member_best(p("pop/") + std::string(m, 9) + "/best.json");
+    const nlohmann::json mb = nlohmann::json::parse(member_best);
+    EXPECT_NEAR(number_after(r.out, m + mb["metric"].get<std::string>() + " "), mb["value"].get<double>(), 1e-4) << r.out;
+  }
+  EXPECT_GT(number_after(r.out, "mean-ensemble of the members' best weights (test range): mse "), 0) << r.out;
+  EXPECT_NE(r.out.find("leaderboard: " + p("pop/leaderboard.csv")), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, OutputComesBeforeTheError) {
