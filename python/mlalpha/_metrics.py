@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._panel import _as_float32, _frame_axes
+from ._panel import _as_float32, _frame_axes, _single_series_times
 
 
 def _is_pandas(obj) -> bool:
@@ -16,21 +16,31 @@ def _is_pandas(obj) -> bool:
 
 
 def _frames_to_cubes(pred, y, time: str, instrument: str, time_format):
-    """pred and y (DataFrames or Series, long: a (datetime, instrument) MultiIndex or time / instrument columns) as
+    """pred and y (DataFrames or Series, long: a (datetime, instrument) MultiIndex or time / instrument columns, or
+    one series: a DatetimeIndex or a time column) as
     (N, T, K) arrays on one axis: the union of their rows, NaN where one of them has no row (that point is left
     out), times ordered by the engine's parser. Returns the arrays and the time steps' labels and values."""
     import pandas as pd
 
     def frame(obj, name):
         df = obj.to_frame() if isinstance(obj, pd.Series) else obj
+        single = _single_series_times(df, time, instrument)
+        if single is not None:  # one series: indexed by its times alone
+            if single is not df.index:
+                df = df.drop(columns=time)
+            return checked(df.set_axis(pd.Index(single, name="datetime"), axis=0), name)
         if not isinstance(df.index, pd.MultiIndex):
             missing = [c for c in (time, instrument) if c not in df.columns]
             if missing:
                 raise ValueError(f"metrics: {name} has neither a (datetime, instrument) MultiIndex nor the column(s) "
-                                 f"{', '.join(map(repr, missing))}")
+                                 f"{', '.join(map(repr, missing))}, nor is it one series (a DatetimeIndex, or a "
+                                 f"{time!r} column without an {instrument!r} column)")
             df = df.set_index([time, instrument])
         if df.index.nlevels != 2:
             raise ValueError(f"metrics: {name}'s index must have two levels (datetime, instrument), got {df.index.nlevels}")
+        return checked(df, name)
+
+    def checked(df, name):
         if df.index.has_duplicates:
             raise ValueError(f"metrics: {name} has a (time, instrument) row more than once, e.g. {df.index[df.index.duplicated()][0]}")
         bad = [c for c in df.columns if df[c].dtype.kind not in "fiub"]
@@ -42,6 +52,9 @@ def _frames_to_cubes(pred, y, time: str, instrument: str, time_format):
     if p.shape[1] != t.shape[1]:
         raise ValueError(f"metrics: pred has {p.shape[1]} column(s) ({', '.join(map(str, p.columns))}) and y has "
                          f"{t.shape[1]} ({', '.join(map(str, t.columns))}); they pair up by position, one per target")
+    if p.index.nlevels != t.index.nlevels:
+        raise ValueError(f"metrics: pred is {'one series' if p.index.nlevels == 1 else 'a panel'} and y is "
+                         f"{'one series' if t.index.nlevels == 1 else 'a panel'} (by their index); give both alike")
     names = list(p.index.names)
     t.index = t.index.set_names(names)
     K = p.shape[1]
@@ -51,7 +64,7 @@ def _frames_to_cubes(pred, y, time: str, instrument: str, time_format):
     if levels is None:
         both.index = both.index.set_names(["datetime", "instrument"])
     times, instruments, t_slot, i_slot, fmt = _frame_axes(both, time, instrument, time_format, "metrics")
-    N, T = len(instruments), len(times)
+    N, T = max(len(instruments), 1), len(times)  # no instrument names: one series
     pc = np.full((N, T, K), np.nan, dtype=np.float32)
     yc = np.full((N, T, K), np.nan, dtype=np.float32)
     pc[i_slot, t_slot] = both[[f"p{k}" for k in range(K)]].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -91,8 +104,9 @@ def metrics(pred, y, t0=0, t1=None, min_pairs: int = 3, quantiles: int = 5, peri
 
     Arrays: pred and y have one shape: (N, T, K), (N, T) (one target) or (T,) (one series).
     pandas: DataFrames or Series in the long layout of Panel.from_frame (a (datetime, instrument) MultiIndex, or
-    `time` and `instrument` columns), one column per target, paired by position (pred_ret with ret); rows are
-    matched by (time, instrument), and the cross-sections are the dates (times read as from_frame reads them).
+    `time` and `instrument` columns; one series: a DatetimeIndex or a `time` column), one column per target,
+    paired by position (pred_ret with ret); rows are matched by (time, instrument), and the cross-sections are
+    the dates (times read as from_frame reads them).
     t0 and t1 may then be times ("2021-01-01", a Timestamp): the first date at or after each.
     NaN in either removes that point. quantiles: groups per time step (ls_mean, ls_std, ls_sharpe, turnover,
     quantile_means); periods_per_year annualises ls_sharpe and ts_sharpe (None: NaN); train_mean (one value per

@@ -23,9 +23,24 @@ def _labels(values, name: str) -> list[str]:
     return [str(v) for v in values]
 
 
+def _single_series_times(df, time: str, instrument: str):
+    """The times of a frame that is one series (what data.instrument_column = "" reads from a CSV file), or None:
+    no instrument level or column, and the times in a plain DatetimeIndex (or an index named `time` or
+    "datetime") or in the column `time`."""
+    import pandas as pd
+
+    idx = df.index
+    if isinstance(idx, pd.MultiIndex) or instrument in df.columns:
+        return None
+    if isinstance(idx, pd.DatetimeIndex) or (idx.name is not None and idx.name in (time, "datetime")):
+        return idx
+    return pd.Index(df[time]) if time in df.columns else None
+
+
 def _frame_keys(df, time: str, instrument: str):
     """The (time, instrument) label of every row: from a two-level MultiIndex (Qlib's (datetime,
-    instrument); levels found by name, else by position) or from the columns `time` and `instrument`."""
+    instrument); levels found by name, else by position) or from the columns `time` and `instrument`. A single
+    series (_single_series_times) has no instrument labels: None."""
     import pandas as pd
 
     idx = df.index
@@ -35,11 +50,15 @@ def _frame_keys(df, time: str, instrument: str):
         names = list(idx.names)
         t_level = names.index(time) if time in names else names.index("datetime") if "datetime" in names else 0
         return idx.get_level_values(t_level), idx.get_level_values(1 - t_level)
+    single = _single_series_times(df, time, instrument)
+    if single is not None:
+        return single, None
     missing = [c for c in (time, instrument) if c not in df.columns]
-    if missing:
-        raise ValueError(f"from_frame: the frame has neither a (datetime, instrument) MultiIndex nor the column(s) "
-                         f"{', '.join(map(repr, missing))}; columns: {', '.join(map(str, df.columns[:20]))}")
-    return pd.Index(df[time]), pd.Index(df[instrument])
+    if not missing:
+        return pd.Index(df[time]), pd.Index(df[instrument])
+    raise ValueError(f"from_frame: the frame has neither a (datetime, instrument) MultiIndex nor the column(s) "
+                     f"{', '.join(map(repr, missing))}, nor is it one series (a DatetimeIndex, or a {time!r} column "
+                     f"without an {instrument!r} column); columns: {', '.join(map(str, df.columns[:20]))}")
 
 
 def _python_words(message: str) -> str:
@@ -132,17 +151,23 @@ def _frame_axes(df, time: str, instrument: str, time_format: str | None, what: s
     import pandas as pd
 
     t_raw, i_raw = _frame_keys(df, time, instrument)
-    if t_raw.hasnans or i_raw.hasnans:
+    if t_raw.hasnans or (i_raw is not None and i_raw.hasnans):
         raise ValueError(f"{what}: a time or instrument label is missing (NaN/NaT)")
     t_codes, t_uniques = pd.factorize(t_raw)
     times, slot_of_unique, fmt = _time_axis(t_uniques, time_format, what)
     t_slot = slot_of_unique[t_codes]
+    T = len(times)
+    if i_raw is None:  # one series: N = 1, its instrument unnamed, as a CSV file read without an instrument column
+        dup = np.flatnonzero(np.bincount(t_slot, minlength=T) > 1)
+        if dup.size:
+            raise ValueError(f"{what}: time {times[int(dup[0])]} appears in more than one row of the series")
+        return times, [], t_slot, np.zeros(len(t_slot), dtype=np.int64), fmt
     try:
         instruments = i_raw.unique().sort_values()
     except TypeError as e:
         raise ValueError(f"{what}: instrument labels of mixed kinds cannot be ordered ({e})") from None
     i_slot = instruments.get_indexer(i_raw)
-    N, T = len(instruments), len(times)
+    N = len(instruments)
     flat = i_slot.astype(np.int64) * T + t_slot
     dup = np.flatnonzero(np.bincount(flat, minlength=N * T) > 1)
     if dup.size:
@@ -168,7 +193,9 @@ class Panel:
     def from_frame(cls, df, features: Sequence[str], targets: Sequence[str] | None = None, time: str = "time",
                    instrument: str = "instrument", time_format: str | None = None, *, _n_targets: int = 0) -> "Panel":
         """A long DataFrame, one row per (time, instrument), indexed by a (datetime, instrument) MultiIndex
-        (Qlib's layout) or with `time` and `instrument` columns.
+        (Qlib's layout) or with `time` and `instrument` columns; or one series (N = 1, as a CSV file read with
+        data.instrument_column = ""), one row per time, indexed by a DatetimeIndex or with a `time` column and no
+        `instrument` column.
 
         Times are read as the CSV reader reads them (docs/data.md, "Time axis"), by the engine's own parser:
         pandas datetimes, ISO 8601 text, numbers, integers that are all yyyymmdd dates (20200131), or text in
@@ -186,7 +213,7 @@ class Panel:
         if len(df) == 0:
             raise ValueError("from_frame: the frame has no rows")
         times, instruments, t_slot, i_slot, fmt = _frame_axes(df, time, instrument, time_format, "from_frame")
-        N, T = len(instruments), len(times)
+        N, T = max(len(instruments), 1), len(times)  # no instrument names: one series
         xv = _frame_values(df, features, "feature")
         x = np.full((N, T, len(features)), np.nan, dtype=np.float32)
         x[i_slot, t_slot] = xv

@@ -102,3 +102,41 @@ def test_frame_dates_are_a_parsed_time_axis():
     with pytest.raises(ValueError, match=r"chronological order: times\[2\] = '2021-01-01' is not after"):
         mlalpha.Panel.from_numpy(x, x, times=["2021-01-02", "2021-01-03", "2021-01-01"])
     assert not mlalpha.Panel.from_numpy(x, x, times=["t0", "t1", "t2"])._core.times_are_dates  # plain labels
+
+
+def test_one_series_with_a_datetime_index():
+    # One instrument's frame, indexed by its dates alone (no instrument level), is a panel of N = 1, as a CSV file
+    # read with data.instrument_column = "": from_frame, fit, predict and metrics take it as they take a panel.
+    rng = np.random.default_rng(5)
+    dates = pd.bdate_range("2021-01-01", periods=200)
+    df = pd.DataFrame({"f0": rng.standard_normal(200), "f1": rng.standard_normal(200)}, index=dates)
+    df["ret"] = 0.5 * df["f0"] + 0.1 * rng.standard_normal(200)
+    p = mlalpha.Panel.from_frame(df, ["f0", "f1"], ["ret"])
+    assert p.shape == (1, 200, 2, 1) and p.instruments == []
+    assert p.times[:2] == ["2021-01-01", "2021-01-04"] and p._core.times_are_dates
+    np.testing.assert_array_equal(p.x[0], df[["f0", "f1"]].to_numpy(dtype=np.float32))
+    np.testing.assert_array_equal(p.y[0, :, 0], df["ret"].to_numpy(dtype=np.float32))
+    # The same series with a time column, rows shuffled: the same panel.
+    col = df.sample(frac=1.0, random_state=1).rename_axis("time").reset_index()
+    q = mlalpha.Panel.from_frame(col, ["f0", "f1"], ["ret"])
+    assert q.times == p.times
+    np.testing.assert_array_equal(q.x, p.x)
+
+    r = mlalpha.fit(p, mlalpha.Config(SMALL))
+    pred = r.best.predict(df)
+    assert list(pred.columns) == ["pred_ret"] and pred.index.equals(df.index)
+    arr = r.best.predict(p.x[0])  # (T, F) -> (T, K): the same numbers
+    np.testing.assert_array_equal(pred["pred_ret"].to_numpy(), arr[:, 0])
+    assert np.isfinite(arr[31:]).all()
+
+    m = mlalpha.metrics(pred, df[["ret"]])
+    ref = mlalpha.metrics(arr[:, 0], df["ret"].to_numpy(dtype=np.float32))
+    assert m["points"] == ref["points"] == np.isfinite(arr[:, 0]).sum() > 150
+    assert m["mse"] == pytest.approx(ref["mse"], rel=1e-6) and m["ts_mean"] == pytest.approx(ref["ts_mean"], rel=1e-6)
+    # A date bound on the series' own axis.
+    later = mlalpha.metrics(pred, df[["ret"]], t0="2021-06-01")
+    assert later["points"] == np.isfinite(arr[int(np.searchsorted(dates, pd.Timestamp("2021-06-01"))):, 0]).sum()
+    with pytest.raises(ValueError, match="pred is one series and y is a panel"):
+        mlalpha.metrics(pred, pd.concat({"A": df[["ret"]]}, names=["instrument"]).swaplevel())
+    with pytest.raises(ValueError, match="time 2021-01-04 appears in more than one row of the series"):
+        mlalpha.Panel.from_frame(pd.concat([df, df.iloc[1:2]]), ["f0", "f1"], ["ret"])
