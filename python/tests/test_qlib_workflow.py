@@ -2,7 +2,7 @@
 docs/python.md (DatasetH and TSDatasetH) over a Qlib data folder written here (qlib_market.py), then what it
 recorded read back (the model in params.pkl, SignalRecord's pred.pkl, SigAnaRecord's IC, PortAnaRecord's
 backtest); R.save_objects and the records in process; finetune (ModelFT); processing as model settings; the
-reweighter refusal; get_params / set_params. scripts/test_python.sh installs pyqlib and fails without it
+reweighter refusal; get_params / set_params and scikit-learn's clone. scripts/test_python.sh installs pyqlib and fails without it
 (MLALPHA_SKIP_QLIB=1 opts out); here a missing pyqlib skips, saying so."""
 import os
 import pathlib
@@ -222,3 +222,20 @@ def test_processing_settings_reweighter_and_params(market):
     with pytest.raises(ValueError, match=r"MambaAlpha\(lr=-1\): train.lr must be a finite number > 0"):
         est.set_params(lr=-1)
     assert est.get_params()["lr"] == 2e-3  # a refused change leaves the settings as they were
+
+
+def test_sklearn_clone():
+    # scikit-learn's clone rebuilds an estimator from get_params() and checks that the new one returns the very
+    # objects it was given (so the config dict is kept as given, never copied).
+    from mlalpha.contrib.qlib import MambaAlpha
+
+    base = pytest.importorskip("sklearn.base", reason="scikit-learn is not installed (mlflow, with pyqlib, brings it)")
+    est = MambaAlpha(config={"train.seed": 3}, device="cpu", d_model=8, lr=1e-3)
+    twin = base.clone(est)
+    assert twin is not est and twin.get_params() == {"config": {"train.seed": 3}, "device": "cpu", "d_model": 8, "lr": 1e-3}
+    assert twin.get_params()["config"] is not est.get_params()["config"]  # clone's deep copy, kept as given
+    assert twin.engine_config["train.seed"] == 3 and twin.engine_config["model.d_model"] == 8
+    assert twin.model is None
+    plain = base.clone(MambaAlpha())
+    assert plain.get_params() == {"config": None, "device": "auto"}
+    assert base.clone(est.set_params(lr=2e-3)).engine_config["train.lr"] == pytest.approx(2e-3)

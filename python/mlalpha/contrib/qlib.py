@@ -92,7 +92,8 @@ class MambaAlpha(_QlibModelFT):
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, device: str = "auto", **settings: Any):
-        self.params = {"config": dict(config or {}), "device": device, **settings}
+        # Kept as given, the very objects: scikit-learn's clone checks that get_params returns them unchanged.
+        self.params = {"config": config, "device": device, **settings}
         self._configure()
         self.model: Model | None = None
         self.run: Run | None = None
@@ -103,7 +104,7 @@ class MambaAlpha(_QlibModelFT):
         """settings and engine_config from params, every value checked by the engine now; its messages name the
         keyword that was given."""
         given = {k: v for k, v in self.params.items() if k not in ("config", "device")}
-        merged = dict(self.params["config"])
+        merged = dict(self.params["config"] or {})
         merged.update(given)
         keyword = {}
         settings = {}
@@ -120,8 +121,9 @@ class MambaAlpha(_QlibModelFT):
         self.settings, self.engine_config = settings, engine_config
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's arguments: config, device and the keyword settings, as given."""
-        return {k: (dict(v) if k == "config" else v) for k, v in self.params.items()}
+        """The constructor's arguments: config, device and the keyword settings, as given (the same objects, as
+        scikit-learn's estimator contract asks, so sklearn.base.clone works)."""
+        return dict(self.params)
 
     def set_params(self, **params: Any) -> "MambaAlpha":
         """Changes keyword settings (or config / device) for the next fit; checked now. A fitted model keeps its
