@@ -63,6 +63,8 @@ class Stream:
         self = cls.__new__(cls)
         self._core = core
         self._targets = list(core.target_names) or [f"y{k}" for k in range(core.K)]
+        # pred_<target>, as Model.predict's frames and `ml-alpha stream`'s columns: joins the bar's frame.
+        self._columns = [f"pred_{t}" for t in self._targets]
         return self
 
     instruments = property(lambda self: list(self._core.instruments), doc="the stream's instruments, in order")
@@ -94,7 +96,8 @@ class Stream:
         feature columns; instruments without a row are absent at this bar). time: the bar's time (a number, a date
         or a Timestamp; with a (datetime, instrument) index, that date); when given it must be after the last
         bar's. present: (I,) booleans, False marking an instrument absent whatever its row holds.
-        Returns a DataFrame, one column per target: indexed like x for a DataFrame, by the instruments otherwise."""
+        Returns a DataFrame, one column pred_<target> per target (as Model.predict's): indexed like x for a
+        DataFrame, by the instruments otherwise."""
         import pandas as pd
 
         if isinstance(x, pd.DataFrame):
@@ -102,7 +105,7 @@ class Stream:
         arr = _as_float32(x, "x")
         mask = None if present is None else np.ascontiguousarray(np.asarray(present, dtype=bool), dtype=np.uint8)
         out = self._core.step(arr, mask, _time_value(time))
-        return pd.DataFrame(out, index=pd.Index(self.instruments, name="instrument"), columns=self._targets)
+        return pd.DataFrame(out, index=pd.Index(self.instruments, name="instrument"), columns=self._columns)
 
     def _step_frame(self, df, time, present):
         import pandas as pd
@@ -141,7 +144,7 @@ class Stream:
         x = np.full((len(self.instruments), self.F), np.nan, dtype=np.float32)
         x[slot] = values
         out = self._core.step(x, None, _time_value(time))
-        return pd.DataFrame(out[slot], index=df.index, columns=self._targets)
+        return pd.DataFrame(out[slot], index=df.index, columns=self._columns)
 
     def reset(self, instruments=None) -> None:
         """Every instrument, or the named ones, back to no history."""

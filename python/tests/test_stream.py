@@ -81,10 +81,10 @@ def test_streamed_bars_equal_predict_on_the_whole_history(model, mode):
     want = model.predict(df, mode=mode)
     s = model.stream(["S0", "S1", "S2", "S3"], mode=mode, device="cpu")
     got = pd.concat([s.step(rows) for _, rows in bars(df)])
-    assert list(got.columns) == ["ret"] and got.index.equals(df.index.sort_values())
+    assert list(got.columns) == ["pred_ret"] and got.index.equals(df.index.sort_values())
     want = want.loc[got.index]
     if mode == "window":
-        np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+        pd.testing.assert_frame_equal(got, want)  # the same columns as predict's, the same numbers
     else:
         np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-5, atol=1e-6)
     assert s.bars == 80 and s.last_time == pd.Timestamp(df.index[-1][0]).value / 1e9
