@@ -3,6 +3,7 @@ safetensors checkpoints (docs/checkpoints.md)."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -52,12 +53,41 @@ def _threads(threads, what):
 
 
 _MODES = ("window", "carry")
+_DEVICES = ("auto", "cpu", "gpu")
+
+
+def _device(device, what: str) -> str:
+    """device= of predict and stream, checked here so that the message names the Python argument."""
+    if not isinstance(device, str) or device not in _DEVICES:
+        raise ValueError(f"{what}: device must be 'auto', 'cpu' or 'gpu', got {device!r}")
+    return device
+
+
+def _device_words(message: str) -> str:
+    """An engine message about run.device in the words of the device= argument that set it."""
+    message = re.sub(r"run\.device = '(\w+)'", r"device='\1'", message)
+    return message.replace("(use 'auto' or 'cpu')", "(use device='auto' or device='cpu')")
+
+
+def _step_index(value, name: str, what: str, optional: bool) -> int:
+    """t0 / t1 as the engine takes them: a time step index (t1 None: the panel's end, -1)."""
+    if value is None and optional:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what}: {name} must be a time step index (an int{', or None for the end' if optional else ''}), "
+                        f"got {value!r} ({type(value).__name__}); for a date, give its index in the panel's times "
+                        f"(panel.times.index('2021-01-04'))")
+    if not -2**31 <= int(value) < 2**31:  # the engine's time indices are 32-bit
+        raise ValueError(f"{what}: {name} = {int(value)} is far outside any panel's time steps")
+    return int(value)
 
 
 def _predict(model, data, t0, t1, device, precision, tf32, what, mode="window", threads=None):
     """Model.predict / Ensemble.predict: `model` has feature_names, target_names, K and _core.predict."""
     precision = _precision(precision, tf32, what)
     threads = _threads(threads, what)
+    device = _device(device, what)
+    t0, t1 = _step_index(t0, "t0", what, False), _step_index(t1, "t1", what, True)
     if mode not in _MODES:
         raise ValueError(f"{what}: mode must be 'window' (each date from the window of its last train.seq_len rows, "
                          f"the default) or 'carry' (the state carried from each instrument's first row), got {mode!r}")
@@ -74,7 +104,10 @@ def _predict(model, data, t0, t1, device, precision, tf32, what, mode="window", 
         series = x.ndim == 2
         y = np.full(x.shape[:-1] + (model.K,), np.nan, dtype=np.float32)
         panel = Panel.from_numpy(x, y)
-    pred = model._core.predict(panel._core, t0, -1 if t1 is None else t1, device, precision, mode, threads)
+    try:
+        pred = model._core.predict(panel._core, t0, t1, device, precision, mode, threads)
+    except ValueError as e:
+        raise ValueError(_device_words(str(e))) from None
     if panel._frame is not None:
         # pred_<target>: joins the input frame (df.join(pred)) without clashing with its target column.
         return panel.to_frame(pred, [f"pred_{n}" for n in (model.target_names or [f"y{k}" for k in range(model.K)])])
@@ -130,7 +163,12 @@ class Model:
                precision: str = "fp32") -> "Stream":
         """A streaming predictor for these instruments (names): .step(x) takes one bar's raw features and returns
         the predictions (mlalpha.Stream; docs/python.md, "Streaming")."""
-        return Stream._of(_core.Stream(self._core, _names(instruments), mode, device, int(threads), precision), self)
+        device = _device(device, "Model.stream")
+        try:
+            core = _core.Stream(self._core, _names(instruments), mode, device, int(threads), precision)
+        except ValueError as e:
+            raise ValueError(_device_words(str(e))) from None
+        return Stream._of(core, self)
 
     @property
     def config(self) -> dict:
@@ -187,8 +225,12 @@ class Ensemble:
     def stream(self, instruments, mode: str = "carry", device: str = "auto", threads: int = 0,
                precision: str = "fp32") -> "Stream":
         """Model.stream for the mean of the members (summed in member order, as Ensemble.predict)."""
-        return Stream._of(_core.Stream.of_ensemble(self._core, _names(instruments), mode, device, int(threads), precision),
-                          self)
+        device = _device(device, "Ensemble.stream")
+        try:
+            core = _core.Stream.of_ensemble(self._core, _names(instruments), mode, device, int(threads), precision)
+        except ValueError as e:
+            raise ValueError(_device_words(str(e))) from None
+        return Stream._of(core, self)
 
     @property
     def models(self) -> list[Model]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _core
 from ._config import Config
-from ._model import Model
+from ._model import Model, _device
 from ._panel import Panel
 
 try:
@@ -249,7 +249,7 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
         raise TypeError(f"fit: config must be an mlalpha.Config or a dict, got {type(config).__name__}")
     changes: dict[str, Any] = {}
     if device is not None:
-        changes["run.device"] = device
+        changes["run.device"] = _device(device, "fit")
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int):
             raise TypeError(f"fit: threads must be an int (0: every CPU), got {threads!r}")

@@ -137,8 +137,37 @@ def test_errors_name_the_python_arguments(tmp_path):
     panel = mlalpha.Panel.from_numpy(x, y)
     with pytest.raises(ValueError, match=r"device='gpu' but no CUDA device was found \(use device='auto' or device='cpu'\)"):
         mlalpha.fit(panel, mlalpha.Config(SMALL), device="gpu")
+    model = mlalpha.fit(panel, mlalpha.Config(SMALL).replace(train={"steps": 10})).last
+    # predict and stream take device= too: the same sentence, in the argument's words.
+    with pytest.raises(ValueError, match=r"^device='gpu' but no CUDA device was found \(use device='auto' or device='cpu'\)"):
+        model.predict(panel, device="gpu")
+    with pytest.raises(ValueError, match=r"^device='gpu' but no CUDA device was found \(use device='auto' or device='cpu'\)"):
+        model.stream(["a", "b"], device="gpu")
     with pytest.raises(ValueError, match=r"^resume=" + str(tmp_path / "none") + ": no such checkpoint or run folder"):
         mlalpha.fit(panel, mlalpha.Config(SMALL), resume=tmp_path / "none")
+
+
+def test_bad_predict_and_device_arguments_are_sentences():
+    # Each names the Python argument and what it takes (not the engine's setting, nor the binding's signatures).
+    x, y = make_arrays()
+    panel = mlalpha.Panel.from_numpy(x, y)
+    with pytest.raises(ValueError, match=r"^fit: device must be 'auto', 'cpu' or 'gpu', got 'tpu'$"):
+        mlalpha.fit(panel, mlalpha.Config(SMALL), device="tpu")
+    model = mlalpha.fit(panel, mlalpha.Config(SMALL).replace(train={"steps": 10})).last
+    with pytest.raises(ValueError, match=r"^Model.predict: device must be 'auto', 'cpu' or 'gpu', got 'tpu'$"):
+        model.predict(panel, device="tpu")
+    with pytest.raises(ValueError, match=r"^Model.stream: device must be 'auto', 'cpu' or 'gpu', got 0$"):
+        model.stream(["a"], device=0)
+    with pytest.raises(TypeError, match=r"^Model.predict: t0 must be a time step index \(an int\), got '2021-01-01' "
+                                        r"\(str\); for a date, give its index in the panel's times"):
+        model.predict(panel, t0="2021-01-01")
+    with pytest.raises(TypeError, match=r"^Model.predict: t1 must be a time step index \(an int, or None for the end\), "
+                                        r"got 1.5 \(float\)"):
+        model.predict(panel, t1=1.5)
+    with pytest.raises(ValueError, match=r"^Model.predict: t0 = 1099511627776 is far outside any panel's time steps$"):
+        model.predict(panel, t0=2**40)
+    pred = model.predict(panel, t0=np.int64(200), t1=None)  # numpy integers are indices too
+    assert np.isnan(pred[:, :200]).all() and np.isfinite(pred[:, 200:]).all()
 
 
 # --- loggers ------------------------------------------------------------------------------------------------
