@@ -227,9 +227,11 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     "global_step": fold × train.steps + step, which keeps growing across walk-forward folds (what
     optuna's trial.report needs). The engine's warnings ("warning: ..." messages) are also issued as Python
     warnings (UserWarning).
-    logger: an object with log_metrics(metrics: dict, step: int) (and, optionally, log_params(params: dict) and
-    finish()), e.g. mlalpha.loggers.MLflowLogger() or TensorBoardLogger(log_dir): the training records and
-    every validation's metrics go to it (docs/python.md, "Loggers").
+    logger: an object with log_metrics(metrics: dict, step: int) (and, optionally, log_params(params: dict),
+    log_artifacts(dir: str, files: list[str]) and finish()), e.g. mlalpha.loggers.MLflowLogger() or
+    TensorBoardLogger(log_dir): the training records, every validation's metrics, and at the end the test (and
+    pooled out-of-sample) metrics and the run folder's plots, tables and records go to it (docs/python.md,
+    "Loggers").
     out_dir: the run folder; None uses the config's run.out_dir when it was set, otherwise a temporary folder
     removed once the models are loaded (Run.dir is then None). A folder that holds a run is refused unless
     overwrite=True (its old files go once every check has passed) or resume names it.
@@ -301,6 +303,8 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
             pooled = os.path.join(result["dir"], "ensemble", "pred.csv")
             oos_file = pooled if any(m["oos"] is not None for m in result["members"]) else None
         oos_pred = _oos_frame(oos_file, panel) if oos_file else None
+        if logger is not None:
+            _log_result(logger, result, steps)  # before a temporary run folder goes
     finally:
         if bar is not None:
             bar.close()
@@ -330,3 +334,46 @@ def _log_event(logger, e: dict, steps: int) -> None:
         m = e["evaluation"]["metrics"]
         values = {f"{prefix}valid/{k}": float(m[k]) for k in _core.metric_names()}
         logger.log_metrics({k: v for k, v in values.items() if np.isfinite(v)}, e["global_step"])
+
+
+# What a logger gets of the run folder: the plots, tables and records; not the checkpoints, arrays or the lock.
+_ARTIFACT_SUFFIXES = (".svg", ".csv", ".json", ".jsonl")
+
+
+def _run_files(run_dir: str) -> list[str]:
+    """The run folder's files a logger keeps, as paths relative to it (fold-0/curves.svg), sorted."""
+    out = []
+    for root, _, names in os.walk(run_dir):
+        out += [os.path.relpath(os.path.join(root, n), run_dir) for n in names if n.endswith(_ARTIFACT_SUFFIXES)]
+    return sorted(out)
+
+
+def _log_result(logger, result: dict, steps: int) -> None:
+    """The run's outcome, once it has ended: each fold's test metrics (test/<metric>, at its last global step), a
+    walk-forward run's pooled out-of-sample metrics (oos/<metric>), a population's members' test and pooled
+    metrics (member-03/test/<metric>, member-03/oos/<metric>) and its mean-ensemble's (ensemble/<metric>), at the
+    run's last global step; then, when the logger has log_artifacts(dir, files), the run folder's plots, tables
+    and records (_run_files)."""
+    def values(prefix: str, m: dict | None) -> dict:
+        if m is None:
+            return {}
+        named = {f"{prefix}{k}": float(m[k]) for k in _core.metric_names()}
+        return {k: v for k, v in named.items() if np.isfinite(v)}
+
+    ends = [f["fold"] * steps + f["steps"] for f in result["folds"]]
+    ends += [m["fold"] * steps + m["steps"] for m in result["members"]]
+    last = max(ends, default=0)
+    for f in result["folds"]:
+        if f["test"] is not None:
+            logger.log_metrics(values("test/", f["test"]), f["fold"] * steps + f["steps"])
+    for m in result["members"]:
+        if m["test"] is not None:
+            logger.log_metrics(values(f"{m['name']}/test/", m["test"]), m["fold"] * steps + m["steps"])
+    pooled = values("oos/", result["oos"])
+    for m in result["members"]:
+        pooled.update(values(f"{m['name']}/oos/", m["oos"]))
+    pooled.update(values("ensemble/", result["ensemble"]))
+    if pooled:
+        logger.log_metrics(pooled, last)
+    if callable(getattr(logger, "log_artifacts", None)) and result["dir"] and os.path.isdir(result["dir"]):
+        logger.log_artifacts(result["dir"], _run_files(result["dir"]))

@@ -1,20 +1,35 @@
-"""Loggers for mlalpha.fit(..., logger=...): the training records and every validation's metrics sent to an
-experiment tracker. Each imports its tracker only when it is made, so mlalpha needs neither.
+"""Loggers for mlalpha.fit(..., logger=...): the training records, every validation's metrics, the test metrics
+and the run's files sent to an experiment tracker. Each imports its tracker only when it is made, so mlalpha needs neither.
 
-A logger is any object with log_metrics(metrics: dict[str, float], step: int); log_params(params: dict) and
-finish() are called when present. Steps are fit's global steps (fold × train.steps + step), which keep growing
-across walk-forward folds.
+A logger is any object with log_metrics(metrics: dict[str, float], step: int); log_params(params: dict),
+log_artifacts(dir: str, files: list[str]) and finish() are called when present. Steps are fit's global steps
+(fold × train.steps + step), which keep growing across walk-forward folds. When the run ends, log_metrics gets
+the test metrics (test/<metric>), a walk-forward run's pooled out-of-sample ones (oos/<metric>) and a
+population's ensemble (ensemble/<metric>); log_artifacts gets the run folder and its plots, tables and records
+(curves.svg, long_short.svg, metrics.jsonl, folds.csv, leaderboard.csv, ...: every .svg, .csv, .json and
+.jsonl, as paths relative to the folder; not the checkpoints), called before a temporary run folder is removed.
 
     run = mlalpha.fit(panel, cfg, logger=mlalpha.loggers.MLflowLogger(experiment="alpha"))
     run = mlalpha.fit(panel, cfg, logger=mlalpha.loggers.TensorBoardLogger("tb/run1"))
 """
 from __future__ import annotations
 
+import os
+import shutil
 from typing import Any
 
 
+def _writer_folder(writer: Any, sub: str) -> str | None:
+    """`sub` inside the folder a SummaryWriter writes to (torch: log_dir; tensorboardX: logdir, get_logdir())."""
+    folder = getattr(writer, "log_dir", None) or getattr(writer, "logdir", None)
+    if folder is None and callable(getattr(writer, "get_logdir", None)):
+        folder = writer.get_logdir()
+    return os.path.join(os.fspath(folder), sub) if isinstance(folder, (str, os.PathLike)) else None
+
+
 class MLflowLogger:
-    """Logs to MLflow (pip install mlflow): the run's settings as parameters, the records as metrics.
+    """Logs to MLflow (pip install mlflow): the run's settings as parameters, the records and the test metrics as
+    metrics ("/" written as "."), the run folder's plots, tables and records as artifacts (fold-k/ kept).
 
     experiment: the experiment's name (None: MLflow's active or default one); run_name names the MLflow run;
     tracking_uri: where MLflow writes (None: MLFLOW_TRACKING_URI or ./mlruns). A run already active (mlflow.start_run
@@ -44,6 +59,13 @@ class MLflowLogger:
             self._mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()}, step=int(step),
                                      run_id=self.run_id)
 
+    def log_artifacts(self, run_dir: str, files: list[str]) -> None:
+        # Each file under its own sub-folder of the MLflow run's artifacts (fold-0/curves.svg stays fold-0/).
+        client = self._mlflow.MlflowClient()
+        for rel in files:
+            sub = os.path.dirname(rel)
+            client.log_artifact(self.run_id, os.path.join(run_dir, rel), sub or None)
+
     def finish(self) -> None:
         if self._owned and self._mlflow.active_run() is not None and self._mlflow.active_run().info.run_id == self.run_id:
             self._mlflow.end_run()
@@ -52,9 +74,13 @@ class MLflowLogger:
 class TensorBoardLogger:
     """Logs scalars for TensorBoard: `writer` is an object with add_scalar(tag, value, step) (a
     torch.utils.tensorboard.SummaryWriter or a tensorboardX one); without it, one is made for `log_dir` from
-    torch.utils.tensorboard, else tensorboardX (pip install tensorboard, or tensorboardX)."""
+    torch.utils.tensorboard, else tensorboardX (pip install tensorboard, or tensorboardX).
 
-    def __init__(self, log_dir: str | None = None, writer: Any = None):
+    TensorBoard has no artifact store: the run's files are copied beside the event files, into
+    <the writer's folder>/run_files/ (the writer's log_dir, logdir or get_logdir()); `files_dir` names another
+    folder. A writer without a folder, and no files_dir, gets the scalars only."""
+
+    def __init__(self, log_dir: str | None = None, writer: Any = None, files_dir: str | None = None):
         if writer is None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -68,6 +94,7 @@ class TensorBoardLogger:
         if not callable(getattr(writer, "add_scalar", None)):
             raise TypeError(f"TensorBoardLogger: writer must have add_scalar(tag, value, step), got {type(writer).__name__}")
         self.writer = writer
+        self.files_dir = files_dir if files_dir is not None else _writer_folder(writer, "run_files")
 
     def log_params(self, params: dict[str, Any]) -> None:
         if callable(getattr(self.writer, "add_text", None)):
@@ -76,6 +103,14 @@ class TensorBoardLogger:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         for tag, value in metrics.items():
             self.writer.add_scalar(tag, float(value), int(step))
+
+    def log_artifacts(self, run_dir: str, files: list[str]) -> None:
+        if self.files_dir is None:
+            return
+        for rel in files:
+            dest = os.path.join(self.files_dir, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(os.path.join(run_dir, rel), dest)
 
     def finish(self) -> None:
         if callable(getattr(self.writer, "flush", None)):

@@ -185,26 +185,48 @@ class Recorder:
     def finish(self):
         self.finished = True
 
+    def log_artifacts(self, run_dir, files):
+        # Read while fit runs: a temporary run folder is removed once fit returns.
+        self.files = {f: open(os.path.join(run_dir, f), "rb").read() for f in files}
 
-def test_a_logger_sees_every_fold_at_growing_steps():
+
+def test_a_logger_sees_every_fold_at_growing_steps(tmp_path):
     x, y = make_arrays()
     rec = Recorder()
     cfg = mlalpha.Config(SMALL).replace(split={"walk_forward_folds": 2}, train={"steps": 20})
-    mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=rec)
+    run = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=rec)
     assert rec.finished and rec.params["train.steps"] == 20
     train_steps = [s for s, m in rec.metrics if "train/loss" in m]
     assert train_steps == list(range(1, 41))  # fold 1's steps 1..20 logged as 21..40
     valid = [(s, m) for s, m in rec.metrics if "valid/ic" in m]
     assert [s for s, _ in valid] == [10, 20, 30, 40] and "valid/mse" in valid[0][1]
-    # TensorBoard: any writer with add_scalar.
+    # At the end: each fold's test metrics at its last step, the pooled out-of-sample metrics, the run's files.
+    test = [(s, m) for s, m in rec.metrics if "test/ic" in m]
+    assert [s for s, _ in test] == [20, 40]
+    for (_, m), fold in zip(test, run.folds):
+        assert m["test/ic"] == fold.test["ic"] and m["test/mse"] == fold.test["mse"]
+    oos = [(s, m) for s, m in rec.metrics if "oos/ic" in m]
+    assert len(oos) == 1 and oos[0][0] == 40 and oos[0][1]["oos/ic"] == run.oos["ic"]
+    assert {"folds.csv", "folds.json", "oos_pred.csv", "long_short.svg", "run.json", "fold-0/curves.svg",
+            "fold-0/metrics.jsonl", "fold-1/best.json"} <= set(rec.files)
+    assert not [f for f in rec.files if f.endswith((".safetensors", ".npy", ".lock"))]
+    assert rec.files["folds.csv"].startswith(b"fold,") and rec.files["fold-1/curves.svg"].startswith(b"<svg")
+    # TensorBoard: any writer with add_scalar; the files are copied beside its event files.
     scalars = []
 
     class Writer:
-        def add_scalar(self, tag, value, step):
-            scalars.append((tag, step))
+        log_dir = str(tmp_path / "tb")
 
-    mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=mlalpha.loggers.TensorBoardLogger(writer=Writer()))
-    assert ("train/loss", 40) in scalars and ("valid/ic", 30) in scalars
+        def add_scalar(self, tag, value, step):
+            scalars.append((tag, step, value))
+
+    run = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, out_dir=tmp_path / "run",
+                      logger=mlalpha.loggers.TensorBoardLogger(writer=Writer()))
+    assert ("train/loss", 40) in [(t, s) for t, s, _ in scalars] and ("valid/ic", 30) in [(t, s) for t, s, _ in scalars]
+    assert ("test/ic", 40, run.folds[1].test["ic"]) in scalars and ("oos/mse", 40, run.oos["mse"]) in scalars
+    for f in ("fold-0/metrics.jsonl", "folds.json", "long_short.svg"):
+        assert (tmp_path / "tb" / "run_files" / f).read_bytes() == (tmp_path / "run" / f).read_bytes()
+    assert not (tmp_path / "tb" / "run_files" / "fold-0" / "best.safetensors").exists()
     with pytest.raises(TypeError, match="log_metrics"):
         mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=object())
 
@@ -213,12 +235,20 @@ def test_mlflow_logger(tmp_path):
     mlflow = pytest.importorskip("mlflow", reason="mlflow is not installed (pyqlib brings it)")
     x, y = make_arrays()
     logger = mlalpha.loggers.MLflowLogger(experiment="mlalpha-test", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), logger=logger)
+    fit = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL), logger=logger)
     run = mlflow.get_run(logger.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.params["train.steps"] == "30" and "valid.ic" in run.data.metrics
     history = mlflow.MlflowClient().get_metric_history(logger.run_id, "train.loss")
     assert sorted(m.step for m in history) == list(range(1, 31))
+    # The test metrics, and the run's files as artifacts (its checkpoints left out).
+    assert run.data.metrics["test.ic"] == pytest.approx(fit.folds[0].test["ic"], rel=1e-12)
+    assert run.data.metrics["test.mse"] == pytest.approx(fit.folds[0].test["mse"], rel=1e-12)
+    names = [a.path for a in mlflow.MlflowClient().list_artifacts(logger.run_id)]
+    assert {"curves.svg", "long_short.svg", "metrics.jsonl", "best.json", "run.json"} <= set(names)
+    assert not [n for n in names if n.endswith(".safetensors")]
+    svg = mlflow.artifacts.download_artifacts(run_id=logger.run_id, artifact_path="curves.svg", dst_path=str(tmp_path / "dl"))
+    assert open(svg).read().startswith("<svg")
 
 
 # --- the target scale ---------------------------------------------------------------------------------------
