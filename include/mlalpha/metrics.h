@@ -46,6 +46,7 @@ struct PortfolioSeries {
   std::vector<double> quantile_returns;   // (t1 − t0, Q): mean target of each group, q = 0 the lowest predictions
   std::vector<double> long_short;         // (t1 − t0): top group's mean − bottom group's mean
   std::vector<uint8_t> formed;            // (t1 − t0): 1 where the time step formed portfolios
+  std::vector<double> strategy;           // (t1 − t0): the sign strategy's return (ts_*), NaN without a pair
 };
 
 

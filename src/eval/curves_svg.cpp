@@ -85,7 +85,14 @@ void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot
     sets.push_back(&plot.lines[i].points);
     series.push_back({plot.lines[i].points, kColors[i % 6], plot.lines[i].label, 2.0, plot.lines[i].points.size() <= 60});
   }
-  const Axis xa = make_axis(sets, true, false), ya = make_axis(sets, false, false);
+  Axis xa = make_axis(sets, true, false);
+  const Axis ya = make_axis(sets, false, false);
+  if (std::isfinite(plot.x_first) && std::isfinite(plot.x_last) && plot.x_last > plot.x_first) {
+    bool points = false;
+    for (const auto* s : sets) points = points || !s->empty();
+    xa.lo = points ? std::min(xa.lo, plot.x_first) : plot.x_first;
+    xa.hi = points ? std::max(xa.hi, plot.x_last) : plot.x_last;
+  }
   const bool dated = plot.dates && plot.time_values.size() > size_t(std::max(0.0, xa.hi));
   std::vector<Tick> ticks = dated ? date_ticks(plot.time_values, xa) : number_ticks(xa);
   if (!dated && !plot.time_labels.empty())  // the labels at the index ticks

@@ -271,6 +271,7 @@ MetricsResult compute_metrics(const MetricsInput& in) {
     ps.quantile_returns.assign(rows * size_t(Q), kNaN);
     ps.long_short.assign(rows, kNaN);
     ps.formed.assign(rows, 0);
+    ps.strategy.assign(rows, kNaN);
     if (panel) {
       std::vector<char> top(size_t(in.N), 0), prev_top(size_t(in.N), 0);
       int prev_ts = -2;  // the last time step that formed portfolios
@@ -288,6 +289,7 @@ MetricsResult compute_metrics(const MetricsInput& in) {
         }
         add_correlations(acc, p, t, in.min_pairs);
         add_strategy_step(acc, p, t);
+        if (!p.empty()) ps.strategy[size_t(ts - in.t0)] = acc.strategy_t.back();
         if (int(p.size()) < Q) continue;
         double* row = ps.quantile_returns.data() + size_t(ts - in.t0) * Q;
         quantile_step(p, t, inst, Q, row, top);
@@ -312,6 +314,7 @@ MetricsResult compute_metrics(const MetricsInput& in) {
         p.push_back(pv);
         t.push_back(yv);
         acc.strategy_t.push_back(pv > 0 ? yv : pv < 0 ? -yv : 0.0);
+        ps.strategy[size_t(ts - in.t0)] = acc.strategy_t.back();
       }
       add_correlations(acc, p, t, in.min_pairs);
     }

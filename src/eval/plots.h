@@ -1,6 +1,7 @@
 #pragma once
 // The SVG plots a run writes: the training and validation curves (curves.svg) and the cumulative long-short
 // return (long_short.svg). Host-only (never include from .cu).
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct LongShortPlot {
   std::vector<double> time_values;       // (T) seconds since the epoch when `dates`
   bool dates = false;
   std::vector<std::pair<double, std::string>> markers;  // (time index, label): dashed vertical lines (fold starts)
+  // The time indices the x axis spans at least (the range scored), so steps without a point keep their place;
+  // NaN: the points' own span.
+  double x_first = NAN, x_last = NAN;
   int width = 960, height = 440;
 };
 void write_long_short_svg(const std::filesystem::path& path, const LongShortPlot& plot);

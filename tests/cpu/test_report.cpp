@@ -3,6 +3,7 @@
 // atomic write).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,9 @@
 #include "eval/folds.h"
 #include "eval/jsonl.h"
 #include "eval/plots.h"
+#include "mlalpha/eval.h"
+#include "mlalpha/metrics.h"
+#include "mlalpha/panel.h"
 #include "mlalpha/progress.h"
 
 namespace mlalpha {
@@ -329,6 +333,55 @@ TEST(LongShortSvg, OneLinePerTargetAndEmptyIsReadable) {
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"long_short.svg"});
   write_long_short_svg(path, LongShortPlot{});
   EXPECT_EQ(count(read_bytes(path), "no data"), 1u);
+}
+
+// One series forms no portfolios: its long_short.svg draws the sign strategy's cumulative return over the scored
+// dates (metrics' own per-date series), and the x axis spans the scored range even where nothing is drawn.
+TEST(LongShortSvg, OneSeriesPlotsTheSignStrategy) {
+  TempDir dir;
+  const fs::path path = dir.path / "long_short.svg";
+  Panel panel;
+  panel.N = 1, panel.T = 60, panel.K = 1;
+  panel.target_names = {"ret"};
+  panel.times_are_dates = true;
+  for (int t = 0; t < panel.T; ++t) {  // business days from Monday 2021-01-04
+    panel.time_values.push_back((18631.0 + t / 5 * 7 + t % 5) * 86400.0);
+    panel.times.push_back("d" + std::to_string(t));
+  }
+  std::vector<float> pred(60), y(60);
+  for (int t = 0; t < 60; ++t) pred[t] = t % 3 == 0 ? -1.f : 0.5f, y[t] = 0.01f * float(t % 7) - 0.02f;
+  y[30] = std::numeric_limits<float>::quiet_NaN();
+  MetricsInput in{pred, y, 1, 60, 1, 10, -1, 3};
+  const MetricsResult r = compute_metrics(in);
+  const PortfolioSeries& ps = r.portfolios[0];
+  ASSERT_EQ(ps.strategy.size(), 50u);
+  double cum = 0;
+  for (int t = 10; t < 60; ++t) {
+    if (t == 30) {
+      EXPECT_TRUE(std::isnan(ps.strategy[20]));
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(ps.strategy[size_t(t - 10)], pred[t] > 0 ? double(y[t]) : -double(y[t])) << t;
+    cum += ps.strategy[size_t(t - 10)];
+  }
+  EXPECT_NEAR(cum / 49, r.mean.ts_mean, 1e-15);  // the series behind ts_mean
+  EXPECT_EQ(std::count(ps.formed.begin(), ps.formed.end(), 1), 0);
+
+  write_long_short_plot(path.string(), r, panel, "test");
+  std::string svg = read_bytes(path);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count(svg, "no data"), 0u) << svg;
+  EXPECT_EQ(count(svg, "<path d='"), 1u);
+  EXPECT_NE(svg.find("cumulative sign-strategy return: test"), std::string::npos);
+  EXPECT_NE(svg.find("one series, no prediction groups"), std::string::npos);
+  EXPECT_NE(svg.find(">2021-03</text>"), std::string::npos) << svg;  // the scored range runs into March
+
+  // No prediction at all: nothing to draw, but the axis still spans the scored dates.
+  std::fill(pred.begin(), pred.end(), std::numeric_limits<float>::quiet_NaN());
+  write_long_short_plot(path.string(), compute_metrics(in), panel, "test");
+  svg = read_bytes(path);
+  EXPECT_EQ(count(svg, "no data"), 1u);
+  EXPECT_NE(svg.find(">2021-03</text>"), std::string::npos) << svg;
 }
 
 // Every horizontal <text> of an SVG of `width` fits it, its width estimated at 0.6 em per character (above the
