@@ -2,7 +2,8 @@
 docs/python.md (DatasetH and TSDatasetH) over a Qlib data folder written here (qlib_market.py), then what it
 recorded read back (the model in params.pkl, SignalRecord's pred.pkl, SigAnaRecord's IC, PortAnaRecord's
 backtest); R.save_objects and the records in process; finetune (ModelFT); processing as model settings; the
-reweighter refusal; get_params / set_params and scikit-learn's clone. scripts/test_python.sh installs pyqlib and fails without it
+reweighter refusal; get_params / set_params and scikit-learn's clone; the calendar PortAnaRecord needs past the
+predictions. scripts/test_python.sh installs pyqlib and fails without it
 (MLALPHA_SKIP_QLIB=1 opts out); here a missing pyqlib skips, saying so."""
 import os
 import pathlib
@@ -239,3 +240,55 @@ def test_sklearn_clone():
     plain = base.clone(MambaAlpha())
     assert plain.get_params() == {"config": None, "device": "auto"}
     assert base.clone(est.set_params(lr=2e-3)).engine_config["train.lr"] == pytest.approx(2e-3)
+
+
+# A PortAnaRecord backtest with end_time None over a provider whose calendar ends `extra` dates after the last
+# prediction; prints the report's length, or the error. Run in its own process: Qlib caches a provider's calendar.
+_BACKTEST = r"""
+import pathlib, sys
+import pandas as pd
+sys.path.insert(0, sys.argv[1])
+from qlib_market import write_market
+import qlib
+from qlib.constant import REG_CN
+from qlib.workflow import R
+from qlib.workflow.record_temp import PortAnaRecord
+
+root, extra = pathlib.Path(sys.argv[2]), int(sys.argv[3])
+market = write_market(root)
+calendar = pathlib.Path(market["provider_uri"]) / "calendars" / "day.txt"
+dates = calendar.read_text().splitlines(True)
+frame = pd.read_pickle(market["frame"])
+calendar.write_text("".join(dates[:len(frame.index.unique(level=0)) + extra]))
+qlib.init(provider_uri=market["provider_uri"], region=REG_CN,
+          exp_manager={"class": "MLflowExpManager", "module_path": "qlib.workflow.expm",
+                       "kwargs": {"uri": f"sqlite:///{root / 'mlruns.db'}", "default_exp_name": "calendar"}})
+test = frame.loc[market["segments"]["test"][0]:]
+score = test["label"].iloc[:, 0].rename("score").to_frame()  # a perfect signal: only the calendar matters here
+with R.start(experiment_name="calendar"):
+    rec = R.get_recorder()
+    rec.save_objects(**{"pred.pkl": score, "label.pkl": score.rename(columns={"score": "label"})})
+    try:
+        PortAnaRecord(recorder=rec, config={
+            "strategy": {"class": "TopkDropoutStrategy", "module_path": "qlib.contrib.strategy",
+                         "kwargs": {"signal": "<PRED>", "topk": 3, "n_drop": 1}},
+            "backtest": {"start_time": None, "end_time": None, "account": 1e8, "benchmark": "SH000300",
+                         "exchange_kwargs": {"deal_price": "close"}}}).generate()
+        print("rows", len(rec.load_object("portfolio_analysis/report_normal_1day.pkl")), "dates", len(test.index.unique(level=0)))
+    except IndexError as e:
+        print("IndexError:", e)
+"""
+
+
+@pytest.mark.parametrize("extra", [1, 2])
+def test_portanarecord_needs_two_calendar_dates_after_the_predictions(tmp_path, extra):
+    # What docs/python.md says under the qrun workflow: end_time None ends the backtest on the date after the last
+    # prediction, and the backtest reads the date after its end, so the calendar needs two dates past the predictions.
+    out = subprocess.run([sys.executable, "-c", _BACKTEST, str(pathlib.Path(__file__).parent), str(tmp_path), str(extra)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    last = out.stdout.strip().splitlines()[-1]
+    if extra == 1:
+        assert re.fullmatch(r"IndexError: index (\d+) is out of bounds for axis 0 with size \1", last), last
+    else:
+        assert re.fullmatch(r"rows (\d+) dates (\d+)", last) and int(last.split()[1]) == int(last.split()[3]) + 1, last
