@@ -363,12 +363,11 @@ def _log_result(logger, result: dict, steps: int) -> None:
     ends = [f["fold"] * steps + f["steps"] for f in result["folds"]]
     ends += [m["fold"] * steps + m["steps"] for m in result["members"]]
     last = max(ends, default=0)
-    for f in result["folds"]:
-        if f["test"] is not None:
-            logger.log_metrics(values("test/", f["test"]), f["fold"] * steps + f["steps"])
-    for m in result["members"]:
-        if m["test"] is not None:
-            logger.log_metrics(values(f"{m['name']}/test/", m["test"]), m["fold"] * steps + m["steps"])
+    tested = [(values("test/", f["test"]), f["fold"] * steps + f["steps"]) for f in result["folds"]]
+    tested += [(values(f"{m['name']}/test/", m["test"]), m["fold"] * steps + m["steps"]) for m in result["members"]]
+    for metrics, step in tested:
+        if metrics:
+            logger.log_metrics(metrics, step)
     pooled = values("oos/", result["oos"])
     for m in result["members"]:
         pooled.update(values(f"{m['name']}/oos/", m["oos"]))

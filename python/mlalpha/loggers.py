@@ -1,5 +1,6 @@
 """Loggers for mlalpha.fit(..., logger=...): the training records, every validation's metrics, the test metrics
-and the run's files sent to an experiment tracker. Each imports its tracker only when it is made, so mlalpha needs neither.
+and the run's files sent to an experiment tracker. Each imports its tracker only when it is made, so mlalpha
+needs neither.
 
 A logger is any object with log_metrics(metrics: dict[str, float], step: int); log_params(params: dict),
 log_artifacts(dir: str, files: list[str]) and finish() are called when present. Steps are fit's global steps

@@ -231,6 +231,20 @@ def test_a_logger_sees_every_fold_at_growing_steps(tmp_path):
         mlalpha.fit(mlalpha.Panel.from_numpy(x, y), cfg, logger=object())
 
 
+def test_a_logger_gets_a_populations_end():
+    x, y = make_arrays()
+    rec = Recorder()
+    run = mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(SMALL).replace(train={"models": 2, "steps": 20}),
+                      logger=rec)
+    logged = {}
+    for step, m in rec.metrics:
+        logged.update({k: (step, v) for k, v in m.items()})
+    for member in run.members:
+        assert logged[f"{member['name']}/test/ic"] == (20, member["test"]["ic"])
+    assert logged["ensemble/mse"] == (20, run.ensemble["mse"])
+    assert {"leaderboard.csv", "leaderboard.json", "ensemble/pred.csv", "member-01/curves.svg"} <= set(rec.files)
+
+
 def test_mlflow_logger(tmp_path):
     mlflow = pytest.importorskip("mlflow", reason="mlflow is not installed (pyqlib brings it)")
     x, y = make_arrays()
