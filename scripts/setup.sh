@@ -28,6 +28,6 @@ if [ -z "$nvcc_bin" ]; then
 fi
 
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc_bin"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc_bin" -DMLALPHA_WERROR="${MLALPHA_WERROR:-OFF}"
 fi
 cmake --build "$build" -j "$(nproc)"

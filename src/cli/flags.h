@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
@@ -15,6 +16,8 @@ namespace mlalpha {
 
 // A flag that sets `key` when given, with the text the user typed.
 struct Flag {
+  // A constructor rather than aggregate initialisation: the Flags table below names only key and kind.
+  Flag(std::string key, ConfigSetting::Kind kind = ConfigSetting::Kind::text) : key(std::move(key)), kind(kind) {}
   std::string key;
   ConfigSetting::Kind kind = ConfigSetting::Kind::text;
   std::optional<std::string> value;
