@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "core/shortest.h"
+#include "data/fileio.h"
 #include "mlalpha/device.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/model.h"
@@ -148,10 +149,26 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
+// predict writes <out>.npy and <out>.csv by renaming over them: neither may be a file it reads (the data, the
+// checkpoint file), the same inode through symbolic and hard links.
+void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
+  std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
+                                                           {"data.targets", d.targets}, {"--checkpoint", checkpoint}};
+  for (const std::string& target : {out + ".npy", out + ".csv"}) {
+    const std::optional<FileId> id = file_id(target);
+    if (!id) continue;
+    for (const auto& [what, path] : read)
+      if (!path.empty() && file_id(path) == id)
+        throw Error("--out " + out + ": " + target + " is the same file as " + what + " " + path +
+                    ": predict would write over a file it reads (give another --out)");
+  }
+}
+
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
   const PredictMode mode = parse_predict_mode(a.mode, "--mode");
   const Prepared p = prepare(a, true);
+  check_predict_outputs(a.out, a.checkpoint, p.cfg.data);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
     std::cerr << w << std::endl;
   // The targets written beside the predictions are the processed ones the predictions estimate.

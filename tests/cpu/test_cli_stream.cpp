@@ -340,5 +340,19 @@ TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
   EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
+TEST_F(CliStream, PredictNeverWritesOverItsData) {
+  // --out panel names panel.csv, the data predict reads: refused, the data unchanged (the rename would replace it).
+  const std::string before = test::read_bytes(p("data/panel.csv"));
+  Result r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("data/panel"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(p("data/panel.csv") + " is the same file as data.csv"), std::string::npos) << r.out;
+  fs::create_hard_link(p("data/panel.csv"), p("alias.csv"));
+  r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("alias"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("predict would write over a file it reads"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("data/panel.csv")), before);
+  EXPECT_FALSE(fs::exists(p("data/panel.npy")));
+}
+
 }  // namespace
 }  // namespace mlalpha
