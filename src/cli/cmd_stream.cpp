@@ -148,6 +148,66 @@ void check_no_clobber(const StreamArgs& a, const std::string& lock) {
   }
 }
 
+// The instruments of a resumed stream given a list: the state's, in its order (a restart with the same command
+// leaves the state as it was), then the listed ones it lacks (with no history). A list that leaves out instruments
+// of the state would drop their history: refused, naming them, unless --new-instruments (which adds the feed's
+// instruments to the state unlisted) is given.
+std::vector<std::string> resumed_instruments(std::vector<std::string> state, const std::vector<std::string>& listed,
+                                             const StreamArgs& a) {
+  const std::unordered_set<std::string> in_list(listed.begin(), listed.end());
+  std::vector<std::string> dropped;
+  for (const std::string& n : state)
+    if (!in_list.count(n)) dropped.push_back(n);
+  if (!dropped.empty() && !a.new_instruments) {
+    std::string text;
+    for (size_t i = 0; i < dropped.size() && i < 10; ++i) text += (i ? ", " : "") + dropped[i];
+    if (dropped.size() > 10) text += ", ... (" + std::to_string(dropped.size()) + " in all)";
+    throw Error("--state " + a.state + " holds the history of instruments the stream's list leaves out: " + text +
+                "; a restarted stream keeps every instrument of its state (list them too, or leave out "
+                "--instruments to take the state's)");
+  }
+  const std::unordered_set<std::string> have(state.begin(), state.end());
+  for (const std::string& n : listed)
+    if (!have.count(n)) state.push_back(n);
+  return state;
+}
+
+// The output file (none for "-"), its header written. A new stream writes it afresh. A resumed one appends: the
+// rows already written are kept, those after the state's last time (a stream stopped before it saved its state)
+// are dropped to be written again, and an output that is not this stream's is refused (csv_stream.h).
+std::optional<AppendFile> open_output(const StreamArgs& a, bool resume, const std::string& head,
+                                      const std::string& time_format, double committed) {
+  if (a.output == "-") return std::nullopt;
+  std::error_code ec;
+  if (!resume || !fs::exists(a.output, ec)) {
+    fault_point(("create " + a.output).c_str());
+    std::optional<AppendFile> out(std::in_place, a.output, AppendFile::Start::empty);
+    fault_point(("append " + a.output).c_str());
+    out->write(head);
+    return out;
+  }
+  require(fs::is_regular_file(a.output, ec),
+          "--output " + a.output + " is not a regular file: a resumed stream appends to its output");
+  const StreamOutputTail tail = scan_stream_output(a.output, head.substr(0, head.size() - 1), time_format, committed);
+  if (tail.keep < tail.size) {
+    fault_point(("truncate " + a.output).c_str());
+    fs::resize_file(a.output, tail.keep, ec);
+    require(!ec, "--output " + a.output + ": cannot drop the rows written after the state's last save: " + ec.message());
+    if (tail.rows_dropped > 0) {
+      const std::string of_time = tail.time_dropped.empty() ? "" : " of time '" + tail.time_dropped + "'";
+      std::fprintf(stderr, "stream: --output %s: dropped %lld row(s)%s written after the state's last save (by a "
+                   "stream stopped before it saved); they are written again\n", a.output.c_str(),
+                   static_cast<long long>(tail.rows_dropped), of_time.c_str());
+    }
+  }
+  std::optional<AppendFile> out(std::in_place, a.output, AppendFile::Start::at_end);
+  if (tail.keep == 0) {  // empty, or a header cut short
+    fault_point(("append " + a.output).c_str());
+    out->write(head);
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_stream(const StreamArgs& a) {
@@ -211,25 +271,8 @@ int cmd_stream(const StreamArgs& a) {
   if (resume) {
     p.emplace(make({"_"}));  // the state file names the instruments
     p->load(a.state);
-    // Instruments listed with a state join it; the state's are kept, in its order (a restart with the same
-    // command leaves the state as it was). Leaving one out would drop its history: refused, naming them, unless
-    // --new-instruments (which adds the feed's instruments to the state unlisted) is given.
     if (!names.empty()) {
-      std::vector<std::string> all = p->instrument_names(), dropped;
-      const std::unordered_set<std::string> listed(names.begin(), names.end());
-      for (const std::string& n : all)
-        if (!listed.count(n)) dropped.push_back(n);
-      if (!dropped.empty() && !a.new_instruments) {
-        std::string list;
-        for (size_t i = 0; i < dropped.size() && i < 10; ++i) list += (i ? ", " : "") + dropped[i];
-        if (dropped.size() > 10) list += ", ... (" + std::to_string(dropped.size()) + " in all)";
-        throw Error("--state " + a.state + " holds the history of instruments the stream's list leaves out: " + list +
-                    "; a restarted stream keeps every instrument of its state (list them too, or leave out "
-                    "--instruments to take the state's)");
-      }
-      const std::unordered_set<std::string> have(all.begin(), all.end());
-      for (const std::string& n : names)
-        if (!have.count(n)) all.push_back(n);
+      const std::vector<std::string> all = resumed_instruments(p->instrument_names(), names, a);
       if (all != p->instrument_names()) p->set_instruments(all);
     }
   } else if (!names.empty()) {
@@ -251,45 +294,14 @@ int cmd_stream(const StreamArgs& a) {
   if (resume && !std::isnan(committed)) reader.skip_through(committed);
   else if (p && !std::isnan(committed)) reader.set_last_time(committed);
 
-  // The output, opened only once everything above is checked. A resumed stream appends: the rows already
-  // written are kept, those written after the state's last save (a stream stopped in between) are dropped and
-  // written again.
+  // The output, opened only once everything above is checked.
   std::string head = "time,instrument,context";
   for (int k = 0; k < ref.model_config().K; ++k)
     head.append(",").append(csv_cell(std::string("pred_").append(
         size_t(k) < ref.target_names().size() ? ref.target_names()[size_t(k)] : std::to_string(k))));
   head += "\n";
-  std::optional<AppendFile> out_file;
-  if (a.output != "-") {
-    std::error_code ec;
-    if (resume && std::filesystem::exists(a.output, ec)) {
-      require(std::filesystem::is_regular_file(a.output, ec),
-              "--output " + a.output + " is not a regular file: a resumed stream appends to its output");
-      const StreamOutputTail tail = scan_stream_output(a.output, head.substr(0, head.size() - 1), spec.time_format, committed);
-      if (tail.keep < tail.size) {
-        fault_point(("truncate " + a.output).c_str());
-        std::filesystem::resize_file(a.output, tail.keep, ec);
-        require(!ec, "--output " + a.output + ": cannot drop the rows written after the state's last save: " + ec.message());
-        if (tail.rows_dropped > 0)
-          std::fprintf(stderr, "stream: --output %s: dropped %lld row(s)%s written after the state's last save (by a "
-                       "stream stopped before it saved); they are written again\n", a.output.c_str(),
-                       static_cast<long long>(tail.rows_dropped),
-                       tail.time_dropped.empty() ? "" : (" of time '" + tail.time_dropped + "'").c_str());
-      }
-      out_file.emplace(a.output, AppendFile::Start::at_end);
-      if (tail.keep == 0) {
-        fault_point(("append " + a.output).c_str());
-        out_file->write(head);
-      }
-    } else {
-      fault_point(("create " + a.output).c_str());
-      out_file.emplace(a.output, AppendFile::Start::empty);
-      fault_point(("append " + a.output).c_str());
-      out_file->write(head);
-    }
-  } else {
-    std::cout << head << std::flush;
-  }
+  std::optional<AppendFile> out_file = open_output(a, resume, head, spec.time_format, committed);
+  if (!out_file) std::cout << head << std::flush;
   auto write_rows = [&](const std::string& text) {
     if (out_file) {
       fault_point(("append " + a.output).c_str());
