@@ -203,7 +203,7 @@ StreamOutputTail scan_stream_output(const std::string& path, const std::string& 
     require(parse_time_label(time, time_format, value, kind),
             "--output " + path + ":" + std::to_string(first) + ": the time '" + time.substr(0, 100) +
                 "' does not parse: it is not this stream's output (give another --output)");
-    if (!std::isnan(committed) && value <= committed) {
+    if (std::isnan(committed) || value <= committed) {  // a state without times cannot tell: every row kept
       require(std::isnan(after), "--output " + path + ":" + std::to_string(first) + ": time '" + time +
                                      "' comes after rows of a later time: it is not this stream's output");
       tail.keep = at;

@@ -91,8 +91,8 @@ class CsvStreamReader {
 // A stream's output file read back before a resumed stream appends to it (docs/data.md, "Streaming"). The stream
 // writes a step's rows, then saves its state: a stream stopped between the two leaves the rows of one step after
 // the state's last time, and a write cut short leaves a final line without a newline. `committed` is the state's
-// last time (NaN: none): the rows up to it are kept, those after it are to be dropped (the resumed stream writes
-// them again). Refused, naming the file and line: a first line other than `header` (not this stream's output), a
+// last time: the rows up to it are kept, those after it are to be dropped (the resumed stream writes them again);
+// NaN (a state without times) keeps every whole row. Refused, naming the file and line: a first line other than `header` (not this stream's output), a
 // row whose time does not parse, rows of more than one step after `committed` (not written with this state).
 struct StreamOutputTail {
   uint64_t keep = 0;          // bytes to keep: the header and the rows up to `committed` (0: rewrite it all)

@@ -172,6 +172,9 @@ TEST(CsvStream, AnOutputReadBackKeepsTheRowsUpToTheStatesTime) {
   t = scan(rows, 1);  // the step of time 2 was written after the last save
   EXPECT_EQ(t.keep, rows.size() - 12);
   EXPECT_EQ(t.rows_dropped, 1);
+  t = scan(rows + "3,X,3,1\n3,Y,2,", NAN);  // a state without times: every whole row kept
+  EXPECT_EQ(t.keep, rows.size() + 8);
+  EXPECT_EQ(t.rows_dropped, 1);
   t = scan(head.substr(0, 9), 1);  // a header cut short is written again
   EXPECT_EQ(t.keep, 0u);
   EXPECT_TRUE(contains(error_of([&] { scan(rows, 0.5); }), "out.csv:5: rows of more than one time step ('1', '2')"));
