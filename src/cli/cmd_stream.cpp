@@ -148,6 +148,25 @@ void check_no_clobber(const StreamArgs& a, const std::string& lock) {
   }
 }
 
+// The temporary files an atomic write of `path` leaves when the process is killed before its rename
+// ("<path>.tmp-" and 16 hex digits, core/atomic_file.h): removed under the state's lock, where no other process
+// writes them.
+void remove_stale_temps(const std::string& path) {
+  const fs::path p(path);
+  const fs::path folder = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const std::string prefix = p.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != prefix.size() + 16 || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos || !it->is_regular_file(ec))
+      continue;
+    fault_point(("remove " + it->path().string()).c_str());
+    std::error_code rm;
+    fs::remove(it->path(), rm);  // a file that cannot be removed stays: it is only clutter
+  }
+}
+
 // The instruments of a resumed stream given a list: the state's, in its order (a restart with the same command
 // leaves the state as it was), then the listed ones it lacks (with no history). A list that leaves out instruments
 // of the state would drop their history: refused, naming them, unless --new-instruments (which adds the feed's
@@ -232,7 +251,10 @@ int cmd_stream(const StreamArgs& a) {
   check_no_clobber(a, lock_path);
   // One stream on a state at a time: held until the process ends.
   std::optional<FileLock> lock;
-  if (!a.state.empty()) lock.emplace(lock_path, "--state " + a.state);
+  if (!a.state.empty()) {
+    lock.emplace(lock_path, "--state " + a.state);
+    remove_stale_temps(a.state);
+  }
   const bool resume = !a.state.empty() && std::filesystem::exists(a.state);
   require(!(resume && !a.history.empty()), "--history warms up a new stream, but --state " + a.state +
                                                " exists and holds the stream's history already (remove --history)");

@@ -5,7 +5,8 @@
 // (MLALPHA_FAULT_AT = k, SIGKILL before the effect), run again unchanged, and the later pieces run: the output and
 // the state file must equal the uninterrupted stream's bit for bit, and the input pieces must be untouched. A kill
 // between a step's rows and its state save leaves rows the restart drops: that restart is killed at its
-// truncation (or, before the first save, its new output) too, then run again.
+// truncation (or, before the first save, its new output) too, then run again. No temporary file of a killed state
+// save is left behind.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -136,6 +137,11 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
       for (size_t r = j; r < pieces.size(); ++r)
         ASSERT_EQ(sh(command(r, at) + " > " + log + " 2>&1"), 0) << where << ", piece " << r << "\n" << test::read_bytes(log);
       const std::map<std::string, std::string> got = snapshot(at);
+      std::vector<std::string> files;  // no temporary file of a killed state save left behind
+      for (const auto& e : fs::directory_iterator(at))
+        if (e.path().filename() != "faults.log") files.push_back(e.path().filename().string());
+      std::sort(files.begin(), files.end());
+      EXPECT_EQ(files, (std::vector<std::string>{"out.csv", "s.state", "s.state.lock"})) << where;
       EXPECT_EQ(got.at("out.csv"), want.at("out.csv")) << where << ": the output differs from the uninterrupted one";
       EXPECT_EQ(got.at("s.state"), want.at("s.state")) << where << ": the state differs from the uninterrupted one";
       fs::remove_all(at);
