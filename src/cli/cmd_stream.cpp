@@ -256,16 +256,14 @@ int cmd_stream(const StreamArgs& a) {
     remove_stale_temps(a.state);
   }
   const bool resume = !a.state.empty() && std::filesystem::exists(a.state);
-  require(!(resume && !a.history.empty()), "--history warms up a new stream, but --state " + a.state +
-                                               " exists and holds the stream's history already (remove --history)");
 
   // The instruments: the state's, or those listed, then those of the history.
   std::vector<std::string> names = a.instruments.empty() ? std::vector<std::string>{} : split_list(a.instruments);
   if (!a.instruments_file.empty())
     for (const std::string& n : read_lines(a.instruments_file)) names.push_back(n);
   std::vector<CsvStreamStep> history;
-  if (!a.history.empty()) {
-    history = read_history(a.history, spec);
+  if (!a.history.empty()) history = read_history(a.history, spec);
+  if (!resume) {  // a resumed stream's state holds its warm-up already (checked below)
     std::unordered_set<std::string> known(names.begin(), names.end());
     for (const CsvStreamStep& s : history)
       for (const CsvStreamRow& r : s.rows)
@@ -293,6 +291,15 @@ int cmd_stream(const StreamArgs& a) {
   if (resume) {
     p.emplace(make({"_"}));  // the state file names the instruments
     p->load(a.state);
+    // The same command restarts a stream warmed up on --history: the state holds that warm-up.
+    if (!history.empty()) {
+      require(history.back().time_value <= p->last_time(),
+              "--history " + a.history + " reaches time '" + history.back().time + "', after the last time of --state " +
+                  a.state + " (" + shortest_text(p->last_time()) + "): a history warms up a new stream; send later "
+                  "rows as the input");
+      std::fprintf(stderr, "stream: --history %s: passed over (the state holds its warm-up)\n", a.history.c_str());
+      history.clear();
+    }
     if (!names.empty()) {
       const std::vector<std::string> all = resumed_instruments(p->instrument_names(), names, a);
       if (all != p->instrument_names()) p->set_instruments(all);

@@ -293,6 +293,11 @@ TEST_F(CliStream, OneStreamAStateEveryInstrumentKeptAndItsKernels) {
   EXPECT_NE(r.out.find("a carry state of the cpu-fast kernels, this stream runs the cpu-reference kernels"),
             std::string::npos) << r.out;
   EXPECT_EQ(test::read_bytes(p("s.state")), saved);
+  // A --history that reaches past the state's last time is not a warm-up the state holds: refused.
+  r = run("stream" + ck + " --history " + write("h.csv", csv(0, 6)) + " -i " + more + " -o " + p("b_out.csv"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("reaches time '5', after the last time of --state"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("s.state")), saved);
   // Listing more instruments keeps the state's and adds the new one.
   r = run("stream" + ck + " --instruments inst0,inst1,inst2,inst3,extra -i " + more + " -o " + p("b_out.csv"));
   ASSERT_EQ(r.code, 0) << r.out;

@@ -1,5 +1,5 @@
-// The stream's fault sweep (docs/testing.md, "The fault sweep"): `ml-alpha stream --state` fed in three pieces, as a
-// live user feeds it (the first ends in a step only the end of its input completes, the second in a row cut short
+// The stream's fault sweep (docs/testing.md, "The fault sweep"): `ml-alpha stream --state`, warmed up on a
+// `--history`, fed in three pieces, as a live user feeds it (the first ends in a step only the end of its input completes, the second in a row cut short
 // without a newline, the last ends its last step with a blank line). Each piece's fault points are counted
 // (MLALPHA_FAULT_LOG); then for every piece and every k the piece's command is killed at its k-th point
 // (MLALPHA_FAULT_AT = k, SIGKILL before the effect), run again unchanged, and the later pieces run: the output and
@@ -64,12 +64,15 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
       for (int i = 0; i < 3; ++i) s += lines[size_t(1 + 3 * t + i)] + "\n";
     return s;
   };
-  // The pieces: steps 0-2 (3 is only ended by the input's end), 3-5 (6 likewise, and half a row of 7), 6-9
-  // (ended by a blank line).
+  // A warm-up history of steps 0-2 (the first piece's command names it; its restarts pass it over), then the
+  // pieces: steps 3-5 (6 is only ended by the input's end), 6-8 (9 likewise, and half a row of 10), 9-12 (ended
+  // by a blank line).
+  const std::string history = dir / "history.csv";
+  test::write_bytes(history, lines[0] + "\n" + rows(0, 3));
   const std::vector<std::string> pieces = {
-      lines[0] + "\n" + rows(0, 4),
-      lines[0] + "\n" + rows(3, 7) + lines[22].substr(0, 7),
-      lines[0] + "\n" + rows(6, 10) + "\n",
+      lines[0] + "\n" + rows(3, 7),
+      lines[0] + "\n" + rows(6, 10) + lines[31].substr(0, 7),
+      lines[0] + "\n" + rows(9, 13) + "\n",
   };
   std::vector<std::string> piece_files;
   for (size_t j = 0; j < pieces.size(); ++j) {
@@ -79,7 +82,8 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
   // The j-th piece's command in folder `at` (state and output there).
   auto command = [&](size_t j, const std::string& at) {
     return bin + " stream --device cpu --threads 1 --checkpoint " + (dir / "run/best.safetensors") +
-           " --instruments inst0,inst1,inst2 --state " + at + "/s.state -i " + piece_files[j] + " -o " + at + "/out.csv";
+           " --instruments inst0,inst1,inst2 --state " + at + "/s.state -i " + piece_files[j] + " -o " + at + "/out.csv" +
+           (j == 0 ? " --history " + history : "");
   };
   auto snapshot = [](const std::string& at) {
     std::map<std::string, std::string> files;
@@ -149,6 +153,7 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
   EXPECT_EQ(kills, 11 + 9 + 12);
   EXPECT_EQ(truncations, 2 + 3 + 4);
   for (size_t j = 0; j < pieces.size(); ++j) EXPECT_EQ(test::read_bytes(piece_files[j]), pieces[j]) << "piece " << j;
+  EXPECT_EQ(test::read_bytes(history), lines[0] + "\n" + rows(0, 3));
 }
 
 }  // namespace
