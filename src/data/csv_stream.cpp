@@ -56,6 +56,10 @@ bool CsvStreamReader::record(std::vector<std::string>& fields) {
       throw Error(name_ + ":" + std::to_string(rec_line_) + ": a record longer than " + max_line_text() +
                   " (the line length cap; a quoted field is never closed?)");
   }
+  if (held_line_ > 0 && std::count(raw_.begin(), raw_.end(), '"') % 2 == 1) {  // a quoted field cut short
+    held_line_ = rec_line_;
+    return false;
+  }
   if (trim(raw_).empty()) return true;  // a blank line
   CsvRecords records(raw_, spec_.delimiter, name_, rec_line_);
   std::vector<std::string_view> cells;

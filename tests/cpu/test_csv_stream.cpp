@@ -130,6 +130,16 @@ TEST(CsvStream, ForAStateAFinalPartialLineIsHeldAndTheEndOfInputIsMarked) {
     EXPECT_FALSE(r.next(s));
     EXPECT_EQ(r.held_line(), 4);
   }
+  {  // A record whose quoted field a partial final line cuts short is held whole.
+    std::istringstream in(head + "1,X,1,2\n2,\"Y\nInc");
+    CsvStreamReader r(in, spec(), "feed");
+    r.hold_partial_input();
+    CsvStreamStep s;
+    ASSERT_TRUE(r.next(s));
+    EXPECT_TRUE(s.ended_by_input_end);
+    EXPECT_FALSE(r.next(s));
+    EXPECT_EQ(r.held_line(), 3);
+  }
   {  // The rows a state holds (times up to 2) are passed over at the start; later ones are read.
     std::istringstream in(head + "1,X,1,2\n2,X,3,4\n2,Y,3,4\n\n3,X,5,6\n4,X,7,8\n");
     CsvStreamReader r(in, spec(), "feed");
