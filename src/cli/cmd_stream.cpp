@@ -198,6 +198,12 @@ std::optional<AppendFile> open_output(const StreamArgs& a, bool resume, const st
                                       const std::string& time_format, double committed) {
   if (a.output == "-") return std::nullopt;
   std::error_code ec;
+  // A device or FIFO (/dev/null, a pipe to a reader) cannot be read back nor truncated: the rows go on.
+  if (fs::exists(a.output, ec) && !fs::is_regular_file(a.output, ec) && !fs::is_directory(a.output, ec)) {
+    std::optional<AppendFile> out(std::in_place, a.output, AppendFile::Start::at_end);
+    out->write(head);
+    return out;
+  }
   if (!resume || !fs::exists(a.output, ec)) {
     fault_point(("create " + a.output).c_str());
     std::optional<AppendFile> out(std::in_place, a.output, AppendFile::Start::empty);
@@ -205,8 +211,7 @@ std::optional<AppendFile> open_output(const StreamArgs& a, bool resume, const st
     out->write(head);
     return out;
   }
-  require(fs::is_regular_file(a.output, ec),
-          "--output " + a.output + " is not a regular file: a resumed stream appends to its output");
+  require(fs::is_regular_file(a.output, ec), "--output " + a.output + " is a directory, expected a file");
   const StreamOutputTail tail = scan_stream_output(a.output, head.substr(0, head.size() - 1), time_format, committed);
   if (tail.keep < tail.size) {
     fault_point(("truncate " + a.output).c_str());

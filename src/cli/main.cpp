@@ -118,13 +118,16 @@ int main(int argc, char** argv) {
   stream->add_option("--input,-i", stargs.input,
                      "the rows, long-format CSV with the checkpoint's time, instrument and feature columns "
                      "(docs/data.md); - for standard input")
-      ->capture_default_str();
-  stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")->capture_default_str();
+      ->capture_default_str()
+      ->check(kNotEmpty);
+  stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")
+      ->capture_default_str()
+      ->check(kNotEmpty);
   stream->add_option("--mode", stargs.mode,
                      "carry (the state carried bar to bar: O(1) a bar) | window (each bar from the window of the last "
                      "train.seq_len rows, as predict's default)")
       ->capture_default_str();
-  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c");
+  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c")->check(kNotEmpty);
   stream->add_option("--instruments-file", stargs.instruments_file, "the stream's instruments, one a line")
       ->check(CLI::ExistingFile);
   stream->add_option("--history", stargs.history,

@@ -111,7 +111,8 @@ void AppendFile::write(std::string_view bytes) {
 }
 
 void AppendFile::sync() {
-  if (::fsync(fd_) != 0) throw Error(path_ + ": fsync failed: " + errno_text());
+  // EINVAL: a device or a pipe (/dev/null, a FIFO), which holds nothing to make durable.
+  if (::fsync(fd_) != 0 && errno != EINVAL) throw Error(path_ + ": fsync failed: " + errno_text());
 }
 
 FileLock::FileLock(const std::string& path, const std::string& what) {

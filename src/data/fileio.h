@@ -38,7 +38,7 @@ std::optional<FileId> file_id(const std::string& path);
 std::optional<FileId> file_id(int fd);
 
 // A file written at its end, a piece at a time, each piece whole (write(2) until done) and made durable on
-// sync() (fsync): the output of a stream, whose rows must be on disk before the state that counts them. Errors
+// sync() (fsync; a device or pipe has nothing to sync): the output of a stream, whose rows must be on disk before the state that counts them. Errors
 // name the path and the system's reason. Move-only; the descriptor closes with the object.
 class AppendFile {
  public:

@@ -302,6 +302,10 @@ TEST_F(CliStream, OneStreamAStateEveryInstrumentKeptAndItsKernels) {
   r = run("stream" + ck + " --instruments inst0,inst1,inst2,inst3,extra -i " + more + " -o " + p("b_out.csv"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(run("info --state " + p("s.state")).out.find("| extra | 0 |"), std::string::npos);
+  // A device as the output (/dev/null) is written on, not read back or truncated, when resuming too.
+  r = run("stream" + ck + " -i " + write("c.csv", csv(10, 12, "\n")) + " -o /dev/null");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(run("info --state " + p("s.state")).out.find("the last at time 11"), std::string::npos);
 }
 
 TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
@@ -329,6 +333,7 @@ TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
       {st + " --precision bf16 -i " + in, "--precision bf16 is for the GPU; on the CPU the stream"},
       {st + " --precision '' -i " + in, "--precision: an empty value"},
       {st + " --state '' -i " + in, "--state: an empty value"},
+      {st + " --instruments '' -i " + in, "--instruments: an empty value"},
       {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --members '' -o " + p("x"), "--members: an empty value"},
       {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --precision '' -o " + p("x"),
        "--precision: an empty value"},
