@@ -257,6 +257,8 @@ int cmd_stream(const StreamArgs& a) {
   // One stream on a state at a time: held until the process ends.
   std::optional<FileLock> lock;
   if (!a.state.empty()) {
+    require(!fs::is_directory(a.state), "--state " + a.state + " is a directory, expected a state file (a new one is "
+                                        "made when it does not exist)");
     lock.emplace(lock_path, "--state " + a.state);
     remove_stale_temps(a.state);
   }

@@ -334,6 +334,7 @@ TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
       {st + " --precision '' -i " + in, "--precision: an empty value"},
       {st + " --state '' -i " + in, "--state: an empty value"},
       {st + " --instruments '' -i " + in, "--instruments: an empty value"},
+      {st + " --state " + p("data") + " -i " + in, "--state " + p("data") + " is a directory, expected a state file"},
       {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --members '' -o " + p("x"), "--members: an empty value"},
       {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --precision '' -o " + p("x"),
        "--precision: an empty value"},
