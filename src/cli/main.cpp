@@ -21,15 +21,17 @@ using namespace mlalpha;
 namespace {
 
 // A value that must not be empty: `--state ''` or `--members ''` would otherwise mean "not given" silently.
-const CLI::Validator kNotEmpty(
-    [](std::string& v) { return v.empty() ? std::string("an empty value; give one, or leave the flag out") : std::string(); },
-    "", "not empty");
+CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](std::string& v) { return v.empty() ? std::string("an empty value; give one, or leave the flag out") : std::string(); },
+      "", "not empty");
+}
 // A walk-forward fold: 0-based; -1 inside means "not given", so a negative value given would pass silently.
-const CLI::Validator kFold(
-    [](std::string& v) {
-      return !v.empty() && v[0] == '-' ? "folds count from 0 (the first fold), got " + v : std::string();
-    },
-    "", "fold");
+CLI::Validator fold_check() {
+  return CLI::Validator(
+      [](std::string& v) { return !v.empty() && v[0] == '-' ? "folds count from 0 (the first fold), got " + v : std::string(); },
+      "", "fold");
+}
 
 }  // namespace
 
@@ -67,17 +69,17 @@ int main(int argc, char** argv) {
   eval->add_option("--members", eargs.members,
                    "with a population run folder: all (the default), top:K (by leaderboard.csv) or names "
                    "(member-00,member-03)")
-      ->check(kNotEmpty);
+      ->check(not_empty());
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
   eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)")
-      ->check(kFold);
+      ->check(fold_check());
   eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
   eval->add_option("--mode", eargs.mode,
                    "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
                    "carry (the state carried from each instrument's first row, as the stream)")
       ->capture_default_str();
   eflags.add_all(*eval, false);
-  eval->get_option("--precision")->check(kNotEmpty);
+  eval->get_option("--precision")->check(not_empty());
 
   PredictArgs pargs;
   Flags pflags;
@@ -90,17 +92,17 @@ int main(int argc, char** argv) {
   predict->add_option("--members", pargs.members,
                    "with a population run folder: all (the default), top:K (by leaderboard.csv) or names "
                    "(member-00,member-03)")
-      ->check(kNotEmpty);
+      ->check(not_empty());
   predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
   predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)")
-      ->check(kFold);
+      ->check(fold_check());
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
   predict->add_option("--mode", pargs.mode,
                       "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
                       "carry (the state carried from each instrument's first row, as the stream)")
       ->capture_default_str();
   pflags.add_all(*predict, false);
-  predict->get_option("--precision")->check(kNotEmpty);
+  predict->get_option("--precision")->check(not_empty());
 
   StreamArgs stargs;
   Flags stflags;
@@ -113,21 +115,21 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingPath);
   stream->add_option("--members", stargs.members, "with a population run folder: all (the default), top:K or names")
-      ->check(kNotEmpty);
-  stream->add_option("--fold", stargs.fold, "with a walk-forward population's run folder: its fold, 0-based")->check(kFold);
+      ->check(not_empty());
+  stream->add_option("--fold", stargs.fold, "with a walk-forward population's run folder: its fold, 0-based")->check(fold_check());
   stream->add_option("--input,-i", stargs.input,
                      "the rows, long-format CSV with the checkpoint's time, instrument and feature columns "
                      "(docs/data.md); - for standard input")
       ->capture_default_str()
-      ->check(kNotEmpty);
+      ->check(not_empty());
   stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")
       ->capture_default_str()
-      ->check(kNotEmpty);
+      ->check(not_empty());
   stream->add_option("--mode", stargs.mode,
                      "carry (the state carried bar to bar: O(1) a bar) | window (each bar from the window of the last "
                      "train.seq_len rows, as predict's default)")
       ->capture_default_str();
-  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c")->check(kNotEmpty);
+  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c")->check(not_empty());
   stream->add_option("--instruments-file", stargs.instruments_file, "the stream's instruments, one a line")
       ->check(CLI::ExistingFile);
   stream->add_option("--history", stargs.history,
@@ -138,11 +140,11 @@ int main(int argc, char** argv) {
                      "continue the stream saved in this file when it exists; the state is written to it (atomically) "
                      "after every complete time step, so a restarted stream continues bit-exactly (one stream a state: "
                      "FILE.lock holds it)")
-      ->check(kNotEmpty);
+      ->check(not_empty());
   stream->add_flag("--new-instruments", stargs.new_instruments,
                    "an instrument not in the stream joins it when its first row arrives (else it is an error)");
   stflags.add_all(*stream, false);
-  stream->get_option("--precision")->check(kNotEmpty);
+  stream->get_option("--precision")->check(not_empty());
 
   SynthArgs sargs;
   Flags sflags;
@@ -164,7 +166,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   int info_fold = -1;
   info->add_option("--fold", info_fold, "with a walk-forward population's run folder: list that fold's members")
-      ->check(kFold);
+      ->check(fold_check());
   std::string info_state;
   info->add_option("--state", info_state,
                    "a stream's state file: its checkpoint, mode, instruments and last time (where to restart)")
