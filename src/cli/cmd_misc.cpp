@@ -149,10 +149,12 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
+namespace {
+
 // predict writes <out>.npy and <out>.csv by renaming over them: neither may be a file it reads (the data, the
 // checkpoint file), the same inode through symbolic and hard links.
 void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
-  std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
+  const std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
                                                            {"data.targets", d.targets}, {"--checkpoint", checkpoint}};
   for (const std::string& target : {out + ".npy", out + ".csv"}) {
     const std::optional<FileId> id = file_id(target);
@@ -163,6 +165,8 @@ void check_predict_outputs(const std::string& out, const std::string& checkpoint
                     ": predict would write over a file it reads (give another --out)");
   }
 }
+
+}  // namespace
 
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
