@@ -65,14 +65,14 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
     return s;
   };
   // A warm-up history of steps 0-2 (the first piece's command names it; its restarts pass it over), then the
-  // pieces: steps 3-5 (6 is only ended by the input's end), 6-8 (9 likewise, and half a row of 10), 9-12 (ended
+  // pieces: steps 3-4 (5 is only ended by the input's end), 5-6 (7 likewise, and half a row of 8), 7-9 (ended
   // by a blank line).
   const std::string history = dir / "history.csv";
   test::write_bytes(history, lines[0] + "\n" + rows(0, 3));
   const std::vector<std::string> pieces = {
-      lines[0] + "\n" + rows(3, 7),
-      lines[0] + "\n" + rows(6, 10) + lines[31].substr(0, 7),
-      lines[0] + "\n" + rows(9, 13) + "\n",
+      lines[0] + "\n" + rows(3, 6),
+      lines[0] + "\n" + rows(5, 8) + lines[25].substr(0, 7),
+      lines[0] + "\n" + rows(7, 10) + "\n",
   };
   std::vector<std::string> piece_files;
   for (size_t j = 0; j < pieces.size(); ++j) {
@@ -106,7 +106,7 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
     for (const std::string& kind : kinds.back()) ++count[kind];
     // Each committed step: its rows appended, the state saved (and renamed into place); the first piece also
     // creates the output and writes its header.
-    const int steps = j == 2 ? 4 : 3;
+    const int steps = j == 2 ? 3 : 2;
     EXPECT_EQ(count["save"], steps) << "piece " << j;
     EXPECT_EQ(count["rename"], steps) << "piece " << j;
     EXPECT_EQ(count["append"], steps + (j == 0 ? 1 : 0)) << "piece " << j;
@@ -115,7 +115,7 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
   }
   const std::map<std::string, std::string> want = snapshot(clean);
   ASSERT_EQ(want.size(), 2u);
-  EXPECT_EQ(std::count(want.at("out.csv").begin(), want.at("out.csv").end(), '\n'), 1 + 10 * 3);
+  EXPECT_EQ(std::count(want.at("out.csv").begin(), want.at("out.csv").end(), '\n'), 1 + 7 * 3);
 
   // Killed at each point of each piece, restarted with the same command, then the later pieces. A kill before a
   // state save leaves a step's rows past the state: the restart drops them first, and is killed there once too.
@@ -150,8 +150,8 @@ TEST(StreamFaults, KilledAtEveryFaultPointARestartEqualsTheUninterruptedStream) 
       EXPECT_EQ(got.at("s.state"), want.at("s.state")) << where << ": the state differs from the uninterrupted one";
       fs::remove_all(at);
     }
-  EXPECT_EQ(kills, 11 + 9 + 12);
-  EXPECT_EQ(truncations, 2 + 3 + 4);
+  EXPECT_EQ(kills, 8 + 6 + 9);
+  EXPECT_EQ(truncations, 1 + 2 + 3);
   for (size_t j = 0; j < pieces.size(); ++j) EXPECT_EQ(test::read_bytes(piece_files[j]), pieces[j]) << "piece " << j;
   EXPECT_EQ(test::read_bytes(history), lines[0] + "\n" + rows(0, 3));
 }
