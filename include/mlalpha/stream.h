@@ -40,7 +40,26 @@ struct StreamOptions {
   int threads = 0;              // CPU threads (instruments are split over them); 0: every available CPU
   bool reference = false;       // CPU: the reference kernels (the tests' oracle; run.cpu_kernels), not the fast ones
   Precision precision = Precision::FP32;  // GPU, window mode only (the carry bar is fp32)
+  std::string source;           // the checkpoint's path, recorded in state files for `ml-alpha info` ("": none)
 };
+
+// What a state file written by StreamPredictor::save says of itself, read without a model (`ml-alpha info`).
+struct StreamStateInfo {
+  std::string checkpoint_hash;  // 16 hex digits
+  std::string source;           // the checkpoint's path as the writer gave it ("": not recorded)
+  std::string mode;             // carry | window
+  std::string kernels;          // cpu-fast | cpu-reference | gpu ("": not recorded)
+  int members = 0, features = 0, targets = 0, context_length = 0;
+  int64_t bars = 0;
+  double last_time = NAN;       // NaN: no time given yet
+  std::vector<std::string> instruments;
+  std::vector<int> history;     // (I): the rows behind each instrument's state
+};
+// Whether `path` is a stream state file (a safetensors file with the state's format entry); false for anything
+// else, a checkpoint included. Errors only when it cannot be read.
+bool is_stream_state(const std::string& path);
+// The state file's description; an Error naming the file when it is not a complete state file.
+StreamStateInfo read_stream_state_info(const std::string& path);
 
 class StreamPredictor {
  public:

@@ -2,14 +2,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "cli/commands.h"
+#include "core/device.h"
+#include "core/shortest.h"
+#include "data/fileio.h"
 #include "mlalpha/device.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/model.h"
+#include "mlalpha/stream.h"
 
 namespace mlalpha {
 
@@ -56,17 +61,7 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
     std::cout << "data: as recorded in " << a.checkpoint << " (data.source = " << p.cfg.data.source << ")" << std::endl;
   }
   if (!p.cfg.was_given_in("split") && ref.has_data_config()) p.cfg.split = ref.split_config();
-  // The data is processed as in training (Model::prepare): a different processing setting is a mistake.
-  const DataConfig& trained = ref.data_config();
-  auto same = [&](const char* key, const std::string& given, const std::string& have) {
-    require(!p.cfg.was_given(key) || given == have, std::string(key) + " = '" + given + "' but " + a.checkpoint +
-                                                        " was trained with '" + have + "'; eval and predict process " +
-                                                        "the data as the training did (drop the setting)");
-  };
-  same("data.feature_norm", p.cfg.data.feature_norm, trained.feature_norm);
-  same("data.target_norm", p.cfg.data.target_norm, trained.target_norm);
-  same("data.nan_fill", p.cfg.data.nan_fill, trained.nan_fill);
-  same("data.robust_clip", std::to_string(p.cfg.data.robust_clip), std::to_string(trained.robust_clip));
+  check_inference_settings(p.cfg, a.settings, ref.data_config(), a.checkpoint, "eval and predict");
   require(a.split == "train" || a.split == "valid" || a.split == "test" || (allow_all && a.split == "all"),
           "--split must be train, valid, test" + std::string(allow_all ? " or all" : "") + ", got '" + a.split + "'");
   p.panel = load_panel(p.cfg.data);
@@ -88,6 +83,25 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 }
 
 }  // namespace
+
+void check_inference_settings(const RunConfig& cfg, const std::vector<ConfigSetting>& flags, const DataConfig& trained,
+                              const std::string& checkpoint, const std::string& command) {
+  // The data is processed as in training (Model::prepare): a different processing setting is a mistake.
+  auto same = [&](const char* key, const std::string& given, const std::string& have) {
+    require(!cfg.was_given(key) || given == have, std::string(key) + " = '" + given + "' but " + checkpoint +
+                                                      " was trained with '" + have + "'; " + command +
+                                                      " must process the data as the training did (drop the setting)");
+  };
+  same("data.feature_norm", cfg.data.feature_norm, trained.feature_norm);
+  same("data.target_norm", cfg.data.target_norm, trained.target_norm);
+  same("data.nan_fill", cfg.data.nan_fill, trained.nan_fill);
+  same("data.robust_clip", std::to_string(cfg.data.robust_clip), std::to_string(trained.robust_clip));
+  // The CPU computes in fp32 whatever --precision says: a flag that would do nothing is refused.
+  for (const ConfigSetting& f : flags)
+    if (f.key == "train.precision" && f.value != to_string(Precision::FP32) && !use_gpu(cfg.run.device))
+      throw Error("--precision " + f.value + " is for the GPU; on the CPU " + command +
+                  " must compute in fp32 (drop --precision, or run on the GPU: --device gpu)");
+}
 
 int cmd_eval(const EvalArgs& a) {
   const Prepared p = prepare(a, false);
@@ -135,10 +149,30 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
+namespace {
+
+// predict writes <out>.npy and <out>.csv by renaming over them: neither may be a file it reads (the data, the
+// checkpoint file), the same inode through symbolic and hard links.
+void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
+  const std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
+                                                           {"data.targets", d.targets}, {"--checkpoint", checkpoint}};
+  for (const std::string& target : {out + ".npy", out + ".csv"}) {
+    const std::optional<FileId> id = file_id(target);
+    if (!id) continue;
+    for (const auto& [what, path] : read)
+      if (!path.empty() && file_id(path) == id)
+        throw Error("--out " + out + ": " + target + " is the same file as " + what + " " + path +
+                    ": predict would write over a file it reads (give another --out)");
+  }
+}
+
+}  // namespace
+
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
   const PredictMode mode = parse_predict_mode(a.mode, "--mode");
   const Prepared p = prepare(a, true);
+  check_predict_outputs(a.out, a.checkpoint, p.cfg.data);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
     std::cerr << w << std::endl;
   // The targets written beside the predictions are the processed ones the predictions estimate.
@@ -213,14 +247,47 @@ int population_info(const std::string& dir, int fold) {
   return 0;
 }
 
+// A stream's state file: what it continues and where a restart picks up (docs/data.md, "Streaming").
+int state_info(const std::string& path) {
+  const StreamStateInfo s = read_stream_state_info(path);
+  std::printf("%s: a stream state, mode %s%s%s\n", path.c_str(), s.mode.c_str(),
+              s.kernels.empty() ? "" : ", kernels ", s.kernels.c_str());
+  std::printf("checkpoint: %s (weights and settings hash %s)\n",
+              s.source.empty() ? "not recorded" : s.source.c_str(), s.checkpoint_hash.c_str());
+  std::printf("members %d, features F = %d, targets K = %d, context length %d\n", s.members, s.features, s.targets,
+              s.context_length);
+  std::string when = "none yet";
+  if (!std::isnan(s.last_time)) {
+    when = shortest_text(s.last_time);
+    // Date times are kept as seconds since 1970: the date too, when the number reads as a plausible one.
+    if (s.last_time == std::floor(s.last_time) && s.last_time >= 1e8 && s.last_time < 4.1e9) {
+      const std::time_t t = std::time_t(s.last_time);
+      std::tm tm{};
+      char b[32];
+      if (gmtime_r(&t, &tm) && std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        when += std::string(" (") + b + " if the times are dates)";
+    }
+  }
+  std::printf("time steps: %lld, the last at time %s\n", static_cast<long long>(s.bars), when.c_str());
+  std::printf("restart: send rows after time %s (rows at or before it are passed over: the state holds them)\n",
+              std::isnan(s.last_time) ? "(any)" : shortest_text(s.last_time).c_str());
+  std::printf("instruments: %zu\n| instrument | rows of history |\n|---|---|\n", s.instruments.size());
+  for (size_t i = 0; i < s.instruments.size(); ++i)
+    std::printf("| %s | %d |\n", s.instruments[i].c_str(), s.history[i]);
+  return 0;
+}
+
 }  // namespace
 
-int cmd_info(const std::string& checkpoint, int fold) {
+int cmd_info(const std::string& checkpoint, int fold, const std::string& state) {
+  require(checkpoint.empty() || state.empty(), "info: give --checkpoint or --state, not both");
+  if (!state.empty()) return state_info(state);
   const std::vector<std::string> gpus = gpu_devices();
   std::printf("CUDA devices: %zu\n", gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) std::printf("  [%zu] %s\n", i, gpus[i].c_str());
   if (checkpoint.empty()) return 0;
   if (std::filesystem::is_directory(checkpoint)) return population_info(checkpoint, fold);
+  if (is_stream_state(checkpoint)) return state_info(checkpoint);
   const Model m = Model::load(checkpoint);
   RunConfig c;
   c.model = m.model_config();

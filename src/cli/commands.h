@@ -51,6 +51,13 @@ struct PredictArgs : EvalArgs {
 };
 int cmd_predict(const PredictArgs& a);
 
+// The checks eval, predict and stream share before they run a checkpoint: a processing setting (data.feature_norm,
+// target_norm, nan_fill, robust_clip) given with another value than the checkpoint was trained with, and a
+// --precision other than fp32 on the CPU (whose kernels are fp32), are refused. `command` names the commands in
+// the message ("eval and predict").
+void check_inference_settings(const RunConfig& cfg, const std::vector<ConfigSetting>& flags, const DataConfig& trained,
+                              const std::string& checkpoint, const std::string& command);
+
 // `ml-alpha stream` (cmd_stream.cpp).
 struct StreamArgs : CommonArgs {
   std::string checkpoint;        // a checkpoint, or a population run folder (its members' mean)
@@ -73,7 +80,8 @@ struct SynthArgs : CommonArgs {
 };
 int cmd_synth(const SynthArgs& a);
 
-// checkpoint: a checkpoint file, a population run folder, or "" (the CUDA devices only).
-int cmd_info(const std::string& checkpoint, int fold = -1);
+// checkpoint: a checkpoint file, a population run folder, a stream's state file, or "" (the CUDA devices only);
+// state: a stream's state file to describe ("": none).
+int cmd_info(const std::string& checkpoint, int fold = -1, const std::string& state = "");
 
 }  // namespace mlalpha

@@ -18,6 +18,23 @@
 
 using namespace mlalpha;
 
+namespace {
+
+// A value that must not be empty: `--state ''` or `--members ''` would otherwise mean "not given" silently.
+CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](std::string& v) { return v.empty() ? std::string("an empty value; give one, or leave the flag out") : std::string(); },
+      "", "not empty");
+}
+// A walk-forward fold: 0-based; -1 inside means "not given", so a negative value given would pass silently.
+CLI::Validator fold_check() {
+  return CLI::Validator(
+      [](std::string& v) { return !v.empty() && v[0] == '-' ? "folds count from 0 (the first fold), got " + v : std::string(); },
+      "", "fold");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const double t_start = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   CLI::App app{"ml-alpha: train Mamba2 sequence models on market time series, on the GPU"};
@@ -51,15 +68,18 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   eval->add_option("--members", eargs.members,
                    "with a population run folder: all (the default), top:K (by leaderboard.csv) or names "
-                   "(member-00,member-03)");
+                   "(member-00,member-03)")
+      ->check(not_empty());
   eval->add_option("--split", eargs.split, "train | valid | test")->capture_default_str();
-  eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
+  eval->add_option("--fold", eargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)")
+      ->check(fold_check());
   eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
   eval->add_option("--mode", eargs.mode,
                    "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
                    "carry (the state carried from each instrument's first row, as the stream)")
       ->capture_default_str();
   eflags.add_all(*eval, false);
+  eval->get_option("--precision")->check(not_empty());
 
   PredictArgs pargs;
   Flags pflags;
@@ -71,15 +91,18 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   predict->add_option("--members", pargs.members,
                    "with a population run folder: all (the default), top:K (by leaderboard.csv) or names "
-                   "(member-00,member-03)");
+                   "(member-00,member-03)")
+      ->check(not_empty());
   predict->add_option("--split", pargs.split, "train | valid | test | all")->capture_default_str();
-  predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)");
+  predict->add_option("--fold", pargs.fold, "walk-forward fold, 0-based (default: the checkpoint's; a population's members are that fold's)")
+      ->check(fold_check());
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
   predict->add_option("--mode", pargs.mode,
                       "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
                       "carry (the state carried from each instrument's first row, as the stream)")
       ->capture_default_str();
   pflags.add_all(*predict, false);
+  predict->get_option("--precision")->check(not_empty());
 
   StreamArgs stargs;
   Flags stflags;
@@ -91,18 +114,22 @@ int main(int argc, char** argv) {
                      "weights (.safetensors) written by train, or a population run folder (its members' mean)")
       ->required()
       ->check(CLI::ExistingPath);
-  stream->add_option("--members", stargs.members, "with a population run folder: all (the default), top:K or names");
-  stream->add_option("--fold", stargs.fold, "with a walk-forward population's run folder: its fold, 0-based");
+  stream->add_option("--members", stargs.members, "with a population run folder: all (the default), top:K or names")
+      ->check(not_empty());
+  stream->add_option("--fold", stargs.fold, "with a walk-forward population's run folder: its fold, 0-based")->check(fold_check());
   stream->add_option("--input,-i", stargs.input,
                      "the rows, long-format CSV with the checkpoint's time, instrument and feature columns "
                      "(docs/data.md); - for standard input")
-      ->capture_default_str();
-  stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")->capture_default_str();
+      ->capture_default_str()
+      ->check(not_empty());
+  stream->add_option("--output,-o", stargs.output, "where the predictions go; - for standard output")
+      ->capture_default_str()
+      ->check(not_empty());
   stream->add_option("--mode", stargs.mode,
                      "carry (the state carried bar to bar: O(1) a bar) | window (each bar from the window of the last "
                      "train.seq_len rows, as predict's default)")
       ->capture_default_str();
-  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c");
+  stream->add_option("--instruments", stargs.instruments, "the stream's instruments: a,b,c")->check(not_empty());
   stream->add_option("--instruments-file", stargs.instruments_file, "the stream's instruments, one a line")
       ->check(CLI::ExistingFile);
   stream->add_option("--history", stargs.history,
@@ -111,10 +138,13 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   stream->add_option("--state", stargs.state,
                      "continue the stream saved in this file when it exists; the state is written to it (atomically) "
-                     "after every time step, so a restarted stream continues bit-exactly");
+                     "after every complete time step, so a restarted stream continues bit-exactly (one stream a state: "
+                     "FILE.lock holds it)")
+      ->check(not_empty());
   stream->add_flag("--new-instruments", stargs.new_instruments,
                    "an instrument not in the stream joins it when its first row arrives (else it is an error)");
   stflags.add_all(*stream, false);
+  stream->get_option("--precision")->check(not_empty());
 
   SynthArgs sargs;
   Flags sflags;
@@ -131,11 +161,16 @@ int main(int argc, char** argv) {
   Flags::add(*synth, "--seed", sflags.seed, "data seed");
 
   std::string info_ckpt;
-  CLI::App* info = app.add_subcommand("info", "CUDA devices, and a checkpoint's config and tensors");
-  info->add_option("--checkpoint", info_ckpt, "a checkpoint, or a population run folder, to describe")
+  CLI::App* info = app.add_subcommand("info", "CUDA devices, and a checkpoint's config and tensors, or a stream's state");
+  info->add_option("--checkpoint", info_ckpt, "a checkpoint, a population run folder or a stream's state file, to describe")
       ->check(CLI::ExistingPath);
   int info_fold = -1;
-  info->add_option("--fold", info_fold, "with a walk-forward population's run folder: list that fold's members");
+  info->add_option("--fold", info_fold, "with a walk-forward population's run folder: list that fold's members")
+      ->check(fold_check());
+  std::string info_state;
+  info->add_option("--state", info_state,
+                   "a stream's state file: its checkpoint, mode, instruments and last time (where to restart)")
+      ->check(CLI::ExistingFile);
 
   BenchArgs bargs;
   CLI::App* bench = app.add_subcommand("bench", "time the DESIGN section 5 configurations on the GPU (or on the CPU: --device cpu)");
@@ -219,7 +254,7 @@ int main(int argc, char** argv) {
       sargs.settings = sflags.settings();
       return cmd_synth(sargs);
     }
-    if (*info) return cmd_info(info_ckpt, info_fold);
+    if (*info) return cmd_info(info_ckpt, info_fold, info_state);
     if (*bench) {
       if (bargs.device == "cpu") {
         require(bargs.models.empty() && bench_precision.empty() && !bench_tf32,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/line_reader.h"
 
 namespace mlalpha {
 
@@ -52,6 +53,9 @@ class CsvRecords {
       line_end();
       break;
     }
+    if (rec_end_ - rec_begin_ > kMaxLineBytes)  // the readers' line cap holds for text in memory too
+      throw Error(name_ + ":" + std::to_string(rec_line_) + ": a record longer than " + max_line_text() +
+                  " (the line length cap): not a row of text; is this the right file?");
     fields.clear();
     for (const Span& sp : spans_)
       fields.push_back(sp.in_scratch ? std::string_view(scratch_).substr(sp.begin, sp.len) : s_.substr(sp.begin, sp.len));

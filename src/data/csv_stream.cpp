@@ -1,10 +1,13 @@
 // Long-format CSV read one time step at a time (csv_stream.h).
 #include "data/csv_stream.h"
 
+#include <cmath>
+#include <fstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/shortest.h"
+#include "data/line_reader.h"
 
 namespace mlalpha {
 
@@ -27,18 +30,35 @@ CsvStreamReader::CsvStreamReader(std::istream& in, CsvStreamSpec spec, std::stri
   for (const std::string& c : spec_.feature_columns) feature_cols_.push_back(find_csv_column(header_, c, "data.feature_columns"));
 }
 
+bool CsvStreamReader::line(std::string& text) {
+  LineEnd ended;
+  if (!read_line(in_, text, ended, name_, line_ + 1)) return false;
+  if (ended == LineEnd::end_of_input && hold_partial_) {
+    held_line_ = line_ + 1;
+    return false;
+  }
+  ++line_;
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  return true;
+}
+
 bool CsvStreamReader::record(std::vector<std::string>& fields) {
   fields.clear();
-  std::string line;
-  if (!std::getline(in_, line)) return false;
-  rec_line_ = ++line_;
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  raw_ = line;
-  // A quoted field holding a line break continues on the next line: an odd count of quotes so far.
-  while (std::count(raw_.begin(), raw_.end(), '"') % 2 == 1 && std::getline(in_, line)) {
-    ++line_;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    raw_ += "\n" + line;
+  std::string text;
+  if (!line(text)) return false;
+  rec_line_ = line_;
+  raw_ = text;
+  // A quoted field holding a line break continues on the next line: an odd count of quotes so far. The record
+  // is capped as a line is.
+  while (std::count(raw_.begin(), raw_.end(), '"') % 2 == 1 && line(text)) {
+    raw_ += "\n" + text;
+    if (raw_.size() > kMaxLineBytes)
+      throw Error(name_ + ":" + std::to_string(rec_line_) + ": a record longer than " + max_line_text() +
+                  " (the line length cap; a quoted field is never closed?)");
+  }
+  if (held_line_ > 0 && std::count(raw_.begin(), raw_.end(), '"') % 2 == 1) {  // a quoted field cut short
+    held_line_ = rec_line_;
+    return false;
   }
   if (trim(raw_).empty()) return true;  // a blank line
   CsvRecords records(raw_, spec_.delimiter, name_, rec_line_);
@@ -50,6 +70,7 @@ bool CsvStreamReader::record(std::vector<std::string>& fields) {
 
 bool CsvStreamReader::next(CsvStreamStep& step) {
   step.rows.clear();
+  step.ended_by_input_end = false;
   std::unordered_map<std::string, int64_t> seen;  // instrument → its line in this step
   int64_t step_line = 0;
   auto add = [&](CsvStreamRow&& row) {
@@ -66,9 +87,13 @@ bool CsvStreamReader::next(CsvStreamStep& step) {
   }
   std::vector<std::string> fields;
   for (;;) {
-    if (!record(fields) || fields.empty()) {  // the end of the input, or a blank line: the step is complete
-      if (!step.rows.empty()) break;
-      if (in_.eof() || in_.fail()) return false;
+    const bool more = record(fields);
+    if (!more || fields.empty()) {  // the end of the input, or a blank line: the step is complete
+      if (!step.rows.empty()) {
+        step.ended_by_input_end = !more;
+        break;
+      }
+      if (!more) return false;
       continue;
     }
     const int64_t line = rec_line_;
@@ -93,6 +118,11 @@ bool CsvStreamReader::next(CsvStreamStep& step) {
     if (row.instrument.empty()) throw Error(where(inst_col_) + ": the instrument is empty");
     row.x.reserve(feature_cols_.size());
     for (int c : feature_cols_) row.x.push_back(csv_value(trim(fields[size_t(c)]), where(c)));
+    if (skip_ && step.rows.empty() && value <= skip_value_) {  // already in the state: a restart resends it
+      ++skipped_;
+      continue;
+    }
+    skip_ = false;
     if (step.rows.empty()) {
       if (have_last_ && !(value > last_))
         throw Error(name_ + ":" + std::to_string(line) + ": time '" + time + "' is not after the last time step (" +
@@ -112,6 +142,90 @@ bool CsvStreamReader::next(CsvStreamStep& step) {
   }
   last_ = step.time_value, have_last_ = true;
   return true;
+}
+
+namespace {
+
+// The first cell of an output record (the stream writes it with csv_cell: quoted when it holds a comma, a quote
+// or a line break).
+std::string first_cell(const std::string& record) {
+  if (record.empty() || record[0] != '"') return record.substr(0, record.find(','));
+  std::string cell;
+  for (size_t i = 1; i < record.size(); ++i) {
+    if (record[i] != '"') {
+      cell += record[i];
+    } else if (i + 1 < record.size() && record[i + 1] == '"') {
+      cell += '"', ++i;
+    } else {
+      break;
+    }
+  }
+  return cell;
+}
+
+}  // namespace
+
+StreamOutputTail scan_stream_output(const std::string& path, const std::string& header, const std::string& time_format,
+                                    double committed) {
+  std::ifstream in(path, std::ios::binary);
+  require(bool(in), "--output " + path + ": cannot be read (a resumed stream appends to it)");
+  StreamOutputTail tail;
+  std::string line;
+  LineEnd ended;
+  int64_t lineno = 0;
+  uint64_t at = 0;  // the offset of the next line
+  auto next_line = [&]() {
+    if (!read_line(in, line, ended, "--output " + path, lineno + 1)) return false;
+    ++lineno;
+    at += line.size() + (ended == LineEnd::newline ? 1 : 0);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  };
+  if (!next_line()) return tail;  // empty: the header is written again
+  if (ended == LineEnd::end_of_input && header.compare(0, line.size(), line) == 0) {
+    tail.size = at;  // a header cut short: rewritten
+    return tail;
+  }
+  require(line == header, "--output " + path + ": its first line is '" + line.substr(0, 200) + "', this stream writes '" +
+                              header + "': it is not this stream's output (give another --output)");
+  tail.keep = at;
+  double after = NAN;  // the time of the rows after `committed`
+  while (true) {
+    const uint64_t begin = at;
+    const int64_t first = lineno + 1;
+    if (!next_line()) break;
+    std::string record = line;
+    while (std::count(record.begin(), record.end(), '"') % 2 == 1 && ended == LineEnd::newline && next_line())
+      record += "\n" + line;
+    if (ended == LineEnd::end_of_input) {  // a row cut short: dropped, and written again
+      ++tail.rows_dropped;
+      break;
+    }
+    const std::string time = first_cell(record);
+    double value = 0;
+    TimeKind kind;
+    require(parse_time_label(time, time_format, value, kind),
+            "--output " + path + ":" + std::to_string(first) + ": the time '" + time.substr(0, 100) +
+                "' does not parse: it is not this stream's output (give another --output)");
+    if (std::isnan(committed) || value <= committed) {  // a state without times cannot tell: every row kept
+      require(std::isnan(after), "--output " + path + ":" + std::to_string(first) + ": time '" + time +
+                                     "' comes after rows of a later time: it is not this stream's output");
+      tail.keep = at;
+      continue;
+    }
+    if (std::isnan(after)) {
+      after = value, tail.time_dropped = time, tail.keep = begin;
+    } else {
+      require(value == after, "--output " + path + ":" + std::to_string(first) + ": rows of more than one time step ('" +
+                                  tail.time_dropped + "', '" + time + "') after the state's last time " +
+                                  (std::isnan(committed) ? std::string("(none)") : shortest_text(committed)) +
+                                  "; a stream stopped before saving its state leaves at most one: this output was not "
+                                  "written with this state (give another --output)");
+    }
+    ++tail.rows_dropped;
+  }
+  tail.size = at;
+  return tail;
 }
 
 }  // namespace mlalpha

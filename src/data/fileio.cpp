@@ -1,5 +1,10 @@
 #include "data/fileio.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +77,72 @@ void write_file_atomic(const std::string& path, std::initializer_list<std::strin
     }
     throw Error(path + ": " + what + ": " + e.reason);
   }
+}
+
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{uint64_t(st.st_dev), uint64_t(st.st_ino)};
+}
+
+std::optional<FileId> file_id(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return FileId{uint64_t(st.st_dev), uint64_t(st.st_ino)};
+}
+
+AppendFile::AppendFile(const std::string& path, Start start) : path_(path) {
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (start == Start::empty ? O_TRUNC : 0);
+  fd_ = ::open(path.c_str(), flags, 0644);
+  if (fd_ < 0) throw Error(path_ + ": cannot be written: " + errno_text());
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::write(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(path_ + ": write failed: " + (n < 0 ? errno_text() : std::string("no bytes written")));
+    bytes.remove_prefix(size_t(n));
+  }
+}
+
+void AppendFile::sync() {
+  // EINVAL: a device or a pipe (/dev/null, a FIFO), which holds nothing to make durable.
+  if (::fsync(fd_) != 0 && errno != EINVAL) throw Error(path_ + ": fsync failed: " + errno_text());
+}
+
+FileLock::FileLock(const std::string& path, const std::string& what) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    const int e = errno;
+    throw Error(what + ": cannot open the lock file " + path + ": " + std::strerror(e) +
+                (e == ELOOP ? " (it is a symbolic link; a lock file must be a plain file)" : ""));
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    std::string pid(buf, n > 0 ? size_t(n) : 0);
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (e == EWOULDBLOCK)
+      throw Error(what + ": " + path + " is locked by " + (pid.empty() ? "another process" : "process " + pid) +
+                  ", which is using it now: two processes on one file would overwrite each other's work (stop the "
+                  "other one, or give another file)");
+    throw Error(what + ": cannot lock " + path + ": " + std::strerror(e));
+  }
+  // The holder's id, for the message of a refused second locker (the lock holds without it).
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace mlalpha

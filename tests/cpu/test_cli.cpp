@@ -654,8 +654,11 @@ TEST_F(Cli, PrecisionOption) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resume: train.precision: 'bf16' -> 'tf32' (set explicitly)"), std::string::npos) << r.out;
   EXPECT_EQ(load_checkpoint(p("run/last.safetensors")).state.step, 20);
+  // eval and predict on the CPU compute in fp32: a --precision that would do nothing is refused.
   r = run("eval --device cpu --precision bf16 --checkpoint " + p("run/last.safetensors") + " --split valid");
-  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--precision bf16 is for the GPU; on the CPU eval and predict must compute in fp32"),
+            std::string::npos) << r.out;
 
   // A population records it in run.json; its resume takes the older spelling as well.
   r = run(std::string(kSmall) + "--models 2 --steps 20 --stop-after 10 --timesteps 300 -o " + p("pop"));

@@ -2,8 +2,13 @@
 // that mode on the whole history; a stream stopped and restarted from its state file writes the rows of an
 // uninterrupted one; bad rows (wrong field count, times going backwards or repeated, an instrument twice, an
 // unknown instrument, ±Inf, text in a number's cell) and a state file of another checkpoint are refused with a
-// message naming the line, and the state saved before them continues as if they had never been sent.
+// message naming the line, and the state saved before them continues as if they had never been sent; the stream
+// never writes over a file it reads, appends to its output when it resumes, locks its state, keeps every
+// instrument of its state, caps its lines and refuses settings that would do nothing.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -42,9 +47,9 @@ class CliStream : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result run(const std::string& args) {
+  Result run(const std::string& args, const std::string& prefix = "") {
     const std::string log = (dir_ / "cmd.log").string();
-    const int status = std::system((std::string(MLALPHA_BIN) + " " + args + " > " + log + " 2>&1").c_str());
+    const int status = std::system((prefix + std::string(MLALPHA_BIN) + " " + args + " > " + log + " 2>&1").c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, test::read_bytes(log)};
   }
   std::string p(const std::string& name) const { return (dir_ / name).string(); }
@@ -87,23 +92,26 @@ class CliStream : public ::testing::Test {
 
 TEST_F(CliStream, EqualsPredictInEachModeAndResumesFromItsState) {
   const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors");
+  // A live user's pieces: the step that only the end of `first` completes (time 59) is not committed, so the next
+  // piece sends it again; the last piece ends its last step with a blank line.
   const std::string history = write("history.csv", csv(0, 30)), first = write("first.csv", csv(30, 60)),
-                    second = write("second.csv", csv(60, 120)), all = write("all.csv", csv(30, 120));
+                    second = write("second.csv", csv(59, 120, "\n")), all = write("all.csv", csv(30, 120));
   for (const std::string mode : {"carry", "window"}) {
     const std::map<std::string, std::string> want = predicted(mode);
-    // Straight through, and stopped after time 59 and restarted from the state file.
+    // Straight through, and stopped after time 58 and restarted from the state file, appending to one output.
     Result r = run("stream" + ck + " --mode " + mode + " --history " + history + " -i " + all + " -o " + p("straight.csv"));
     ASSERT_EQ(r.code, 0) << r.out;
     r = run("stream" + ck + " --mode " + mode + " --history " + history + " -i " + first + " --state " + p(mode + ".state") +
-            " -o " + p("a.csv"));
+            " -o " + p("resumed.csv"));
     ASSERT_EQ(r.code, 0) << r.out;
-    r = run("stream" + ck + " --mode " + mode + " -i " + second + " --state " + p(mode + ".state") + " -o " + p("b.csv"));
+    EXPECT_NE(r.out.find("the time step '59' (4 row(s) from line 118) was completed only by the end of the input"),
+              std::string::npos) << r.out;
+    r = run("stream" + ck + " --mode " + mode + " -i " + second + " --state " + p(mode + ".state") + " -o " + p("resumed.csv"));
     ASSERT_EQ(r.code, 0) << r.out;
     const auto straight = streamed(p("straight.csv"));
-    auto resumed = streamed(p("a.csv"));
-    for (const auto& kv : streamed(p("b.csv"))) resumed.insert(kv);
     EXPECT_EQ(straight.size(), size_t(90 * 4));
-    EXPECT_EQ(resumed, straight) << mode << ": a restarted stream differs from the uninterrupted one";
+    EXPECT_EQ(test::read_bytes(p("resumed.csv")), test::read_bytes(p("straight.csv")))
+        << mode << ": a restarted stream's output differs from the uninterrupted one's";
     // --threads (run.threads): another count, the same bytes; out of range refused before any output.
     r = run("stream" + ck + " --mode " + mode + " --threads 1 --history " + history + " -i " + all + " -o " +
             p("one_thread.csv"));
@@ -126,7 +134,7 @@ TEST_F(CliStream, EqualsPredictInEachModeAndResumesFromItsState) {
 TEST_F(CliStream, BadRowsAreRefusedAndTheSavedStateContinues) {
   const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors") + " --state " + p("s.state") +
                          " --instruments inst0,inst1,inst2,inst3";
-  const std::string good = write("good.csv", csv(0, 20));
+  const std::string good = write("good.csv", csv(0, 20, "\n"));
   ASSERT_EQ(run("stream" + ck + " -i " + good + " -o " + p("g.csv")).code, 0);
   const std::string saved = test::read_bytes(p("s.state"));
   struct Bad {
@@ -135,7 +143,7 @@ TEST_F(CliStream, BadRowsAreRefusedAndTheSavedStateContinues) {
   const std::vector<Bad> bad = {
       {"20,inst0,1,2\n", "4 fields, the header has 6"},
       {csv(20, 21).substr(lines_[0].size() + 1) + "19,inst0,1,2,3,0\n", "is before the time step being read"},
-      {"19,inst0,1,2,3,0\n", "is not after the last time step"},
+      {csv(20, 21).substr(lines_[0].size() + 1) + "\n19,inst1,1,2,3,0\n", "is not after the last time step"},
       {csv(20, 21).substr(lines_[0].size() + 1) + "\n20,inst1,1,2,3,0\n", "is not after the last time step"},
       {"20,inst0,1,2,3,0\n20,inst0,1,2,3,0\n", "instrument 'inst0' appears twice at time '20'"},
       {"20,nobody,1,2,3,0\n", "instrument 'nobody' is not one of the stream's 4 instruments"},
@@ -150,7 +158,7 @@ TEST_F(CliStream, BadRowsAreRefusedAndTheSavedStateContinues) {
     EXPECT_NE(r.out.find("bad.csv:"), std::string::npos) << "the message names the input and its line:\n" << r.out;
   }
   // The last bad input wrote nothing past its refusal: the state continues as if it had never been sent.
-  const std::string rest = write("rest.csv", csv(20, 40));
+  const std::string rest = write("rest.csv", csv(20, 40, "\n"));
   ASSERT_EQ(run("stream" + ck + " -i " + rest + " -o " + p("after.csv")).code, 0);
   test::write_bytes(p("s.state"), saved);
   ASSERT_EQ(run("stream" + ck + " -i " + rest + " -o " + p("clean.csv")).code, 0);
@@ -163,6 +171,198 @@ TEST_F(CliStream, BadRowsAreRefusedAndTheSavedStateContinues) {
                        " -i " + rest + " -o " + p("x.csv"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("written for another checkpoint"), std::string::npos) << r.out;
+}
+
+TEST_F(CliStream, NeverWritesOverAFileItReads) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors") + " --instruments inst0,inst1,inst2,inst3";
+  const std::string in = write("in.csv", csv(0, 10)), names = write("names.txt", "inst0\ninst1\ninst2\ninst3\n");
+  const std::string history = write("hist.csv", csv(0, 5)), rest = write("rest.csv", csv(5, 10));
+  fs::create_symlink(in, p("link.csv"));
+  fs::create_hard_link(in, p("hard.csv"));
+  fs::create_symlink(p("run/best.safetensors.optim.safetensors"), p("sidecar.csv"));
+  const std::string before = test::read_bytes(in), sidecar = test::read_bytes(p("run/best.safetensors.optim.safetensors"));
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"-i " + in + " -o " + p("link.csv"), "--output " + p("link.csv") + " is the same file as --input " + in},
+      {"-i " + in + " -o " + p("hard.csv"), "--output " + p("hard.csv") + " is the same file as --input " + in},
+      {"--history " + history + " -i " + rest + " -o " + history, "is the same file as --history"},
+      {"--instruments-file " + names + " -i " + in + " -o " + names, "is the same file as --instruments-file"},
+      {"-i " + in + " -o " + p("sidecar.csv"), "is the same file as the checkpoint's " + p("run/best.safetensors.optim.safetensors")},
+      {"-i " + in + " -o " + p("run/best.safetensors"), "is the same file as --checkpoint"},
+      {"-i " + in + " --state " + p("link.csv") + " -o " + p("out.csv"), "--state " + p("link.csv") + " is the same file as --input"},
+      {"-i " + in + " --state " + p("s.state") + " -o " + p("s.state"), "is the stream's state file"},
+      {"-o " + p("hard.csv") + " < " + in, "is the same file as standard input"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run("stream" + ck + " " + c.args);
+    EXPECT_EQ(r.code, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
+  EXPECT_EQ(test::read_bytes(in), before) << "an input was written over";
+  EXPECT_EQ(test::read_bytes(p("run/best.safetensors.optim.safetensors")), sidecar);
+  EXPECT_FALSE(fs::exists(p("out.csv")));
+}
+
+TEST_F(CliStream, AResumedStreamAppendsAndDropsOnlyTheRowsAfterItsState) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors") + " --instruments inst0,inst1,inst2,inst3";
+  const std::string all = write("all.csv", csv(0, 30, "\n")), first = write("first.csv", csv(0, 10, "\n")),
+                    second = write("second.csv", csv(10, 30, "\n"));
+  ASSERT_EQ(run("stream" + ck + " -i " + all + " -o " + p("straight.csv")).code, 0);
+  const std::string straight = test::read_bytes(p("straight.csv"));
+  ASSERT_EQ(run("stream" + ck + " -i " + first + " --state " + p("s.state") + " -o " + p("out.csv")).code, 0);
+  const std::string saved = test::read_bytes(p("s.state")), part = test::read_bytes(p("out.csv"));
+  // Resumed: the rows already written are kept, the header is not repeated.
+  Result r = run("stream" + ck + " -i " + second + " --state " + p("s.state") + " -o " + p("out.csv"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(test::read_bytes(p("out.csv")), straight);
+  // A stream stopped after writing a step's rows (and half a row) but before saving its state: the rows are
+  // dropped and written again, once.
+  test::write_bytes(p("s.state"), saved);
+  size_t end = part.size();  // the end of the rows of time 10
+  for (int i = 0; i < 4; ++i) end = straight.find('\n', end) + 1;
+  test::write_bytes(p("out.csv"), straight.substr(0, end) + straight.substr(end, 7));
+  r = run("stream" + ck + " -i " + second + " --state " + p("s.state") + " -o " + p("out.csv"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("dropped 5 row(s) of time '10' written after the state's last save"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("out.csv")), straight);
+  // An output that is not this stream's, or holds more than a step past the state, is refused, unchanged.
+  test::write_bytes(p("s.state"), saved);
+  test::write_bytes(p("other.csv"), "time,instrument,context,pred_other\n");
+  r = run("stream" + ck + " -i " + second + " --state " + p("s.state") + " -o " + p("other.csv"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("it is not this stream's output"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("other.csv")), "time,instrument,context,pred_other\n");
+  test::write_bytes(p("s.state"), saved);
+  test::write_bytes(p("out.csv"), straight);
+  r = run("stream" + ck + " -i " + second + " --state " + p("s.state") + " -o " + p("out.csv"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("rows of more than one time step ('10', '11')"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("out.csv")), straight);
+}
+
+TEST_F(CliStream, AStepCompletedOnlyByTheEndOfInputIsNotCommitted) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors") + " --instruments inst0,inst1,inst2,inst3";
+  ASSERT_EQ(run("stream" + ck + " -i " + write("all.csv", csv(0, 20, "\n")) + " -o " + p("straight.csv")).code, 0);
+  // The first piece ends in the middle of time 9 (two of its four rows, the second without a newline); the
+  // second sends time 9 whole.
+  std::string first = csv(0, 9) + lines_[37] + "\n" + lines_[38];
+  Result r = run("stream" + ck + " -i " + write("first.csv", first) + " --state " + p("s.state") + " -o " + p("out.csv"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("line 39 of " + p("first.csv") + " has no newline"), std::string::npos) << r.out;
+  r = run("info --state " + p("s.state"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("time steps: 9, the last at time 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoint: " + p("run/best.safetensors")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mode carry, kernels cpu-fast"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| inst3 | 9 |"), std::string::npos) << r.out;
+  EXPECT_NE(run("info --checkpoint " + p("s.state")).out.find("restart: send rows after time 8"), std::string::npos);
+  // The restart resends from the start of the file: what the state holds is passed over.
+  r = run("stream" + ck + " -i " + write("second.csv", csv(0, 20, "\n")) + " --state " + p("s.state") + " -o " + p("out.csv"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("passed over 36 input row(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("out.csv")), test::read_bytes(p("straight.csv")));
+}
+
+TEST_F(CliStream, OneStreamAStateEveryInstrumentKeptAndItsKernels) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors") + " --state " + p("s.state");
+  ASSERT_EQ(run("stream" + ck + " --instruments inst0,inst1,inst2,inst3 -i " + write("a.csv", csv(0, 5, "\n")) + " -o " +
+                p("a_out.csv")).code, 0);
+  const std::string saved = test::read_bytes(p("s.state"));
+  const std::string more = write("b.csv", csv(5, 10, "\n"));
+  {  // Another process holds the state: refused, naming it.
+    const int fd = ::open(p("s.state.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    ASSERT_EQ(::pwrite(fd, "4242\n", 5, 0), 5);
+    const Result r = run("stream" + ck + " -i " + more + " -o " + p("b_out.csv"));
+    ::close(fd);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.out.find("s.state.lock is locked by process 4242"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(p("b_out.csv")));
+  }
+  // Fewer instruments than the state holds: refused, naming those left out.
+  Result r = run("stream" + ck + " --instruments inst0,inst2 -i " + more + " -o " + p("b_out.csv"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("leaves out: inst1, inst3"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("s.state")), saved);
+  // The reference kernels do not continue the fast kernels' carried state.
+  r = run("stream" + ck + " --set 'run.cpu_kernels=\"reference\"' -i " + more + " -o " + p("b_out.csv"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("a carry state of the cpu-fast kernels, this stream runs the cpu-reference kernels"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("s.state")), saved);
+  // A --history that reaches past the state's last time is not a warm-up the state holds: refused.
+  r = run("stream" + ck + " --history " + write("h.csv", csv(0, 6)) + " -i " + more + " -o " + p("b_out.csv"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("reaches time '5', after the last time of --state"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("s.state")), saved);
+  // Listing more instruments keeps the state's and adds the new one.
+  r = run("stream" + ck + " --instruments inst0,inst1,inst2,inst3,extra -i " + more + " -o " + p("b_out.csv"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(run("info --state " + p("s.state")).out.find("| extra | 0 |"), std::string::npos);
+  // A device as the output (/dev/null) is written on, not read back or truncated, when resuming too.
+  r = run("stream" + ck + " -i " + write("c.csv", csv(10, 12, "\n")) + " -o /dev/null");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(run("info --state " + p("s.state")).out.find("the last at time 11"), std::string::npos);
+}
+
+TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors") + " --instruments inst0,inst1,inst2,inst3";
+  const std::string in = write("in.csv", csv(0, 5));
+  // A line without end stops at the cap (each within `timeout`: today's reader grows without bound).
+  const std::vector<std::pair<std::string, std::string>> endless = {
+      {"--instruments-file /dev/zero -i " + in, "--instruments-file /dev/zero:1: a line longer than 16 MiB"},
+      {"-i /dev/zero", "/dev/zero:1: a line longer than 16 MiB"},
+      {"< /dev/zero", "<stdin>:1: a line longer than 16 MiB"},
+      {"--history /dev/zero -i " + in, "/dev/zero:1: a line longer than 16 MiB"},
+  };
+  for (const auto& [args, message] : endless) {
+    const Result r = run("stream" + ck + " -o " + p("x.csv") + " " + args, "timeout 60 ");
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out.substr(0, 500);
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out.substr(0, 500);
+  }
+  const std::string st = "stream" + ck + " -o " + p("x.csv");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {st + " --set data.feature_norm=rank -i " + in,
+       "data.feature_norm = 'rank' but " + p("run/best.safetensors") + " was trained with 'global'"},
+      {st + " --members top:1 -i " + in, "--members chooses among the members of a population's run folder"},
+      {st + " --fold 0 -i " + in, "--fold chooses among the members of a population's run folder"},
+      {st + " --fold -2 -i " + in, "--fold: folds count from 0 (the first fold), got -2"},
+      {st + " --precision bf16 -i " + in, "--precision bf16 is for the GPU; on the CPU the stream"},
+      {st + " --precision '' -i " + in, "--precision: an empty value"},
+      {st + " --state '' -i " + in, "--state: an empty value"},
+      {st + " --instruments '' -i " + in, "--instruments: an empty value"},
+      {st + " --state " + p("data") + " -i " + in, "--state " + p("data") + " is a directory, expected a state file"},
+      {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --members '' -o " + p("x"), "--members: an empty value"},
+      {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --precision '' -o " + p("x"),
+       "--precision: an empty value"},
+      {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --precision bf16 -o " + p("x"),
+       "--precision bf16 is for the GPU; on the CPU eval and predict"},
+      {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --fold -1 -o " + p("x"), "--fold: folds count from 0"},
+  };
+  for (const auto& [args, message] : refused) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+  }
+  EXPECT_FALSE(fs::exists(p("x.csv")));
+  EXPECT_FALSE(fs::exists(p("x.npy")));
+}
+
+TEST_F(CliStream, PredictNeverWritesOverItsData) {
+  // --out panel names panel.csv, the data predict reads: refused, the data unchanged (the rename would replace it).
+  const std::string before = test::read_bytes(p("data/panel.csv"));
+  Result r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("data/panel"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(p("data/panel.csv") + " is the same file as data.csv"), std::string::npos) << r.out;
+  fs::create_hard_link(p("data/panel.csv"), p("alias.csv"));
+  r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("alias"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("predict would write over a file it reads"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_bytes(p("data/panel.csv")), before);
+  EXPECT_FALSE(fs::exists(p("data/panel.npy")));
 }
 
 }  // namespace
