@@ -172,8 +172,11 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   const RunLock lock(out);
   RunOptions claim = options;
   if (src) claim.resume = src->dir.string();
+  recover_run_folder(out);  // a killed run's commits completed, its temporary files removed
+  settle_old_runs(out);     // a killed --overwrite's old run moved back, or deleted once the new one saved
   check_run_folder(out, claim);
-  if (options.overwrite && !src) remove_old_run(out);
+  std::optional<OldRunAside> aside;  // --overwrite: the old run, moved back unless this run ends normally
+  if (options.overwrite && !src) aside.emplace(out);
   result.run_dir = out.string();
 
   RunContext c{cfg, panel, folds, fingerprint, options.panel_from_config, population, rep, dirs, engine};
@@ -187,11 +190,13 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
       slots[g].push_back(slot_of(c, src, member_in_fold(cfg, members[i], f, folds), &data[size_t(f)]));
       unfinished = unfinished || !slot_finished(cfg, slots[g].back());
     }
-  require(unfinished, "--resume " + options.resume + ": every model has finished (train.steps = " +
+  // Every model finished, but a kill came before the run's last outputs (test records, summaries): the resume
+  // tests the models again and writes them.
+  require(unfinished || (src && !src->complete), "--resume " + options.resume + ": every model has finished (train.steps = " +
                           std::to_string(cfg.train.steps) + " reached, or stopped early by run.patience), so the run " +
                           "is finished; to train longer set train.steps above " + std::to_string(cfg.train.steps) +
                           " explicitly (--steps N)");
-  write_run_record(out, cfg, options.panel_from_config, fingerprint, population);
+  write_run_record(out, cfg, options.panel_from_config, fingerprint, population, false);
   for (const std::string& line : changes) rep.message("resume: " + line, 0, 0);
   for (const std::string& line : warnings) rep.message(line, 0, 0);
 
@@ -213,7 +218,12 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     for (int f : fold_ids) data[size_t(f)].norm = Panel{};  // a long walk-forward holds one fold's panel at a time
   }
   result.stopped = stopped;
-  if (!stopped && !paused) require_selection_metric(cfg, result);
+  if (!stopped && !paused) {
+    require_selection_metric(cfg, result);
+    write_run_record(out, cfg, options.panel_from_config, fingerprint, population, true);
+  }
+  // The run finished, or was stopped after saving its checkpoints: the old run it replaces goes.
+  if (aside) aside->keep_new();
   return result;
 }
 

@@ -6,13 +6,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <random>
 #include <csignal>
 #include <cstring>
 #include <sstream>
 
 #include "checkpoint/run_records.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "data/fileio.h"
 
 namespace mlalpha {
@@ -171,6 +176,13 @@ std::vector<fs::path> run_files(const fs::path& dir) {
   return out;
 }
 
+void recover_run_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  recover_file_sets(dir.string());
+  for (const fs::path& d : run_subfolders(dir)) recover_file_sets(d.string());
+}
+
 void check_run_folder(const fs::path& out, const RunOptions& options) {
   if (options.overwrite || !options.resume.empty()) return;
   const std::vector<fs::path> existing = run_files(out);
@@ -182,15 +194,170 @@ void check_run_folder(const fs::path& out, const RunOptions& options) {
               ", or choose another run.out_dir");
 }
 
-void remove_old_run(const fs::path& out) {
-  for (const fs::path& f : run_files(out)) {
-    std::error_code ec;
-    fs::remove(f, ec);
-    require(!ec, f.string() + ": cannot remove the old run's file (--overwrite): " + ec.message());
+// ---- --overwrite
+
+namespace {
+
+constexpr const char* kManifest = ".manifest";
+
+void rename_durably(const fs::path& from, const fs::path& to, const std::string& why) {
+  fault_point(("rename " + to.string()).c_str());
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw Error("--overwrite: cannot " + why + ": renaming '" + from.string() + "' to '" + to.string() +
+                "' failed: " + std::strerror(errno));
+}
+
+void remove_durably(const fs::path& p, const std::string& why) {
+  fault_point(("remove " + p.string()).c_str());
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  require(!ec, "--overwrite: cannot " + why + ": removing '" + p.string() + "' failed: " + ec.message());
+}
+
+std::vector<std::string> read_manifest(const fs::path& aside) {
+  std::vector<std::string> out;
+  std::istringstream in(read_file_bytes((aside / kManifest).string()));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// The in-place files of the new run go, then each old file not yet back is renamed back. Idempotent: the
+// manifest never changes, so a kill in the middle is finished by running it again.
+void restore(const fs::path& out, const fs::path& aside) {
+  std::error_code ec;
+  if (!fs::exists(aside / kManifest, ec)) {  // a kill before the manifest: nothing was moved yet
+    remove_durably(aside, "remove the unused aside folder");
+    return;
   }
+  const std::vector<std::string> old = read_manifest(aside);
+  for (const fs::path& f : run_files(out)) {
+    const std::string rel = f.lexically_relative(out).string();
+    if (std::find(old.begin(), old.end(), rel) == old.end()) remove_durably(f, "remove the failed new run's file");
+  }
+  for (const std::string& rel : old)
+    if (fs::exists(aside / rel, ec) || fs::is_symlink(aside / rel, ec)) {
+      fs::create_directories((out / rel).parent_path(), ec);
+      rename_durably(aside / rel, out / rel, "move the old run's file back");
+    }
+  remove_durably(aside, "remove the emptied aside folder");
+}
+
+void delete_aside(const fs::path& out, const fs::path& aside) {
+  remove_durably(aside, "delete the old run's files");
   for (const fs::path& d : run_subfolders(out)) {
     std::error_code ec;
     if (fs::is_directory(d, ec) && fs::is_empty(d, ec)) fs::remove(d, ec);
+  }
+}
+
+// The phase is in the aside folder's name, so a kill between phases is finished the same way.
+fs::path renamed_to(const fs::path& aside, const char* phase) {
+  const std::string name = aside.filename().string();
+  return aside.parent_path() / (std::string(phase) + name.substr(name.find('-') + 1));
+}
+
+bool has_new_checkpoint(const fs::path& out) {
+  std::error_code ec;
+  if (fs::exists(out / kModelStateFile, ec)) return true;
+  for (const fs::path& d : run_subfolders(out))
+    if (fs::exists(d / kModelStateFile, ec)) return true;
+  return false;
+}
+
+}  // namespace
+
+OldRunAside::OldRunAside(const fs::path& out) : out_(out) {
+  const std::vector<fs::path> files = run_files(out);
+  if (files.empty()) return;
+  // Every check before the first move: nothing moves unless everything can.
+  for (const fs::path& f : files) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(f, ec);
+    require(fs::is_regular_file(st),
+            "--overwrite: '" + f.string() + "' is " + (fs::is_directory(st) ? "a folder" : "not a regular file") +
+                ", not a file of a run: ml-alpha writes a file there, so move it away first (nothing was changed)");
+    const fs::path parent = f.parent_path();
+    require(::access(parent.c_str(), W_OK | X_OK) == 0,
+            "--overwrite: cannot move the old run's file '" + f.string() + "' aside: its folder '" + parent.string() +
+                "' is not writable (" + std::strerror(errno) + "); nothing was changed");
+  }
+  std::random_device rd;
+  char id[24];
+  std::snprintf(id, sizeof id, "%08x%08x", unsigned(rd()), unsigned(rd()));
+  const fs::path aside = out / (std::string(".moving-") + id);
+  std::error_code ec;
+  fs::create_directory(aside, ec);
+  require(!ec, "--overwrite: cannot create the folder '" + aside.string() + "' for the old run's files: " +
+                   ec.message() + " (nothing was changed)");
+  std::string manifest;
+  for (const fs::path& f : files) manifest += f.lexically_relative(out).string() + "\n";
+  try {
+    write_file_atomic((aside / kManifest).string(), manifest);
+  } catch (...) {
+    fs::remove_all(aside, ec);
+    throw;
+  }
+  try {
+    for (const fs::path& f : files) {
+      const fs::path to = aside / f.lexically_relative(out);
+      fs::create_directories(to.parent_path(), ec);
+      rename_durably(f, to, "move the old run's file aside");
+    }
+  } catch (...) {
+    try {
+      restore(out, aside);
+    } catch (...) {
+      // The folder stays as .moving-: the next start moves the files back (settle_old_runs).
+    }
+    throw;
+  }
+  // Every old file is aside: from here a kill leaves a decision for the next start (settle_old_runs).
+  aside_ = renamed_to(aside, ".old-");
+  rename_durably(aside, aside_, "finish moving the old run aside");
+}
+
+OldRunAside::~OldRunAside() {
+  if (aside_.empty()) return;
+  try {
+    const fs::path restoring = renamed_to(aside_, ".restore-");
+    rename_durably(aside_, restoring, "start restoring the old run");
+    restore(out_, restoring);
+  } catch (...) {
+    // The aside folder stays; the next start in this folder finishes the restore (settle_old_runs).
+  }
+}
+
+void OldRunAside::keep_new() {
+  if (aside_.empty()) return;
+  const fs::path deleting = renamed_to(aside_, ".delete-");
+  rename_durably(aside_, deleting, "delete the old run");
+  aside_.clear();
+  delete_aside(out_, deleting);
+}
+
+void settle_old_runs(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) return;
+  std::vector<fs::path> asides;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    if (e.is_directory() && (starts_with(e.path(), ".old-") || starts_with(e.path(), ".restore-") ||
+                             starts_with(e.path(), ".delete-") || starts_with(e.path(), ".moving-")))
+      asides.push_back(e.path());
+  for (const fs::path& a : asides) {
+    if (starts_with(a, ".delete-")) {
+      delete_aside(out, a);
+    } else if (starts_with(a, ".restore-") || starts_with(a, ".moving-")) {
+      restore(out, a);  // .moving-: a kill while the old run was moved aside; the new run had not started
+    } else if (has_new_checkpoint(out)) {
+      const fs::path deleting = renamed_to(a, ".delete-");
+      rename_durably(a, deleting, "delete the old run");
+      delete_aside(out, deleting);
+    } else {
+      const fs::path restoring = renamed_to(a, ".restore-");
+      rename_durably(a, restoring, "start restoring the old run");
+      restore(out, restoring);
+    }
   }
 }
 
