@@ -177,6 +177,7 @@ bool ModelRecorder::validate(int64_t s, Reporter& rep) {
     const std::string text =
         nlohmann::json{{"metric", cfg_.run.metric}, {"value", ev.value}, {"step", s}}.dump() + "\n";
     set.add((where_.dir / "best.json").string()).write(text.data(), text.size());
+    if (access_.before_save) access_.before_save();
     set.commit();
   } else if (cfg_.run.patience > 0) {
     ++bad_evals_;

@@ -31,6 +31,7 @@ class ModelRecorder {
     // Predictions (N, T, K) by the plan with the live weights, or with `params` when non-null.
     std::function<std::vector<float>(const WindowPlan&, const std::vector<float>*)> predict;
     std::function<TrainState()> state;
+    std::function<void()> before_save;  // throws when the run folder is no longer this run's (RunLock::check)
   };
   struct Where {
     const FoldPlan* plan = nullptr;

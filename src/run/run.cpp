@@ -179,7 +179,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   if (options.overwrite && !src) aside.emplace(out);
   result.run_dir = out.string();
 
-  RunContext c{cfg, panel, folds, fingerprint, options.panel_from_config, population, rep, dirs, engine};
+  RunContext c{cfg, panel, folds, fingerprint, options.panel_from_config, population, rep, dirs, engine, lock};
   std::vector<std::vector<ModelSlot>> slots(groups.size());  // the resume's states, read before anything is written
   std::vector<FoldData> data(static_cast<size_t>(folds));
   for (int f = 0; f < folds; ++f) data[size_t(f)].plan = &plans[size_t(f)];
@@ -214,12 +214,14 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     }
     std::vector<Trained> trained = train_models(c, slots[g], stopped, paused);
     stopped = stopped || rep.stop_requested();
+    lock.check();
     summary->add(fold_ids, trained, g + 1 == groups.size() || stopped || paused);
     for (int f : fold_ids) data[size_t(f)].norm = Panel{};  // a long walk-forward holds one fold's panel at a time
   }
   result.stopped = stopped;
   if (!stopped && !paused) {
     require_selection_metric(cfg, result);
+    lock.check();
     write_run_record(out, cfg, options.panel_from_config, fingerprint, population, true);
   }
   // The run finished, or was stopped after saving its checkpoints: the old run it replaces goes.
@@ -234,6 +236,9 @@ struct Resolved {
   RunConfig cfg;
 };
 Resolved resolve(const RunConfig& config, const RunOptions& options) {
+  require(options.resume.empty() || !options.overwrite,
+          "--resume " + options.resume + " with --overwrite (Python: overwrite=True): a resume continues the run, "
+          "--overwrite replaces it; give one of them");
   Resolved r;
   r.cfg = config;
   if (options.resume.empty()) return r;

@@ -85,7 +85,9 @@ RunLock::RunLock(const fs::path& dir) : path_(dir / kLockFile) {
   const std::string where = "run folder '" + dir.string() + "'";
   const std::string me = host_name();
   for (int attempt = 0;; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    require(fd >= 0 || errno != ELOOP, where + ": its lock file " + path_.string() +
+                                           " is a symbolic link; ml-alpha does not write through it (remove the link)");
     require(fd >= 0, where + ": cannot create its lock file " + path_.string() + ": " + std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
@@ -119,9 +121,26 @@ RunLock::RunLock(const fs::path& dir) : path_(dir / kLockFile) {
   }
 }
 
+void RunLock::check() const {
+  struct stat mine {}, now {};
+  const bool same = fstat(fd_, &mine) == 0 && ::lstat(path_.c_str(), &now) == 0 && S_ISREG(now.st_mode) &&
+                    mine.st_ino == now.st_ino && mine.st_dev == now.st_dev;
+  const Holder h = read_holder(fd_);
+  require(same && h.pid == long(getpid()),
+          "run folder '" + path_.parent_path().string() + "': its lock file " + path_.string() +
+              (same ? " was rewritten and names " + holder_text(h) : std::string(" was removed or replaced")) +
+              " while this run (process " + std::to_string(long(getpid())) +
+              ") held it; stopping without writing, so another run's files are not mixed with this one's");
+}
+
 RunLock::~RunLock() {
   if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // before the unlock: a run waiting for this file then locks a new one
+  // Before the unlock: a run waiting for this file then locks a new one. Only our own file: one put in its place
+  // by another process is that process's.
+  struct stat mine {}, now {};
+  if (fstat(fd_, &mine) == 0 && ::lstat(path_.c_str(), &now) == 0 && mine.st_ino == now.st_ino &&
+      mine.st_dev == now.st_dev)
+    ::unlink(path_.c_str());
   ::close(fd_);
 }
 

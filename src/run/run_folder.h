@@ -25,7 +25,8 @@ class CreatedDirs {
 // kernel releases it when the process dies, so a lock left by a killed run is stale and is taken over) and the
 // holder's pid and host inside it for the message another run gets. Where the file system has no flock, a
 // lock file naming a live process of this host, or any process of another host, refuses, and one naming a dead
-// process of this host is stale and is taken over. Throws Error naming the holder when the folder is locked.
+// process of this host is stale and is taken over. Throws Error naming the holder when the folder is locked, and
+// when the lock file is a symbolic link (opened with O_NOFOLLOW: a link would have us write through it).
 class RunLock {
  public:
   explicit RunLock(const std::filesystem::path& dir);
@@ -33,6 +34,10 @@ class RunLock {
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  // Before each save: throws unless the lock file at the path is still the file this run locked (not removed,
+  // replaced or a link) and names this process. Another process that took the folder over (after the lock file
+  // was removed) would otherwise have its files mixed with ours.
+  void check() const;
 
  private:
   std::filesystem::path path_;

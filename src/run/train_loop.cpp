@@ -181,7 +181,8 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
                                  [en, m, &d](const WindowPlan& plan, const std::vector<float>* params) {
                                    return engine_predictions(en->predict(m, plan, params), d);
                                  },
-                                 [en, m] { return en->state(m); }};
+                                 [en, m] { return en->state(m); },
+                                 [&c] { c.lock.check(); }};
     rec.push_back(std::make_unique<ModelRecorder>(
         cfg, slot.spec.train, d.norm, d.sc,
         ModelRecorder::Where{d.plan, &c.panel, dir, c.population ? m : -1, c.population ? slot.spec.name : ""},
@@ -233,6 +234,7 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
           finished[size_t(m)] = 1;
         }
       }
+      c.lock.check();
       set.commit();
     }
     if ((stop || c.rep.stop_requested()) && s < cfg.train.steps && live > 0) {
@@ -289,7 +291,10 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
     }
     out.push_back(std::move(t));
   }
-  if (!final_set.empty()) final_set.commit();
+  if (!final_set.empty()) {
+    c.lock.check();
+    final_set.commit();
+  }
   RunEvent e;
   e.kind = RunEvent::Kind::fold_end;
   e.fold = first_fold;
