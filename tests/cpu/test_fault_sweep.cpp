@@ -198,8 +198,8 @@ TEST_F(FaultSweep, PopulationStride) {
   const fs::path ref = dir_ / "ref";
   const long points = count_points(args + "-o " + ref.string());
   ASSERT_TRUE(fs::exists(ref / "member-01" / "last.safetensors"));
-  std::printf("population: %ld fault points, every 3rd swept\n", points);
-  sweep(*this, args, ref, dir_ / "run", points, 3);
+  std::printf("population: %ld fault points, every 4th swept\n", points);
+  sweep(*this, args, ref, dir_ / "run", points, 4);
 }
 
 TEST_F(FaultSweep, WalkForwardStride) {
@@ -208,8 +208,8 @@ TEST_F(FaultSweep, WalkForwardStride) {
   const long points = count_points(args + "-o " + ref.string());
   ASSERT_TRUE(fs::exists(ref / "fold-1" / "last.safetensors"));
   ASSERT_TRUE(fs::exists(ref / "folds.csv"));
-  std::printf("walk-forward: %ld fault points, every 3rd swept\n", points);
-  sweep(*this, args, ref, dir_ / "run", points, 3);
+  std::printf("walk-forward: %ld fault points, every 4th swept\n", points);
+  sweep(*this, args, ref, dir_ / "run", points, 4);
 }
 
 // --overwrite over a finished run of other settings: after every kill the old run is whole (in place or aside)
@@ -222,8 +222,8 @@ TEST_F(FaultSweep, OverwriteStride) {
   ASSERT_EQ(run(args + "-o " + ref.string()).code, 0);  // the new run alone
   fs::copy(old, work, fs::copy_options::recursive);
   const long points = count_points(args + "-o " + work.string());
-  std::printf("--overwrite: %ld fault points, every 2nd swept\n", points);
-  for (long k = 1; k <= points; k += 2) {
+  std::printf("--overwrite: %ld fault points, every 3rd swept\n", points);
+  for (long k = 1; k <= points; k += 3) {
     const std::string what = "--overwrite killed at fault point " + std::to_string(k);
     fs::remove_all(work);
     fs::copy(old, work, fs::copy_options::recursive);
