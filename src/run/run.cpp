@@ -220,7 +220,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   }
   result.stopped = stopped;
   if (!stopped && !paused) {
-    require_selection_metric(cfg, result);
+    require_selection_metric(cfg, result, aside.has_value());
     lock.check();
     write_run_record(out, cfg, options.panel_from_config, fingerprint, population, true);
   }
