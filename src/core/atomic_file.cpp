@@ -190,7 +190,8 @@ std::vector<std::string> recover_file_sets(const std::string& dir) {
       require(nl != std::string::npos && tab < nl, "the journal '" + j.string() + "' is not a list of "
                                                    "'temporary<TAB>target' lines (edited?); remove it to keep "
                                                    "the files as they are");
-      const fs::path from = j.parent_path() / text.substr(at, tab - at), to = j.parent_path() / text.substr(tab + 1, nl - tab - 1);
+      const fs::path from = j.parent_path() / text.substr(at, tab - at),
+                     to = j.parent_path() / text.substr(tab + 1, nl - tab - 1);
       at = nl + 1;
       if (!fs::exists(from, ec)) continue;  // renamed before the kill
       rename_or_throw(from.string(), to.string(), "complete the commit of '" + j.string() + "'");

@@ -172,8 +172,13 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   const RunLock lock(out);
   RunOptions claim = options;
   if (src) claim.resume = src->dir.string();
-  recover_run_folder(out);  // a killed run's commits completed, its temporary files removed
-  settle_old_runs(out);     // a killed --overwrite's old run moved back, or deleted once the new one saved
+  // A killed run's commits completed and its temporary files removed; a killed --overwrite's old run moved back,
+  // or deleted once the new one had saved.
+  if (const auto done = recover_run_folder(out); !done.empty())
+    rep.message("completed what a killed run left in " + out.string() + ": " + std::to_string(done.size()) +
+                    " files renamed or removed (the saves it had committed kept, its unfinished writes dropped)",
+                0, 0);
+  settle_old_runs(out);
   check_run_folder(out, claim);
   std::optional<OldRunAside> aside;  // --overwrite: the old run, moved back unless this run ends normally
   if (options.overwrite && !src) aside.emplace(out);
@@ -192,10 +197,11 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     }
   // Every model finished, but a kill came before the run's last outputs (test records, summaries): the resume
   // tests the models again and writes them.
-  require(unfinished || (src && !src->complete), "--resume " + options.resume + ": every model has finished (train.steps = " +
-                          std::to_string(cfg.train.steps) + " reached, or stopped early by run.patience), so the run " +
-                          "is finished; to train longer set train.steps above " + std::to_string(cfg.train.steps) +
-                          " explicitly (--steps N)");
+  require(unfinished || (src && !src->complete),
+          "--resume " + options.resume + ": every model has finished (train.steps = " +
+              std::to_string(cfg.train.steps) + " reached, or stopped early by run.patience), so the run " +
+              "is finished; to train longer set train.steps above " + std::to_string(cfg.train.steps) +
+              " explicitly (--steps N)");
   write_run_record(out, cfg, options.panel_from_config, fingerprint, population, false);
   for (const std::string& line : changes) rep.message("resume: " + line, 0, 0);
   for (const std::string& line : warnings) rep.message(line, 0, 0);

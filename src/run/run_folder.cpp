@@ -12,6 +12,8 @@
 #include <random>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "checkpoint/run_records.h"
@@ -57,9 +59,23 @@ std::string host_name() {
 struct Holder {
   long pid = 0;
   std::string host;
+  std::string start;  // the process's start time (/proc/<pid>/stat): a pid reused later is another process
 };
 
-// "pid 123 on host h" of a lock file's text ("pid=123\nhost=h\n").
+// Field 22 of /proc/<pid>/stat, the start time in clock ticks since boot; empty when unknown.
+std::string start_time(long pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return "";
+  std::istringstream rest(text.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return field;
+  return "";
+}
+
+// "pid 123 on host h" of a lock file's text ("pid=123\nhost=h\nstart=456\n").
 Holder read_holder(int fd) {
   Holder h;
   char buf[512] = {};
@@ -68,6 +84,7 @@ Holder read_holder(int fd) {
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("pid=", 0) == 0) h.pid = std::strtol(line.c_str() + 4, nullptr, 10);
     if (line.rfind("host=", 0) == 0) h.host = line.substr(5);
+    if (line.rfind("start=", 0) == 0) h.start = line.substr(6);
   }
   return h;
 }
@@ -77,7 +94,12 @@ std::string holder_text(const Holder& h) {
                    : std::string("another process");
 }
 
-bool alive_here(const Holder& h) { return h.pid > 0 && (kill(pid_t(h.pid), 0) == 0 || errno == EPERM); }
+// The holder is a live process of this host: its pid exists and, when the lock recorded it, started when the
+// holder did (not a later process that got the same pid).
+bool alive_here(const Holder& h) {
+  if (h.pid <= 0 || (kill(pid_t(h.pid), 0) != 0 && errno != EPERM)) return false;
+  return h.start.empty() || h.start == start_time(h.pid);
+}
 
 }  // namespace
 
@@ -110,7 +132,8 @@ RunLock::RunLock(const fs::path& dir) : path_(dir / kLockFile) {
       require(attempt < 100, where + ": its lock file keeps changing (" + path_.string() + ")");
       continue;
     }
-    const std::string text = "pid=" + std::to_string(long(getpid())) + "\nhost=" + me + "\n";
+    const std::string text =
+        "pid=" + std::to_string(long(getpid())) + "\nhost=" + me + "\nstart=" + start_time(long(getpid())) + "\n";
     if (ftruncate(fd, 0) != 0 || pwrite(fd, text.data(), text.size(), 0) != ssize_t(text.size())) {
       const std::string err = std::strerror(errno);
       ::close(fd);
@@ -126,7 +149,7 @@ void RunLock::check() const {
   const bool same = fstat(fd_, &mine) == 0 && ::lstat(path_.c_str(), &now) == 0 && S_ISREG(now.st_mode) &&
                     mine.st_ino == now.st_ino && mine.st_dev == now.st_dev;
   const Holder h = read_holder(fd_);
-  require(same && h.pid == long(getpid()),
+  require(same && h.pid == long(getpid()) && h.start == start_time(long(getpid())),
           "run folder '" + path_.parent_path().string() + "': its lock file " + path_.string() +
               (same ? " was rewritten and names " + holder_text(h) : std::string(" was removed or replaced")) +
               " while this run (process " + std::to_string(long(getpid())) +
@@ -195,11 +218,15 @@ std::vector<fs::path> run_files(const fs::path& dir) {
   return out;
 }
 
-void recover_run_folder(const fs::path& dir) {
+std::vector<std::string> recover_run_folder(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;
-  recover_file_sets(dir.string());
-  for (const fs::path& d : run_subfolders(dir)) recover_file_sets(d.string());
+  if (!fs::is_directory(dir, ec)) return {};
+  std::vector<std::string> done = recover_file_sets(dir.string());
+  for (const fs::path& d : run_subfolders(dir)) {
+    const std::vector<std::string> more = recover_file_sets(d.string());
+    done.insert(done.end(), more.begin(), more.end());
+  }
+  return done;
 }
 
 void check_run_folder(const fs::path& out, const RunOptions& options) {

@@ -23,10 +23,11 @@ class CreatedDirs {
 
 // The lock of a run folder, <dir>/run.lock, held from construction to destruction: an flock on the file (the
 // kernel releases it when the process dies, so a lock left by a killed run is stale and is taken over) and the
-// holder's pid and host inside it for the message another run gets. Where the file system has no flock, a
-// lock file naming a live process of this host, or any process of another host, refuses, and one naming a dead
-// process of this host is stale and is taken over. Throws Error naming the holder when the folder is locked, and
-// when the lock file is a symbolic link (opened with O_NOFOLLOW: a link would have us write through it).
+// holder's pid, host and start time inside it for the message another run gets. Where the file system has no
+// flock, a lock file naming a live process of this host (that pid, started then), or any process of another host,
+// refuses, and one naming a dead process of this host is stale and is taken over. Throws Error naming the holder
+// when the folder is locked, and when the lock file is a symbolic link (opened with O_NOFOLLOW: a link would have
+// us write through it).
 class RunLock {
  public:
   explicit RunLock(const std::filesystem::path& dir);
@@ -49,7 +50,8 @@ constexpr const char* kLockFile = "run.lock";
 std::vector<std::filesystem::path> run_files(const std::filesystem::path& dir);
 // Completes the checkpoint commits a killed run left in `dir` and its run's folders (their journals) and removes
 // the temporary files of writes it never committed (core/atomic_file.h, recover_file_sets). Under the lock.
-void recover_run_folder(const std::filesystem::path& dir);
+// Returns the files it renamed or removed.
+std::vector<std::string> recover_run_folder(const std::filesystem::path& dir);
 // Refuses an out_dir that already holds a run unless options say to overwrite or resume.
 void check_run_folder(const std::filesystem::path& out, const RunOptions& options);
 

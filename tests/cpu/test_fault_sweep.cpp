@@ -160,6 +160,17 @@ void expect_checkpoints_whole(const fs::path& root, const std::string& what) {
   }
 }
 
+// Right after a kill: every metrics.jsonl holds the uninterrupted run's first records (a torn last line aside):
+// what was written before the kill is what the run writes, and nothing before it was damaged.
+void expect_records_a_prefix(const fs::path& ref, const fs::path& root, const std::string& what) {
+  for (const auto& [rel, p] : files_of(root)) {
+    if (p.filename() != "metrics.jsonl") continue;
+    const std::string got = bytes_of(p), want = bytes_of(ref / rel);
+    const std::string whole = got.substr(0, got.rfind('\n') == std::string::npos ? 0 : got.rfind('\n') + 1);
+    EXPECT_EQ(want.substr(0, whole.size()), whole) << what << ": " << rel << " is not a prefix of the uninterrupted run's";
+  }
+}
+
 // Tiny runs: a model of a few hundred weights, one thread, few steps; --save-every and --eval-every put
 // checkpoint and best saves in the middle.
 const std::string kTiny =
@@ -174,6 +185,7 @@ void sweep(FaultSweep& t, const std::string& args, const fs::path& ref, const fs
     const Exit killed = t.run(args + "-o " + work.string(), "MLALPHA_FAULT_AT=" + std::to_string(k));
     ASSERT_TRUE(killed.killed) << what << ": the run was not killed (code " << killed.code << ")\n" << killed.out;
     expect_checkpoints_whole(work, what);
+    expect_records_a_prefix(ref, work, what);
     const bool recorded = fs::exists(work / "run.json");
     const Exit again = recorded ? t.run("train --device cpu --threads 1 --resume " + work.string(), "")
                                 : t.run(args + "-o " + work.string(), "");
