@@ -146,7 +146,8 @@ TEST_F(RunFolderCli, ASymlinkedLockIsRefused) {
 // The lock file of a live run removed (and the folder then free for another run): the run stops at its next save
 // without writing it.
 TEST_F(RunFolderCli, ARunWhoseLockIsRemovedStopsBeforeItsNextSave) {
-  const std::string cmd = "bash -c '" + std::string(MLALPHA_BIN) + " " + kBase +
+  // timeout: a run that missed the removal would train for hours.
+  const std::string cmd = "bash -c 'timeout 120 " + std::string(MLALPHA_BIN) + " " + kBase +
                           "--timesteps 160 --d-model 8 --head-dim 4 --steps 100000000 --eval-every 0 --save-every 200 -o " + p("run") + " > " + p("log") +
                           " 2>&1 & pid=$!; for i in $(seq 100); do [ -e " + p("run/state.json") +
                           " ] && break; sleep 0.1; done; rm " + p("run/run.lock") + "; wait $pid; echo $? > " +
@@ -159,10 +160,12 @@ TEST_F(RunFolderCli, ARunWhoseLockIsRemovedStopsBeforeItsNextSave) {
 TEST_F(RunFolderCli, SigusrAndSigxcpuStopARunWithItsLastCheckpoint) {
   for (const char* sig : {"USR1", "XCPU"}) {
     const std::string out = p(std::string("run-") + sig);
+    // The watchdog kills a run that ignored the signal (it would train for hours).
     const std::string cmd = "bash -c '" + std::string(MLALPHA_BIN) + " " + kBase +
-                            "--timesteps 160 --d-model 8 --head-dim 4 --steps 100000000 --eval-every 0 -o " +
-                            out + " > " + p("log") + " 2>&1 & pid=$!; sleep 2; kill -" + sig + " $pid; wait $pid; echo $? > " +
-                            p("code") + "'";
+                            "--timesteps 160 --d-model 8 --head-dim 4 --steps 100000000 --eval-every 0 -o " + out +
+                            " > " + p("log") + " 2>&1 & pid=$!; (sleep 120 & s=$!; trap \"kill $s; exit\" TERM; wait $s; kill -9 $pid) " +
+                            ">/dev/null 2>&1 & dog=$!; sleep 2; " +
+                            "kill -" + sig + " $pid; wait $pid; echo $? > " + p("code") + "; kill $dog'";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     const int code = std::stoi(bytes_of(p("code")));
     EXPECT_EQ(code, 128 + (std::string(sig) == "USR1" ? SIGUSR1 : SIGXCPU)) << bytes_of(p("log"));
