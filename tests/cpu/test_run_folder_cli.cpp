@@ -99,6 +99,19 @@ TEST_F(RunFolderCli, OverwriteThatFailsLateRestoresTheOldRun) {
   EXPECT_NE(again.out.find("every model has finished"), std::string::npos) << again.out;
 }
 
+// Under `ulimit -v` the memory estimate counts the address space left, not the machine's free memory: a model
+// that cannot fit is refused before the old run is touched (not a std::bad_alloc halfway).
+TEST_F(RunFolderCli, AnAddressSpaceLimitIsCountedBeforeTheOldRunIsTouched) {
+  ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
+  const auto before = contents(p("run"));
+  const Result r = run("train --device cpu --threads 1 --instruments 64 --timesteps 4000 --features 3 --d-model 512 "
+                       "--layers 4 -B 64 -L 512 --steps 4 --overwrite -o " + p("run"),
+                       "ulimit -v 1500000; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("the CPU training step needs"), std::string::npos) << r.out;
+  expect_untouched(before, p("run"), "after a run refused for memory");
+}
+
 TEST_F(RunFolderCli, OverwriteThatCannotMoveEveryFileChangesNothing) {
   ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
   fs::create_directories(p("run/folds.csv/x"));  // a folder named like an output of the new run
