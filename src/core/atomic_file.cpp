@@ -149,6 +149,9 @@ std::string AtomicFileSet::relative(const std::string& path) const {
 
 AtomicFile& AtomicFileSet::add(const std::string& path) {
   relative(path);
+  // The files are written one after another: the previous one is complete, so it is flushed and closed now (a
+  // population's set holds thousands of files, more than a process may keep open).
+  if (!files_.empty()) files_.back()->flush();
   files_.push_back(std::make_unique<AtomicFile>(path));
   return *files_.back();
 }

@@ -67,7 +67,8 @@ class AtomicFileSet {
   explicit AtomicFileSet(std::string journal);  // e.g. "<model folder>/last.journal"
   AtomicFileSet(const AtomicFileSet&) = delete;
   AtomicFileSet& operator=(const AtomicFileSet&) = delete;
-  // A new member file; it must be in the journal's directory or below it.
+  // A new member file; it must be in the journal's directory or below it. Adding one flushes and closes the
+  // previous one: write each file whole before adding the next.
   AtomicFile& add(const std::string& path);
   void commit();
   bool empty() const { return files_.empty(); }
