@@ -109,8 +109,9 @@ void require_finite_targets(const Panel& p, int t0, int t1, const std::string& w
 // data the checkpoint was trained on.
 uint64_t panel_fingerprint(const Panel& p);
 // Writes a panel as features.npy / targets.npy and/or a long-format panel.csv (time, instrument, f0..,
-// y0..) into `dir` (created when missing), each file atomically. format: npy | csv | both. Returns the
-// paths written.
-std::vector<std::string> write_panel_files(const Panel& p, const std::string& dir, const std::string& format);
+// y0..) into `dir` (created when missing), each file atomically. format: npy | csv | both. A file of that name
+// already there is refused (naming it) unless `overwrite`. Returns the paths written.
+std::vector<std::string> write_panel_files(const Panel& p, const std::string& dir, const std::string& format,
+                                           bool overwrite = false);
 
 }  // namespace mlalpha

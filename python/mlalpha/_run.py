@@ -234,7 +234,8 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
     "Loggers").
     out_dir: the run folder; None uses the config's run.out_dir when it was set, otherwise a temporary folder
     removed once the models are loaded (Run.dir is then None). A folder that holds a run is refused unless
-    overwrite=True (its old files go once every check has passed) or resume names it.
+    overwrite=True (its old files are moved aside and go once the new run has ended, or come back when it fails)
+    or resume names it (not both: resume continues the run, overwrite replaces it).
     Ctrl-C (KeyboardInterrupt) while the engine trains stops it after the current step: fit returns the Run
     with stopped and interrupted True and `last` holding the weights of that step.
     resume: continue a run in its own folder (as `ml-alpha train --resume`): its run folder, or a last.safetensors
@@ -288,7 +289,7 @@ def fit(panel: Panel, config: Config | dict | None = None, device: str | None = 
 
     try:
         try:
-            result, _, interrupted = _core.fit(config._cfg, panel._core, on_event, overwrite and not resume, resume,
+            result, _, interrupted = _core.fit(config._cfg, panel._core, on_event, overwrite, resume,
                                                threading.current_thread() is threading.main_thread())
         except ValueError as err:
             raise ValueError(_python_error(str(err), device is not None, out_dir is not None)) from None

@@ -239,6 +239,13 @@ void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::
 
 void save_checkpoint(const std::string& path, const ModelLayout& layout, const TrainState& state,
                      const CheckpointMeta& meta) {
+  AtomicFileSet set(path + ".journal");
+  write_checkpoint(set, path, layout, state, meta);
+  set.commit();
+}
+
+void write_checkpoint(AtomicFileSet& set, const std::string& path, const ModelLayout& layout, const TrainState& state,
+                      const CheckpointMeta& meta) {
   const std::string where = "save_checkpoint '" + path + "'";
   const auto diff = model_config_differences(meta.model, layout.cfg);
   require(diff.empty(), where + ": meta.model is not the layout's config (" + (diff.empty() ? "" : diff[0]) + ")");
@@ -283,14 +290,9 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, const T
                                   {"adam_step", std::to_string(state.adam_step)},
                                   {"skipped_total", std::to_string(state.skipped_total)},
                                   {"seed", std::to_string(state.seed)}};
-  // Both files complete and on disk before either replaces its predecessor; then weights, then sidecar.
-  AtomicFile wf(path), of(optim_sidecar_path(path));
-  write_safetensors(wf, weights, wmeta);
-  write_safetensors(of, moments, ometa);
-  wf.flush();
-  of.flush();
-  wf.commit();
-  of.commit();
+  // Both become current with the rest of the set, in one step (the set's journal).
+  write_safetensors(set.add(path), weights, wmeta);
+  write_safetensors(set.add(optim_sidecar_path(path)), moments, ometa);
 }
 
 CheckpointWeights load_checkpoint_weights(const std::string& path) { return read_weights(path, nullptr).w; }

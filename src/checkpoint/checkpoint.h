@@ -7,14 +7,16 @@
 //                           layer adds CRC-32 checksums of the tensor data and of the metadata.
 //   P + ".optim.safetensors" the AdamW moments ("exp_avg.<name>", "exp_avg_sq.<name>") and the counters
 //                           (step, adam_step, skipped_total, seed) with the same save id.
-// Both are written to temporary files first, fsynced, then renamed (weights first): a crash leaves the
-// old checkpoint or the new one, never a torn file; a sidecar from another save is detected on load.
+// Both become current in one atomic step (core/atomic_file.h, AtomicFileSet: temporary files, then a journal
+// renamed last, then the renames it lists): a kill leaves the old pair or the new one (completed from the
+// journal at the run's next start), never a torn file; a sidecar from another save is detected on load.
 // The arena padding between tensors is not stored (it is always zero).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "data/panel.h"
 #include "mlalpha/config.h"
 #include "model/layout.h"
@@ -69,6 +71,9 @@ void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::
 // JSON object.
 void save_checkpoint(const std::string& path, const ModelLayout& layout, const TrainState& state,
                      const CheckpointMeta& meta);
+// The same checks; P and its sidecar join `set` (a run's checkpoint commits with its record: run/recorder.cpp).
+void write_checkpoint(AtomicFileSet& set, const std::string& path, const ModelLayout& layout, const TrainState& state,
+                      const CheckpointMeta& meta);
 
 // Weights only. The tensors must be exactly those of ModelLayout(meta.model) (names, shapes) and hold
 // finite values only (a NaN or ±Inf is an error naming the tensor and the element); the checksums

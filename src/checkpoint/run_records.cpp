@@ -23,11 +23,12 @@ bool is_int(const nlohmann::json& j, const char* key) { return j.contains(key) &
 }  // namespace
 
 void write_run_record(const fs::path& out_dir, const RunConfig& cfg, bool described, uint64_t fingerprint,
-                      bool population) {
+                      bool population, bool complete) {
   const nlohmann::ordered_json j{{"format", 2},
                                  {"population", population},
                                  {"described", described},
                                  {"fingerprint", hex64(fingerprint)},
+                                 {"complete", complete},
                                  {"config", to_toml(cfg)}};
   write_file_atomic((out_dir / kRunFile).string(), j.dump(1) + "\n");
 }
@@ -51,6 +52,8 @@ std::optional<RunFolderRecord> read_run_record(const fs::path& out_dir) {
   r.config.given.clear();  // the record's keys are settings, not the caller's explicit choices
   r.described = j["described"].get<bool>();
   r.population = current ? j["population"].get<bool>() : true;
+  const auto complete = j.find("complete");
+  r.complete = complete == j.end() || !complete->is_boolean() || complete->get<bool>();
   const std::string fp = j["fingerprint"].get<std::string>();
   require(parse_hex64(fp, r.fingerprint), bad + " (fingerprint '" + fp + "')");
   return r;
@@ -61,11 +64,15 @@ bool holds_run_record(const fs::path& dir) {
   return fs::exists(dir / kRunFile, ec) || fs::exists(dir / kLegacyPopulationFile, ec);
 }
 
-void write_model_state(const fs::path& model_dir, const ModelState& s) {
+std::string model_state_text(const ModelState& s) {
   nlohmann::ordered_json j{{"step", s.step},          {"metric", s.metric},       {"best_step", s.best_step},
                            {"best_value", nullptr},   {"bad_evals", s.bad_evals}, {"early_stopped", s.early_stopped}};
   if (s.best_step > 0 && std::isfinite(s.best_value)) j["best_value"] = s.best_value;
-  write_file_atomic((model_dir / kModelStateFile).string(), j.dump() + "\n");
+  return j.dump() + "\n";
+}
+
+void write_model_state(const fs::path& model_dir, const ModelState& s) {
+  write_file_atomic((model_dir / kModelStateFile).string(), model_state_text(s));
 }
 
 ModelState read_model_state(const fs::path& model_dir) {

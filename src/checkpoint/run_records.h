@@ -3,7 +3,9 @@
 // a solo run and a population (a solo run is a population of one whose model folder is the fold's folder).
 //   <out_dir>/run.json          {"format": 2, "config": every setting as TOML (to_toml), "described": the data
 //                               settings load the data (false: a panel built in memory), "fingerprint": the
-//                               data's, "population": member-XX folders hold the models}
+//                               data's, "population": member-XX folders hold the models, "complete": false
+//                               from the start of an invocation until every output of the finished run is
+//                               written (absent in older folders: complete)}
 //   <model folder>/state.json   where a model stood when its last.safetensors was written: {"step", "metric",
 //                               "best_step", "best_value", "bad_evals" (run.patience's count), "early_stopped"}
 // Run folders written before run.json (format 1) still resume: a population's population.json (the same fields
@@ -32,9 +34,10 @@ struct RunFolderRecord {
   bool described = false;
   uint64_t fingerprint = 0;
   bool population = false;
+  bool complete = true;
 };
 void write_run_record(const std::filesystem::path& out_dir, const RunConfig& cfg, bool described, uint64_t fingerprint,
-                      bool population);
+                      bool population, bool complete);
 // run.json, else population.json; none when the folder holds neither. A record that does not read is an error
 // naming the file.
 std::optional<RunFolderRecord> read_run_record(const std::filesystem::path& out_dir);
@@ -55,6 +58,8 @@ struct ModelState {
   double best_value = NAN;
 };
 void write_model_state(const std::filesystem::path& model_dir, const ModelState& s);
+// state.json's text (a run commits it with last.safetensors, in one step).
+std::string model_state_text(const ModelState& s);
 // state.json, else member.json with last.json (format 1); `present` false when none is there.
 ModelState read_model_state(const std::filesystem::path& model_dir);
 

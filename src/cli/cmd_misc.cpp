@@ -195,7 +195,8 @@ int cmd_synth(const SynthArgs& a) {
   DataConfig d = cfg.data;
   d.source = "synthetic";
   const Panel p = load_panel(d);
-  for (const std::string& f : write_panel_files(p, a.out_dir, a.format)) std::printf("wrote %s\n", f.c_str());
+  for (const std::string& f : write_panel_files(p, a.out_dir, a.format, a.overwrite))
+    std::printf("wrote %s\n", f.c_str());
   std::printf("synthetic panel: N=%d instruments, T=%d steps, F=%d features, K=%d targets\n", p.N, p.T, p.F, p.K);
   return 0;
 }

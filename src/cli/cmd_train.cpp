@@ -24,9 +24,11 @@ namespace mlalpha {
 
 namespace {
 
-// SIGINT (Ctrl-C), SIGTERM, SIGHUP (the terminal closed) and SIGPIPE (the output closed, e.g. `| head`) finish
-// the current step, then save `last` and the plot like a normal end; the signal is remembered for the
-// message on stderr. A closed stdout must not kill the run, so SIGPIPE is caught too.
+// SIGINT (Ctrl-C), SIGTERM, SIGHUP (the terminal closed), SIGPIPE (the output closed, e.g. `| head`), SIGXCPU
+// (the CPU time limit's soft warning) and SIGUSR1 (a batch system's notice) finish the current step, then save
+// `last` and the plot like a normal end; the signal is remembered for the message on stderr. A closed stdout
+// must not kill the run, so SIGPIPE is caught too. SIGXFSZ (the file size limit) is ignored, so the write that
+// passes the limit fails with EFBIG and its message names the file, as a full disk does.
 std::atomic<bool>& stop_flag() {
   static std::atomic<bool> flag{false};
   return flag;
@@ -44,7 +46,8 @@ void catch_stop_signals() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXCPU, SIGUSR1}) sigaction(sig, &sa, nullptr);
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 const char* signal_name(int sig) {
   switch (sig) {
@@ -52,6 +55,8 @@ const char* signal_name(int sig) {
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP (the terminal closed)";
     case SIGPIPE: return "SIGPIPE (the output was closed)";
+    case SIGXCPU: return "SIGXCPU (the CPU time limit, ulimit -t)";
+    case SIGUSR1: return "SIGUSR1";
     default: return "a signal";
   }
 }

@@ -77,6 +77,7 @@ int cmd_stream(const StreamArgs& a);
 struct SynthArgs : CommonArgs {
   std::string out_dir = "data/synthetic";
   std::string format = "both";  // npy | csv | both
+  bool overwrite = false;        // replace the files of a panel already in out_dir
 };
 int cmd_synth(const SynthArgs& a);
 

@@ -50,7 +50,12 @@ void Flags::add(CLI::App& c, const char* name, Flag& f, const char* help) {
 }
 
 void add_precision(CLI::App& c, std::string& precision, bool& tf32, const std::string& key_note) {
-  c.add_option("--precision", precision, std::string(kPrecisionHelp) + key_note)->type_name("fp32|tf32|bf16");
+  // An empty value is the "not given" of `precision`: refused here, where it is still told from an absent flag.
+  c.add_option("--precision", precision, std::string(kPrecisionHelp) + key_note)
+      ->type_name("fp32|tf32|bf16")
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("an empty value; give fp32, tf32 or bf16") : std::string();
+      });
   c.add_flag("--tf32", tf32, "the older spelling of --precision tf32");
 }
 

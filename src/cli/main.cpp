@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
   add_common(*synth, sargs);
   synth->add_option("--out-dir,-o", sargs.out_dir, "directory for features.npy, targets.npy, panel.csv")->capture_default_str();
   synth->add_option("--format", sargs.format, "npy | csv | both")->capture_default_str();
+  synth->add_flag("--overwrite", sargs.overwrite, "replace the files of a panel already in the folder");
   Flags::add(*synth, "--instruments", sflags.instruments, "instruments");
   Flags::add(*synth, "--timesteps", sflags.timesteps, "time steps");
   Flags::add(*synth, "--features", sflags.n_features, "features");

@@ -296,6 +296,9 @@ const std::vector<std::string>& run_config_keys() {
 
 RunConfig parse_run_config(const std::string& text, const std::string& src, const std::vector<std::string>& overrides,
                            const std::string& base_dir, const std::vector<ConfigSetting>& settings) {
+  // The file's values are checked on their own first: a flag or --set that replaces a key must not hide a bad
+  // value of it in the file (the file is read again without the flag, by the next command or a person).
+  if (!text.empty() && (!overrides.empty() || !settings.empty())) parse_impl(text, src, {}, base_dir, {}, nullptr);
   return parse_impl(text, src, overrides, base_dir, settings, nullptr);
 }
 

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <system_error>
 
@@ -98,6 +100,117 @@ void AtomicFile::commit() {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+}  // namespace mlalpha
+
+namespace mlalpha {
+namespace {
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  require(bool(in), "cannot read the journal '" + path + "': " + errno_text(errno));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void fsync_dir(const std::string& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+// rename(2) with a fault point; throws naming both files.
+void rename_or_throw(const std::string& from, const std::string& to, const std::string& why) {
+  fault_point(("rename " + to).c_str());
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw Error("cannot " + why + ": renaming '" + from + "' to '" + to + "' failed: " + errno_text(errno));
+}
+
+void unlink_or_throw(const std::string& path, const std::string& why) {
+  fault_point(("remove " + path).c_str());
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw Error("cannot " + why + ": removing '" + path + "' failed: " + errno_text(errno));
+}
+
+}  // namespace
+
+AtomicFileSet::AtomicFileSet(std::string journal) : journal_(std::move(journal)) {}
+
+// `path` relative to the journal's directory (the journal names its files so).
+std::string AtomicFileSet::relative(const std::string& path) const {
+  const std::string rel = std::filesystem::path(path).lexically_relative(parent_dir(journal_)).string();
+  require(!rel.empty() && rel.rfind("..", 0) != 0 && rel.find('\n') == std::string::npos &&
+              rel.find('\t') == std::string::npos,
+          "AtomicFileSet: '" + path + "' is not below the directory of its journal '" + journal_ + "'");
+  return rel;
+}
+
+AtomicFile& AtomicFileSet::add(const std::string& path) {
+  relative(path);
+  // The files are written one after another: the previous one is complete, so it is flushed and closed now (a
+  // population's set holds thousands of files, more than a process may keep open).
+  if (!files_.empty()) files_.back()->flush();
+  files_.push_back(std::make_unique<AtomicFile>(path));
+  return *files_.back();
+}
+
+void AtomicFileSet::commit() {
+  std::string text;
+  for (const auto& f : files_) {
+    f->flush();
+    text += relative(f->temp_path()) + "\t" + relative(f->path()) + "\n";
+  }
+  AtomicFile journal(journal_);
+  journal.write(text.data(), text.size());
+  journal.commit();  // from here on the new set is current: a kill is completed by recover_file_sets
+  for (const auto& f : files_) f->committed_ = true;  // the temporary files belong to the journal now
+  for (const auto& f : files_)
+    rename_or_throw(f->temp_path(), f->path(), "make '" + f->path() + "' current (the journal '" + journal_ +
+                                                   "' completes it at the next start)");
+  for (const auto& f : files_) fsync_dir(parent_dir(f->path()));
+  unlink_or_throw(journal_, "finish the commit of '" + journal_ + "'");
+}
+
+std::vector<std::string> recover_file_sets(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> done;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return done;
+  std::vector<fs::path> journals, temps;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp-") != std::string::npos) temps.push_back(e.path());
+    else if (name.size() > 8 && name.compare(name.size() - 8, 8, ".journal") == 0) journals.push_back(e.path());
+  }
+  require(!ec, "cannot list the run folder '" + dir + "': " + ec.message());
+  for (const fs::path& j : journals) {
+    const std::string text = read_whole(j.string());
+    std::vector<std::string> synced{dir};
+    for (size_t at = 0; at < text.size();) {
+      const size_t nl = text.find('\n', at), tab = text.find('\t', at);
+      require(nl != std::string::npos && tab < nl, "the journal '" + j.string() + "' is not a list of "
+                                                   "'temporary<TAB>target' lines (edited?); remove it to keep "
+                                                   "the files as they are");
+      const fs::path from = j.parent_path() / text.substr(at, tab - at),
+                     to = j.parent_path() / text.substr(tab + 1, nl - tab - 1);
+      at = nl + 1;
+      if (!fs::exists(from, ec)) continue;  // renamed before the kill
+      rename_or_throw(from.string(), to.string(), "complete the commit of '" + j.string() + "'");
+      synced.push_back(to.parent_path().string());
+      done.push_back(to.string());
+    }
+    for (const std::string& d : synced) fsync_dir(d);
+    unlink_or_throw(j.string(), "finish the commit of '" + j.string() + "'");
+    done.push_back(j.string());
+  }
+  for (const fs::path& t : temps) {
+    if (!fs::exists(t, ec)) continue;  // a journal's, renamed above
+    unlink_or_throw(t.string(), "remove a temporary file a killed write left");
+    done.push_back(t.string());
+  }
+  return done;
 }
 
 }  // namespace mlalpha

@@ -6,7 +6,9 @@
 // (an exception on the way) removes the temporary file: nothing partial is left behind.
 #include <cstddef>
 #include <string>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -40,11 +42,47 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_; }
 
  private:
+  friend class AtomicFileSet;
   [[noreturn]] void fail(AtomicFileError::Step step, const std::string& what);
 
   std::string path_, temp_;
   int fd_ = -1;
   bool committed_ = false;
 };
+
+}  // namespace mlalpha
+
+namespace mlalpha {
+
+// Files that become current together (a checkpoint's weights, its optimizer state and its record; a population's
+// members' checkpoints): one atomic step for all of them. Each is written as an AtomicFile in the journal's
+// directory or below it (same file system); commit() flushes them all, then
+// renames a journal "<journal>" listing "temporary name<TAB>target name" per file (written atomically: the
+// moment the new set becomes current), then renames each temporary file over its target and removes the
+// journal. A kill before the journal's rename leaves the previous set untouched (the temporary files are
+// garbage); a kill after it leaves a journal that recover_file_sets() completes. Destroying an uncommitted set
+// removes its temporary files.
+class AtomicFileSet {
+ public:
+  explicit AtomicFileSet(std::string journal);  // e.g. "<model folder>/last.journal"
+  AtomicFileSet(const AtomicFileSet&) = delete;
+  AtomicFileSet& operator=(const AtomicFileSet&) = delete;
+  // A new member file; it must be in the journal's directory or below it. Adding one flushes and closes the
+  // previous one: write each file whole before adding the next.
+  AtomicFile& add(const std::string& path);
+  void commit();
+  bool empty() const { return files_.empty(); }
+
+ private:
+  std::string relative(const std::string& path) const;
+  std::string journal_;
+  std::vector<std::unique_ptr<AtomicFile>> files_;
+};
+
+// At the start of a run, under its lock, in each of its folders: completes every "*.journal" a killed commit
+// left (renaming the temporary files it names that are still there), removes the journal, then removes every
+// "*.tmp-*" file no journal names (writes a killed process never committed). Returns the files it renamed or
+// removed, for a message. Throws naming the file when a rename or removal fails.
+std::vector<std::string> recover_file_sets(const std::string& dir);
 
 }  // namespace mlalpha

@@ -18,11 +18,23 @@ std::string label(const std::vector<std::string>& names, size_t i, const char* p
 }
 }  // namespace
 
-std::vector<std::string> write_panel_files(const Panel& p, const std::string& dir, const std::string& format) {
+std::vector<std::string> write_panel_files(const Panel& p, const std::string& dir, const std::string& format,
+                                           bool overwrite) {
   require(format == "npy" || format == "csv" || format == "both",
           "the format must be npy, csv or both, got '" + format + "'");
   p.validate();
   std::error_code ec;
+  if (!overwrite) {
+    std::vector<std::string> names;
+    if (format != "csv") names = {"features.npy", "targets.npy"};
+    if (format != "npy") names.push_back("panel.csv");
+    for (const std::string& n : names) {
+      const std::filesystem::path f = std::filesystem::path(dir) / n;
+      require(!std::filesystem::exists(std::filesystem::symlink_status(f, ec)),
+              f.string() + " already exists: a panel is not written over another (choose another folder, or "
+                           "replace it with --overwrite)");
+    }
+  }
   std::filesystem::create_directories(dir, ec);
   require(!ec, dir + ": cannot create the folder: " + ec.message());
   const std::filesystem::path d(dir);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fault.h"
 
 namespace mlalpha {
 
@@ -43,6 +44,7 @@ nlohmann::ordered_json metrics_json(const Metrics& m) {
 }  // namespace
 
 JsonlWriter::JsonlWriter(const std::filesystem::path& path, Mode mode) : path_(path) {
+  fault_point(((mode == Mode::append ? "open to append " : "create ") + path.string()).c_str());
   f_ = std::fopen(path.c_str(), mode == Mode::append ? "a" : "w");
   if (!f_)
     throw Error("metrics log '" + path.string() + "': cannot open for writing: " + std::strerror(errno));
@@ -54,6 +56,7 @@ JsonlWriter::~JsonlWriter() {
 
 void JsonlWriter::write_line(const std::string& line) {
   // One fputs per record plus a flush: the OS holds every finished line even if the process dies.
+  fault_point(("append " + path_.string()).c_str());
   if (std::fputs(line.c_str(), f_) < 0 || std::fputc('\n', f_) == EOF || std::fflush(f_) != 0)
     throw Error("metrics log '" + path_.string() + "': write failed: " + std::strerror(errno));
 }

@@ -197,7 +197,7 @@ std::vector<std::string> check_run_data(const RunConfig& cfg, const Panel& p, co
   return warnings;
 }
 
-void require_selection_metric(const RunConfig& cfg, const RunResult& r) {
+void require_selection_metric(const RunConfig& cfg, const RunResult& r, bool overwriting) {
   std::vector<std::string> models;
   auto never = [](int64_t best_step, double best_value) { return best_step > 0 && std::isnan(best_value); };
   for (const FoldResult& f : r.folds)
@@ -213,7 +213,11 @@ void require_selection_metric(const RunConfig& cfg, const RunResult& r) {
   if (models.size() > 5) list += " and " + std::to_string(models.size() - 5) + " more";
   throw Error("run.metric = '" + cfg.run.metric + "' was NaN at every validation of " + list +
               ", so no best checkpoint could be chosen (best.safetensors holds the first validation's weights) and "
-              "the run reports no result; its files stay in " + r.run_dir + ". Choose a run.metric this data defines "
+              "the run reports no result; " +
+                  (overwriting ? "--overwrite replaces a run only by one that has a result, so the old run in " +
+                                     r.run_dir + " is restored and this run's files are removed"
+                               : "its files stay in " + r.run_dir) +
+                  ". Choose a run.metric this data defines "
               "(mse is defined wherever predictions and targets are) or check the validation range's targets");
 }
 

@@ -21,7 +21,7 @@ std::vector<std::string> check_run_data(const RunConfig& cfg, const Panel& panel
 
 // After the run: a model whose run.metric was NaN at every validation had no best checkpoint to choose (the
 // first validation's weights stand in). Throws Error naming the models and why, so the run ends non-zero; its
-// files stay for inspection.
-void require_selection_metric(const RunConfig& cfg, const RunResult& result);
+// files stay for inspection, unless `overwriting` (--overwrite): then the old run is restored (the message says so).
+void require_selection_metric(const RunConfig& cfg, const RunResult& result, bool overwriting);
 
 }  // namespace mlalpha

@@ -18,8 +18,10 @@ namespace {
 
 // A resumed model's metrics.jsonl keeps the records of steps up to `start`: a crashed invocation may have
 // logged steps after its last save, which the resume trains and logs again. A torn last line (a kill
-// during the write) goes too. The file is rewritten (atomically) only when something is dropped.
-const fs::path& keep_records_to(const fs::path& path, int64_t start) {
+// during the write) goes too, and so does a test record of a model that is not finished (the end of a run
+// writes it before the last checkpoint that says the model is finished; the resume tests again). The file is
+// rewritten (atomically) only when something is dropped.
+const fs::path& keep_records_to(const fs::path& path, int64_t start, bool finished) {
   std::error_code ec;
   if (start <= 0 || !fs::exists(path, ec)) return path;
   const std::string text = read_file_bytes(path.string());
@@ -35,7 +37,8 @@ const fs::path& keep_records_to(const fs::path& path, int64_t start) {
     at = nl + 1;
     const auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() ||
-        (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > start)) {
+        (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > start) ||
+        (!finished && j.is_object() && j.value("split", "") == "test")) {
       dropped = true;
       continue;
     }
@@ -57,7 +60,8 @@ ModelRecorder::ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const 
       meta_(std::move(meta)),
       access_(std::move(access)),
       layout_(cfg.model),
-      jsonl_(keep_records_to(where_.dir / "metrics.jsonl", start),
+      jsonl_(keep_records_to(where_.dir / "metrics.jsonl", start,
+                             state.present && state.step == start && (state.early_stopped || start >= tc.steps)),
              start > 0 ? JsonlWriter::Mode::append : JsonlWriter::Mode::truncate),
       reported_(start) {
   plot_.metric = cfg.run.metric;
@@ -104,7 +108,10 @@ ModelRecorder::ModelRecorder(const RunConfig& cfg, const TrainConfig& tc, const 
   }
 }
 
-void ModelRecorder::write_state(int64_t s) {
+void ModelRecorder::save_last(int64_t s, AtomicFileSet& set) {
+  // The weights, the optimizer state and state.json (where the model stood) become current in one step, with
+  // the other members' of a population.
+  write_checkpoint(set, (where_.dir / "last.safetensors").string(), layout_, access_.state(), meta_);
   ModelState st;
   st.present = st.best_known = true;
   st.step = s;
@@ -113,13 +120,13 @@ void ModelRecorder::write_state(int64_t s) {
   st.best_value = res_.best_value;
   st.bad_evals = bad_evals_;
   st.early_stopped = res_.early_stopped;
-  write_model_state(where_.dir, st);
+  const std::string text = model_state_text(st);
+  set.add((where_.dir / kModelStateFile).string()).write(text.data(), text.size());
 }
 
-void ModelRecorder::save(int64_t s) {
-  save_checkpoint((where_.dir / "last.safetensors").string(), layout_, access_.state(), meta_);
-  write_state(s);
+void ModelRecorder::save(int64_t s, AtomicFileSet& set) {
   write_curves_svg(where_.dir / "curves.svg", plot_);
+  save_last(s, set);
 }
 
 RunEvent ModelRecorder::event(RunEvent::Kind kind, int64_t s) const {
@@ -164,9 +171,14 @@ bool ModelRecorder::validate(int64_t s, Reporter& rep) {
     bad_evals_ = 0;
     const TrainState st = access_.state();
     best_params_ = st.params;
-    save_checkpoint((where_.dir / "best.safetensors").string(), layout_, st, meta_);
-    write_file_atomic((where_.dir / "best.json").string(),
-                      nlohmann::json{{"metric", cfg_.run.metric}, {"value", ev.value}, {"step", s}}.dump() + "\n");
+    // The best weights with their optimizer state and best.json, in one step.
+    AtomicFileSet set((where_.dir / "best.journal").string());
+    write_checkpoint(set, (where_.dir / "best.safetensors").string(), layout_, st, meta_);
+    const std::string text =
+        nlohmann::json{{"metric", cfg_.run.metric}, {"value", ev.value}, {"step", s}}.dump() + "\n";
+    set.add((where_.dir / "best.json").string()).write(text.data(), text.size());
+    if (access_.before_save) access_.before_save();
+    set.commit();
   } else if (cfg_.run.patience > 0) {
     ++bad_evals_;
   }
@@ -196,12 +208,10 @@ std::vector<float> ModelRecorder::test(std::vector<float>* test_pred) {
   return pred;
 }
 
-std::string ModelRecorder::finish(int64_t steps, std::vector<float>* test_pred) {
+std::string ModelRecorder::finish(int64_t steps, std::vector<float>* test_pred, AtomicFileSet& set) {
   const Split& split = where_.plan->split;
   const fs::path& out = where_.dir;
   res_.steps = steps;
-  save_checkpoint((out / "last.safetensors").string(), layout_, access_.state(), meta_);
-  write_state(steps);
   write_curves_svg(out / "curves.svg", plot_);
   const fs::path ls_svg = out / "long_short.svg";
   bool wrote_ls = false;
@@ -216,6 +226,10 @@ std::string ModelRecorder::finish(int64_t steps, std::vector<float>* test_pred) 
                           "validation range, best step " + std::to_string(res_.best_step), target_units(cfg_.data));
     wrote_ls = true;
   }
+  // Last: the checkpoint whose state.json says the model is finished, current when `set` commits. A kill before
+  // that resumes the model from its previous save, which writes the test record and the plots again
+  // (keep_records_to).
+  save_last(steps, set);
   return (out / "metrics.jsonl").string() + ", " + (out / "curves.svg").string() + ", " +
          (wrote_ls ? ls_svg.string() + ", " : std::string()) +
          (best_params_.empty() ? std::string() : (out / "best.safetensors").string() + ", ") +

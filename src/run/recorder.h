@@ -31,6 +31,7 @@ class ModelRecorder {
     // Predictions (N, T, K) by the plan with the live weights, or with `params` when non-null.
     std::function<std::vector<float>(const WindowPlan&, const std::vector<float>*)> predict;
     std::function<TrainState()> state;
+    std::function<void()> before_save;  // throws when the run folder is no longer this run's (RunLock::check)
   };
   struct Where {
     const FoldPlan* plan = nullptr;
@@ -54,10 +55,11 @@ class ModelRecorder {
   // Writes last.safetensors with state.json, curves.svg, the test of the best weights (into res().test, its
   // predictions into *test_pred) and long_short.svg; `steps` is the last step trained. Returns the files
   // written, as the fold_end message says them.
-  std::string finish(int64_t steps, std::vector<float>* test_pred);
-  // run.save_every: writes last.safetensors at step s (atomically, as finish does), then state.json and
-  // curves.svg; the records up to s must have been logged.
-  void save(int64_t s);
+  // last.safetensors and state.json join `set`: the caller commits it, every model's of a population in one step.
+  std::string finish(int64_t steps, std::vector<float>* test_pred, AtomicFileSet& set);
+  // run.save_every: writes curves.svg and adds last.safetensors and state.json at step s to `set`, as finish
+  // does; the records up to s must have been logged.
+  void save(int64_t s, AtomicFileSet& set);
   // A model that finished in an earlier invocation: the test of the best weights into res().test and
   // *test_pred as finish does, without writing a file.
   void retest(int64_t steps, std::vector<float>* test_pred);
@@ -66,7 +68,7 @@ class ModelRecorder {
 
  private:
   RunEvent event(RunEvent::Kind kind, int64_t s) const;
-  void write_state(int64_t s);
+  void save_last(int64_t s, AtomicFileSet& set);  // last.safetensors with its sidecar and state.json, one step
   std::vector<float> test(std::vector<float>* test_pred);
 
   const RunConfig& cfg_;

@@ -50,6 +50,7 @@ ResumeSource from_record(const fs::path& dir) {
   s.dir = dir;
   s.format = rec->format;
   s.population = rec->population;
+  s.complete = rec->complete;
   s.recorded = rec->config;
   s.described = rec->described;
   s.fingerprint = rec->fingerprint;

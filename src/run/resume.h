@@ -21,6 +21,7 @@ struct ResumeSource {
   bool population = false;
   RunConfig recorded;         // the run's settings (format 0: model and train from the checkpoint)
   bool has_record = true;     // format 0: the checkpoint records its data and split
+  bool complete = true;       // false: a kill ended the run before all its outputs were written
   bool described = false;     // the recorded data settings load the data
   uint64_t fingerprint = 0;   // of the data (has_record)
   std::string record_file;    // where the settings were read, for messages

@@ -172,11 +172,19 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
   const RunLock lock(out);
   RunOptions claim = options;
   if (src) claim.resume = src->dir.string();
+  // A killed run's commits completed and its temporary files removed; a killed --overwrite's old run moved back,
+  // or deleted once the new one had saved.
+  if (const auto done = recover_run_folder(out); !done.empty())
+    rep.message("completed what a killed run left in " + out.string() + ": " + std::to_string(done.size()) +
+                    " files renamed or removed (the saves it had committed kept, its unfinished writes dropped)",
+                0, 0);
+  settle_old_runs(out);
   check_run_folder(out, claim);
-  if (options.overwrite && !src) remove_old_run(out);
+  std::optional<OldRunAside> aside;  // --overwrite: the old run, moved back unless this run ends normally
+  if (options.overwrite && !src) aside.emplace(out);
   result.run_dir = out.string();
 
-  RunContext c{cfg, panel, folds, fingerprint, options.panel_from_config, population, rep, dirs, engine};
+  RunContext c{cfg, panel, folds, fingerprint, options.panel_from_config, population, rep, dirs, engine, lock};
   std::vector<std::vector<ModelSlot>> slots(groups.size());  // the resume's states, read before anything is written
   std::vector<FoldData> data(static_cast<size_t>(folds));
   for (int f = 0; f < folds; ++f) data[size_t(f)].plan = &plans[size_t(f)];
@@ -187,11 +195,14 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
       slots[g].push_back(slot_of(c, src, member_in_fold(cfg, members[i], f, folds), &data[size_t(f)]));
       unfinished = unfinished || !slot_finished(cfg, slots[g].back());
     }
-  require(unfinished, "--resume " + options.resume + ": every model has finished (train.steps = " +
-                          std::to_string(cfg.train.steps) + " reached, or stopped early by run.patience), so the run " +
-                          "is finished; to train longer set train.steps above " + std::to_string(cfg.train.steps) +
-                          " explicitly (--steps N)");
-  write_run_record(out, cfg, options.panel_from_config, fingerprint, population);
+  // Every model finished, but a kill came before the run's last outputs (test records, summaries): the resume
+  // tests the models again and writes them.
+  require(unfinished || (src && !src->complete),
+          "--resume " + options.resume + ": every model has finished (train.steps = " +
+              std::to_string(cfg.train.steps) + " reached, or stopped early by run.patience), so the run " +
+              "is finished; to train longer set train.steps above " + std::to_string(cfg.train.steps) +
+              " explicitly (--steps N)");
+  write_run_record(out, cfg, options.panel_from_config, fingerprint, population, false);
   for (const std::string& line : changes) rep.message("resume: " + line, 0, 0);
   for (const std::string& line : warnings) rep.message(line, 0, 0);
 
@@ -209,11 +220,18 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     }
     std::vector<Trained> trained = train_models(c, slots[g], stopped, paused);
     stopped = stopped || rep.stop_requested();
+    lock.check();
     summary->add(fold_ids, trained, g + 1 == groups.size() || stopped || paused);
     for (int f : fold_ids) data[size_t(f)].norm = Panel{};  // a long walk-forward holds one fold's panel at a time
   }
   result.stopped = stopped;
-  if (!stopped && !paused) require_selection_metric(cfg, result);
+  if (!stopped && !paused) {
+    require_selection_metric(cfg, result, aside.has_value());
+    lock.check();
+    write_run_record(out, cfg, options.panel_from_config, fingerprint, population, true);
+  }
+  // The run finished, or was stopped after saving its checkpoints: the old run it replaces goes.
+  if (aside) aside->keep_new();
   return result;
 }
 
@@ -224,6 +242,9 @@ struct Resolved {
   RunConfig cfg;
 };
 Resolved resolve(const RunConfig& config, const RunOptions& options) {
+  require(options.resume.empty() || !options.overwrite,
+          "--resume " + options.resume + " with --overwrite (Python: overwrite=True): a resume continues the run, "
+          "--overwrite replaces it; give one of them");
   Resolved r;
   r.cfg = config;
   if (options.resume.empty()) return r;

@@ -6,13 +6,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <random>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "checkpoint/run_records.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "data/fileio.h"
 
 namespace mlalpha {
@@ -52,9 +59,23 @@ std::string host_name() {
 struct Holder {
   long pid = 0;
   std::string host;
+  std::string start;  // the process's start time (/proc/<pid>/stat): a pid reused later is another process
 };
 
-// "pid 123 on host h" of a lock file's text ("pid=123\nhost=h\n").
+// Field 22 of /proc/<pid>/stat, the start time in clock ticks since boot; empty when unknown.
+std::string start_time(long pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return "";
+  std::istringstream rest(text.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return field;
+  return "";
+}
+
+// "pid 123 on host h" of a lock file's text ("pid=123\nhost=h\nstart=456\n").
 Holder read_holder(int fd) {
   Holder h;
   char buf[512] = {};
@@ -63,6 +84,7 @@ Holder read_holder(int fd) {
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("pid=", 0) == 0) h.pid = std::strtol(line.c_str() + 4, nullptr, 10);
     if (line.rfind("host=", 0) == 0) h.host = line.substr(5);
+    if (line.rfind("start=", 0) == 0) h.start = line.substr(6);
   }
   return h;
 }
@@ -72,7 +94,12 @@ std::string holder_text(const Holder& h) {
                    : std::string("another process");
 }
 
-bool alive_here(const Holder& h) { return h.pid > 0 && (kill(pid_t(h.pid), 0) == 0 || errno == EPERM); }
+// The holder is a live process of this host: its pid exists and, when the lock recorded it, started when the
+// holder did (not a later process that got the same pid).
+bool alive_here(const Holder& h) {
+  if (h.pid <= 0 || (kill(pid_t(h.pid), 0) != 0 && errno != EPERM)) return false;
+  return h.start.empty() || h.start == start_time(h.pid);
+}
 
 }  // namespace
 
@@ -80,7 +107,9 @@ RunLock::RunLock(const fs::path& dir) : path_(dir / kLockFile) {
   const std::string where = "run folder '" + dir.string() + "'";
   const std::string me = host_name();
   for (int attempt = 0;; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    require(fd >= 0 || errno != ELOOP, where + ": its lock file " + path_.string() +
+                                           " is a symbolic link; ml-alpha does not write through it (remove the link)");
     require(fd >= 0, where + ": cannot create its lock file " + path_.string() + ": " + std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
@@ -103,7 +132,8 @@ RunLock::RunLock(const fs::path& dir) : path_(dir / kLockFile) {
       require(attempt < 100, where + ": its lock file keeps changing (" + path_.string() + ")");
       continue;
     }
-    const std::string text = "pid=" + std::to_string(long(getpid())) + "\nhost=" + me + "\n";
+    const std::string text =
+        "pid=" + std::to_string(long(getpid())) + "\nhost=" + me + "\nstart=" + start_time(long(getpid())) + "\n";
     if (ftruncate(fd, 0) != 0 || pwrite(fd, text.data(), text.size(), 0) != ssize_t(text.size())) {
       const std::string err = std::strerror(errno);
       ::close(fd);
@@ -114,9 +144,26 @@ RunLock::RunLock(const fs::path& dir) : path_(dir / kLockFile) {
   }
 }
 
+void RunLock::check() const {
+  struct stat mine {}, now {};
+  const bool same = fstat(fd_, &mine) == 0 && ::lstat(path_.c_str(), &now) == 0 && S_ISREG(now.st_mode) &&
+                    mine.st_ino == now.st_ino && mine.st_dev == now.st_dev;
+  const Holder h = read_holder(fd_);
+  require(same && h.pid == long(getpid()) && h.start == start_time(long(getpid())),
+          "run folder '" + path_.parent_path().string() + "': its lock file " + path_.string() +
+              (same ? " was rewritten and names " + holder_text(h) : std::string(" was removed or replaced")) +
+              " while this run (process " + std::to_string(long(getpid())) +
+              ") held it; stopping without writing, so another run's files are not mixed with this one's");
+}
+
 RunLock::~RunLock() {
   if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // before the unlock: a run waiting for this file then locks a new one
+  // Before the unlock: a run waiting for this file then locks a new one. Only our own file: one put in its place
+  // by another process is that process's.
+  struct stat mine {}, now {};
+  if (fstat(fd_, &mine) == 0 && ::lstat(path_.c_str(), &now) == 0 && mine.st_ino == now.st_ino &&
+      mine.st_dev == now.st_dev)
+    ::unlink(path_.c_str());
   ::close(fd_);
 }
 
@@ -171,6 +218,17 @@ std::vector<fs::path> run_files(const fs::path& dir) {
   return out;
 }
 
+std::vector<std::string> recover_run_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  std::vector<std::string> done = recover_file_sets(dir.string());
+  for (const fs::path& d : run_subfolders(dir)) {
+    const std::vector<std::string> more = recover_file_sets(d.string());
+    done.insert(done.end(), more.begin(), more.end());
+  }
+  return done;
+}
+
 void check_run_folder(const fs::path& out, const RunOptions& options) {
   if (options.overwrite || !options.resume.empty()) return;
   const std::vector<fs::path> existing = run_files(out);
@@ -182,15 +240,170 @@ void check_run_folder(const fs::path& out, const RunOptions& options) {
               ", or choose another run.out_dir");
 }
 
-void remove_old_run(const fs::path& out) {
-  for (const fs::path& f : run_files(out)) {
-    std::error_code ec;
-    fs::remove(f, ec);
-    require(!ec, f.string() + ": cannot remove the old run's file (--overwrite): " + ec.message());
+// ---- --overwrite
+
+namespace {
+
+constexpr const char* kManifest = ".manifest";
+
+void rename_durably(const fs::path& from, const fs::path& to, const std::string& why) {
+  fault_point(("rename " + to.string()).c_str());
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw Error("--overwrite: cannot " + why + ": renaming '" + from.string() + "' to '" + to.string() +
+                "' failed: " + std::strerror(errno));
+}
+
+void remove_durably(const fs::path& p, const std::string& why) {
+  fault_point(("remove " + p.string()).c_str());
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  require(!ec, "--overwrite: cannot " + why + ": removing '" + p.string() + "' failed: " + ec.message());
+}
+
+std::vector<std::string> read_manifest(const fs::path& aside) {
+  std::vector<std::string> out;
+  std::istringstream in(read_file_bytes((aside / kManifest).string()));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// The in-place files of the new run go, then each old file not yet back is renamed back. Idempotent: the
+// manifest never changes, so a kill in the middle is finished by running it again.
+void restore(const fs::path& out, const fs::path& aside) {
+  std::error_code ec;
+  if (!fs::exists(aside / kManifest, ec)) {  // a kill before the manifest: nothing was moved yet
+    remove_durably(aside, "remove the unused aside folder");
+    return;
   }
+  const std::vector<std::string> old = read_manifest(aside);
+  for (const fs::path& f : run_files(out)) {
+    const std::string rel = f.lexically_relative(out).string();
+    if (std::find(old.begin(), old.end(), rel) == old.end()) remove_durably(f, "remove the failed new run's file");
+  }
+  for (const std::string& rel : old)
+    if (fs::exists(aside / rel, ec) || fs::is_symlink(aside / rel, ec)) {
+      fs::create_directories((out / rel).parent_path(), ec);
+      rename_durably(aside / rel, out / rel, "move the old run's file back");
+    }
+  remove_durably(aside, "remove the emptied aside folder");
+}
+
+void delete_aside(const fs::path& out, const fs::path& aside) {
+  remove_durably(aside, "delete the old run's files");
   for (const fs::path& d : run_subfolders(out)) {
     std::error_code ec;
     if (fs::is_directory(d, ec) && fs::is_empty(d, ec)) fs::remove(d, ec);
+  }
+}
+
+// The phase is in the aside folder's name, so a kill between phases is finished the same way.
+fs::path renamed_to(const fs::path& aside, const char* phase) {
+  const std::string name = aside.filename().string();
+  return aside.parent_path() / (std::string(phase) + name.substr(name.find('-') + 1));
+}
+
+bool has_new_checkpoint(const fs::path& out) {
+  std::error_code ec;
+  if (fs::exists(out / kModelStateFile, ec)) return true;
+  for (const fs::path& d : run_subfolders(out))
+    if (fs::exists(d / kModelStateFile, ec)) return true;
+  return false;
+}
+
+}  // namespace
+
+OldRunAside::OldRunAside(const fs::path& out) : out_(out) {
+  const std::vector<fs::path> files = run_files(out);
+  if (files.empty()) return;
+  // Every check before the first move: nothing moves unless everything can.
+  for (const fs::path& f : files) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(f, ec);
+    require(fs::is_regular_file(st),
+            "--overwrite: '" + f.string() + "' is " + (fs::is_directory(st) ? "a folder" : "not a regular file") +
+                ", not a file of a run: ml-alpha writes a file there, so move it away first (nothing was changed)");
+    const fs::path parent = f.parent_path();
+    require(::access(parent.c_str(), W_OK | X_OK) == 0,
+            "--overwrite: cannot move the old run's file '" + f.string() + "' aside: its folder '" + parent.string() +
+                "' is not writable (" + std::strerror(errno) + "); nothing was changed");
+  }
+  std::random_device rd;
+  char id[24];
+  std::snprintf(id, sizeof id, "%08x%08x", unsigned(rd()), unsigned(rd()));
+  const fs::path aside = out / (std::string(".moving-") + id);
+  std::error_code ec;
+  fs::create_directory(aside, ec);
+  require(!ec, "--overwrite: cannot create the folder '" + aside.string() + "' for the old run's files: " +
+                   ec.message() + " (nothing was changed)");
+  std::string manifest;
+  for (const fs::path& f : files) manifest += f.lexically_relative(out).string() + "\n";
+  try {
+    write_file_atomic((aside / kManifest).string(), manifest);
+  } catch (...) {
+    fs::remove_all(aside, ec);
+    throw;
+  }
+  try {
+    for (const fs::path& f : files) {
+      const fs::path to = aside / f.lexically_relative(out);
+      fs::create_directories(to.parent_path(), ec);
+      rename_durably(f, to, "move the old run's file aside");
+    }
+  } catch (...) {
+    try {
+      restore(out, aside);
+    } catch (...) {
+      // The folder stays as .moving-: the next start moves the files back (settle_old_runs).
+    }
+    throw;
+  }
+  // Every old file is aside: from here a kill leaves a decision for the next start (settle_old_runs).
+  aside_ = renamed_to(aside, ".old-");
+  rename_durably(aside, aside_, "finish moving the old run aside");
+}
+
+OldRunAside::~OldRunAside() {
+  if (aside_.empty()) return;
+  try {
+    const fs::path restoring = renamed_to(aside_, ".restore-");
+    rename_durably(aside_, restoring, "start restoring the old run");
+    restore(out_, restoring);
+  } catch (...) {
+    // The aside folder stays; the next start in this folder finishes the restore (settle_old_runs).
+  }
+}
+
+void OldRunAside::keep_new() {
+  if (aside_.empty()) return;
+  const fs::path deleting = renamed_to(aside_, ".delete-");
+  rename_durably(aside_, deleting, "delete the old run");
+  aside_.clear();
+  delete_aside(out_, deleting);
+}
+
+void settle_old_runs(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) return;
+  std::vector<fs::path> asides;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    if (e.is_directory() && (starts_with(e.path(), ".old-") || starts_with(e.path(), ".restore-") ||
+                             starts_with(e.path(), ".delete-") || starts_with(e.path(), ".moving-")))
+      asides.push_back(e.path());
+  for (const fs::path& a : asides) {
+    if (starts_with(a, ".delete-")) {
+      delete_aside(out, a);
+    } else if (starts_with(a, ".restore-") || starts_with(a, ".moving-")) {
+      restore(out, a);  // .moving-: a kill while the old run was moved aside; the new run had not started
+    } else if (has_new_checkpoint(out)) {
+      const fs::path deleting = renamed_to(a, ".delete-");
+      rename_durably(a, deleting, "delete the old run");
+      delete_aside(out, deleting);
+    } else {
+      const fs::path restoring = renamed_to(a, ".restore-");
+      rename_durably(a, restoring, "start restoring the old run");
+      restore(out, restoring);
+    }
   }
 }
 

@@ -181,7 +181,8 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
                                  [en, m, &d](const WindowPlan& plan, const std::vector<float>* params) {
                                    return engine_predictions(en->predict(m, plan, params), d);
                                  },
-                                 [en, m] { return en->state(m); }};
+                                 [en, m] { return en->state(m); },
+                                 [&c] { c.lock.check(); }};
     rec.push_back(std::make_unique<ModelRecorder>(
         cfg, slot.spec.train, d.norm, d.sc,
         ModelRecorder::Where{d.plan, &c.panel, dir, c.population ? m : -1, c.population ? slot.spec.name : ""},
@@ -189,6 +190,9 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
   }
 
   const int64_t eval_every = cfg.run.eval_every > 0 ? cfg.run.eval_every : cfg.train.steps;
+  // The journal of the models' checkpoint commits, in the run folder above every model folder; a kill after
+  // it is written is completed at the next start (run_folder.h, recover_run_folder).
+  const std::string journal = (fs::path(cfg.run.out_dir) / "last.journal").string();
   // run.save_every: a model frozen in this invocation is finished (its files written, as at the end) by the
   // first periodic save after it froze, so a resume after a crash finds it complete.
   std::vector<char> finished(size_t(E), 0);
@@ -218,17 +222,20 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
     }
     if (E > 1 && !scored.empty()) c.rep.message(validation_summary(cfg, slots, scored, E - live, s), first_fold, s);
     if (save_now && live > 0 && !(stop || c.rep.stop_requested())) {  // a stop saves below, at the end
+      AtomicFileSet set(journal);  // every model's checkpoint of this step becomes current at once
       for (int m = 0; m < E; ++m) {
         ModelRecorder& r = *rec[size_t(m)];
         const int64_t at = frozen_at[size_t(m)];
         if (at == 0) {
-          r.save(s);
+          r.save(s, set);
         } else if (!finished[size_t(m)] && !slot_finished(cfg, slots[size_t(m)])) {
-          const std::string files = r.finish(at, &finished_pred[size_t(m)]);
+          const std::string files = r.finish(at, &finished_pred[size_t(m)], set);
           if (wrote.empty()) wrote = files;
           finished[size_t(m)] = 1;
         }
       }
+      c.lock.check();
+      set.commit();
     }
     if ((stop || c.rep.stop_requested()) && s < cfg.train.steps && live > 0) {
       stopped = c.rep.stop_requested();
@@ -244,6 +251,7 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
   }
 
   std::vector<Trained> out;
+  AtomicFileSet final_set(journal);  // the models' last checkpoints of this invocation, current at once
   for (int m = 0; m < E; ++m) {
     const ModelSlot& slot = slots[size_t(m)];
     Trained t;
@@ -261,7 +269,7 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
     } else if (!t.trained) {
       r.retest(steps, &test_pred);  // finished in an earlier invocation: its files stay as they are
     } else {
-      const std::string files = r.finish(steps, &test_pred);
+      const std::string files = r.finish(steps, &test_pred, final_set);
       if (wrote.empty()) wrote = files;
     }
     t.res = r.res();
@@ -282,6 +290,10 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
           *slot.data);
     }
     out.push_back(std::move(t));
+  }
+  if (!final_set.empty()) {
+    c.lock.check();
+    final_set.commit();
   }
   RunEvent e;
   e.kind = RunEvent::Kind::fold_end;

@@ -30,6 +30,7 @@ struct RunContext {
   Reporter& rep;
   CreatedDirs& dirs;
   EngineOptions engine;
+  const RunLock& lock;  // checked before each save: the folder must still be this run's
 };
 
 // One model of an engine: its member, its fold's data, and where its folder stands.

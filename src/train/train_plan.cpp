@@ -1,11 +1,13 @@
 #include "train/train_plan.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -163,7 +165,17 @@ double gpu_free_bytes() {
   return double(free_b);
 }
 
-double host_available_bytes() {
+namespace {
+
+// The first number in a file ("max" or a missing file: none).
+std::optional<double> number_in(const char* path) {
+  std::ifstream f(path);
+  double v = 0;
+  if (f >> v) return v;
+  return std::nullopt;
+}
+
+double physical_available_bytes() {
   std::ifstream f("/proc/meminfo");
   std::string key;
   double kb = 0;
@@ -175,6 +187,27 @@ double host_available_bytes() {
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   // Unknown: no limit is claimed, so the check passes and the allocation itself reports.
   return pages > 0 && page > 0 ? double(pages) * double(page) : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+double host_available_bytes() {
+  double avail = physical_available_bytes();
+  // ulimit -v: the address space left to this process (its current size from /proc/self/statm, in pages).
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const auto pages = number_in("/proc/self/statm");
+    const double used = pages ? *pages * double(sysconf(_SC_PAGESIZE)) : 0.0;
+    avail = std::min(avail, std::max(0.0, double(as.rlim_cur) - used));
+  }
+  // A container's memory limit: cgroup v2's memory.max, else v1's memory.limit_in_bytes, less what it uses.
+  const auto v2 = number_in("/sys/fs/cgroup/memory.max");
+  const auto v1 = v2 ? std::nullopt : number_in("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+  if (const auto limit = v2 ? v2 : v1) {
+    const auto used = number_in(v2 ? "/sys/fs/cgroup/memory.current" : "/sys/fs/cgroup/memory/memory.usage_in_bytes");
+    avail = std::min(avail, std::max(0.0, *limit - used.value_or(0.0)));
+  }
+  return avail;
 }
 
 }  // namespace mlalpha

@@ -60,7 +60,8 @@ void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int 
                   const char* what, const char* where);
 // Free device memory of the current device (cudaMemGetInfo).
 double gpu_free_bytes();
-// Physical memory available to a new allocation: MemAvailable of /proc/meminfo, else sysconf's free pages.
+// Memory available to a new allocation: MemAvailable of /proc/meminfo (else sysconf's free pages), at most the
+// address space RLIMIT_AS leaves (ulimit -v) and what the cgroup's memory.max (v1: memory.limit_in_bytes) leaves.
 double host_available_bytes();
 
 // "93.1 GiB", "512.0 MiB", "12 B".

@@ -176,7 +176,27 @@ TEST_F(Degenerate, ARunWhoseMetricWasNaNAtEveryValidationEndsWithAnError) {
   EXPECT_TRUE(fs::exists(fs::path(cfg.run.out_dir) / "last.safetensors"));  // kept for inspection
   EXPECT_TRUE(fs::exists(fs::path(cfg.run.out_dir) / "metrics.jsonl"));
   // The same data scored by mse is a run like any other.
-  EXPECT_NO_THROW(run_training(config("mse", {"run.metric=\"mse\""}), p));
+  const RunConfig mse = config("mse", {"run.metric=\"mse\""});
+  EXPECT_NO_THROW(run_training(mse, p));
+  // Over that run with --overwrite, the failing run leaves the old one exactly as it was.
+  const fs::path old(mse.run.out_dir);
+  const std::string old_weights = test::read_bytes(old / "best.safetensors"), old_log = test::read_bytes(old / "metrics.jsonl");
+  RunConfig over = cfg;
+  over.run.out_dir = mse.run.out_dir;
+  RunOptions o;
+  o.overwrite = true;
+  e.clear();
+  try {
+    run_training(over, p, o);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_HAS(e, "the old run in " + old.string() + " is restored and this run's files are removed");
+  EXPECT_EQ(test::read_bytes(old / "best.safetensors"), old_weights);
+  EXPECT_EQ(test::read_bytes(old / "metrics.jsonl"), old_log);
+  EXPECT_HAS(test::read_bytes(old / "run.json"), "metric = 'mse'");
+  for (const auto& entry : fs::directory_iterator(old))
+    EXPECT_NE(entry.path().filename().string().rfind('.', 0), 0u) << entry.path() << " is left behind";
 }
 
 TEST_F(Degenerate, SettingsThatDoNothingAreRefusedOrWarned) {

@@ -1,0 +1,218 @@
+// The run folder end to end, through the command (docs/config.md, "The run folder"): --overwrite is all or
+// nothing (a new run that fails, however late, leaves the old run exactly as it was; one that cannot move every
+// old file changes nothing), the lock is never written through a link and a run stops when its lock is taken
+// away, SIGUSR1/SIGXCPU stop a run as SIGTERM does and SIGXFSZ fails a write with a message, and settings that
+// would do nothing or destroy something are refused.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace mlalpha {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+class RunFolderCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mlalpha_runfolder_" + std::to_string(std::random_device{}()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
+    for (auto& e : fs::recursive_directory_iterator(dir_, ec))
+      if (e.is_directory(ec)) fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(dir_, ec);
+  }
+  // `prefix` runs in the same shell first ("ulimit -f 16; ").
+  Result run(const std::string& args, const std::string& prefix = "") {
+    const std::string log = p("cmd.log");
+    const std::string cmd = "bash -c '" + prefix + "exec " + std::string(MLALPHA_BIN) + " " + args + "' > " + log + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+  }
+  std::string p(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+// kBase plus what a test varies; kTiny a whole tiny run.
+const std::string kBase =
+    "train --device cpu --threads 1 --instruments 4 --features 3 --layers 1 --d-state 4 -B 4 -L 16 --warmup 2 ";
+const std::string kTiny = kBase + "--timesteps 160 --d-model 8 --head-dim 4 --steps 8 --eval-every 4 ";
+
+std::string bytes_of(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every file below `root` (hidden folders included) with its bytes.
+std::map<std::string, std::string> contents(const fs::path& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) out[e.path().lexically_relative(root).string()] = bytes_of(e.path());
+  return out;
+}
+
+// The old run is exactly as it was: the same files, byte for byte, and nothing else (no aside folder, no file of
+// the failed new run).
+void expect_untouched(const std::map<std::string, std::string>& before, const fs::path& root, const std::string& what) {
+  const auto after = contents(root);
+  std::string a, b;
+  for (const auto& [k, v] : before) a += k + " ";
+  for (const auto& [k, v] : after) b += k + " ";
+  EXPECT_EQ(a, b) << what;
+  for (const auto& [k, v] : before)
+    if (after.count(k)) EXPECT_TRUE(after.at(k) == v) << what << ": " << k << " changed";
+}
+
+TEST_F(RunFolderCli, OverwriteThatFailsLateRestoresTheOldRun) {
+  ASSERT_EQ(run(kTiny + "--models 2 -o " + p("run")).code, 0);
+  const auto before = contents(p("run"));
+  ASSERT_GT(before.size(), 10u);
+  // A file size limit the new run's first checkpoint (a wider model) passes: SIGXFSZ is ignored, the write
+  // fails with EFBIG and a message naming the file, and the old run comes back.
+  const Result r = run(kBase + "--timesteps 160 --d-model 64 --head-dim 16 --steps 8 --eval-every 4 --overwrite -o " + p("run"), "ulimit -f 40; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".safetensors"), std::string::npos) << r.out;
+  expect_untouched(before, p("run"), "after a new run that failed on the file size limit");
+  // The old run still resumes as a finished run would be refused, i.e. it is whole.
+  const Result again = run("train --device cpu --resume " + p("run"));
+  EXPECT_NE(again.out.find("every model has finished"), std::string::npos) << again.out;
+}
+
+// Under `ulimit -v` the memory estimate counts the address space left, not the machine's free memory: a model
+// that cannot fit is refused before the old run is touched (not a std::bad_alloc halfway).
+TEST_F(RunFolderCli, AnAddressSpaceLimitIsCountedBeforeTheOldRunIsTouched) {
+  ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
+  const auto before = contents(p("run"));
+  const Result r = run("train --device cpu --threads 1 --instruments 64 --timesteps 4000 --features 3 --d-model 512 "
+                       "--layers 4 -B 64 -L 512 --steps 4 --overwrite -o " + p("run"),
+                       "ulimit -v 1500000; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("the CPU training step needs"), std::string::npos) << r.out;
+  expect_untouched(before, p("run"), "after a run refused for memory");
+}
+
+TEST_F(RunFolderCli, OverwriteThatCannotMoveEveryFileChangesNothing) {
+  ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
+  fs::create_directories(p("run/folds.csv/x"));  // a folder named like an output of the new run
+  const auto before = contents(p("run"));
+  const Result r = run(kBase + "--timesteps 240 --d-model 8 --head-dim 4 --steps 8 --eval-every 4 --set split.walk_forward_folds=2 "
+                           "--overwrite -o " + p("run"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("folds.csv' is a folder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing was changed"), std::string::npos) << r.out;
+  expect_untouched(before, p("run"), "after a refused --overwrite");
+  EXPECT_TRUE(fs::is_directory(p("run/folds.csv/x")));
+}
+
+TEST_F(RunFolderCli, OverwriteWithAReadOnlyMemberFolderChangesNothing) {
+  if (geteuid() == 0) GTEST_SKIP() << "root writes into read-only folders";
+  ASSERT_EQ(run(kTiny + "--models 2 -o " + p("run")).code, 0);
+  const auto before = contents(p("run"));
+  fs::permissions(p("run/member-01"), fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  const Result r = run(kTiny + "--overwrite -o " + p("run"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is not writable"), std::string::npos) << r.out;
+  expect_untouched(before, p("run"), "after a refused --overwrite");
+}
+
+TEST_F(RunFolderCli, OverwriteThatSucceedsLeavesOnlyTheNewRun) {
+  ASSERT_EQ(run(kTiny + "--models 3 -o " + p("run")).code, 0);
+  const Result r = run(kTiny + "--overwrite -o " + p("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const auto& e : fs::directory_iterator(p("run")))
+    EXPECT_NE(e.path().filename().string().rfind('.', 0), 0u) << e.path() << " is left behind";
+  EXPECT_FALSE(fs::exists(p("run/member-00")));  // the old population's folders went with its files
+  EXPECT_TRUE(fs::exists(p("run/last.safetensors")));
+}
+
+TEST_F(RunFolderCli, ASymlinkedLockIsRefused) {
+  fs::create_directories(p("run"));
+  fs::create_symlink(p("victim"), p("run/run.lock"));
+  const Result r = run(kTiny + "-o " + p("run"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is a symbolic link"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("victim")));  // nothing was written through the link
+}
+
+// The lock file of a live run removed (and the folder then free for another run): the run stops at its next save
+// without writing it.
+TEST_F(RunFolderCli, ARunWhoseLockIsRemovedStopsBeforeItsNextSave) {
+  // timeout: a run that missed the removal would train for hours.
+  const std::string cmd = "bash -c 'timeout 120 " + std::string(MLALPHA_BIN) + " " + kBase +
+                          "--timesteps 160 --d-model 8 --head-dim 4 --steps 100000000 --eval-every 0 --save-every 200 -o " + p("run") + " > " + p("log") +
+                          " 2>&1 & pid=$!; for i in $(seq 100); do [ -e " + p("run/state.json") +
+                          " ] && break; sleep 0.1; done; rm " + p("run/run.lock") + "; wait $pid; echo $? > " +
+                          p("code") + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_EQ(bytes_of(p("code")), "1\n") << bytes_of(p("log"));
+  EXPECT_NE(bytes_of(p("log")).find("was removed or replaced"), std::string::npos) << bytes_of(p("log"));
+}
+
+TEST_F(RunFolderCli, SigusrAndSigxcpuStopARunWithItsLastCheckpoint) {
+  for (const char* sig : {"USR1", "XCPU"}) {
+    const std::string out = p(std::string("run-") + sig);
+    // The watchdog kills a run that ignored the signal (it would train for hours).
+    const std::string cmd = "bash -c '" + std::string(MLALPHA_BIN) + " " + kBase +
+                            "--timesteps 160 --d-model 8 --head-dim 4 --steps 100000000 --eval-every 0 -o " + out +
+                            " > " + p("log") + " 2>&1 & pid=$!; (sleep 120 & s=$!; trap \"kill $s; exit\" TERM; wait $s; kill -9 $pid) " +
+                            ">/dev/null 2>&1 & dog=$!; sleep 2; " +
+                            "kill -" + sig + " $pid; wait $pid; echo $? > " + p("code") + "; kill $dog'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    const int code = std::stoi(bytes_of(p("code")));
+    EXPECT_EQ(code, 128 + (std::string(sig) == "USR1" ? SIGUSR1 : SIGXCPU)) << bytes_of(p("log"));
+    EXPECT_NE(bytes_of(p("log")).find(std::string("stopped by SIG") + sig), std::string::npos) << bytes_of(p("log"));
+    EXPECT_TRUE(fs::exists(out + "/last.safetensors")) << sig;
+    EXPECT_TRUE(fs::exists(out + "/state.json")) << sig;
+  }
+}
+
+TEST_F(RunFolderCli, SettingsThatWouldDoNothingOrDestroyAreRefused) {
+  ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
+  Result r = run("train --device cpu --resume " + p("run") + " --overwrite");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("a resume continues the run, --overwrite replaces it"), std::string::npos) << r.out;
+  r = run(kTiny + "--precision \"\" -o " + p("run2"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--precision: an empty value"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("run2")));
+
+  ASSERT_EQ(run("synth -o " + p("data") + " --instruments 3 --timesteps 40 --format both").code, 0);
+  const std::string npy = bytes_of(p("data/features.npy"));
+  r = run("synth -o " + p("data") + " --instruments 5 --timesteps 40 --format npy");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("features.npy already exists"), std::string::npos) << r.out;
+  EXPECT_EQ(bytes_of(p("data/features.npy")), npy);
+  ASSERT_EQ(run("synth -o " + p("data") + " --instruments 5 --timesteps 40 --format npy --overwrite").code, 0);
+  EXPECT_NE(bytes_of(p("data/features.npy")), npy);
+
+  // The flag replaces the file's value, but the file's value is checked all the same.
+  std::ofstream(p("bad.toml")) << "[train]\nsteps = \"many\"\n";
+  r = run(kBase + "--steps 4 -c " + p("bad.toml") + " -o " + p("run3"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("bad.toml:2: train.steps: expected an integer"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mlalpha
