@@ -79,7 +79,6 @@ int main(int argc, char** argv) {
                    "carry (the state carried from each instrument's first row, as the stream)")
       ->capture_default_str();
   eflags.add_all(*eval, false);
-  eval->get_option("--precision")->check(not_empty());
 
   PredictArgs pargs;
   Flags pflags;
@@ -102,7 +101,6 @@ int main(int argc, char** argv) {
                       "carry (the state carried from each instrument's first row, as the stream)")
       ->capture_default_str();
   pflags.add_all(*predict, false);
-  predict->get_option("--precision")->check(not_empty());
 
   StreamArgs stargs;
   Flags stflags;
@@ -144,7 +142,6 @@ int main(int argc, char** argv) {
   stream->add_flag("--new-instruments", stargs.new_instruments,
                    "an instrument not in the stream joins it when its first row arrives (else it is an error)");
   stflags.add_all(*stream, false);
-  stream->get_option("--precision")->check(not_empty());
 
   SynthArgs sargs;
   Flags sflags;
