@@ -18,10 +18,14 @@
 // order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or to its partial.
 // dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
 //
+// A block is 8 warps at every shape (two warp groups: 4 row blocks of 16 × 2 column blocks), 2 blocks an SM at
+// ≤ 128 registers a thread (issue 38: S and M ran 4 warps a block, 3 an SM, and one (b, h) chain's step was
+// a chain of ~3,900 instructions a warp; 8 warps halve each warp's share of a step).
 // A chunk step (4 barriers, and 2 cluster barriers with cs > 1):
 //   0  stage x, dy, B, C, S_c (zero-padded tiles); warp 0: the decays;                              barrier
-//   1  Σ G·S_c (c0) and Σ dy·x (dD) shares; warps 0–3: C·Bᵀ and dy·xᵀ over their 16 rows → CB (decayed),
-//      DX diag Δ into tiles, W = CB ∘ (dy·xᵀ) diag Δ (strictly lower) → E_t's column sums;              barrier
+//   1  Σ G·S_c (c0) and Σ dy·x (dD) shares; every warp: C·Bᵀ and dy·xᵀ over its 16 rows and one half of the
+//      columns → CB (decayed), DX diag Δ into tiles, W = CB ∘ (dy·xᵀ) diag Δ (strictly lower) → E_t's column
+//      sums;                                                                                           barrier
 //   2  every warp: v → dx and x·v; dB, dC with the row sums sout, yoff of their state terms;          barrier
 //   3  dB, dC out (cluster exchange); warp 0: the scans, dΔ_t and dA_log's share; G ← G_c;  barrier, G's tile.
 #include "ops/ssd/ssd_walk.cuh"
@@ -34,19 +38,22 @@ namespace {
 template <MmaMode kMode, int kP, int kN>
 struct BwdShape {
   using E = Elem<kMode>;
-  static constexpr int kSplit = kN / 64, kWarps = 4 * kSplit, kThreads = 32 * kWarps;
+  // Two warp groups at every shape: 4 row blocks of 16 × 2 column groups. The 64-row products of a step split
+  // their columns over the groups (v: kP / 2, dB and dC: kN / 2 each), and C·Bᵀ, dy·xᵀ split by column half,
+  // so one (b, h) chain runs on 8 warps where S and M had 4 (issue 38: a warp's share of a step halves).
+  static constexpr int kGroups = 2, kWarps = 4 * kGroups, kThreads = 32 * kWarps;
   static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = ld_of<E>(kRows);
   static constexpr int ldX = kN + 8;  // exchange tiles (fp32): ≡ 8 (mod 32), a half-warp's 8-byte stores hit 32 banks
   using State = StateLayout<kP, kN, kWarps>;
   // Shared memory (byte offsets, 16-byte aligned). Per-step scalars: cs (double); Δ; dec_in (then the suffix
   // sums of yoff); dec_out (then the prefix sums of sout); e^{cs_t − cs_0}; log2(e) cs_t; the row-sum partials of yoff,
-  // sout and x·v (kSplit column blocks each); E's column sums (4 row blocks); the block-sum slots.
+  // sout and x·v (kGroups column blocks each); E's column sums (one slot a warp); the block-sum slots.
   static constexpr size_t oCs = 0, oDt = oCs + kRows * sizeof(double);
   static constexpr size_t oDin = oDt + kRows * 4, oDout = oDin + kRows * 4, oG0 = oDout + kRows * 4;
   static constexpr size_t oU = oG0 + kRows * 4;  // log2(e) cs_t (walk_decay, bf16 mode)
-  static constexpr size_t oYoff = oU + kRows * 4, oSout = oYoff + kSplit * kRows * 4;
-  static constexpr size_t oXv = oSout + kSplit * kRows * 4, oEp = oXv + kSplit * kRows * 4;
-  static constexpr size_t oRed = oEp + 4 * kRows * 4;
+  static constexpr size_t oYoff = oU + kRows * 4, oSout = oYoff + kGroups * kRows * 4;
+  static constexpr size_t oXv = oSout + kGroups * kRows * 4, oEp = oXv + kGroups * kRows * 4;
+  static constexpr size_t oRed = oEp + kWarps * kRows * 4;
   // Tiles: dy and C live through the whole step (the adjoint update reads them last). x, G_{c+1} and CB are
   // dead once v and dB are formed, and dB's exchange tile reuses their bytes; B, S_c and DX once dC is, and
   // dC's exchange tile reuses theirs.
@@ -64,7 +71,7 @@ struct BwdShape {
   static_assert(oXdB + kXchBytes <= oB && oXdC + kXchBytes <= kBytes, "the exchange tiles fit the dead tiles");
   static_assert((kWarps + 2) * 4 <= 64, "block-sum slots and the step's two scalars");
   static constexpr int kFit = int((228 * 1024) / (kBytes + 1024));
-  static constexpr int kCap = kSplit == 1 ? 3 : 2;  // 3 × 4 warps: ≤ 170 registers; 2 × 8 warps: ≤ 128
+  static constexpr int kCap = 2;  // 2 × 8 warps: ≤ 128 registers
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
 };
 
@@ -90,10 +97,10 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
   float* sdout = reinterpret_cast<float*>(smem + K::oDout);
   float* sg0 = reinterpret_cast<float*>(smem + K::oG0);
   float* su = reinterpret_cast<float*>(smem + K::oU);
-  float* syoff = reinterpret_cast<float*>(smem + K::oYoff);  // (kSplit, 64)
-  float* sout = reinterpret_cast<float*>(smem + K::oSout);   // (kSplit, 64)
-  float* sxv = reinterpret_cast<float*>(smem + K::oXv);      // (kSplit, 64)
-  float* sEp = reinterpret_cast<float*>(smem + K::oEp);      // (4, 64)
+  float* syoff = reinterpret_cast<float*>(smem + K::oYoff);  // (kGroups, 64)
+  float* sout = reinterpret_cast<float*>(smem + K::oSout);   // (kGroups, 64)
+  float* sxv = reinterpret_cast<float*>(smem + K::oXv);      // (kGroups, 64)
+  float* sEp = reinterpret_cast<float*>(smem + K::oEp);      // (kWarps, 64)
   float* red = reinterpret_cast<float*>(smem + K::oRed);     // (kWarps)
   E* sDY = reinterpret_cast<E*>(smem + K::oDY);              // (64, ldP) dy
   E* sC = reinterpret_cast<E*>(smem + K::oC);                // (64, ldN)
@@ -112,8 +119,10 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
   const bool whole_group = a.H % a.G == 0 && a.H / a.G == cs;
   const int HK = a.H / cs;
   const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
-  const WarpTile<kP / K::kSplit> wv(warp & 3, warp >> 2);  // v, dx: rows 16 (w % 4), a column block of P
-  const WarpTile<64> wn(warp & 3, warp >> 2);              // dB, dC: rows 16 (w % 4), 64 columns of N
+  using TileV = WarpTile<kP / K::kGroups>;
+  using TileN = WarpTile<kN / K::kGroups>;
+  const TileV wv(warp & 3, warp >> 2);  // v, dx: rows 16 (w % 4), column block w / 4 of P
+  const TileN wn(warp & 3, warp >> 2);  // dB, dC: rows 16 (w % 4), column block w / 4 of N
   const auto ws = K::State::tile(threadIdx.x);             // G
   typename K::State::Acc G;
   zero(G);
@@ -171,17 +180,26 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
         dD += dy2.x * x2.x + dy2.y * x2.y;
       }
     }
-    if (warp < 4) {
-      // C·Bᵀ and dy·xᵀ over this warp's 16 rows, in two halves of 32 columns (registers). Per half: CB and
-      // DX diag Δ to their tiles and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j (j < i), then E_t = Σ_{i≥t} Σ_{j<t} W[i, j]
-      // = Σ_{i≥t} R_i(t) with the row prefix sums R_i(t) = Σ_{j<t} W[i, j]: R along each of the thread's two
-      // rows (the pair, a scan over the quad, subtiles and halves in order), masked to t ≤ i, summed over the
-      // thread's rows and then over the warp's 8 row groups into sEp[warp][t].
-      const int q = lane & 3;
-      float base[2] = {0.f, 0.f};  // per row: Σ W over the columns before the current subtile
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const WarpTile<kRows / 2> wt(warp, half);
+    {
+      // C·Bᵀ and dy·xᵀ over warp (r, half)'s 16 rows r = w % 4 and 32 columns half = w / 4 (registers): CB and
+      // DX diag Δ to their tiles, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j (j < i). Then E_t = Σ_{i≥t} Σ_{j<t} W[i, j]
+      // = Σ_{i≥t} R_i(t) with the row prefix sums R_i(t) = Σ_{j<t} W[i, j]. A warp takes R over its own half
+      // (the pair, a scan over the quad, subtiles in order), masked to t ≤ i and summed over its rows into
+      // sEp[w][t] for its columns; R_i(t) for t in the upper half also holds the lower half's row total W_i, so
+      // the lower-half warp adds Σ_{i≥t} W_i over its rows into sEp[w][t] for the upper columns. E_t is then
+      // the sum of the 8 slots in order (zeros where a warp has nothing). Warps (0, 1) and (1, 1) hold only
+      // zeros (rows < 32 ≤ columns: above the diagonal).
+      const int q = lane & 3, r = warp & 3, half = warp >> 2;
+      const WarpTile<kRows / 2> wt(r, half);
+      constexpr int kS = WarpTile<kRows / 2>::kS;
+      const int other = (1 - half) * (kRows / 2);  // the first column of the half this warp does not compute
+      if (half == 1 && r < 2) {
+        for_pairs_all(wt, [&](int, int, int i, int j) {
+          st2(sCB + i * ldT + j, 0.f, 0.f);
+          st2(sDX + i * ldT + j, 0.f, 0.f);
+        });
+        for (int t = lane; t < kRows; t += 32) sEp[warp * kRows + t] = 0.f;
+      } else {
         typename WarpTile<kRows / 2>::Acc cbv, dxv;
         zero(cbv);
         zero(dxv);
@@ -203,8 +221,8 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
           st2(sCB + i * ldT + j, cbo[0], cbo[1]);
           st2(sDX + i * ldT + j, dxo[0], dxo[1]);
         });
-        constexpr int kS = WarpTile<kRows / 2>::kS;
-        float colp[kS][2];
+        float base[2] = {0.f, 0.f};  // per row: Σ W over this half's columns before the current subtile
+        float colp[kS][2];  // this half's columns
 #pragma unroll
         for (int s = 0; s < kS; ++s) colp[s][0] = colp[s][1] = 0.f;
 #pragma unroll
@@ -222,7 +240,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
             if (q == 0) excl = 0.f;
             const float total = __shfl_sync(kWarpMask, incl, 3, 4);
             const int j = wt.col(0, s, 0);
-            const float r0 = base[hv] + excl, r1 = r0 + w0;  // R_i(j), R_i(j + 1)
+            const float r0 = base[hv] + excl, r1 = r0 + w0;  // R_i(j), R_i(j + 1) within this half
             if (j <= i) colp[s][0] += r0;
             if (j + 1 <= i) colp[s][1] += r1;
             base[hv] += total;
@@ -232,11 +250,23 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
         for (int s = 0; s < kS; ++s)
 #pragma unroll
           for (int u = 0; u < 2; ++u) {
-            float v = colp[s][u];
+            // the other half's column t: the lower half's row totals reach every upper column t ≤ i
+            const int t = other + 8 * s + 2 * q + u;
+            float v = colp[s][u], vo = 0.f;
+            if (half == 0) {
+              if (t <= wt.row(0, 0)) vo += base[0];
+              if (t <= wt.row(0, 2)) vo += base[1];
+            }
             v += __shfl_xor_sync(kWarpMask, v, 4);
             v += __shfl_xor_sync(kWarpMask, v, 8);
             v += __shfl_xor_sync(kWarpMask, v, 16);
-            if (lane < 4) sEp[warp * kRows + wt.col(0, s, u)] = v;
+            vo += __shfl_xor_sync(kWarpMask, vo, 4);
+            vo += __shfl_xor_sync(kWarpMask, vo, 8);
+            vo += __shfl_xor_sync(kWarpMask, vo, 16);
+            if (lane < 4) {
+              sEp[warp * kRows + wt.col(0, s, u)] = v;
+              sEp[warp * kRows + t] = vo;  // zeros in upper-half warps
+            }
           }
       }
     }
@@ -244,7 +274,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
 
     // ---- 2: v, dx; dB, dC ----
     {
-      typename WarpTile<kP / K::kSplit>::Acc v;
+      typename TileV::Acc v;
       zero(v);
       if (!last) {
         wmm<kMode, false, true>(v, sB, ldN, sG, ldN, kN, wv);  // (G_{c+1} B_t)[p]
@@ -271,7 +301,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
       return whole_group ? full + (row0 + t) * a.ld + size_t(g) * a.N : part + ((row0 + t) * HK + h / cs) * a.N;
     };
     // One (64, kN) tile of this warp's: to the exchange tile (cs > 1) or to its rows of dB or dC.
-    auto put = [&](const typename WarpTile<64>::Acc& acc, float* xtile, float* full, float* part) {
+    auto put = [&](const typename TileN::Acc& acc, float* xtile, float* full, float* part) {
       for_pairs_all(wn, [&](int s, int hv, int t, int n) {
         if (cs > 1) {
           *reinterpret_cast<float2*>(xtile + t * K::ldX + n) = make_float2(acc[s][2 * hv], acc[s][2 * hv + 1]);
@@ -281,7 +311,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
       });
     };
     {
-      typename WarpTile<64>::Acc db;
+      typename TileN::Acc db;
       zero(db);
       if (!last) {
         wmm<kMode, false, false>(db, sX, ldP, sG, ldN, kP, wn);  // (x_tᵀ G_{c+1})[n]
@@ -299,7 +329,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
       put(db, xdB, a.dB, a.wsB);
     }
     {
-      typename WarpTile<64>::Acc dc;
+      typename TileN::Acc dc;
       zero(dc);
       wmm<kMode, false, false>(dc, sDY, ldP, sSin, ldN, kP, wn);  // (dy_tᵀ S_c)[n]
       for_pairs_all(wn, [&](int s, int hv, int t, int) {
@@ -354,8 +384,8 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
       // them): lane l takes steps 63 − 2l, 62 − 2l of the suffix and 2l, 2l + 1 of the prefix.
       const float c0 = sum_slots<K::kWarps>(red) * c0_scale;
       const int sa = kRows - 1 - 2 * lane, pa = 2 * lane;
-      const float y0 = partial_sum<K::kSplit>(syoff, kRows, sa), y1 = partial_sum<K::kSplit>(syoff, kRows, sa - 1);
-      const float o0 = partial_sum<K::kSplit>(sout, kRows, pa), o1 = partial_sum<K::kSplit>(sout, kRows, pa + 1);
+      const float y0 = partial_sum<K::kGroups>(syoff, kRows, sa), y1 = partial_sum<K::kGroups>(syoff, kRows, sa - 1);
+      const float o0 = partial_sum<K::kGroups>(sout, kRows, pa), o1 = partial_sum<K::kGroups>(sout, kRows, pa + 1);
       const float yi = warp_inclusive_scan(y0 + y1), oi = warp_inclusive_scan(o0 + o1);
       float ye = __shfl_up_sync(kWarpMask, yi, 1), oe = __shfl_up_sync(kWarpMask, oi, 1);
       if (lane == 0) ye = 0.f, oe = 0.f;
@@ -365,10 +395,10 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kM
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int t = pa + u;
-        const float Et = ((sEp[t] + sEp[kRows + t]) + sEp[2 * kRows + t]) + sEp[3 * kRows + t];
+        const float Et = partial_sum<K::kWarps>(sEp, kRows, t);  // the 8 warps' slots in order
         const float e = c0 + Et + sdin[t] + sdout[t];
         if (t < tc) {
-          a.ddelta[(row0 + t) * a.H + h] = partial_sum<K::kSplit>(sxv, kRows, t) + A * e;
+          a.ddelta[(row0 + t) * a.H + h] = partial_sum<K::kGroups>(sxv, kRows, t) + A * e;
           dA += sdt[t] * e;
         }
       }

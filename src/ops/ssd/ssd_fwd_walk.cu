@@ -21,7 +21,10 @@ namespace {
 template <MmaMode kMode, int kP, int kN>
 struct FwdShape {
   using E = Elem<kMode>;
-  static constexpr int kSplit = kN / 64, kWarps = 4 * kSplit, kThreads = 32 * kWarps;
+  // Column blocks of the 64-row products: 2 (8 warps) for N = 128 and for P = 64 (issue 38: the 'M' head's
+  // 256 walks ran 4 warps at 2 blocks an SM, half the SM's warps idle), 1 (4 warps, 4 blocks an SM) for the
+  // 'S' head, whose 512 walks fill the SMs at 4 warps a block.
+  static constexpr int kSplit = kN / 64 == 2 || kP == 64 ? 2 : 1, kWarps = 4 * kSplit, kThreads = 32 * kWarps;
   static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = ld_of<E>(kRows);
   using State = StateLayout<kP, kN, kWarps>;
   // Shared memory (byte offsets, 16-byte aligned): cs (double), Δ, e^{cs_t}, w_t, log2(e) cs_t, then the tiles x (T, kP),
