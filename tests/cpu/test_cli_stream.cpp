@@ -360,9 +360,28 @@ TEST_F(CliStream, PredictNeverWritesOverItsData) {
   fs::create_hard_link(p("data/panel.csv"), p("alias.csv"));
   r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("alias"));
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("predict would write over a file it reads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the command would write over a file it reads"), std::string::npos) << r.out;
   EXPECT_EQ(test::read_bytes(p("data/panel.csv")), before);
   EXPECT_FALSE(fs::exists(p("data/panel.npy")));
+}
+
+// eval --long-short-svg renames the plot over its path: the checkpoint, its optimizer sidecar and the data were
+// written over (an SVG where the weights were) before it was refused.
+TEST_F(CliStream, EvalNeverWritesItsPlotOverAFileItReads) {
+  const std::string ck = p("run/best.safetensors");
+  const std::map<std::string, std::string> files = {{ck, test::read_bytes(ck)},
+                                                    {ck + ".optim.safetensors", test::read_bytes(ck + ".optim.safetensors")},
+                                                    {p("data/panel.csv"), test::read_bytes(p("data/panel.csv"))}};
+  for (const auto& [path, bytes] : files) {
+    const Result r = run("eval --device cpu --checkpoint " + ck + " --long-short-svg " + path);
+    EXPECT_EQ(r.code, 1) << path << "\n" << r.out;
+    EXPECT_NE(r.out.find("--long-short-svg " + path + ": " + path + " is the same file as"), std::string::npos) << r.out;
+    EXPECT_EQ(test::read_bytes(path), bytes) << path << " was written over";
+  }
+  // Another path is written.
+  const Result r = run("eval --device cpu --checkpoint " + ck + " --long-short-svg " + p("ls.svg"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(test::read_bytes(p("ls.svg")).rfind("<svg", 0), 0u);
 }
 
 }  // namespace
