@@ -15,6 +15,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -186,6 +188,26 @@ TEST_F(RunFolderCli, SigusrAndSigxcpuStopARunWithItsLastCheckpoint) {
     EXPECT_TRUE(fs::exists(out + "/last.safetensors")) << sig;
     EXPECT_TRUE(fs::exists(out + "/state.json")) << sig;
   }
+}
+
+// A --set value for a key that a flag also sets was dropped unread: `--steps 2 --set train.steps='"ten"'` trained
+// with exit 0. It is validated as the file's values are; the run writes nothing.
+TEST_F(RunFolderCli, ASetValueAFlagReplacesIsStillValidated) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--steps 2 --set 'train.steps=\"ten\"'", "train.steps: expected an integer"},
+      {"--steps 2 --set train.steps=-3", "train.steps: value -3 is out of range"},
+      {"--lr 1e-3 --set 'train.lr=[1,2]'", "train.lr: expected a number"},
+      {"--threads 1 --set run.threads=nan", "run.threads: expected an integer"},
+      {"--instruments 4 --set 'data.instruments={a=1}'", "data.instruments: expected an integer"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = run("train --device cpu --timesteps 120 --features 3 " + args + " -o " + p("run"));
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(p("run"))) << args;
+  }
+  // The same value given once, by the flag and by --set, is no error.
+  const Result r = run(kTiny + "--set train.steps=8 -o " + p("run"));
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 TEST_F(RunFolderCli, SettingsThatWouldDoNothingOrDestroyAreRefused) {
