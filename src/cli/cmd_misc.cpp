@@ -295,12 +295,19 @@ int state_info(const std::string& path) {
 
 int cmd_info(const std::string& checkpoint, int fold, const std::string& state) {
   require(checkpoint.empty() || state.empty(), "info: give --checkpoint or --state, not both");
+  require(fold < 0 || state.empty(), "info: --fold is for a population run folder, not a stream's state file");
   if (!state.empty()) return state_info(state);
   const std::vector<std::string> gpus = gpu_devices();
   std::printf("CUDA devices: %zu\n", gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) std::printf("  [%zu] %s\n", i, gpus[i].c_str());
-  if (checkpoint.empty()) return 0;
+  if (checkpoint.empty()) {
+    require(fold < 0, "info: --fold " + std::to_string(fold) + " lists a population run folder's members: give the folder as --checkpoint");
+    return 0;
+  }
   if (std::filesystem::is_directory(checkpoint)) return population_info(checkpoint, fold);
+  // One model's file holds one fold (printed below): a --fold would be ignored.
+  require(fold < 0, "info: --fold " + std::to_string(fold) + " is for a population run folder; " + checkpoint +
+                        " is one model's checkpoint (its fold is printed without --fold)");
   if (is_stream_state(checkpoint)) return state_info(checkpoint);
   const Model m = Model::load(checkpoint);
   RunConfig c;

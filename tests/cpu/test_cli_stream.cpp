@@ -351,6 +351,30 @@ TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
   EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
+// Found by fuzz/hostile_audit.sh: an --instruments-file that never ends but has short lines (/dev/urandom) ran
+// until `timeout`; a full standard output said it failed but not why; info ignored a --fold that has no folder.
+TEST_F(CliStream, EndlessNamesAFullOutputAndAnIgnoredFoldAreRefused) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors");
+  const std::string in = write("in.csv", csv(0, 5));
+  Result r = run("stream" + ck + " --instruments-file /dev/urandom -i " + in + " -o " + p("x.csv"), "timeout 60 ");
+  EXPECT_EQ(r.code, 1) << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("--instruments-file /dev/urandom: more than 1048576 instruments"), std::string::npos)
+      << r.out.substr(0, 500);
+  EXPECT_FALSE(fs::exists(p("x.csv")));
+  // run() sends standard output to its log: this one goes to /dev/full, the messages to the log.
+  const int status = std::system((std::string(MLALPHA_BIN) + " stream" + ck + " --instruments inst0,inst1,inst2,inst3 -i " +
+                                  in + " > /dev/full 2> " + p("full.log")).c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
+  EXPECT_NE(test::read_bytes(p("full.log")).find("writing the predictions to standard output failed: No space left on device"),
+            std::string::npos) << test::read_bytes(p("full.log"));
+  r = run("info --checkpoint " + p("run/best.safetensors") + " --fold 3");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--fold 3 is for a population run folder"), std::string::npos) << r.out;
+  r = run("info --fold 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--fold 1 lists a population run folder's members"), std::string::npos) << r.out;
+}
+
 TEST_F(CliStream, PredictNeverWritesOverItsData) {
   // --out panel names panel.csv, the data predict reads: refused, the data unchanged (the rename would replace it).
   const std::string before = test::read_bytes(p("data/panel.csv"));
