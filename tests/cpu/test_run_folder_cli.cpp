@@ -210,6 +210,28 @@ TEST_F(RunFolderCli, ASetValueAFlagReplacesIsStillValidated) {
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
+// SIGXFSZ was ignored by train only: synth and the stream died of it without a message, leaving a *.tmp-* file.
+TEST_F(RunFolderCli, EveryCommandFailsAWriteOverTheFileSizeLimitWithAMessage) {
+  Result r = run("synth --instruments 64 --timesteps 2000 --features 8 --format npy -o " + p("panel"), "ulimit -f 8; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(p("panel/features.npy") + ": write failed: File too large"), std::string::npos) << r.out;
+  ASSERT_EQ(run("synth --instruments 4 --timesteps 200 --features 3 --format csv -o " + p("data")).code, 0);
+  {  // run() quotes its command in '...': the CSV settings go in a file
+    std::ofstream cfg(p("csv.toml"));
+    cfg << "[data]\nsource = \"csv\"\ncsv = \"data/panel.csv\"\nfeature_columns = [\"f0\", \"f1\", \"f2\"]\n"
+           "target_columns = [\"y0\"]\n";
+  }
+  const Result trained = run("train -c " + p("csv.toml") + " --device cpu --threads 1 --layers 1 --d-state 4 -B 4 -L 16 "
+                             "--d-model 8 --head-dim 4 --steps 4 --eval-every 2 -o " + p("run"));
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  r = run("stream --device cpu --checkpoint " + p("run/best.safetensors") + " --new-instruments -i " + p("data/panel.csv") +
+              " -o " + p("out.csv"), "ulimit -f 2; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(p("out.csv") + ": write failed: File too large"), std::string::npos) << r.out;
+  for (const auto& e : fs::recursive_directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path() << " was left behind";
+}
+
 TEST_F(RunFolderCli, SettingsThatWouldDoNothingOrDestroyAreRefused) {
   ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
   Result r = run("train --device cpu --resume " + p("run") + " --overwrite");
