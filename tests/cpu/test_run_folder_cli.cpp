@@ -232,6 +232,19 @@ TEST_F(RunFolderCli, EveryCommandFailsAWriteOverTheFileSizeLimitWithAMessage) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path() << " was left behind";
 }
 
+// OpenBLAS retries a work buffer that the address space cannot hold forever: under a ulimit -v just above what
+// the program needs to load, a tiny train (and eval, predict, the stream) hung. It is refused with the limit named.
+TEST_F(RunFolderCli, AnAddressSpaceTooSmallForTheBlasBufferIsRefusedNotHung) {
+  // 1000000 KiB: this build loads in about 890 MiB of address space (the CUDA libraries), leaving less than one
+  // 128 MiB buffer; where it cannot load at all (exit 127) the test says so and skips.
+  const std::string cmd = "bash -c \"ulimit -v 1000000; timeout -k 5 60 " + std::string(MLALPHA_BIN) + " " + kTiny + "-o " +
+                          p("run") + "\" > " + p("log") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) GTEST_SKIP() << "the program does not load under ulimit -v 1000000";
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << bytes_of(p("log"));
+  EXPECT_NE(bytes_of(p("log")).find("the CPU's matrix products need 128 MiB"), std::string::npos) << bytes_of(p("log"));
+}
+
 TEST_F(RunFolderCli, SettingsThatWouldDoNothingOrDestroyAreRefused) {
   ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
   Result r = run("train --device cpu --resume " + p("run") + " --overwrite");
