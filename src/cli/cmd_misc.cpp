@@ -103,8 +103,39 @@ void check_inference_settings(const RunConfig& cfg, const std::vector<ConfigSett
                   " must compute in fp32 (drop --precision, or run on the GPU: --device gpu)");
 }
 
+namespace {
+
+// A file a command writes by renaming over it (predict's <out>.npy and .csv, eval's --long-short-svg) may not be a
+// file it reads, the same inode through symbolic and hard links: the data, the checkpoint file and its optimizer
+// sidecar, or any file of a population run folder given as --checkpoint.
+void check_not_a_read_file(const std::string& flag, const std::string& value, const std::string& target,
+                           const std::string& checkpoint, const DataConfig& d) {
+  const std::optional<FileId> id = file_id(target);
+  if (!id) return;
+  std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
+                                                           {"data.targets", d.targets}, {"--checkpoint", checkpoint},
+                                                           {"the checkpoint's", checkpoint + ".optim.safetensors"}};
+  std::error_code ec;
+  if (std::filesystem::is_directory(checkpoint, ec))
+    for (auto it = std::filesystem::recursive_directory_iterator(checkpoint, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec)) read.emplace_back("the --checkpoint folder's", it->path().string());
+  for (const auto& [what, path] : read)
+    if (!path.empty() && file_id(path) == id)
+      throw Error(flag + " " + value + ": " + target + " is the same file as " + what + " " + path +
+                  ": the command would write over a file it reads (give another " + flag + ")");
+}
+
+void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
+  for (const std::string& target : {out + ".npy", out + ".csv"}) check_not_a_read_file("--out", out, target, checkpoint, d);
+}
+
+}  // namespace
+
 int cmd_eval(const EvalArgs& a) {
   const Prepared p = prepare(a, false);
+  if (!a.long_short_svg.empty())
+    check_not_a_read_file("--long-short-svg", a.long_short_svg, a.long_short_svg, a.checkpoint, p.cfg.data);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the evaluated " + a.split + " range"))
     std::cerr << w << std::endl;
   ScoreOptions so;
@@ -149,24 +180,6 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
-namespace {
-
-// predict writes <out>.npy and <out>.csv by renaming over them: neither may be a file it reads (the data, the
-// checkpoint file), the same inode through symbolic and hard links.
-void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
-  const std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
-                                                           {"data.targets", d.targets}, {"--checkpoint", checkpoint}};
-  for (const std::string& target : {out + ".npy", out + ".csv"}) {
-    const std::optional<FileId> id = file_id(target);
-    if (!id) continue;
-    for (const auto& [what, path] : read)
-      if (!path.empty() && file_id(path) == id)
-        throw Error("--out " + out + ": " + target + " is the same file as " + what + " " + path +
-                    ": predict would write over a file it reads (give another --out)");
-  }
-}
-
-}  // namespace
 
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
@@ -282,12 +295,19 @@ int state_info(const std::string& path) {
 
 int cmd_info(const std::string& checkpoint, int fold, const std::string& state) {
   require(checkpoint.empty() || state.empty(), "info: give --checkpoint or --state, not both");
+  require(fold < 0 || state.empty(), "info: --fold is for a population run folder, not a stream's state file");
   if (!state.empty()) return state_info(state);
   const std::vector<std::string> gpus = gpu_devices();
   std::printf("CUDA devices: %zu\n", gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) std::printf("  [%zu] %s\n", i, gpus[i].c_str());
-  if (checkpoint.empty()) return 0;
+  if (checkpoint.empty()) {
+    require(fold < 0, "info: --fold " + std::to_string(fold) + " lists a population run folder's members: give the folder as --checkpoint");
+    return 0;
+  }
   if (std::filesystem::is_directory(checkpoint)) return population_info(checkpoint, fold);
+  // One model's file holds one fold (printed below): a --fold would be ignored.
+  require(fold < 0, "info: --fold " + std::to_string(fold) + " is for a population run folder; " + checkpoint +
+                        " is one model's checkpoint (its fold is printed without --fold)");
   if (is_stream_state(checkpoint)) return state_info(checkpoint);
   const Model m = Model::load(checkpoint);
   RunConfig c;

@@ -8,8 +8,10 @@
 // after the state's last save (one step at most) and writes them again, so its output and state equal an
 // uninterrupted stream's. A step that only the end of the input completes is not processed (more of its rows
 // may come): the next run reads it again.
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -50,7 +52,13 @@ std::vector<std::string> read_lines(const std::string& path) {
   require(bool(in), "--instruments-file " + path + ": cannot be read");
   std::vector<std::string> out;
   LineEnd ended;
+  // A bound on the names, as read_line bounds a line: a file that never ends (/dev/urandom, a FIFO left open)
+  // is refused within seconds instead of filling the memory. No panel this tool trains on comes near it.
+  constexpr size_t kMaxInstruments = size_t(1) << 20;
   for (std::string line; read_line(in, line, ended, "--instruments-file " + path, int64_t(out.size()) + 1);) {
+    require(out.size() < kMaxInstruments, "--instruments-file " + path + ": more than " +
+                                              std::to_string(kMaxInstruments) +
+                                              " instruments (is it the file of names, one a line?)");
     const size_t a = line.find_first_not_of(" \t"), b = line.find_last_not_of(" \t\r");
     if (a != std::string::npos) out.push_back(line.substr(a, b - a + 1));
   }
@@ -337,7 +345,15 @@ int cmd_stream(const StreamArgs& a) {
         size_t(k) < ref.target_names().size() ? ref.target_names()[size_t(k)] : std::to_string(k))));
   head += "\n";
   std::optional<AppendFile> out_file = open_output(a, resume, head, spec.time_format, committed);
-  if (!out_file) std::cout << head << std::flush;
+  // Standard output, checked at once so that the reason (ENOSPC on /dev/full, EPIPE) is the failed write's.
+  auto to_stdout = [](const std::string& text) {
+    errno = 0;
+    std::cout << text << std::flush;
+    const int err = errno;
+    require(bool(std::cout), std::string("stream: writing the predictions to standard output failed") +
+                                 (err ? std::string(": ") + std::strerror(err) : std::string()));
+  };
+  if (!out_file) to_stdout(head);
   auto write_rows = [&](const std::string& text) {
     if (out_file) {
       fault_point(("append " + a.output).c_str());
@@ -345,8 +361,7 @@ int cmd_stream(const StreamArgs& a) {
       // On disk before the state that counts them: a power cut never leaves a state ahead of its output.
       if (!a.state.empty()) out_file->sync();
     } else {
-      std::cout << text << std::flush;
-      require(bool(std::cout), "stream: writing the predictions to standard output failed");
+      to_stdout(text);
     }
   };
 

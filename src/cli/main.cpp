@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <sstream>
@@ -36,6 +37,10 @@ CLI::Validator fold_check() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every command, not only train: past the file size limit (ulimit -f) a write fails with EFBIG, and the file's
+  // writer removes its temporary and names the file. Left at its default, SIGXFSZ killed synth, predict, eval
+  // and the stream without a word, leaving a *.tmp-* file behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   const double t_start = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   CLI::App app{"ml-alpha: train Mamba2 sequence models on market time series, on the GPU"};
   app.require_subcommand(1);

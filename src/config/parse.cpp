@@ -299,6 +299,8 @@ RunConfig parse_run_config(const std::string& text, const std::string& src, cons
   // The file's values are checked on their own first: a flag or --set that replaces a key must not hide a bad
   // value of it in the file (the file is read again without the flag, by the next command or a person).
   if (!text.empty() && (!overrides.empty() || !settings.empty())) parse_impl(text, src, {}, base_dir, {}, nullptr);
+  // The same for a --set that a flag replaces (--steps 2 --set train.steps='"ten"'): the value was dropped unread.
+  if (!overrides.empty() && !settings.empty()) parse_impl(text, src, overrides, base_dir, {}, nullptr);
   return parse_impl(text, src, overrides, base_dir, settings, nullptr);
 }
 

@@ -2,7 +2,14 @@
 
 #include <cblas.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
 
 #include "cpu/thread_pool.h"
 
@@ -14,6 +21,23 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 }  // namespace
 
 void blas_single_threaded() { openblas_set_num_threads(1); }
+
+void check_blas_address_space(int callers) {
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0;
+  if (!(statm >> pages)) return;  // unknown: the allocation itself reports
+  const double used = pages * double(sysconf(_SC_PAGESIZE)), left = double(as.rlim_cur) - used;
+  // OpenBLAS's buffer (BUFFER_SIZE of its build, 128 MiB on x86-64, plus a page), one per concurrent caller.
+  constexpr double kBuffer = 128.0 * 1024 * 1024 + 4096;
+  const double need = kBuffer * std::max(1, callers);
+  auto mib = [](double b) { return std::to_string(static_cast<long long>(b / (1024.0 * 1024.0))) + " MiB"; };
+  require(left >= need, "the address space limit (ulimit -v " + std::to_string(as.rlim_cur / 1024) + " KiB) leaves " +
+                            mib(std::max(0.0, left)) + " to this process; the CPU's matrix products need " + mib(need) +
+                            " (OpenBLAS's work buffer for each of " + std::to_string(std::max(1, callers)) +
+                            " thread(s)): raise ulimit -v or use fewer threads (--threads)");
+}
 
 std::string blas_description() { return std::string(openblas_get_config()) + " | kernels " + openblas_get_corename(); }
 

@@ -19,6 +19,10 @@ enum class Op { N, T };
 // One call on the calling thread. M, N or K may be 0 (K = 0: C = beta · C).
 // Sets OpenBLAS to one thread of its own (process-wide; CpuModel calls it). Idempotent.
 void blas_single_threaded();
+// Throws mlalpha::Error when the address space that ulimit -v (RLIMIT_AS) leaves cannot hold OpenBLAS's work
+// buffers for `callers` concurrent callers: OpenBLAS retries such an allocation forever, so without this check
+// a command under a tight ulimit -v hangs instead of failing.
+void check_blas_address_space(int callers);
 // OpenBLAS's build and the kernel set it chose for this CPU, e.g. "OpenBLAS 0.3.21 … | SkylakeX" (a CPU it
 // does not know may get a generic set; OPENBLAS_CORETYPE=<name> in the environment overrides the choice).
 std::string blas_description();

@@ -46,6 +46,7 @@ CpuModel::CpuModel(const ModelLayout& layout, CpuOptions opt) : lay_(layout) {
     own_pool_ = std::make_unique<ThreadPool>(resolve_threads(opt.threads));
     pool_ = own_pool_.get();
   }
+  check_blas_address_space(pool_->threads());
   acts_.resize(lay_.cfg.NL);
 }
 

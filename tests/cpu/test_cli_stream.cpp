@@ -351,6 +351,30 @@ TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
   EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
+// Found by fuzz/hostile_audit.sh: an --instruments-file that never ends but has short lines (/dev/urandom) ran
+// until `timeout`; a full standard output said it failed but not why; info ignored a --fold that has no folder.
+TEST_F(CliStream, EndlessNamesAFullOutputAndAnIgnoredFoldAreRefused) {
+  const std::string ck = " --device cpu --checkpoint " + p("run/best.safetensors");
+  const std::string in = write("in.csv", csv(0, 5));
+  Result r = run("stream" + ck + " --instruments-file /dev/urandom -i " + in + " -o " + p("x.csv"), "timeout 60 ");
+  EXPECT_EQ(r.code, 1) << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("--instruments-file /dev/urandom: more than 1048576 instruments"), std::string::npos)
+      << r.out.substr(0, 500);
+  EXPECT_FALSE(fs::exists(p("x.csv")));
+  // run() sends standard output to its log: this one goes to /dev/full, the messages to the log.
+  const int status = std::system((std::string(MLALPHA_BIN) + " stream" + ck + " --instruments inst0,inst1,inst2,inst3 -i " +
+                                  in + " > /dev/full 2> " + p("full.log")).c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
+  EXPECT_NE(test::read_bytes(p("full.log")).find("writing the predictions to standard output failed: No space left on device"),
+            std::string::npos) << test::read_bytes(p("full.log"));
+  r = run("info --checkpoint " + p("run/best.safetensors") + " --fold 3");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--fold 3 is for a population run folder"), std::string::npos) << r.out;
+  r = run("info --fold 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--fold 1 lists a population run folder's members"), std::string::npos) << r.out;
+}
+
 TEST_F(CliStream, PredictNeverWritesOverItsData) {
   // --out panel names panel.csv, the data predict reads: refused, the data unchanged (the rename would replace it).
   const std::string before = test::read_bytes(p("data/panel.csv"));
@@ -360,9 +384,28 @@ TEST_F(CliStream, PredictNeverWritesOverItsData) {
   fs::create_hard_link(p("data/panel.csv"), p("alias.csv"));
   r = run("predict --device cpu --checkpoint " + p("run/best.safetensors") + " --split all -o " + p("alias"));
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("predict would write over a file it reads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the command would write over a file it reads"), std::string::npos) << r.out;
   EXPECT_EQ(test::read_bytes(p("data/panel.csv")), before);
   EXPECT_FALSE(fs::exists(p("data/panel.npy")));
+}
+
+// eval --long-short-svg renames the plot over its path: the checkpoint, its optimizer sidecar and the data were
+// written over (an SVG where the weights were) before it was refused.
+TEST_F(CliStream, EvalNeverWritesItsPlotOverAFileItReads) {
+  const std::string ck = p("run/best.safetensors");
+  const std::map<std::string, std::string> files = {{ck, test::read_bytes(ck)},
+                                                    {ck + ".optim.safetensors", test::read_bytes(ck + ".optim.safetensors")},
+                                                    {p("data/panel.csv"), test::read_bytes(p("data/panel.csv"))}};
+  for (const auto& [path, bytes] : files) {
+    const Result r = run("eval --device cpu --checkpoint " + ck + " --long-short-svg " + path);
+    EXPECT_EQ(r.code, 1) << path << "\n" << r.out;
+    EXPECT_NE(r.out.find("--long-short-svg " + path + ": " + path + " is the same file as"), std::string::npos) << r.out;
+    EXPECT_EQ(test::read_bytes(path), bytes) << path << " was written over";
+  }
+  // Another path is written.
+  const Result r = run("eval --device cpu --checkpoint " + ck + " --long-short-svg " + p("ls.svg"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(test::read_bytes(p("ls.svg")).rfind("<svg", 0), 0u);
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -186,6 +188,61 @@ TEST_F(RunFolderCli, SigusrAndSigxcpuStopARunWithItsLastCheckpoint) {
     EXPECT_TRUE(fs::exists(out + "/last.safetensors")) << sig;
     EXPECT_TRUE(fs::exists(out + "/state.json")) << sig;
   }
+}
+
+// A --set value for a key that a flag also sets was dropped unread: `--steps 2 --set train.steps='"ten"'` trained
+// with exit 0. It is validated as the file's values are; the run writes nothing.
+TEST_F(RunFolderCli, ASetValueAFlagReplacesIsStillValidated) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--steps 2 --set 'train.steps=\"ten\"'", "train.steps: expected an integer"},
+      {"--steps 2 --set train.steps=-3", "train.steps: value -3 is out of range"},
+      {"--lr 1e-3 --set 'train.lr=[1,2]'", "train.lr: expected a number"},
+      {"--threads 1 --set run.threads=nan", "run.threads: expected an integer"},
+      {"--instruments 4 --set 'data.instruments={a=1}'", "data.instruments: expected an integer"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = run("train --device cpu --timesteps 120 --features 3 " + args + " -o " + p("run"));
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(p("run"))) << args;
+  }
+  // The same value given once, by the flag and by --set, is no error.
+  const Result r = run(kTiny + "--set train.steps=8 -o " + p("run"));
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+// SIGXFSZ was ignored by train only: synth and the stream died of it without a message, leaving a *.tmp-* file.
+TEST_F(RunFolderCli, EveryCommandFailsAWriteOverTheFileSizeLimitWithAMessage) {
+  Result r = run("synth --instruments 64 --timesteps 2000 --features 8 --format npy -o " + p("panel"), "ulimit -f 8; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(p("panel/features.npy") + ": write failed: File too large"), std::string::npos) << r.out;
+  ASSERT_EQ(run("synth --instruments 4 --timesteps 200 --features 3 --format csv -o " + p("data")).code, 0);
+  {  // run() quotes its command in '...': the CSV settings go in a file
+    std::ofstream cfg(p("csv.toml"));
+    cfg << "[data]\nsource = \"csv\"\ncsv = \"data/panel.csv\"\nfeature_columns = [\"f0\", \"f1\", \"f2\"]\n"
+           "target_columns = [\"y0\"]\n";
+  }
+  const Result trained = run("train -c " + p("csv.toml") + " --device cpu --threads 1 --layers 1 --d-state 4 -B 4 -L 16 "
+                             "--d-model 8 --head-dim 4 --steps 4 --eval-every 2 -o " + p("run"));
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  r = run("stream --device cpu --checkpoint " + p("run/best.safetensors") + " --new-instruments -i " + p("data/panel.csv") +
+              " -o " + p("out.csv"), "ulimit -f 2; ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(p("out.csv") + ": write failed: File too large"), std::string::npos) << r.out;
+  for (const auto& e : fs::recursive_directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path() << " was left behind";
+}
+
+// OpenBLAS retries a work buffer that the address space cannot hold forever: under a ulimit -v just above what
+// the program needs to load, a tiny train (and eval, predict, the stream) hung. It is refused with the limit named.
+TEST_F(RunFolderCli, AnAddressSpaceTooSmallForTheBlasBufferIsRefusedNotHung) {
+  // 1000000 KiB: this build loads in about 890 MiB of address space (the CUDA libraries), leaving less than one
+  // 128 MiB buffer; where it cannot load at all (exit 127) the test says so and skips.
+  const std::string cmd = "bash -c \"ulimit -v 1000000; timeout -k 5 60 " + std::string(MLALPHA_BIN) + " " + kTiny + "-o " +
+                          p("run") + "\" > " + p("log") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) GTEST_SKIP() << "the program does not load under ulimit -v 1000000";
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << bytes_of(p("log"));
+  EXPECT_NE(bytes_of(p("log")).find("the CPU's matrix products need 128 MiB"), std::string::npos) << bytes_of(p("log"));
 }
 
 TEST_F(RunFolderCli, SettingsThatWouldDoNothingOrDestroyAreRefused) {
