@@ -10,6 +10,7 @@
 #include "config/run_config.h"
 #include "core/error.h"
 #include "eval/folds.h"
+#include "run/run_folder.h"
 
 namespace mlalpha {
 
@@ -68,6 +69,13 @@ ResumeSource locate_resume(const std::string& resume) {
   const fs::path p(resume);
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
+    // First what a killed process left is finished, under the folder's lock, as the next start of any run in it
+    // would: a kill while --overwrite moved the old run aside leaves run.json in the aside folder until then.
+    {
+      const RunLock lock(p);
+      recover_run_folder(p);
+      settle_old_runs(p);
+    }
     require(holds_run_record(p), "--resume " + resume + ": the folder holds no run (no " + kRunFile +
                                      "; a population of an older ml-alpha has " + kLegacyPopulationFile +
                                      ", a solo run of an older ml-alpha resumes from its checkpoint, e.g. --resume " +

@@ -245,6 +245,32 @@ TEST_F(RunFolderCli, AnAddressSpaceTooSmallForTheBlasBufferIsRefusedNotHung) {
   EXPECT_NE(bytes_of(p("log")).find("the CPU's matrix products need 128 MiB"), std::string::npos) << bytes_of(p("log"));
 }
 
+// A kill while --overwrite moves the old run aside leaves run.json in the aside folder; --resume finishes that
+// first (the old run moved back) and continues the old run, as the next start of any run in the folder would.
+TEST_F(RunFolderCli, AResumeAfterAKilledOverwriteFindsTheOldRun) {
+  ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
+  fs::copy(p("run"), p("probe"), fs::copy_options::recursive);
+  // The fault points of the same --overwrite on a copy: the last one that moves a file aside.
+  ASSERT_EQ(run(kTiny + "--seed 7 --overwrite -o " + p("probe"), "export MLALPHA_FAULT_LOG=" + p("faults") + "; ").code, 0);
+  std::ifstream log(p("faults"));
+  long k = 0;
+  for (std::string line; std::getline(log, line);)
+    if (line.find("\trename ") != std::string::npos && line.find("/.moving-") != std::string::npos)
+      k = std::stol(line.substr(0, line.find('\t')));
+  ASSERT_GT(k, 1) << "no fault point moves a file aside";
+  const auto before = contents(p("run"));
+  const Result killed = run(kTiny + "--seed 7 --overwrite -o " + p("run"), "export MLALPHA_FAULT_AT=" + std::to_string(k) + "; ");
+  ASSERT_NE(killed.code, 0) << killed.out;
+  ASSERT_FALSE(fs::exists(p("run/run.json"))) << "the kill came after run.json had gone aside";
+  const Result resumed = run("train --device cpu --threads 1 --resume " + p("run") + " --steps 12");
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_TRUE(fs::exists(p("run/run.json")));
+  for (const auto& e : fs::directory_iterator(p("run")))
+    EXPECT_NE(e.path().filename().string().rfind(".moving-", 0), 0u) << e.path();
+  EXPECT_NE(bytes_of(p("run/metrics.jsonl")).find("\"step\":12"), std::string::npos) << "the old run continued to step 12";
+  EXPECT_EQ(bytes_of(p("run/metrics.jsonl")).rfind(before.at("metrics.jsonl").substr(0, 40), 0), 0u);
+}
+
 TEST_F(RunFolderCli, SettingsThatWouldDoNothingOrDestroyAreRefused) {
   ASSERT_EQ(run(kTiny + "-o " + p("run")).code, 0);
   Result r = run("train --device cpu --resume " + p("run") + " --overwrite");
