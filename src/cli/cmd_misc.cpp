@@ -61,7 +61,7 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
     std::cout << "data: as recorded in " << a.checkpoint << " (data.source = " << p.cfg.data.source << ")" << std::endl;
   }
   if (!p.cfg.was_given_in("split") && ref.has_data_config()) p.cfg.split = ref.split_config();
-  check_inference_settings(p.cfg, a.settings, ref.data_config(), a.checkpoint, "eval and predict");
+  check_inference_settings(p.cfg, a, ref.data_config(), a.checkpoint, "eval and predict", true);
   require(a.split == "train" || a.split == "valid" || a.split == "test" || (allow_all && a.split == "all"),
           "--split must be train, valid, test" + std::string(allow_all ? " or all" : "") + ", got '" + a.split + "'");
   p.panel = load_panel(p.cfg.data);
@@ -84,8 +84,21 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 
 }  // namespace
 
-void check_inference_settings(const RunConfig& cfg, const std::vector<ConfigSetting>& flags, const DataConfig& trained,
-                              const std::string& checkpoint, const std::string& command) {
+void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const DataConfig& trained,
+                              const std::string& checkpoint, const std::string& command, bool reads_split) {
+  const std::vector<ConfigSetting>& flags = a.settings;
+  // A --set of a setting the command never reads (the model's shape and its training come from the checkpoint)
+  // would be ignored silently. A config file is left alone: it is often the training's own file, given for its
+  // data settings.
+  for (const std::string& o : a.overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    const bool ignored = key.rfind("model.", 0) == 0 || key.rfind("sweep.", 0) == 0 ||
+                         (key.rfind("train.", 0) == 0 && key != "train.precision") ||
+                         (!reads_split && key.rfind("split.", 0) == 0);
+    require(!ignored, "--set " + o + ": " + key + " does nothing for " + command + " (the model and its training come " +
+                          "from " + checkpoint + (reads_split ? "" : ", and it scores every row it is given") +
+                          "): drop it");
+  }
   // The data is processed as in training (Model::prepare): a different processing setting is a mistake.
   auto same = [&](const char* key, const std::string& given, const std::string& have) {
     require(!cfg.was_given(key) || given == have, std::string(key) + " = '" + given + "' but " + checkpoint +

@@ -257,7 +257,7 @@ int cmd_stream(const StreamArgs& a) {
   }
   const Model& ref = model ? *model : ensemble->member(0);
   RunConfig cfg = load_run_config(a.config, a.overrides, a.settings);
-  check_inference_settings(cfg, a.settings, ref.data_config(), a.checkpoint, "the stream");
+  check_inference_settings(cfg, a, ref.data_config(), a.checkpoint, "the stream", false);
   if (!cfg.was_given_in("data")) cfg.data = ref.data_config();
   const CsvStreamSpec spec = column_spec(cfg.data, ref.feature_names());
   const std::string lock_path = a.state.empty() ? "" : a.state + ".lock";
@@ -274,8 +274,13 @@ int cmd_stream(const StreamArgs& a) {
 
   // The instruments: the state's, or those listed, then those of the history.
   std::vector<std::string> names = a.instruments.empty() ? std::vector<std::string>{} : split_list(a.instruments);
-  if (!a.instruments_file.empty())
-    for (const std::string& n : read_lines(a.instruments_file)) names.push_back(n);
+  if (!a.instruments_file.empty()) {
+    const std::vector<std::string> listed = read_lines(a.instruments_file);
+    require(!listed.empty(), "--instruments-file " + a.instruments_file +
+                                 ": names no instrument (expected one name a line); leave the flag out to take the "
+                                 "instruments from --instruments, the --history or the --state");
+    names.insert(names.end(), listed.begin(), listed.end());
+  }
   std::vector<CsvStreamStep> history;
   if (!a.history.empty()) history = read_history(a.history, spec);
   if (!resume) {  // a resumed stream's state holds its warm-up already (checked below)

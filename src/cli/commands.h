@@ -53,10 +53,11 @@ int cmd_predict(const PredictArgs& a);
 
 // The checks eval, predict and stream share before they run a checkpoint: a processing setting (data.feature_norm,
 // target_norm, nan_fill, robust_clip) given with another value than the checkpoint was trained with, and a
-// --precision other than fp32 on the CPU (whose kernels are fp32), are refused. `command` names the commands in
-// the message ("eval and predict").
-void check_inference_settings(const RunConfig& cfg, const std::vector<ConfigSetting>& flags, const DataConfig& trained,
-                              const std::string& checkpoint, const std::string& command);
+// --precision other than fp32 on the CPU (whose kernels are fp32), and a --set of a setting the command never
+// reads (model., train. but precision, ...), are refused. `command` names the commands in the message ("eval and
+// predict"); `reads_split` says whether split. settings choose its range.
+void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const DataConfig& trained,
+                              const std::string& checkpoint, const std::string& command, bool reads_split);
 
 // `ml-alpha stream` (cmd_stream.cpp).
 struct StreamArgs : CommonArgs {

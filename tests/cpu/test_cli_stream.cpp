@@ -327,6 +327,11 @@ TEST_F(CliStream, LinesAreCappedAndSettingsThatDoNothingAreRefused) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {st + " --set data.feature_norm=rank -i " + in,
        "data.feature_norm = 'rank' but " + p("run/best.safetensors") + " was trained with 'global'"},
+      {st + " --instruments-file /dev/null -i " + in, "--instruments-file /dev/null: names no instrument"},
+      {st + " --set train.steps=5 -i " + in, "--set train.steps=5: train.steps does nothing for the stream"},
+      {st + " --set split.train_end=10 -i " + in, "split.train_end does nothing for the stream"},
+      {"predict --device cpu --checkpoint " + p("run/best.safetensors") + " --set model.d_model=16 -o " + p("x"),
+       "model.d_model does nothing for eval and predict"},
       {st + " --members top:1 -i " + in, "--members chooses among the members of a population's run folder"},
       {st + " --fold 0 -i " + in, "--fold chooses among the members of a population's run folder"},
       {st + " --fold -2 -i " + in, "--fold: folds count from 0 (the first fold), got -2"},
