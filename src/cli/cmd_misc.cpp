@@ -123,20 +123,19 @@ namespace {
 // sidecar, or any file of a population run folder given as --checkpoint.
 void check_not_a_read_file(const std::string& flag, const std::string& value, const std::string& target,
                            const std::string& checkpoint, const DataConfig& d) {
-  const std::optional<FileId> id = file_id(target);
-  if (!id) return;
-  std::vector<std::pair<std::string, std::string>> read = {{"data.csv", d.csv}, {"data.features", d.features},
-                                                           {"data.targets", d.targets}, {"--checkpoint", checkpoint},
-                                                           {"the checkpoint's", checkpoint + ".optim.safetensors"}};
+  ReadFiles read;
+  for (const auto& [what, path] : {std::pair<std::string, std::string>{"data.csv", d.csv}, {"data.features", d.features},
+                                   {"data.targets", d.targets}, {"--checkpoint", checkpoint},
+                                   {"the checkpoint's", checkpoint + ".optim.safetensors"}})
+    if (!path.empty()) read.add(what, path);
   std::error_code ec;
   if (std::filesystem::is_directory(checkpoint, ec))
     for (auto it = std::filesystem::recursive_directory_iterator(checkpoint, ec);
          !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file(ec)) read.emplace_back("the --checkpoint folder's", it->path().string());
-  for (const auto& [what, path] : read)
-    if (!path.empty() && file_id(path) == id)
-      throw Error(flag + " " + value + ": " + target + " is the same file as " + what + " " + path +
-                  ": the command would write over a file it reads (give another " + flag + ")");
+      if (it->is_regular_file(ec)) read.add("the --checkpoint folder's", it->path().string());
+  if (const std::optional<std::string> same = read.which(target))
+    throw Error(flag + " " + value + ": " + target + " is the same file as " + *same +
+                ": the command would write over a file it reads (give another " + flag + ")");
 }
 
 void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {

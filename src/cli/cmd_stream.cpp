@@ -104,25 +104,21 @@ std::vector<float> bar_of(const StreamPredictor& p, const CsvStreamStep& step) {
 // count the files of its folder that a checkpoint is read with (sidecars, records, a population's leaderboard):
 // .safetensors, .json and .toml files, leaderboard.csv and folds.csv (in a population's run folder, at any depth).
 void check_no_clobber(const StreamArgs& a, const std::string& lock) {
-  std::vector<std::pair<std::string, FileId>> read;
-  auto add = [&](const std::string& what, const std::string& path) {
-    if (const std::optional<FileId> id = file_id(path)) read.emplace_back(what + " " + path, *id);
-  };
-  if (a.input == "-") {
-    if (const std::optional<FileId> id = file_id(0)) read.emplace_back("standard input", *id);
-  } else {
-    add("--input", a.input);
-  }
-  if (!a.history.empty()) add("--history", a.history);
-  if (!a.instruments_file.empty()) add("--instruments-file", a.instruments_file);
+  ReadFiles read;
+  if (a.input == "-")
+    read.add("standard input", 0);
+  else
+    read.add("--input", a.input);
+  if (!a.history.empty()) read.add("--history", a.history);
+  if (!a.instruments_file.empty()) read.add("--instruments-file", a.instruments_file);
   std::error_code ec;
   const fs::path ck(a.checkpoint);
   const fs::path folder = ck.parent_path().empty() ? fs::path(".") : ck.parent_path();
-  add("--checkpoint", a.checkpoint);
+  read.add("--checkpoint", a.checkpoint);
   auto read_with_checkpoint = [&](const fs::path& f) {
     const std::string ext = f.extension().string(), name = f.filename().string();
     if (ext == ".safetensors" || ext == ".json" || ext == ".toml" || name == "leaderboard.csv" || name == "folds.csv")
-      add("the checkpoint's", f.string());
+      read.add("the checkpoint's", f.string());
   };
   if (fs::is_directory(ck, ec)) {
     for (auto it = fs::recursive_directory_iterator(ck, fs::directory_options::skip_permission_denied, ec);
@@ -133,11 +129,9 @@ void check_no_clobber(const StreamArgs& a, const std::string& lock) {
       if (it->is_regular_file(ec)) read_with_checkpoint(it->path());
   }
   auto refuse_overlap = [&](const std::string& what, const std::string& path) {
-    const std::optional<FileId> id = file_id(path);
-    if (!id) return;
-    for (const auto& [name, rid] : read)
-      require(!(rid == *id), what + " " + path + " is the same file as " + name +
-                                 ": the stream would write over a file it reads (give another " + what + ")");
+    if (const std::optional<std::string> same = read.which(path))
+      throw Error(what + " " + path + " is the same file as " + *same +
+                  ": the stream would write over a file it reads (give another " + what + ")");
   };
   if (a.output != "-") refuse_overlap("--output", a.output);
   if (!a.state.empty()) {

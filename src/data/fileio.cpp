@@ -91,6 +91,22 @@ std::optional<FileId> file_id(int fd) {
   return FileId{uint64_t(st.st_dev), uint64_t(st.st_ino)};
 }
 
+void ReadFiles::add(const std::string& what, const std::string& path) {
+  if (const std::optional<FileId> id = file_id(path)) files_.emplace_back(what + " " + path, *id);
+}
+
+void ReadFiles::add(const std::string& what, int fd) {
+  if (const std::optional<FileId> id = file_id(fd)) files_.emplace_back(what, *id);
+}
+
+std::optional<std::string> ReadFiles::which(const std::string& target) const {
+  const std::optional<FileId> id = file_id(target);
+  if (!id) return std::nullopt;
+  for (const auto& [name, rid] : files_)
+    if (rid == *id) return name;
+  return std::nullopt;
+}
+
 AppendFile::AppendFile(const std::string& path, Start start) : path_(path) {
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (start == Start::empty ? O_TRUNC : 0);
   fd_ = ::open(path.c_str(), flags, 0644);

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace mlalpha {
 
@@ -36,6 +38,19 @@ std::optional<FileId> file_id(const std::string& path);
 
 // The identity of an open descriptor's file (standard input or output); nullopt when it cannot be examined.
 std::optional<FileId> file_id(int fd);
+
+// The files a command reads, by identity, so that an output naming one of them (through any link) is refused
+// before anything is written.
+class ReadFiles {
+ public:
+  void add(const std::string& what, const std::string& path);  // kept as "<what> <path>"; nothing if no such file
+  void add(const std::string& what, int fd);                   // an open descriptor (standard input), as "<what>"
+  // "<what> <path>" of the read file that `target` is; nullopt when it is none of them (or does not exist).
+  std::optional<std::string> which(const std::string& target) const;
+
+ private:
+  std::vector<std::pair<std::string, FileId>> files_;
+};
 
 // A file written at its end, a piece at a time, each piece whole (write(2) until done) and made durable on
 // sync() (fsync; a device or pipe has nothing to sync): the output of a stream, whose rows must be on disk before the state that counts them. Errors
