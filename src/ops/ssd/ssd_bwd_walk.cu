@@ -35,16 +35,37 @@ namespace ssd_detail {
 namespace walk {
 namespace {
 
-template <MmaMode kMode, int kP, int kN>
+// Warp groups of a reverse-walk block per tile instance (kP, kN): measured, not derived. Reverse walk alone, µs,
+// at 1 group (4 warps; 'L': 8 warps with phase 1 on warps 0–3) and at 2 groups (8 warps), NVIDIA H100 80GB HBM3,
+// 2026-12-06, `ml-alpha-ssd-bench --shapes S,M,L --precision bf16` (docs/benchmarks.md, "The SSD reverse walk on
+// two warp groups"): (32, 64) 'S' 149.9 / 165.4; (64, 64) 'M' 273.7 / 238.4; (64, 128) 'L' 1,304.5 / 1,185.7.
+// 'S' has 512 chains at B 64: 3 blocks an SM at 4 warps (168 registers) hold 396 of them, 2 at 8 warps 264, and
+// the longer second round outweighs the shorter step; 'M' (256 chains, 2 blocks an SM either way) gains it.
+struct BwdGroups {
+  int P, N, groups;
+};
+constexpr BwdGroups kBwdGroups[] = {{32, 64, 2}, {64, 64, 2}, {64, 128, 2}};
+constexpr int bwd_groups(int P, int N) {
+  for (const BwdGroups& e : kBwdGroups)
+    if (e.P == P && e.N == N) return e.groups;
+  return 2;
+}
+
+template <MmaMode Mode, int P, int N, int Groups>
 struct BwdShape {
+  static constexpr MmaMode kMode = Mode;
+  static constexpr int kP = P, kN = N;
   using E = Elem<kMode>;
-  // Two warp groups at every shape: 4 row blocks of 16 × 2 column groups. The 64-row products of a step split
-  // their columns over the groups (v: kP / 2, dB and dC: kN / 2 each), and C·Bᵀ, dy·xᵀ split by column half,
-  // so one (b, h) chain runs on 8 warps where S and M had 4 (issue 38: a warp's share of a step halves).
-  static constexpr int kGroups = 2, kWarps = 4 * kGroups, kThreads = 32 * kWarps;
+  // kGroups warp groups of 4 row blocks of 16: the 64-row products of a step split their columns over the
+  // groups (v: kP / kGroups, dB and dC: kN / kGroups each). With two groups C·Bᵀ and dy·xᵀ split by column half
+  // too (one chain on 8 warps; issue 38); with one, its 4 warps take both halves.
+  static constexpr int kGroups = Groups, kWarps = 4 * kGroups, kThreads = 32 * kWarps;
+  static_assert(kGroups == 2 || (kGroups == 1 && kN <= 64), "dB, dC: at most 64 columns a warp");
   static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = ld_of<E>(kRows);
   static constexpr int ldX = kN + 8;  // exchange tiles (fp32): ≡ 8 (mod 32), a half-warp's 8-byte stores hit 32 banks
   using State = StateLayout<kP, kN, kWarps>;
+  using TileV = WarpTile<kP / kGroups>;  // v, dx: rows 16 (w % 4), column block w / 4 of P
+  using TileN = WarpTile<kN / kGroups>;  // dB, dC: rows 16 (w % 4), column block w / 4 of N
   // Shared memory (byte offsets, 16-byte aligned). Per-step scalars: cs (double); Δ; dec_in (then the suffix
   // sums of yoff); dec_out (then the prefix sums of sout); e^{cs_t − cs_0}; log2(e) cs_t; the row-sum partials of yoff,
   // sout and x·v (kGroups column blocks each); E's column sums (one slot a warp); the block-sum slots.
@@ -71,9 +92,288 @@ struct BwdShape {
   static_assert(oXdB + kXchBytes <= oB && oXdC + kXchBytes <= kBytes, "the exchange tiles fit the dead tiles");
   static_assert((kWarps + 2) * 4 <= 64, "block-sum slots and the step's two scalars");
   static constexpr int kFit = int((228 * 1024) / (kBytes + 1024));
-  static constexpr int kCap = 2;  // 2 × 8 warps: ≤ 128 registers
+  static constexpr int kCap = kGroups == 1 ? 3 : 2;  // 3 × 4 warps: ≤ 168 registers; 2 × 8 warps: ≤ 128
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
 };
+
+// ----- the reverse walk, phase by phase -----
+// Each phase function names the terms of the header's formulas it computes; the kernel calls them in order and
+// places the barriers between them. Every thread does the same arithmetic in the same order as the one-function
+// kernel this replaced (issue 39; compared in PTX: the same floating-point instructions on the same operands,
+// only independent ones reordered).
+
+// The block's shared memory (BwdShape's offsets).
+template <class K>
+struct BwdTiles {
+  using E = typename K::E;
+  double* scs;   // (64) cs_t
+  float* sdt;    // (64) Δ_t
+  float* sdin;   // (64) dec_in_t, then the suffix sums of yoff
+  float* sdout;  // (64) dec_out_t, then the prefix sums of sout
+  float* sg0;    // (64) e^{cs_t − cs_0}
+  float* su;     // (64) log2(e) cs_t
+  float* syoff;  // (kGroups, 64) row-sum partials of yoff
+  float* sout;   // (kGroups, 64) of sout
+  float* sxv;    // (kGroups, 64) of x·v
+  float* sEp;    // (kWarps, 64) E's column sums, one slot a warp
+  float* red;    // (kWarps + 2) block-sum slots, then c0's scale and G's decay
+  E* sDY;        // (64, ldP) dy
+  E* sC;         // (64, ldN)
+  E* sX;         // (64, ldP) x
+  E* sB;         // (64, ldN)
+  E* sSin;       // (kP, ldN) S_c
+  E* sG;         // (kP, ldN) G_{c+1}
+  E* sCB;        // (64, ldT) CB[i, j] = (C_i·B_j) e^{cs_i − cs_j}, j ≤ i
+  E* sDX;        // (64, ldT) (dy_i·x_j) e^{cs_i − cs_j} Δ_j, j ≤ i
+  float* xdB;    // (64, ldX) this head's dB (on x, G, CB)
+  float* xdC;    // (64, ldX) this head's dC (on B, S_c, DX)
+  __device__ explicit BwdTiles(unsigned char* smem)
+      : scs(reinterpret_cast<double*>(smem + K::oCs)),
+        sdt(reinterpret_cast<float*>(smem + K::oDt)),
+        sdin(reinterpret_cast<float*>(smem + K::oDin)),
+        sdout(reinterpret_cast<float*>(smem + K::oDout)),
+        sg0(reinterpret_cast<float*>(smem + K::oG0)),
+        su(reinterpret_cast<float*>(smem + K::oU)),
+        syoff(reinterpret_cast<float*>(smem + K::oYoff)),
+        sout(reinterpret_cast<float*>(smem + K::oSout)),
+        sxv(reinterpret_cast<float*>(smem + K::oXv)),
+        sEp(reinterpret_cast<float*>(smem + K::oEp)),
+        red(reinterpret_cast<float*>(smem + K::oRed)),
+        sDY(reinterpret_cast<E*>(smem + K::oDY)),
+        sC(reinterpret_cast<E*>(smem + K::oC)),
+        sX(reinterpret_cast<E*>(smem + K::oX)),
+        sB(reinterpret_cast<E*>(smem + K::oB)),
+        sSin(reinterpret_cast<E*>(smem + K::oSin)),
+        sG(reinterpret_cast<E*>(smem + K::oG)),
+        sCB(reinterpret_cast<E*>(smem + K::oCB)),
+        sDX(reinterpret_cast<E*>(smem + K::oDX)),
+        xdB(reinterpret_cast<float*>(smem + K::oXdB)),
+        xdC(reinterpret_cast<float*>(smem + K::oXdC)) {}
+};
+
+// Where the block is and the per-head scalars every phase reads.
+struct BwdBlock {
+  int b, h, g, warp, lane;
+  int cs;            // heads a cluster (Args::cluster_heads)
+  int HK;            // clusters a batch row: H / cs
+  bool whole_group;  // the cluster is the whole group: its sums are dB, dC; else one partial per cluster
+  float A, Dh;       // −e^{A_log[h]}, D[h]
+};
+__device__ __forceinline__ BwdBlock bwd_block(const Args& a) {
+  BwdBlock k;
+  k.h = blockIdx.x, k.b = blockIdx.y, k.warp = threadIdx.x >> 5, k.lane = threadIdx.x & 31;
+  k.g = k.h * a.G / a.H, k.cs = a.cluster_heads;
+  k.whole_group = a.H % a.G == 0 && a.H / a.G == k.cs;
+  k.HK = a.H / k.cs;
+  k.A = -expf(a.A_log[k.h]), k.Dh = a.Dskip[k.h];
+  return k;
+}
+
+// The chunk of a step: steps t0 … t0 + tc − 1, rows row0 … of the (B·L)-row tensors.
+struct BwdChunk {
+  int t0, tc;
+  size_t row0;
+  bool last;     // the last chunk: G_{c+1} = 0
+  float a_next;  // e^{A Δ} at the first step of the chunk after this one (0 after the last)
+};
+__device__ __forceinline__ BwdChunk bwd_chunk(const Args& a, const BwdBlock& k, int c, float dt_next) {
+  BwdChunk ch;
+  ch.t0 = c * a.T, ch.tc = min(a.T, a.L - ch.t0);
+  ch.row0 = size_t(k.b) * a.L + ch.t0;
+  ch.last = c == a.nchunks - 1;
+  ch.a_next = ch.last ? 0.f : expf(dt_next * k.A);
+  return ch;
+}
+
+// Phase 0: x, dy, B, C and S_c (the state the forward walk saved for this chunk) staged as zero-padded tiles;
+// warp 0: Δ_t, cs_t, dec_in_t = e^{cs_t}, dec_out_t = a_next e^{cs_last − cs_t}, e^{cs_t − cs_0}, and the step's
+// two scalars: c0's scale a_next e^{cs_last} and G's decay e^{cs_last − cs_0 + A Δ_next}. A barrier follows.
+template <class K>
+__device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k, const BwdChunk& ch, float dt_next,
+                                                const float* S_c, const BwdTiles<K>& s) {
+  constexpr int ldP = K::ldP, ldN = K::ldN;
+  LaneDeltas d;
+  if (k.warp == 0) d = load_deltas(a, k.b, k.h, ch.t0, ch.tc);
+  stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, a.dy + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P, ch.tc,
+                                        a.P, a.vec4);
+  stage_tile<kRows, K::kN, K::kThreads>(s.sC, ldN, a.Cm + ch.row0 * a.ld + size_t(k.g) * a.N, a.ld, ch.tc, a.N,
+                                        a.vec4);
+  stage_tile<kRows, K::kP, K::kThreads>(s.sX, ldP, a.x + ch.row0 * a.ld + size_t(k.h) * a.P, a.ld, ch.tc, a.P,
+                                        a.vec4);
+  stage_tile<kRows, K::kN, K::kThreads>(s.sB, ldN, a.Bm + ch.row0 * a.ld + size_t(k.g) * a.N, a.ld, ch.tc, a.N,
+                                        a.vec4);
+  stage_tile<K::kP, K::kN, K::kThreads>(s.sSin, ldN, S_c, a.N, a.P, a.N, a.vec4);
+  if (k.warp == 0) {
+    const double cs_last = walk_cumsum(d, k.A, s.sdt, s.scs, s.su);
+    __syncwarp();  // cs_0, from lane 0
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = 2 * k.lane + u;
+      s.sdin[t] = walk_exp<K::kMode>(s.scs[t]);
+      s.sdout[t] = ch.a_next * walk_exp<K::kMode>(cs_last - s.scs[t]);
+      s.sg0[t] = walk_decay<K::kMode>(s.scs, s.su, t, 0);
+    }
+    if (k.lane == 0) {  // the step's two scalars, once: c0 = a_next e^{cs_last} Σ G_{c+1}·S_c, and G's decay
+      s.red[K::kWarps] = ch.a_next * walk_exp<K::kMode>(cs_last);
+      s.red[K::kWarps + 1] = walk_exp<K::kMode>(cs_last - s.scs[0] + double(k.A) * double(dt_next));
+    }
+  }
+}
+
+// Phase 1a: this warp's share of Σ G_{c+1}·S_c (c0, into red[warp]) and this thread's of Σ dy·x (dD).
+template <class K>
+__device__ __forceinline__ void c0_and_dD_shares(const typename K::State::Acc& G, typename K::State::Tile ws,
+                                                 bool last, const BwdTiles<K>& s, float& dD) {
+  constexpr int ldP = K::ldP, ldN = K::ldN;
+  float c0 = 0.f;
+  if (!last)
+    for_pairs_all(ws, [&](int s_, int hv, int p, int n) {
+      const float2 v = ld2(s.sSin + p * ldN + n);
+      c0 += G[s_][2 * hv] * v.x + G[s_][2 * hv + 1] * v.y;
+    });
+  put_warp_sum(c0, s.red);
+  for (int it = threadIdx.x; it < kRows * K::kP / 2; it += K::kThreads) {
+    const int t = it / (K::kP / 2), p = 2 * (it % (K::kP / 2));
+    const float2 dy2 = ld2(s.sDY + t * ldP + p), x2 = ld2(s.sX + t * ldP + p);
+    dD += dy2.x * x2.x + dy2.y * x2.y;
+  }
+}
+
+// Phase 1b, one warp tile wt of C·Bᵀ and dy·xᵀ (16 rows, 32 columns, registers): CB and DX diag Δ to their
+// tiles, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j (j < i, else 0) left in w.
+template <class K>
+__device__ __forceinline__ void cb_dx_tile(typename WarpTile<kRows / 2>::Acc& w, WarpTile<kRows / 2> wt,
+                                           const BwdTiles<K>& s) {
+  constexpr int ldP = K::ldP, ldN = K::ldN, ldT = K::ldT;
+  typename WarpTile<kRows / 2>::Acc dxv;
+  zero(w);
+  zero(dxv);
+  wmm<K::kMode, false, true>(w, s.sC, ldN, s.sB, ldN, K::kN, wt);     // C_i·B_j
+  wmm<K::kMode, false, true>(dxv, s.sDY, ldP, s.sX, ldP, K::kP, wt);  // dy_i·x_j
+  for_pairs_all(wt, [&](int s_, int hv, int i, int j) {
+    float cbo[2], dxo[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int jj = j + u;
+      const bool in = jj <= i;
+      const float ldec = in ? walk_decay<K::kMode>(s.scs, s.su, i, jj) : 0.f;
+      const float cb = in ? w[s_][2 * hv + u] * ldec : 0.f;
+      const float wd = dxv[s_][2 * hv + u] * s.sdt[jj];
+      cbo[u] = cb;
+      dxo[u] = in ? wd * ldec : 0.f;
+      w[s_][2 * hv + u] = jj < i ? cb * wd : 0.f;  // W
+    }
+    st2(s.sCB + i * ldT + j, cbo[0], cbo[1]);
+    st2(s.sDX + i * ldT + j, dxo[0], dxo[1]);
+  });
+}
+
+// E_t = Σ_{i≥t} Σ_{j<t} W[i, j] = Σ_{i≥t} R_i(t) with the row prefix sums R_i(t) = Σ_{j<t} W[i, j]. Over one
+// warp tile of W: R along each of the thread's two rows (the pair, a scan over the quad, subtiles in order;
+// base[] carries Σ W over the columns before the tile in and out), masked to t ≤ i and summed over the
+// thread's rows into colp[s][u], column wt.col(0, s, u).
+__device__ __forceinline__ void row_prefix_columns(const typename WarpTile<kRows / 2>::Acc& w, WarpTile<kRows / 2> wt,
+                                                   int q, float (&base)[2], float (&colp)[kRows / 16][2]) {
+  constexpr int kS = WarpTile<kRows / 2>::kS;
+#pragma unroll
+  for (int s = 0; s < kS; ++s) colp[s][0] = colp[s][1] = 0.f;
+#pragma unroll
+  for (int hv = 0; hv < 2; ++hv) {
+    const int i = wt.row(0, 2 * hv);
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      const float w0 = w[s][2 * hv], w1 = w[s][2 * hv + 1], pair = w0 + w1;
+      float incl = pair;
+      float up = __shfl_up_sync(kWarpMask, incl, 1, 4);
+      if (q >= 1) incl += up;
+      up = __shfl_up_sync(kWarpMask, incl, 2, 4);
+      if (q >= 2) incl += up;
+      float excl = __shfl_up_sync(kWarpMask, incl, 1, 4);
+      if (q == 0) excl = 0.f;
+      const float total = __shfl_sync(kWarpMask, incl, 3, 4);
+      const int j = wt.col(0, s, 0);
+      const float r0 = base[hv] + excl, r1 = r0 + w0;  // R_i(j), R_i(j + 1) from the base's first column
+      if (j <= i) colp[s][0] += r0;
+      if (j + 1 <= i) colp[s][1] += r1;
+      base[hv] += total;
+    }
+  }
+}
+
+// Phase 1b on two warp groups: warp (r, half) takes rows 16 r and columns 32 half of C·Bᵀ and dy·xᵀ. Its R
+// runs over its own half only, so for the other half's column t the lower-half warp also adds Σ_{i≥t} W_i over
+// its rows (W_i its rows' totals, which every upper column t ≤ i sees) into its slot sEp[w][t]. E_t is then the
+// sum of the 8 slots in order (zeros where a warp has nothing). Warps (0, 1) and (1, 1) hold only zeros (rows
+// < 32 ≤ columns: above the diagonal).
+template <class K>
+__device__ __forceinline__ void cb_dx_e_two_groups(const BwdBlock& k, const BwdTiles<K>& s) {
+  constexpr int ldT = K::ldT, kS = WarpTile<kRows / 2>::kS;
+  const int q = k.lane & 3, r = k.warp & 3, half = k.warp >> 2;
+  const WarpTile<kRows / 2> wt(r, half);
+  const int other = (1 - half) * (kRows / 2);  // the first column of the half this warp does not compute
+  if (half == 1 && r < 2) {
+    for_pairs_all(wt, [&](int, int, int i, int j) {
+      st2(s.sCB + i * ldT + j, 0.f, 0.f);
+      st2(s.sDX + i * ldT + j, 0.f, 0.f);
+    });
+    for (int t = k.lane; t < kRows; t += 32) s.sEp[k.warp * kRows + t] = 0.f;
+    return;
+  }
+  typename WarpTile<kRows / 2>::Acc w;
+  cb_dx_tile<K>(w, wt, s);
+  float base[2] = {0.f, 0.f};  // per row: Σ W over this half's columns before the current subtile
+  float colp[kS][2];           // this half's columns
+  row_prefix_columns(w, wt, q, base, colp);
+#pragma unroll
+  for (int s_ = 0; s_ < kS; ++s_)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      // the other half's column t: the lower half's row totals reach every upper column t ≤ i
+      const int t = other + 8 * s_ + 2 * q + u;
+      float v = colp[s_][u], vo = 0.f;
+      if (half == 0) {
+        if (t <= wt.row(0, 0)) vo += base[0];
+        if (t <= wt.row(0, 2)) vo += base[1];
+      }
+      v += __shfl_xor_sync(kWarpMask, v, 4);
+      v += __shfl_xor_sync(kWarpMask, v, 8);
+      v += __shfl_xor_sync(kWarpMask, v, 16);
+      vo += __shfl_xor_sync(kWarpMask, vo, 4);
+      vo += __shfl_xor_sync(kWarpMask, vo, 8);
+      vo += __shfl_xor_sync(kWarpMask, vo, 16);
+      if (k.lane < 4) {
+        s.sEp[k.warp * kRows + wt.col(0, s_, u)] = v;
+        s.sEp[k.warp * kRows + t] = vo;  // zeros in upper-half warps
+      }
+    }
+}
+
+// Phase 1b on one warp group: warp r takes rows 16 r in two halves of 32 columns, R carried from the first half
+// into the second (base), every column's sum in its own slot sEp[w][t]; E_t is the sum of the 4 slots in order.
+template <class K>
+__device__ __forceinline__ void cb_dx_e_one_group(const BwdBlock& k, const BwdTiles<K>& s) {
+  constexpr int kS = WarpTile<kRows / 2>::kS;
+  const int q = k.lane & 3;
+  float base[2] = {0.f, 0.f};  // per row: Σ W over the columns before the current subtile
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const WarpTile<kRows / 2> wt(k.warp, half);
+    typename WarpTile<kRows / 2>::Acc w;
+    cb_dx_tile<K>(w, wt, s);
+    float colp[kS][2];
+    row_prefix_columns(w, wt, q, base, colp);
+#pragma unroll
+    for (int s_ = 0; s_ < kS; ++s_)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float v = colp[s_][u];
+        v += __shfl_xor_sync(kWarpMask, v, 4);
+        v += __shfl_xor_sync(kWarpMask, v, 8);
+        v += __shfl_xor_sync(kWarpMask, v, 16);
+        if (k.lane < 4) s.sEp[k.warp * kRows + wt.col(0, s_, u)] = v;
+      }
+  }
+}
 
 // Row sums over a warp's tile of pairs: RowSums (ssd_common.cuh) fed one pair at a time.
 template <int kW, class F>
@@ -84,346 +384,238 @@ __device__ __forceinline__ void row_sums(WarpTile<kW> w, float* dst, int slot, F
   rs.write(dst, kRows, kRows, w, slot);
 }
 
-template <MmaMode kMode, int kP, int kN>
-__global__ void __launch_bounds__(BwdShape<kMode, kP, kN>::kThreads, BwdShape<kMode, kP, kN>::kMinBlocks)
-    bwd_walk_kernel(Args a) {
-  using K = BwdShape<kMode, kP, kN>;
-  using E = typename K::E;
+// Phase 2a: v_t = dec_out_t (G_{c+1} B_t) + (CBᵀ dy)_t over this warp's rows and column block of P;
+// dx_t = Δ_t v_t + D dy_t out; x_t·v_t's row partials into sxv.
+template <class K>
+__device__ __forceinline__ void v_and_dx(const Args& a, const BwdBlock& k, const BwdChunk& ch, const BwdTiles<K>& s) {
   constexpr int ldP = K::ldP, ldN = K::ldN, ldT = K::ldT;
-  extern __shared__ __align__(16) unsigned char smem[];
-  double* scs = reinterpret_cast<double*>(smem + K::oCs);
-  float* sdt = reinterpret_cast<float*>(smem + K::oDt);
-  float* sdin = reinterpret_cast<float*>(smem + K::oDin);
-  float* sdout = reinterpret_cast<float*>(smem + K::oDout);
-  float* sg0 = reinterpret_cast<float*>(smem + K::oG0);
-  float* su = reinterpret_cast<float*>(smem + K::oU);
-  float* syoff = reinterpret_cast<float*>(smem + K::oYoff);  // (kGroups, 64)
-  float* sout = reinterpret_cast<float*>(smem + K::oSout);   // (kGroups, 64)
-  float* sxv = reinterpret_cast<float*>(smem + K::oXv);      // (kGroups, 64)
-  float* sEp = reinterpret_cast<float*>(smem + K::oEp);      // (kWarps, 64)
-  float* red = reinterpret_cast<float*>(smem + K::oRed);     // (kWarps)
-  E* sDY = reinterpret_cast<E*>(smem + K::oDY);              // (64, ldP) dy
-  E* sC = reinterpret_cast<E*>(smem + K::oC);                // (64, ldN)
-  E* sX = reinterpret_cast<E*>(smem + K::oX);                // (64, ldP) x
-  E* sB = reinterpret_cast<E*>(smem + K::oB);                // (64, ldN)
-  E* sSin = reinterpret_cast<E*>(smem + K::oSin);            // (kP, ldN) S_c
-  E* sG = reinterpret_cast<E*>(smem + K::oG);                // (kP, ldN) G_{c+1}
-  E* sCB = reinterpret_cast<E*>(smem + K::oCB);              // (64, ldT) CB[i, j] = (C_i·B_j) e^{cs_i − cs_j}, j ≤ i
-  E* sDX = reinterpret_cast<E*>(smem + K::oDX);              // (64, ldT) (dy_i·x_j) e^{cs_i − cs_j} Δ_j, j ≤ i
-  float* xdB = reinterpret_cast<float*>(smem + K::oXdB);     // (64, ldX) this head's dB (on x, G, CB)
-  float* xdC = reinterpret_cast<float*>(smem + K::oXdC);     // (64, ldX) this head's dC (on B, S_c, DX)
+  const typename K::TileV wv(k.warp & 3, k.warp >> 2);
+  typename K::TileV::Acc v;
+  zero(v);
+  if (!ch.last) {
+    wmm<K::kMode, false, true>(v, s.sB, ldN, s.sG, ldN, K::kN, wv);  // (G_{c+1} B_t)[p]
+    for_pairs_all(wv, [&](int s_, int hv, int t, int) {
+      const float f = s.sdout[t];
+      v[s_][2 * hv] *= f, v[s_][2 * hv + 1] *= f;
+    });
+  }
+  wmm<K::kMode, true, false>(v, s.sCB, ldT, s.sDY, ldP, kRows, wv);  // + Σ_i CB[i, t] dy_i[p]
+  for_pairs_all(wv, [&](int s_, int hv, int t, int p) {
+    if (t < ch.tc && p < a.P) {
+      const float2 dy2 = ld2(s.sDY + t * ldP + p);
+      store_pair(a.dx + (ch.row0 + t) * a.ld + size_t(k.h) * a.P + p, s.sdt[t] * v[s_][2 * hv] + k.Dh * dy2.x,
+                 s.sdt[t] * v[s_][2 * hv + 1] + k.Dh * dy2.y, p + 1 < a.P);
+    }
+  });
+  row_sums(wv, s.sxv, k.warp >> 2, [&](int s_, int hv, int t, int p) {
+    const float2 x2 = ld2(s.sX + t * ldP + p);
+    return x2.x * v[s_][2 * hv] + x2.y * v[s_][2 * hv + 1];
+  });
+}
 
-  const int h = blockIdx.x, b = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = h * a.G / a.H, cs = a.cluster_heads;
-  // The cluster holds the whole group: its sums are dB, dC; else one partial per cluster (B, L, H / cs, N).
-  const bool whole_group = a.H % a.G == 0 && a.H / a.G == cs;
-  const int HK = a.H / cs;
-  const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
-  using TileV = WarpTile<kP / K::kGroups>;
-  using TileN = WarpTile<kN / K::kGroups>;
-  const TileV wv(warp & 3, warp >> 2);  // v, dx: rows 16 (w % 4), column block w / 4 of P
-  const TileN wn(warp & 3, warp >> 2);  // dB, dC: rows 16 (w % 4), column block w / 4 of N
-  const auto ws = K::State::tile(threadIdx.x);             // G
+// Phase 2b: dB_t = Δ_t dec_out_t (x_tᵀ G_{c+1}) + ((DX diag Δ)ᵀ C)_t over this warp's rows and column block of
+// N; the state term's row partials sout_t = (its dB)·B_t into sout.
+template <class K>
+__device__ __forceinline__ void db_tile(typename K::TileN::Acc& db, const BwdBlock& k, const BwdChunk& ch,
+                                        const BwdTiles<K>& s) {
+  constexpr int ldP = K::ldP, ldN = K::ldN, ldT = K::ldT;
+  const typename K::TileN wn(k.warp & 3, k.warp >> 2);
+  zero(db);
+  if (!ch.last) {
+    wmm<K::kMode, false, false>(db, s.sX, ldP, s.sG, ldN, K::kP, wn);  // (x_tᵀ G_{c+1})[n]
+    for_pairs_all(wn, [&](int s_, int hv, int t, int) {
+      const float f = s.sdt[t] * s.sdout[t];
+      db[s_][2 * hv] *= f, db[s_][2 * hv + 1] *= f;
+    });
+  }
+  row_sums(wn, s.sout, k.warp >> 2, [&](int s_, int hv, int t, int n) {  // sout_t = (dB's state term)·B_t
+    const float2 b2 = ld2(s.sB + t * ldN + n);
+    return db[s_][2 * hv] * b2.x + db[s_][2 * hv + 1] * b2.y;
+  });
+  wmm<K::kMode, true, false>(db, s.sDX, ldT, s.sC, ldN, kRows, wn);  // + Σ_i DX[i, t] Δ_t C_i
+}
+
+// Phase 2c: dC_t = dec_in_t (dy_tᵀ S_c) + (DX diag Δ B)_t; the state term's row partials yoff_t = (its dC)·C_t
+// into syoff.
+template <class K>
+__device__ __forceinline__ void dc_tile(typename K::TileN::Acc& dc, const BwdBlock& k, const BwdTiles<K>& s) {
+  constexpr int ldP = K::ldP, ldN = K::ldN, ldT = K::ldT;
+  const typename K::TileN wn(k.warp & 3, k.warp >> 2);
+  zero(dc);
+  wmm<K::kMode, false, false>(dc, s.sDY, ldP, s.sSin, ldN, K::kP, wn);  // (dy_tᵀ S_c)[n]
+  for_pairs_all(wn, [&](int s_, int hv, int t, int) {
+    const float f = s.sdin[t];
+    dc[s_][2 * hv] *= f, dc[s_][2 * hv + 1] *= f;
+  });
+  row_sums(wn, s.syoff, k.warp >> 2, [&](int s_, int hv, int t, int n) {  // yoff_t = (dC's state term)·C_t
+    const float2 c2 = ld2(s.sC + t * ldN + n);
+    return dc[s_][2 * hv] * c2.x + dc[s_][2 * hv + 1] * c2.y;
+  });
+  wmm<K::kMode, false, false>(dc, s.sDX, ldT, s.sB, ldN, kRows, wn);  // + Σ_j DX[t, j] Δ_j B_j
+}
+
+// Where this head's row t of dB or dC goes: the group's gradient, or this cluster's (this head's) partial.
+__device__ __forceinline__ float* out_row(const Args& a, const BwdBlock& k, const BwdChunk& ch, float* full,
+                                          float* part, int t) {
+  return k.whole_group ? full + (ch.row0 + t) * a.ld + size_t(k.g) * a.N
+                       : part + ((ch.row0 + t) * k.HK + k.h / k.cs) * a.N;
+}
+
+// A warp's (64, kN) tile of dB or dC: to the exchange tile (cs > 1) or to its rows of dB or dC.
+template <class K>
+__device__ __forceinline__ void put_tile(const Args& a, const BwdBlock& k, const BwdChunk& ch,
+                                         const typename K::TileN::Acc& acc, float* xtile, float* full, float* part) {
+  const typename K::TileN wn(k.warp & 3, k.warp >> 2);
+  for_pairs_all(wn, [&](int s_, int hv, int t, int n) {
+    if (k.cs > 1) {
+      *reinterpret_cast<float2*>(xtile + t * K::ldX + n) = make_float2(acc[s_][2 * hv], acc[s_][2 * hv + 1]);
+    } else if (t < ch.tc && n < a.N) {
+      store_pair(out_row(a, k, ch, full, part, t) + n, acc[s_][2 * hv], acc[s_][2 * hv + 1], n + 1 < a.N);
+    }
+  });
+}
+
+// Phase 3a (cs > 1): rows [rank R, rank R + R) of the sums of dB and dC over the cluster's heads, in rank order
+// (rank = h % cs: a cluster spans consecutive heads), up to 4 remote loads in flight, out to dB, dC or the
+// cluster's partial. Opens with the cluster barrier (this block's exchange tiles written, every block's
+// visible) and ends with an arrive (this block is done reading the others'); the kernel waits on it later.
+template <class K>
+__device__ __forceinline__ void cluster_sums(const Args& a, const BwdBlock& k, const BwdChunk& ch,
+                                             const BwdTiles<K>& s) {
+  __cluster_barrier_arrive();  // release: this block's exchange tiles are written
+  __cluster_barrier_wait();    // acquire: every block's are
+  const int rank = int(__clusterRelativeBlockRank()), R = kRows / k.cs;
+  constexpr int kQ = K::kN / 4;
+#pragma unroll 1
+  for (int it = threadIdx.x; it < 2 * R * kQ; it += K::kThreads) {
+    const int m = it / (R * kQ), rem = it % (R * kQ), t = rank * R + rem / kQ, n = 4 * (rem % kQ);
+    float* src = (m == 0 ? s.xdB : s.xdC) + t * K::ldX + n;
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k0 = 0; k0 < k.cs; k0 += 4) {
+      float4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (k0 + u < k.cs) v[u] = *reinterpret_cast<const float4*>(__cluster_map_shared_rank(src, k0 + u));
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (k0 + u < k.cs) sum.x += v[u].x, sum.y += v[u].y, sum.z += v[u].z, sum.w += v[u].w;
+    }
+    if (t < ch.tc && n < a.N) {
+      float* dst = out_row(a, k, ch, m == 0 ? a.dB : a.dC, m == 0 ? a.wsB : a.wsC, t) + n;
+      if (a.vec4) {
+        *reinterpret_cast<float4*>(dst) = sum;
+      } else {
+        const float e4[4] = {sum.x, sum.y, sum.z, sum.w};
+        for (int e = 0; e < 4 && n + e < a.N; ++e) dst[e] = e4[e];
+      }
+    }
+  }
+  __cluster_barrier_arrive();  // this block is done reading the others' tiles
+}
+
+// Phase 3b, warp 0: c0 (the slots of phase 1a, scaled), then Σ_{i≥t} yoff_i into sdin and Σ_{j<t} sout_j into
+// sdout (both free now; warp 0 only reads them): lane l takes steps 63 − 2l, 62 − 2l of the suffix and 2l,
+// 2l + 1 of the prefix. Then e_t = c0 + E_t + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j, dΔ_t = x_t·v_t + A e_t out, and
+// this lane's share of dA_log's Σ_t Δ_t e_t.
+template <class K>
+__device__ __forceinline__ void ddelta_and_dA(const Args& a, const BwdBlock& k, const BwdChunk& ch, float c0_scale,
+                                              const BwdTiles<K>& s, float& dA) {
+  const int lane = k.lane;
+  const float c0 = sum_slots<K::kWarps>(s.red) * c0_scale;
+  const int sa = kRows - 1 - 2 * lane, pa = 2 * lane;
+  const float y0 = partial_sum<K::kGroups>(s.syoff, kRows, sa), y1 = partial_sum<K::kGroups>(s.syoff, kRows, sa - 1);
+  const float o0 = partial_sum<K::kGroups>(s.sout, kRows, pa), o1 = partial_sum<K::kGroups>(s.sout, kRows, pa + 1);
+  const float yi = warp_inclusive_scan(y0 + y1), oi = warp_inclusive_scan(o0 + o1);
+  float ye = __shfl_up_sync(kWarpMask, yi, 1), oe = __shfl_up_sync(kWarpMask, oi, 1);
+  if (lane == 0) ye = 0.f, oe = 0.f;
+  s.sdin[sa] = ye + y0, s.sdin[sa - 1] = yi;
+  s.sdout[pa] = oe, s.sdout[pa + 1] = oe + o0;
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int t = pa + u;
+    const float Et = partial_sum<K::kWarps>(s.sEp, kRows, t);  // the warps' slots in order
+    const float e = c0 + Et + s.sdin[t] + s.sdout[t];
+    if (t < ch.tc) {
+      a.ddelta[(ch.row0 + t) * a.H + k.h] = partial_sum<K::kGroups>(s.sxv, kRows, t) + k.A * e;
+      dA += s.sdt[t] * e;
+    }
+  }
+}
+
+// Phase 3c: G_c = e^{cs_last − cs_0 + A Δ_next} G_{c+1} + dyᵀ diag(e^{cs − cs_0}) C, in registers.
+template <class K>
+__device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typename K::State::Tile ws, float decG,
+                                               const BwdTiles<K>& s) {
+#pragma unroll
+  for (int s_ = 0; s_ < K::State::Tile::kS; ++s_)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) G[s_][e] *= decG;
+  wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
+}
+
+template <MmaMode kMode, int kP, int kN, int kGroups>
+__global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
+                                  BwdShape<kMode, kP, kN, kGroups>::kMinBlocks) bwd_walk_kernel(Args a) {
+  using K = BwdShape<kMode, kP, kN, kGroups>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const BwdTiles<K> s(smem);
+  const BwdBlock k = bwd_block(a);
+  const auto ws = K::State::tile(threadIdx.x);  // G
   typename K::State::Acc G;
   zero(G);
   const size_t PN = size_t(a.P) * a.N;
-  const float* states = state_at(a, a.states, b, h, 0);
+  const float* states = state_at(a, a.states, k.b, k.h, 0);
   float dt_next = 0.f;  // Δ at the first step of the chunk after this one
   float dD = 0.f;       // this thread's share of dD over the walk
   float dA = 0.f;       // warp 0: this lane's share of Σ_t Δ_t e_t over the walk
 
   for (int c = a.nchunks - 1; c >= 0; --c) {
-    const int t0 = c * a.T, tc = min(a.T, a.L - t0);
-    const size_t row0 = size_t(b) * a.L + t0;
-    const bool last = c == a.nchunks - 1;  // G_{c+1} = 0
-    const float a_next = last ? 0.f : expf(dt_next * A);
-
-    // ---- 0: tiles and decays ----
-    LaneDeltas d;
-    if (warp == 0) d = load_deltas(a, b, h, t0, tc);
-    stage_tile<kRows, kP, K::kThreads>(sDY, ldP, a.dy + (row0 * a.H + h) * a.P, size_t(a.H) * a.P, tc, a.P, a.vec4);
-    stage_tile<kRows, kN, K::kThreads>(sC, ldN, a.Cm + row0 * a.ld + size_t(g) * a.N, a.ld, tc, a.N, a.vec4);
-    stage_tile<kRows, kP, K::kThreads>(sX, ldP, a.x + row0 * a.ld + size_t(h) * a.P, a.ld, tc, a.P, a.vec4);
-    stage_tile<kRows, kN, K::kThreads>(sB, ldN, a.Bm + row0 * a.ld + size_t(g) * a.N, a.ld, tc, a.N, a.vec4);
-    stage_tile<kP, kN, K::kThreads>(sSin, ldN, states + size_t(c) * PN, a.N, a.P, a.N, a.vec4);
-    if (warp == 0) {
-      const double cs_last = walk_cumsum(d, A, sdt, scs, su);
-      __syncwarp();  // cs_0, from lane 0
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int t = 2 * lane + u;
-        sdin[t] = walk_exp<kMode>(scs[t]);
-        sdout[t] = a_next * walk_exp<kMode>(cs_last - scs[t]);
-        sg0[t] = walk_decay<kMode>(scs, su, t, 0);
-      }
-      if (lane == 0) {  // the step's two scalars, once: c0 = a_next e^{cs_last} Σ G_{c+1}·S_c, and G's decay
-        red[K::kWarps] = a_next * walk_exp<kMode>(cs_last);
-        red[K::kWarps + 1] = walk_exp<kMode>(cs_last - scs[0] + double(A) * double(dt_next));
-      }
-    }
+    const BwdChunk ch = bwd_chunk(a, k, c, dt_next);
+    stage_and_decay<K>(a, k, ch, dt_next, states + size_t(c) * PN, s);
     __syncthreads();
-    const float dt_first = sdt[0];
-    const float c0_scale = red[K::kWarps], decG = red[K::kWarps + 1];
+    const float dt_first = s.sdt[0];
+    const float c0_scale = s.red[K::kWarps], decG = s.red[K::kWarps + 1];
 
-    // ---- 1: shares of c0 and dD; CB, DX diag Δ, E ----
-    {
-      float c0 = 0.f;
-      if (!last)
-        for_pairs_all(ws, [&](int s, int hv, int p, int n) {
-          const float2 v = ld2(sSin + p * ldN + n);
-          c0 += G[s][2 * hv] * v.x + G[s][2 * hv + 1] * v.y;
-        });
-      put_warp_sum(c0, red);
-      for (int it = threadIdx.x; it < kRows * kP / 2; it += K::kThreads) {
-        const int t = it / (kP / 2), p = 2 * (it % (kP / 2));
-        const float2 dy2 = ld2(sDY + t * ldP + p), x2 = ld2(sX + t * ldP + p);
-        dD += dy2.x * x2.x + dy2.y * x2.y;
-      }
-    }
-    {
-      // C·Bᵀ and dy·xᵀ over warp (r, half)'s 16 rows r = w % 4 and 32 columns half = w / 4 (registers): CB and
-      // DX diag Δ to their tiles, and W[i, j] = CB[i, j] (dy_i·x_j) Δ_j (j < i). Then E_t = Σ_{i≥t} Σ_{j<t} W[i, j]
-      // = Σ_{i≥t} R_i(t) with the row prefix sums R_i(t) = Σ_{j<t} W[i, j]. A warp takes R over its own half
-      // (the pair, a scan over the quad, subtiles in order), masked to t ≤ i and summed over its rows into
-      // sEp[w][t] for its columns; R_i(t) for t in the upper half also holds the lower half's row total W_i, so
-      // the lower-half warp adds Σ_{i≥t} W_i over its rows into sEp[w][t] for the upper columns. E_t is then
-      // the sum of the 8 slots in order (zeros where a warp has nothing). Warps (0, 1) and (1, 1) hold only
-      // zeros (rows < 32 ≤ columns: above the diagonal).
-      const int q = lane & 3, r = warp & 3, half = warp >> 2;
-      const WarpTile<kRows / 2> wt(r, half);
-      constexpr int kS = WarpTile<kRows / 2>::kS;
-      const int other = (1 - half) * (kRows / 2);  // the first column of the half this warp does not compute
-      if (half == 1 && r < 2) {
-        for_pairs_all(wt, [&](int, int, int i, int j) {
-          st2(sCB + i * ldT + j, 0.f, 0.f);
-          st2(sDX + i * ldT + j, 0.f, 0.f);
-        });
-        for (int t = lane; t < kRows; t += 32) sEp[warp * kRows + t] = 0.f;
-      } else {
-        typename WarpTile<kRows / 2>::Acc cbv, dxv;
-        zero(cbv);
-        zero(dxv);
-        wmm<kMode, false, true>(cbv, sC, ldN, sB, ldN, kN, wt);   // C_i·B_j
-        wmm<kMode, false, true>(dxv, sDY, ldP, sX, ldP, kP, wt);  // dy_i·x_j
-        for_pairs_all(wt, [&](int s, int hv, int i, int j) {
-          float cbo[2], dxo[2];
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            const int jj = j + u;
-            const bool in = jj <= i;
-            const float ldec = in ? walk_decay<kMode>(scs, su, i, jj) : 0.f;
-            const float cb = in ? cbv[s][2 * hv + u] * ldec : 0.f;
-            const float w = dxv[s][2 * hv + u] * sdt[jj];
-            cbo[u] = cb;
-            dxo[u] = in ? w * ldec : 0.f;
-            cbv[s][2 * hv + u] = jj < i ? cb * w : 0.f;  // W
-          }
-          st2(sCB + i * ldT + j, cbo[0], cbo[1]);
-          st2(sDX + i * ldT + j, dxo[0], dxo[1]);
-        });
-        float base[2] = {0.f, 0.f};  // per row: Σ W over this half's columns before the current subtile
-        float colp[kS][2];  // this half's columns
-#pragma unroll
-        for (int s = 0; s < kS; ++s) colp[s][0] = colp[s][1] = 0.f;
-#pragma unroll
-        for (int hv = 0; hv < 2; ++hv) {
-          const int i = wt.row(0, 2 * hv);
-#pragma unroll
-          for (int s = 0; s < kS; ++s) {
-            const float w0 = cbv[s][2 * hv], w1 = cbv[s][2 * hv + 1], pair = w0 + w1;
-            float incl = pair;
-            float up = __shfl_up_sync(kWarpMask, incl, 1, 4);
-            if (q >= 1) incl += up;
-            up = __shfl_up_sync(kWarpMask, incl, 2, 4);
-            if (q >= 2) incl += up;
-            float excl = __shfl_up_sync(kWarpMask, incl, 1, 4);
-            if (q == 0) excl = 0.f;
-            const float total = __shfl_sync(kWarpMask, incl, 3, 4);
-            const int j = wt.col(0, s, 0);
-            const float r0 = base[hv] + excl, r1 = r0 + w0;  // R_i(j), R_i(j + 1) within this half
-            if (j <= i) colp[s][0] += r0;
-            if (j + 1 <= i) colp[s][1] += r1;
-            base[hv] += total;
-          }
-        }
-#pragma unroll
-        for (int s = 0; s < kS; ++s)
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            // the other half's column t: the lower half's row totals reach every upper column t ≤ i
-            const int t = other + 8 * s + 2 * q + u;
-            float v = colp[s][u], vo = 0.f;
-            if (half == 0) {
-              if (t <= wt.row(0, 0)) vo += base[0];
-              if (t <= wt.row(0, 2)) vo += base[1];
-            }
-            v += __shfl_xor_sync(kWarpMask, v, 4);
-            v += __shfl_xor_sync(kWarpMask, v, 8);
-            v += __shfl_xor_sync(kWarpMask, v, 16);
-            vo += __shfl_xor_sync(kWarpMask, vo, 4);
-            vo += __shfl_xor_sync(kWarpMask, vo, 8);
-            vo += __shfl_xor_sync(kWarpMask, vo, 16);
-            if (lane < 4) {
-              sEp[warp * kRows + wt.col(0, s, u)] = v;
-              sEp[warp * kRows + t] = vo;  // zeros in upper-half warps
-            }
-          }
-      }
-    }
+    c0_and_dD_shares<K>(G, ws, ch.last, s, dD);
+    if constexpr (kGroups == 2) cb_dx_e_two_groups<K>(k, s);
+    else cb_dx_e_one_group<K>(k, s);
     __syncthreads();
 
-    // ---- 2: v, dx; dB, dC ----
+    v_and_dx<K>(a, k, ch, s);
     {
-      typename TileV::Acc v;
-      zero(v);
-      if (!last) {
-        wmm<kMode, false, true>(v, sB, ldN, sG, ldN, kN, wv);  // (G_{c+1} B_t)[p]
-        for_pairs_all(wv, [&](int s, int hv, int t, int) {
-          const float f = sdout[t];
-          v[s][2 * hv] *= f, v[s][2 * hv + 1] *= f;
-        });
-      }
-      wmm<kMode, true, false>(v, sCB, ldT, sDY, ldP, kRows, wv);  // + Σ_i CB[i, t] dy_i[p]
-      for_pairs_all(wv, [&](int s, int hv, int t, int p) {
-        if (t < tc && p < a.P) {
-          const float2 dy2 = ld2(sDY + t * ldP + p);
-          store_pair(a.dx + (row0 + t) * a.ld + size_t(h) * a.P + p, sdt[t] * v[s][2 * hv] + Dh * dy2.x,
-                     sdt[t] * v[s][2 * hv + 1] + Dh * dy2.y, p + 1 < a.P);
-        }
-      });
-      row_sums(wv, sxv, warp >> 2, [&](int s, int hv, int t, int p) {
-        const float2 x2 = ld2(sX + t * ldP + p);
-        return x2.x * v[s][2 * hv] + x2.y * v[s][2 * hv + 1];
-      });
-    }
-    // Where this head's rows of dB, dC go: the group's gradient, or this cluster's (this head's) partial.
-    auto out_row = [&](float* full, float* part, int t) {
-      return whole_group ? full + (row0 + t) * a.ld + size_t(g) * a.N : part + ((row0 + t) * HK + h / cs) * a.N;
-    };
-    // One (64, kN) tile of this warp's: to the exchange tile (cs > 1) or to its rows of dB or dC.
-    auto put = [&](const typename TileN::Acc& acc, float* xtile, float* full, float* part) {
-      for_pairs_all(wn, [&](int s, int hv, int t, int n) {
-        if (cs > 1) {
-          *reinterpret_cast<float2*>(xtile + t * K::ldX + n) = make_float2(acc[s][2 * hv], acc[s][2 * hv + 1]);
-        } else if (t < tc && n < a.N) {
-          store_pair(out_row(full, part, t) + n, acc[s][2 * hv], acc[s][2 * hv + 1], n + 1 < a.N);
-        }
-      });
-    };
-    {
-      typename TileN::Acc db;
-      zero(db);
-      if (!last) {
-        wmm<kMode, false, false>(db, sX, ldP, sG, ldN, kP, wn);  // (x_tᵀ G_{c+1})[n]
-        for_pairs_all(wn, [&](int s, int hv, int t, int) {
-          const float f = sdt[t] * sdout[t];
-          db[s][2 * hv] *= f, db[s][2 * hv + 1] *= f;
-        });
-      }
-      row_sums(wn, sout, warp >> 2, [&](int s, int hv, int t, int n) {  // sout_t = (dB's state term)·B_t
-        const float2 b2 = ld2(sB + t * ldN + n);
-        return db[s][2 * hv] * b2.x + db[s][2 * hv + 1] * b2.y;
-      });
-      wmm<kMode, true, false>(db, sDX, ldT, sC, ldN, kRows, wn);  // + Σ_i DX[i, t] Δ_t C_i
-      if (cs > 1) __syncthreads();  // x, G_{c+1}, CB are read: dB's exchange tile takes their place
-      put(db, xdB, a.dB, a.wsB);
+      typename K::TileN::Acc db;
+      db_tile<K>(db, k, ch, s);
+      if (k.cs > 1) __syncthreads();  // x, G_{c+1}, CB are read: dB's exchange tile takes their place
+      put_tile<K>(a, k, ch, db, s.xdB, a.dB, a.wsB);
     }
     {
-      typename TileN::Acc dc;
-      zero(dc);
-      wmm<kMode, false, false>(dc, sDY, ldP, sSin, ldN, kP, wn);  // (dy_tᵀ S_c)[n]
-      for_pairs_all(wn, [&](int s, int hv, int t, int) {
-        const float f = sdin[t];
-        dc[s][2 * hv] *= f, dc[s][2 * hv + 1] *= f;
-      });
-      row_sums(wn, syoff, warp >> 2, [&](int s, int hv, int t, int n) {  // yoff_t = (dC's state term)·C_t
-        const float2 c2 = ld2(sC + t * ldN + n);
-        return dc[s][2 * hv] * c2.x + dc[s][2 * hv + 1] * c2.y;
-      });
-      wmm<kMode, false, false>(dc, sDX, ldT, sB, ldN, kRows, wn);  // + Σ_j DX[t, j] Δ_j B_j
+      typename K::TileN::Acc dc;
+      dc_tile<K>(dc, k, s);
       __syncthreads();  // B, S_c, DX are read (dC's exchange tile takes their place); the row sums are in
-      put(dc, xdC, a.dC, a.wsC);
+      put_tile<K>(a, k, ch, dc, s.xdC, a.dC, a.wsC);
     }
 
-    // ---- 3: the cluster's sums of dB, dC; dΔ; G_c ----
-    if (cs > 1) {
-      __cluster_barrier_arrive();  // release: this block's exchange tiles are written
-      __cluster_barrier_wait();    // acquire: every block's are
-      // Rows [rank R, rank R + R) of the sums over the cluster's heads, in rank order (rank = h % cs: a cluster
-      // spans consecutive heads); up to 4 remote loads in flight.
-      const int rank = int(__clusterRelativeBlockRank()), R = kRows / cs;
-      constexpr int kQ = kN / 4;
-#pragma unroll 1
-      for (int it = threadIdx.x; it < 2 * R * kQ; it += K::kThreads) {
-        const int m = it / (R * kQ), rem = it % (R * kQ), t = rank * R + rem / kQ, n = 4 * (rem % kQ);
-        float* src = (m == 0 ? xdB : xdC) + t * K::ldX + n;
-        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int k0 = 0; k0 < cs; k0 += 4) {
-          float4 v[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            if (k0 + u < cs) v[u] = *reinterpret_cast<const float4*>(__cluster_map_shared_rank(src, k0 + u));
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            if (k0 + u < cs) sum.x += v[u].x, sum.y += v[u].y, sum.z += v[u].z, sum.w += v[u].w;
-        }
-        if (t < tc && n < a.N) {
-          float* dst = out_row(m == 0 ? a.dB : a.dC, m == 0 ? a.wsB : a.wsC, t) + n;
-          if (a.vec4) {
-            *reinterpret_cast<float4*>(dst) = sum;
-          } else {
-            const float e4[4] = {sum.x, sum.y, sum.z, sum.w};
-            for (int e = 0; e < 4 && n + e < a.N; ++e) dst[e] = e4[e];
-          }
-        }
-      }
-      __cluster_barrier_arrive();  // this block is done reading the others' tiles
-    }
-    if (warp == 0) {
-      // c0, then Σ_{i≥t} yoff_i into sdin and Σ_{j<t} sout_j into sdout (both free now; warp 0 only reads
-      // them): lane l takes steps 63 − 2l, 62 − 2l of the suffix and 2l, 2l + 1 of the prefix.
-      const float c0 = sum_slots<K::kWarps>(red) * c0_scale;
-      const int sa = kRows - 1 - 2 * lane, pa = 2 * lane;
-      const float y0 = partial_sum<K::kGroups>(syoff, kRows, sa), y1 = partial_sum<K::kGroups>(syoff, kRows, sa - 1);
-      const float o0 = partial_sum<K::kGroups>(sout, kRows, pa), o1 = partial_sum<K::kGroups>(sout, kRows, pa + 1);
-      const float yi = warp_inclusive_scan(y0 + y1), oi = warp_inclusive_scan(o0 + o1);
-      float ye = __shfl_up_sync(kWarpMask, yi, 1), oe = __shfl_up_sync(kWarpMask, oi, 1);
-      if (lane == 0) ye = 0.f, oe = 0.f;
-      sdin[sa] = ye + y0, sdin[sa - 1] = yi;
-      sdout[pa] = oe, sdout[pa + 1] = oe + o0;
-      __syncwarp();
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int t = pa + u;
-        const float Et = partial_sum<K::kWarps>(sEp, kRows, t);  // the 8 warps' slots in order
-        const float e = c0 + Et + sdin[t] + sdout[t];
-        if (t < tc) {
-          a.ddelta[(row0 + t) * a.H + h] = partial_sum<K::kGroups>(sxv, kRows, t) + A * e;
-          dA += sdt[t] * e;
-        }
-      }
-    }
-    // G_c = e^{cs_last − cs_0 + A Δ_next} G_{c+1} + dyᵀ diag(e^{cs − cs_0}) C
-#pragma unroll
-    for (int s = 0; s < K::State::Tile::kS; ++s)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) G[s][e] *= decG;
-    wmm<kMode, true, false>(G, sDY, ldP, sC, ldN, kRows, ws, KScale{sg0});
+    if (k.cs > 1) cluster_sums<K>(a, k, ch, s);
+    if (k.warp == 0) ddelta_and_dA<K>(a, k, ch, c0_scale, s, dA);
+    adjoint_update<K>(G, ws, decG, s);
     // Every warp of this block is done with this step's tiles and scalars (the adjoint update above read dy, C
     // and e^{cs − cs_0}, which the next step's staging overwrites: the cluster barrier's arrive came before
     // it), and with clusters every block is done with this block's exchange tiles.
     __syncthreads();
-    if (cs > 1) __cluster_barrier_wait();
-    for_pairs_all(ws, [&](int s, int hv, int p, int n) { st2(sG + p * ldN + n, G[s][2 * hv], G[s][2 * hv + 1]); });
+    if (k.cs > 1) __cluster_barrier_wait();
+    for_pairs_all(ws, [&](int s_, int hv, int p, int n) {
+      st2(s.sG + p * K::ldN + n, G[s_][2 * hv], G[s_][2 * hv + 1]);
+    });
     dt_next = dt_first;
   }
 
   // This (b, h)'s dA_log and dD partials (param_reduce adds them over b): ∂A/∂A_log = A.
   dA = warp_sum(dA);  // warp 0 holds the lanes' shares; the other warps' are 0
-  dD = gpu::block_sum<K::kWarps>(dD, red);
+  dD = gpu::block_sum<K::kWarps>(dD, s.red);
   if (threadIdx.x == 0) {
-    a.wsA[size_t(b) * a.H + h] = dA * A;
-    a.wsD[size_t(b) * a.H + h] = dD;
+    a.wsA[size_t(k.b) * a.H + k.h] = dA * k.A;
+    a.wsD[size_t(k.b) * a.H + k.h] = dD;
   }
 }
 
@@ -441,12 +633,11 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   a.wsB = w.partials ? workspace + w.b : nullptr, a.wsC = w.partials ? workspace + w.c : nullptr;
   a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
-    constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
-    const size_t smem = a.mode == MmaMode::kBF16 ? BwdShape<MmaMode::kBF16, kP, kN>::kBytes
-                                                 : BwdShape<MmaMode::k3xTF32, kP, kN>::kBytes;
-    auto pick = [](auto mode) { return bwd_walk_kernel<decltype(mode)::value, kP, kN>; };
-    launch_kernel(a, pick, dim3(a.H, a.B), BwdShape<MmaMode::kBF16, kP, kN>::kThreads, smem, stream,
-                  dim3(a.cluster_heads, 1, 1));
+    constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value, kG = bwd_groups(kP, kN);
+    using KB = BwdShape<MmaMode::kBF16, kP, kN, kG>;
+    const size_t smem = a.mode == MmaMode::kBF16 ? KB::kBytes : BwdShape<MmaMode::k3xTF32, kP, kN, kG>::kBytes;
+    auto pick = [](auto mode) { return bwd_walk_kernel<decltype(mode)::value, kP, kN, kG>; };
+    launch_kernel(a, pick, dim3(a.H, a.B), KB::kThreads, smem, stream, dim3(a.cluster_heads, 1, 1));
   });
   const int rows = p.B * p.L;
   if (w.partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB, a.wsC, g.dB, g.dC, stream);
