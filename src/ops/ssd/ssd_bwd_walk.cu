@@ -18,14 +18,16 @@
 // order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or to its partial.
 // dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
 //
-// A block is 8 warps at every shape (two warp groups: 4 row blocks of 16 × 2 column blocks), 2 blocks an SM at
-// ≤ 128 registers a thread (issue 38: S and M ran 4 warps a block, 3 an SM, and one (b, h) chain's step was
-// a chain of ~3,900 instructions a warp; 8 warps halve each warp's share of a step).
-// A chunk step (4 barriers, and 2 cluster barriers with cs > 1):
+// A block is one or two warp groups of 4 warps (4 row blocks of 16 × the groups' column blocks), chosen per tile
+// shape from measured times (kBwdGroups below): the 'S' head (P 32, N 64) 4 warps, 3 blocks an SM at ≤ 168
+// registers; 'M' and 'L' 8 warps, 2 blocks an SM at ≤ 128 (issue 38: one (b, h) chain's step is a chain of
+// ~3,900 instructions a warp on 4 warps; 8 warps halve each warp's share, which pays where it costs no resident
+// blocks).
+// A chunk step (4 barriers, and 2 cluster barriers with cs > 1), one phase function each:
 //   0  stage x, dy, B, C, S_c (zero-padded tiles); warp 0: the decays;                              barrier
-//   1  Σ G·S_c (c0) and Σ dy·x (dD) shares; every warp: C·Bᵀ and dy·xᵀ over its 16 rows and one half of the
-//      columns → CB (decayed), DX diag Δ into tiles, W = CB ∘ (dy·xᵀ) diag Δ (strictly lower) → E_t's column
-//      sums;                                                                                           barrier
+//   1  Σ G·S_c (c0) and Σ dy·x (dD) shares; C·Bᵀ and dy·xᵀ over 16 rows and a column half a warp (two
+//      groups) or both halves (one group) → CB (decayed), DX diag Δ into tiles, W = CB ∘ (dy·xᵀ) diag Δ
+//      (strictly lower) → E_t's column sums;                                                          barrier
 //   2  every warp: v → dx and x·v; dB, dC with the row sums sout, yoff of their state terms;          barrier
 //   3  dB, dC out (cluster exchange); warp 0: the scans, dΔ_t and dA_log's share; G ← G_c;  barrier, G's tile.
 #include "ops/ssd/ssd_walk.cuh"
@@ -44,7 +46,7 @@ namespace {
 struct BwdGroups {
   int P, N, groups;
 };
-constexpr BwdGroups kBwdGroups[] = {{32, 64, 2}, {64, 64, 2}, {64, 128, 2}};
+constexpr BwdGroups kBwdGroups[] = {{32, 64, 1}, {64, 64, 2}, {64, 128, 2}};
 constexpr int bwd_groups(int P, int N) {
   for (const BwdGroups& e : kBwdGroups)
     if (e.P == P && e.N == N) return e.groups;
