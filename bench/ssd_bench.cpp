@@ -133,7 +133,11 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 int main(int argc, char** argv) {
   CLI::App app{"ml-alpha-ssd-bench: the SSD op per layer shape, path and precision (forward, backward µs)"};
   std::string shapes = "S,M,L", precisions = "fp32,bf16";
+  int batch = 0;
   app.add_option("--shapes", shapes, "comma-separated of S, M, L");
+  app.add_option("--batch", batch,
+                 "windows B instead of the shape's own (0: the shape's): how the walks' (b, h) chains fill the SMs")
+      ->check(CLI::Range(0, 4096));
   app.add_option("--precision", precisions, "comma-separated of fp32, tf32, bf16");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -141,7 +145,10 @@ int main(int argc, char** argv) {
                 "walk vs chunked rel-L2 (y, dxbc, ddelta)");
     for (const LayerShape& s : kShapes) {
       if (shapes.find(s.name) == std::string::npos) continue;
-      Layer layer(s.p);
+      SsdParams shape = s.p;
+      if (batch > 0) shape.B = batch;
+      const std::string label = batch > 0 ? std::string(s.name) + "/" + std::to_string(batch) : s.name;
+      Layer layer(shape);
       for (const char* pname : {"fp32", "tf32", "bf16"}) {
         if (precisions.find(pname) == std::string::npos) continue;
         const Precision prec = std::string(pname) == "bf16"   ? Precision::BF16
@@ -149,7 +156,7 @@ int main(int argc, char** argv) {
                                                               : Precision::FP32;
         std::vector<float> out[2][3];
         for (int k = 0; k < 2; ++k) {
-          SsdParams q = s.p;
+          SsdParams q = shape;
           q.precision = prec;
           q.algo = k == 0 ? SsdAlgo::kChunked : SsdAlgo::kWalk;
           const double f = us_per_call([&] { layer.fwd(q); });
@@ -158,7 +165,8 @@ int main(int argc, char** argv) {
           layer.bwd(q);
           MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
           out[k][0] = download(layer.y), out[k][1] = download(layer.dxbc), out[k][2] = download(layer.ddelta);
-          std::printf("%-5s %-5s %-8s %10.1f %10.1f %10.1f", s.name, pname, k == 0 ? "chunked" : "walk", f, b, f + b);
+          std::printf("%-5s %-5s %-8s %10.1f %10.1f %10.1f", label.c_str(), pname, k == 0 ? "chunked" : "walk", f, b,
+                      f + b);
           if (k == 1)
             std::printf("   %.2e %.2e %.2e", rel_l2(out[1][0], out[0][0]), rel_l2(out[1][1], out[0][1]),
                         rel_l2(out[1][2], out[0][2]));
