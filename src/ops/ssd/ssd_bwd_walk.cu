@@ -63,24 +63,32 @@ struct BwdShape {
   // too (one chain on 8 warps; issue 38); with one, its 4 warps take both halves.
   static constexpr int kGroups = Groups, kWarps = 4 * kGroups, kThreads = 32 * kWarps;
   static_assert(kGroups == 2 || (kGroups == 1 && kN <= 64), "dB, dC: at most 64 columns a warp");
-  static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = ld_of<E>(kRows);
-  static constexpr int ldX = kN + 8;  // exchange tiles (fp32): ≡ 8 (mod 32), a half-warp's 8-byte stores hit 32 banks
+  static constexpr bool kBf16 = kMode == MmaMode::kBF16;
+  // CB and DX are swz64 tiles in bf16 mode (unpadded: 2 KiB less a block), padded fp32 tiles otherwise.
+  static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = kBf16 ? kRows : ld_of<E>(kRows);
   using State = StateLayout<kP, kN, kWarps>;
   using TileV = WarpTile<kP / kGroups>;  // v, dx: rows 16 (w % 4), column block w / 4 of P
   using TileN = WarpTile<kN / kGroups>;  // dB, dC: rows 16 (w % 4), column block w / 4 of N
   // Shared memory (byte offsets, 16-byte aligned). Per-step scalars: cs (double); Δ; dec_in (then the suffix
-  // sums of yoff); dec_out (then the prefix sums of sout); e^{cs_t − cs_0}; log2(e) cs_t; the row-sum partials of yoff,
-  // sout and x·v (kGroups column blocks each); E's column sums (one slot a warp); the block-sum slots.
-  static constexpr size_t oCs = 0, oDt = oCs + kRows * sizeof(double);
-  static constexpr size_t oDin = oDt + kRows * 4, oDout = oDin + kRows * 4, oG0 = oDout + kRows * 4;
-  static constexpr size_t oU = oG0 + kRows * 4;  // log2(e) cs_t (walk_decay, bf16 mode)
-  static constexpr size_t oYoff = oU + kRows * 4, oSout = oYoff + kGroups * kRows * 4;
-  static constexpr size_t oXv = oSout + kGroups * kRows * 4, oEp = oXv + kGroups * kRows * 4;
-  static constexpr size_t oRed = oEp + kWarps * kRows * 4;
+  // sums of yoff); dec_out (then the prefix sums of sout); log2(e) cs_t; e^{cs_t − cs_0}; the row-sum partials
+  // of yoff, sout and x·v (kGroups column blocks each); E's column sums (one slot a warp); the block-sum slots.
+  // bf16 mode gives cs and e^{cs_t − cs_0} no bytes of their own: cs is read in phase 0 only and lies over E's
+  // slots (written from phase 1 on), and e^{cs_t − cs_0} = 2^{u_t − u_0} is taken from u where the adjoint
+  // update needs it (KDecayFrom0): with the swizzled tiles, 2.8 KiB less, so that 'S' fits 4 blocks an SM.
+  static constexpr size_t kScal = kRows * 4;
+  static constexpr size_t oDt = kBf16 ? 0 : kRows * sizeof(double);
+  static constexpr size_t oDin = oDt + kScal, oDout = oDin + kScal, oU = oDout + kScal;
+  static constexpr size_t oG0 = oU + kScal;  // fp32 and tf32 modes
+  static constexpr size_t oYoff = oG0 + (kBf16 ? 0 : kScal), oSout = oYoff + kGroups * kScal;
+  static constexpr size_t oXv = oSout + kGroups * kScal, oEp = oXv + kGroups * kScal;
+  static constexpr size_t oCs = kBf16 ? oEp : 0;
+  static_assert(!kBf16 || kRows * sizeof(double) <= kWarps * kScal, "cs fits over E's slots");
+  static constexpr size_t oRed = oEp + kWarps * kScal;
+  static constexpr size_t kRedBytes = ((kWarps + 2) * 4 + 15) / 16 * 16;  // block-sum slots, the step's two scalars
   // Tiles: dy and C live through the whole step (the adjoint update reads them last). x, G_{c+1} and CB are
   // dead once v and dB are formed, and dB's exchange tile reuses their bytes; B, S_c and DX once dC is, and
   // dC's exchange tile reuses theirs.
-  static constexpr size_t oDY = oRed + 64;
+  static constexpr size_t oDY = oRed + kRedBytes;
   static constexpr size_t oC = oDY + size_t(kRows) * ldP * sizeof(E);
   static constexpr size_t oX = oC + size_t(kRows) * ldN * sizeof(E);
   static constexpr size_t oG = oX + size_t(kRows) * ldP * sizeof(E);
@@ -89,13 +97,23 @@ struct BwdShape {
   static constexpr size_t oSin = oB + size_t(kRows) * ldN * sizeof(E);
   static constexpr size_t oDX = oSin + size_t(kP) * ldN * sizeof(E);
   static constexpr size_t kBytes = oDX + size_t(kRows) * ldT * sizeof(E);
+  // Exchange tiles (fp32), row stride ldX: kN + 8 (≡ 8 mod 32: a half-warp's 8-byte stores hit 32 banks) where
+  // it fits the dead tiles, else kN + 4 (2-way conflicts on the stores; 'S' in bf16 mode, whose x, G and CB
+  // tiles are 17.5 KiB).
+  static constexpr int ldX = size_t(kRows) * (kN + 8) * 4 <= oB - oX ? kN + 8 : kN + 4;
   static constexpr size_t kXchBytes = size_t(kRows) * ldX * 4;  // one (64, ldX) fp32 exchange tile
   static constexpr size_t oXdB = oX, oXdC = oB;
   static_assert(oXdB + kXchBytes <= oB && oXdC + kXchBytes <= kBytes, "the exchange tiles fit the dead tiles");
-  static_assert((kWarps + 2) * 4 <= 64, "block-sum slots and the step's two scalars");
+  // Blocks an SM's 228 KiB hold (1 KiB reserved each), capped where the registers would be too few: one group
+  // 4 (4 warps at ≤ 128 registers: 'S' in bf16 mode, 57.1 KiB) or 3 (≤ 168) where 4 do not fit; two groups 2.
   static constexpr int kFit = int((228 * 1024) / (kBytes + 1024));
-  static constexpr int kCap = kGroups == 1 ? 3 : 2;  // 3 × 4 warps: ≤ 168 registers; 2 × 8 warps: ≤ 128
+  static constexpr int kCap = kGroups == 1 ? 4 : 2;
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
+  // Element (i, j) of CB or DX.
+  __device__ static int tix(int i, int j) {
+    if constexpr (kBf16) return swz64(i, j);
+    else return i * ldT + j;
+  }
 };
 
 // ----- the reverse walk, phase by phase -----
@@ -112,7 +130,7 @@ struct BwdTiles {
   float* sdt;    // (64) Δ_t
   float* sdin;   // (64) dec_in_t, then the suffix sums of yoff
   float* sdout;  // (64) dec_out_t, then the prefix sums of sout
-  float* sg0;    // (64) e^{cs_t − cs_0}
+  float* sg0;    // (64) e^{cs_t − cs_0} (fp32 and tf32 modes; null in bf16 mode)
   float* su;     // (64) log2(e) cs_t
   float* syoff;  // (kGroups, 64) row-sum partials of yoff
   float* sout;   // (kGroups, 64) of sout
@@ -134,7 +152,7 @@ struct BwdTiles {
         sdt(reinterpret_cast<float*>(smem + K::oDt)),
         sdin(reinterpret_cast<float*>(smem + K::oDin)),
         sdout(reinterpret_cast<float*>(smem + K::oDout)),
-        sg0(reinterpret_cast<float*>(smem + K::oG0)),
+        sg0(K::kBf16 ? nullptr : reinterpret_cast<float*>(smem + K::oG0)),
         su(reinterpret_cast<float*>(smem + K::oU)),
         syoff(reinterpret_cast<float*>(smem + K::oYoff)),
         sout(reinterpret_cast<float*>(smem + K::oSout)),
@@ -213,7 +231,7 @@ __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k
       const int t = 2 * k.lane + u;
       s.sdin[t] = walk_exp<K::kMode>(s.scs[t]);
       s.sdout[t] = ch.a_next * walk_exp<K::kMode>(cs_last - s.scs[t]);
-      s.sg0[t] = walk_decay<K::kMode>(s.scs, s.su, t, 0);
+      if constexpr (!K::kBf16) s.sg0[t] = walk_decay<K::kMode>(s.scs, s.su, t, 0);
     }
     if (k.lane == 0) {  // the step's two scalars, once: c0 = a_next e^{cs_last} Σ G_{c+1}·S_c, and G's decay
       s.red[K::kWarps] = ch.a_next * walk_exp<K::kMode>(cs_last);
@@ -246,7 +264,7 @@ __device__ __forceinline__ void c0_and_dD_shares(const typename K::State::Acc& G
 template <class K>
 __device__ __forceinline__ void cb_dx_tile(typename WarpTile<kRows / 2>::Acc& w, WarpTile<kRows / 2> wt,
                                            const BwdTiles<K>& s) {
-  constexpr int ldP = K::ldP, ldN = K::ldN, ldT = K::ldT;
+  constexpr int ldP = K::ldP, ldN = K::ldN;
   typename WarpTile<kRows / 2>::Acc dxv;
   zero(w);
   zero(dxv);
@@ -265,8 +283,8 @@ __device__ __forceinline__ void cb_dx_tile(typename WarpTile<kRows / 2>::Acc& w,
       dxo[u] = in ? wd * ldec : 0.f;
       w[s_][2 * hv + u] = jj < i ? cb * wd : 0.f;  // W
     }
-    st2(s.sCB + i * ldT + j, cbo[0], cbo[1]);
-    st2(s.sDX + i * ldT + j, dxo[0], dxo[1]);
+    st2(s.sCB + K::tix(i, j), cbo[0], cbo[1]);
+    st2(s.sDX + K::tix(i, j), dxo[0], dxo[1]);
   });
 }
 
@@ -309,14 +327,14 @@ __device__ __forceinline__ void row_prefix_columns(const typename WarpTile<kRows
 // < 32 ≤ columns: above the diagonal).
 template <class K>
 __device__ __forceinline__ void cb_dx_e_two_groups(const BwdBlock& k, const BwdTiles<K>& s) {
-  constexpr int ldT = K::ldT, kS = WarpTile<kRows / 2>::kS;
+  constexpr int kS = WarpTile<kRows / 2>::kS;
   const int q = k.lane & 3, r = k.warp & 3, half = k.warp >> 2;
   const WarpTile<kRows / 2> wt(r, half);
   const int other = (1 - half) * (kRows / 2);  // the first column of the half this warp does not compute
   if (half == 1 && r < 2) {
     for_pairs_all(wt, [&](int, int, int i, int j) {
-      st2(s.sCB + i * ldT + j, 0.f, 0.f);
-      st2(s.sDX + i * ldT + j, 0.f, 0.f);
+      st2(s.sCB + K::tix(i, j), 0.f, 0.f);
+      st2(s.sDX + K::tix(i, j), 0.f, 0.f);
     });
     for (int t = k.lane; t < kRows; t += 32) s.sEp[k.warp * kRows + t] = 0.f;
     return;
@@ -401,7 +419,8 @@ __device__ __forceinline__ void v_and_dx(const Args& a, const BwdBlock& k, const
       v[s_][2 * hv] *= f, v[s_][2 * hv + 1] *= f;
     });
   }
-  wmm<K::kMode, true, false>(v, s.sCB, ldT, s.sDY, ldP, kRows, wv);  // + Σ_i CB[i, t] dy_i[p]
+  // + Σ_i CB[i, t] dy_i[p]
+  wmm<K::kMode, true, false, K::TileV::kWidth, NoKScale, K::kBf16>(v, s.sCB, ldT, s.sDY, ldP, kRows, wv);
   for_pairs_all(wv, [&](int s_, int hv, int t, int p) {
     if (t < ch.tc && p < a.P) {
       const float2 dy2 = ld2(s.sDY + t * ldP + p);
@@ -434,7 +453,8 @@ __device__ __forceinline__ void db_tile(typename K::TileN::Acc& db, const BwdBlo
     const float2 b2 = ld2(s.sB + t * ldN + n);
     return db[s_][2 * hv] * b2.x + db[s_][2 * hv + 1] * b2.y;
   });
-  wmm<K::kMode, true, false>(db, s.sDX, ldT, s.sC, ldN, kRows, wn);  // + Σ_i DX[i, t] Δ_t C_i
+  wmm<K::kMode, true, false, K::TileN::kWidth, NoKScale, K::kBf16>(db, s.sDX, ldT, s.sC, ldN, kRows,
+                                                                   wn);  // + Σ_i DX[i, t] Δ_t C_i
 }
 
 // Phase 2c: dC_t = dec_in_t (dy_tᵀ S_c) + (DX diag Δ B)_t; the state term's row partials yoff_t = (its dC)·C_t
@@ -453,7 +473,8 @@ __device__ __forceinline__ void dc_tile(typename K::TileN::Acc& dc, const BwdBlo
     const float2 c2 = ld2(s.sC + t * ldN + n);
     return dc[s_][2 * hv] * c2.x + dc[s_][2 * hv + 1] * c2.y;
   });
-  wmm<K::kMode, false, false>(dc, s.sDX, ldT, s.sB, ldN, kRows, wn);  // + Σ_j DX[t, j] Δ_j B_j
+  wmm<K::kMode, false, false, K::TileN::kWidth, NoKScale, K::kBf16>(dc, s.sDX, ldT, s.sB, ldN, kRows,
+                                                                    wn);  // + Σ_j DX[t, j] Δ_j B_j
 }
 
 // Where this head's row t of dB or dC goes: the group's gradient, or this cluster's (this head's) partial.
@@ -545,6 +566,15 @@ __device__ __forceinline__ void ddelta_and_dA(const Args& a, const BwdBlock& k, 
   }
 }
 
+// e^{cs_k − cs_0} in bf16 mode as mm16's column scale: 2^{u_k − u_0}, walk_decay's value for (k, 0), taken where
+// the product reads it instead of from a tile of its own.
+struct KDecayFrom0 {
+  static constexpr bool kOn = true;
+  const float* su;  // (64) log2(e) cs_t
+  float u0;
+  __device__ float operator()(int k) const { return ex2_approx(su[k] - u0); }
+};
+
 // Phase 3c: G_c = e^{cs_last − cs_0 + A Δ_next} G_{c+1} + dyᵀ diag(e^{cs − cs_0}) C, in registers.
 template <class K>
 __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typename K::State::Tile ws, float decG,
@@ -553,7 +583,10 @@ __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typena
   for (int s_ = 0; s_ < K::State::Tile::kS; ++s_)
 #pragma unroll
     for (int e = 0; e < 4; ++e) G[s_][e] *= decG;
-  wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
+  if constexpr (K::kBf16)
+    wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KDecayFrom0{s.su, s.su[0]});
+  else
+    wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
 }
 
 template <MmaMode kMode, int kP, int kN, int kGroups>

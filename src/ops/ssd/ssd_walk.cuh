@@ -198,7 +198,8 @@ __device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], unsigned addr) {
 //             of two n8 subtiles;
 //   B plain:  memory rows are k: (k 0–7, j 0–7), (k 8–15, j 0–7), (k 0–7, j 8–15), (k 8–15, j 8–15), .trans.
 // KScale ks scales A's column k by ks(k) in registers (k = 2q, 2q+1 of each 8-wide half of the k-step).
-template <bool kTransA, bool kTransB, int kW, class KS = NoKScale>
+// kSwzA: A is a swizzled 64-wide tile (swz64 below; lda = 64), not a padded one.
+template <bool kTransA, bool kTransB, int kW, class KS = NoKScale, bool kSwzA = false>
 __device__ __forceinline__ void mm16(typename WarpTile<kW>::Acc& acc, const bf16* A, int lda, const bf16* B, int ldb,
                                      int K, WarpTile<kW> w, KS ks = KS()) {
   constexpr int kS = kW / 8;
@@ -208,7 +209,18 @@ __device__ __forceinline__ void mm16(typename WarpTile<kW>::Acc& acc, const bf16
   const int r0 = 16 * w.wr, c0 = kW * w.wc;
   const int l7 = lane & 7, l8 = (lane >> 3) & 1, l16 = lane >> 4;
   unsigned a_addr, a_step;
-  if constexpr (!kTransA) {
+  if constexpr (kSwzA) {
+    // The rows an ldmatrix lane addresses have row & 7 = l7 (r0 and k0 are multiples of 16), so the 16-byte
+    // chunk it reads sits at chunk ^ l7: plain, chunk k0 / 8 + l16 of row r0 + l7 + 8 l8 (set per k-step below);
+    // transposed, the fixed chunk r0 / 8 + l8 of rows k0 + l7 + 8 l16, one constant step a k-step as padded.
+    if constexpr (!kTransA) {
+      a_addr = smem_u32(A + (r0 + l7 + 8 * l8) * lda);
+      a_step = 0;
+    } else {
+      a_addr = smem_u32(A + (l7 + 8 * l16) * lda + 8 * ((r0 / 8 + l8) ^ l7));
+      a_step = unsigned(16 * lda * sizeof(bf16));
+    }
+  } else if constexpr (!kTransA) {
     a_addr = smem_u32(A + (r0 + l7 + 8 * l8) * lda + 8 * l16);
     a_step = 16 * sizeof(bf16);
   } else {
@@ -227,7 +239,8 @@ __device__ __forceinline__ void mm16(typename WarpTile<kW>::Acc& acc, const bf16
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
     uint32_t a[4];
-    if constexpr (kTransA) ldsm4t(a, a_addr);
+    if constexpr (kSwzA && !kTransA) ldsm4(a, a_addr + 16u * unsigned((k0 / 8 + l16) ^ l7));
+    else if constexpr (kTransA) ldsm4t(a, a_addr);
     else ldsm4(a, a_addr);
     a_addr += a_step;
     if constexpr (KS::kOn) {
@@ -250,14 +263,20 @@ __device__ __forceinline__ void mm16(typename WarpTile<kW>::Acc& acc, const bf16
   }
 }
 
+// A swizzled 64-wide bf16 tile (rows of 128 bytes, no padding): element (i, j) sits in 16-byte chunk
+// (j / 8) ^ (i % 8) of row i, so the 8 rows an ldmatrix reads, and the 8 rows of an mma tile's pair stores,
+// fall in 8 different bank groups as the padded tiles' do, in 1 KiB less a 64-row tile.
+__host__ __device__ constexpr int swz64(int i, int j) { return 64 * i + 8 * ((j >> 3) ^ (i & 7)) + (j & 7); }
+
 // acc += A·B for the warp's part of a tile product in the walk's mode: bf16 tiles through mm16, fp32 tiles
-// through mm() (3xTF32 or tf32). K: a multiple of 16 (of 8 in fp32).
-template <MmaMode kMode, bool kTransA, bool kTransB, int kW, class KS = NoKScale>
+// through mm() (3xTF32 or tf32). K: a multiple of 16 (of 8 in fp32). kSwzA (bf16 only): A is a swz64 tile.
+template <MmaMode kMode, bool kTransA, bool kTransB, int kW, class KS = NoKScale, bool kSwzA = false>
 __device__ __forceinline__ void wmm(typename WarpTile<kW>::Acc& acc, const Elem<kMode>* A, int lda,
                                     const Elem<kMode>* B, int ldb, int K, WarpTile<kW> w, KS ks = KS()) {
   if constexpr (kMode == MmaMode::kBF16) {
-    mm16<kTransA, kTransB, kW>(acc, A, lda, B, ldb, K, w, ks);
+    mm16<kTransA, kTransB, kW, KS, kSwzA>(acc, A, lda, B, ldb, K, w, ks);
   } else {
+    static_assert(!kSwzA, "swizzled tiles are bf16");
     constexpr int kAll = 1 << 20;  // no row or column is out of bounds in a padded tile
     mm<kMode, kTransA, kTransB, kW>(acc, A, lda, B, ldb, 0, kAll, 0, kAll, K, w, ks);
   }
