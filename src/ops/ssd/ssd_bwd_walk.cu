@@ -19,10 +19,10 @@
 // dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
 //
 // A block is one or two warp groups of 4 warps (4 row blocks of 16 × the groups' column blocks), chosen per tile
-// shape from measured times (kBwdGroups below): the 'S' head (P 32, N 64) 4 warps, 3 blocks an SM at ≤ 168
-// registers; 'M' and 'L' 8 warps, 2 blocks an SM at ≤ 128 (issue 38: one (b, h) chain's step is a chain of
-// ~3,900 instructions a warp on 4 warps; 8 warps halve each warp's share, which pays where it costs no resident
-// blocks).
+// shape and mode from measured times (kBwdGroups below): the 'S' head (P 32, N 64) in bf16 mode 4 warps in the
+// packed layout, 4 blocks an SM at ≤ 128 registers; every other instance 8 warps, 2 blocks an SM at ≤ 128 (or 1
+// where the fp32 tiles fill the SM). Issue 38: one (b, h) chain's step is ~3,900 instructions a warp on 4 warps;
+// 8 warps halve each warp's share, which pays where it costs no resident blocks.
 // A chunk step (4 barriers, and 2 cluster barriers with cs > 1), one phase function each:
 //   0  stage x, dy, B, C, S_c (zero-padded tiles); warp 0: the decays;                              barrier
 //   1  Σ G·S_c (c0) and Σ dy·x (dD) shares; C·Bᵀ and dy·xᵀ over 16 rows and a column half a warp (two
@@ -37,19 +37,22 @@ namespace ssd_detail {
 namespace walk {
 namespace {
 
-// Warp groups of a reverse-walk block per tile instance (kP, kN): measured, not derived. Reverse walk alone, µs,
-// at 1 group (4 warps; 'L': 8 warps with phase 1 on warps 0–3) and at 2 groups (8 warps), NVIDIA H100 80GB HBM3,
-// 2026-12-06, `ml-alpha-ssd-bench --shapes S,M,L --precision bf16` (docs/benchmarks.md, "The SSD reverse walk on
-// two warp groups"): (32, 64) 'S' 149.9 / 165.4; (64, 64) 'M' 273.7 / 238.4; (64, 128) 'L' 1,304.5 / 1,185.7.
-// 'S' has 512 chains at B 64: 3 blocks an SM at 4 warps (168 registers) hold 396 of them, 2 at 8 warps 264, and
-// the longer second round outweighs the shorter step; 'M' (256 chains, 2 blocks an SM either way) gains it.
+// Warp groups of a reverse-walk block per tile instance (kP, kN) and mode: measured, not derived. Reverse walk
+// alone, µs a layer, NVIDIA H100 80GB HBM3, 2026-12-06, `ml-alpha-ssd-bench --shapes S,M,L --precision bf16|fp32`,
+// two rounds in one call (docs/benchmarks.md, "The SSD reverse walk by phase, its block per shape"):
+//   (32, 64)  'S' bf16: 2 groups (8 warps, 2 blocks an SM) 163.8 / 162.8; 1 group at 3 blocks an SM (168
+//             registers) 156.7 / 157.7; 1 group at 4 (128 registers, the packed layout) 153.5 / 155.3 → 1.
+//             fp32: 2 groups 376.0, 1 group 548.5 → 2 (the fp32 tiles allow 1 block of 4 warps an SM).
+//   (64, 64)  'M': 2 groups 237.0–238.8 (1 group, the session before: 273.7 against 238.4) → 2.
+//   (64, 128) 'L': 2 groups 1,167.6 / 1,171.1 (8 warps with phase 1 on 4, e64060d: 1,304.5) → 2.
 struct BwdGroups {
-  int P, N, groups;
+  int P, N;
+  int bf16, fp32;  // groups in bf16 mode, and in fp32 and tf32 mode
 };
-constexpr BwdGroups kBwdGroups[] = {{32, 64, 1}, {64, 64, 2}, {64, 128, 2}};
-constexpr int bwd_groups(int P, int N) {
+constexpr BwdGroups kBwdGroups[] = {{32, 64, 1, 2}, {64, 64, 2, 2}, {64, 128, 2, 2}};
+constexpr int bwd_groups(MmaMode mode, int P, int N) {
   for (const BwdGroups& e : kBwdGroups)
-    if (e.P == P && e.N == N) return e.groups;
+    if (e.P == P && e.N == N) return mode == MmaMode::kBF16 ? e.bf16 : e.fp32;
   return 2;
 }
 
@@ -63,28 +66,32 @@ struct BwdShape {
   // too (one chain on 8 warps; issue 38); with one, its 4 warps take both halves.
   static constexpr int kGroups = Groups, kWarps = 4 * kGroups, kThreads = 32 * kWarps;
   static_assert(kGroups == 2 || (kGroups == 1 && kN <= 64), "dB, dC: at most 64 columns a warp");
-  static constexpr bool kBf16 = kMode == MmaMode::kBF16;
-  // CB and DX are swz64 tiles in bf16 mode (unpadded: 2 KiB less a block), padded fp32 tiles otherwise.
-  static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = kBf16 ? kRows : ld_of<E>(kRows);
+  // The packed layout: one group in bf16 mode ('S'), sized to fit 4 blocks an SM. CB and DX are then swz64
+  // tiles (unpadded: 2 KiB less a block), else padded tiles like the others.
+  static constexpr bool kPacked = kMode == MmaMode::kBF16 && kGroups == 1;
+  static constexpr int ldP = ld_of<E>(kP), ldN = ld_of<E>(kN), ldT = kPacked ? kRows : ld_of<E>(kRows);
   using State = StateLayout<kP, kN, kWarps>;
   using TileV = WarpTile<kP / kGroups>;  // v, dx: rows 16 (w % 4), column block w / 4 of P
   using TileN = WarpTile<kN / kGroups>;  // dB, dC: rows 16 (w % 4), column block w / 4 of N
   // Shared memory (byte offsets, 16-byte aligned). Per-step scalars: cs (double); Δ; dec_in (then the suffix
-  // sums of yoff); dec_out (then the prefix sums of sout); log2(e) cs_t; e^{cs_t − cs_0}; the row-sum partials
+  // sums of yoff); dec_out (then the prefix sums of sout); e^{cs_t − cs_0}; log2(e) cs_t; the row-sum partials
   // of yoff, sout and x·v (kGroups column blocks each); E's column sums (one slot a warp); the block-sum slots.
-  // bf16 mode gives cs and e^{cs_t − cs_0} no bytes of their own: cs is read in phase 0 only and lies over E's
-  // slots (written from phase 1 on), and e^{cs_t − cs_0} = 2^{u_t − u_0} is taken from u where the adjoint
-  // update needs it (KDecayFrom0): with the swizzled tiles, 2.8 KiB less, so that 'S' fits 4 blocks an SM.
+  // The packed layout gives cs and e^{cs_t − cs_0} no bytes of their own: cs is read in phase 0 only and lies
+  // over E's slots (written from phase 1 on), and e^{cs_t − cs_0} = 2^{u_t − u_0} is taken from u where the
+  // adjoint update needs it (KDecayFrom0): with the swizzled tiles, 2.8 KiB less, so that 'S' fits 4 an SM.
   static constexpr size_t kScal = kRows * 4;
-  static constexpr size_t oDt = kBf16 ? 0 : kRows * sizeof(double);
-  static constexpr size_t oDin = oDt + kScal, oDout = oDin + kScal, oU = oDout + kScal;
-  static constexpr size_t oG0 = oU + kScal;  // fp32 and tf32 modes
-  static constexpr size_t oYoff = oG0 + (kBf16 ? 0 : kScal), oSout = oYoff + kGroups * kScal;
+  static constexpr size_t oDt = kPacked ? 0 : kRows * sizeof(double);
+  static constexpr size_t oDin = oDt + kScal, oDout = oDin + kScal;
+  static constexpr size_t oG0 = oDout + kScal;  // not in the packed layout
+  static constexpr size_t oU = oG0 + (kPacked ? 0 : kScal);
+  static constexpr size_t oYoff = oU + kScal, oSout = oYoff + kGroups * kScal;
   static constexpr size_t oXv = oSout + kGroups * kScal, oEp = oXv + kGroups * kScal;
-  static constexpr size_t oCs = kBf16 ? oEp : 0;
-  static_assert(!kBf16 || kRows * sizeof(double) <= kWarps * kScal, "cs fits over E's slots");
+  static constexpr size_t oCs = kPacked ? oEp : 0;
+  static_assert(!kPacked || kRows * sizeof(double) <= kWarps * kScal, "cs fits over E's slots");
   static constexpr size_t oRed = oEp + kWarps * kScal;
-  static constexpr size_t kRedBytes = ((kWarps + 2) * 4 + 15) / 16 * 16;  // block-sum slots, the step's two scalars
+  // the block-sum slots and the step's two scalars: 16-byte rounded in the packed layout
+  static constexpr size_t kRedBytes = kPacked ? ((kWarps + 2) * 4 + 15) / 16 * 16 : 64;
+  static_assert((kWarps + 2) * 4 <= kRedBytes, "block-sum slots and the step's two scalars");
   // Tiles: dy and C live through the whole step (the adjoint update reads them last). x, G_{c+1} and CB are
   // dead once v and dB are formed, and dB's exchange tile reuses their bytes; B, S_c and DX once dC is, and
   // dC's exchange tile reuses theirs.
@@ -98,20 +105,20 @@ struct BwdShape {
   static constexpr size_t oDX = oSin + size_t(kP) * ldN * sizeof(E);
   static constexpr size_t kBytes = oDX + size_t(kRows) * ldT * sizeof(E);
   // Exchange tiles (fp32), row stride ldX: kN + 8 (≡ 8 mod 32: a half-warp's 8-byte stores hit 32 banks) where
-  // it fits the dead tiles, else kN + 4 (2-way conflicts on the stores; 'S' in bf16 mode, whose x, G and CB
-  // tiles are 17.5 KiB).
+  // it fits the dead tiles, else kN + 4 (2-way conflicts on the stores; the packed 'S', whose x, G and CB tiles
+  // are 17.5 KiB).
   static constexpr int ldX = size_t(kRows) * (kN + 8) * 4 <= oB - oX ? kN + 8 : kN + 4;
   static constexpr size_t kXchBytes = size_t(kRows) * ldX * 4;  // one (64, ldX) fp32 exchange tile
   static constexpr size_t oXdB = oX, oXdC = oB;
   static_assert(oXdB + kXchBytes <= oB && oXdC + kXchBytes <= kBytes, "the exchange tiles fit the dead tiles");
   // Blocks an SM's 228 KiB hold (1 KiB reserved each), capped where the registers would be too few: one group
-  // 4 (4 warps at ≤ 128 registers: 'S' in bf16 mode, 57.1 KiB) or 3 (≤ 168) where 4 do not fit; two groups 2.
+  // 4 (4 warps at ≤ 128 registers: the packed 'S', 57.1 KiB) or 3 (≤ 168) where 4 do not fit; two groups 2.
   static constexpr int kFit = int((228 * 1024) / (kBytes + 1024));
   static constexpr int kCap = kGroups == 1 ? 4 : 2;
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
   // Element (i, j) of CB or DX.
   __device__ static int tix(int i, int j) {
-    if constexpr (kBf16) return swz64(i, j);
+    if constexpr (kPacked) return swz64(i, j);
     else return i * ldT + j;
   }
 };
@@ -130,7 +137,7 @@ struct BwdTiles {
   float* sdt;    // (64) Δ_t
   float* sdin;   // (64) dec_in_t, then the suffix sums of yoff
   float* sdout;  // (64) dec_out_t, then the prefix sums of sout
-  float* sg0;    // (64) e^{cs_t − cs_0} (fp32 and tf32 modes; null in bf16 mode)
+  float* sg0;    // (64) e^{cs_t − cs_0} (null in the packed layout)
   float* su;     // (64) log2(e) cs_t
   float* syoff;  // (kGroups, 64) row-sum partials of yoff
   float* sout;   // (kGroups, 64) of sout
@@ -152,7 +159,7 @@ struct BwdTiles {
         sdt(reinterpret_cast<float*>(smem + K::oDt)),
         sdin(reinterpret_cast<float*>(smem + K::oDin)),
         sdout(reinterpret_cast<float*>(smem + K::oDout)),
-        sg0(K::kBf16 ? nullptr : reinterpret_cast<float*>(smem + K::oG0)),
+        sg0(K::kPacked ? nullptr : reinterpret_cast<float*>(smem + K::oG0)),
         su(reinterpret_cast<float*>(smem + K::oU)),
         syoff(reinterpret_cast<float*>(smem + K::oYoff)),
         sout(reinterpret_cast<float*>(smem + K::oSout)),
@@ -231,7 +238,7 @@ __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k
       const int t = 2 * k.lane + u;
       s.sdin[t] = walk_exp<K::kMode>(s.scs[t]);
       s.sdout[t] = ch.a_next * walk_exp<K::kMode>(cs_last - s.scs[t]);
-      if constexpr (!K::kBf16) s.sg0[t] = walk_decay<K::kMode>(s.scs, s.su, t, 0);
+      if constexpr (!K::kPacked) s.sg0[t] = walk_decay<K::kMode>(s.scs, s.su, t, 0);
     }
     if (k.lane == 0) {  // the step's two scalars, once: c0 = a_next e^{cs_last} Σ G_{c+1}·S_c, and G's decay
       s.red[K::kWarps] = ch.a_next * walk_exp<K::kMode>(cs_last);
@@ -420,7 +427,7 @@ __device__ __forceinline__ void v_and_dx(const Args& a, const BwdBlock& k, const
     });
   }
   // + Σ_i CB[i, t] dy_i[p]
-  wmm<K::kMode, true, false, K::TileV::kWidth, NoKScale, K::kBf16>(v, s.sCB, ldT, s.sDY, ldP, kRows, wv);
+  wmm<K::kMode, true, false, K::TileV::kWidth, NoKScale, K::kPacked>(v, s.sCB, ldT, s.sDY, ldP, kRows, wv);
   for_pairs_all(wv, [&](int s_, int hv, int t, int p) {
     if (t < ch.tc && p < a.P) {
       const float2 dy2 = ld2(s.sDY + t * ldP + p);
@@ -453,7 +460,7 @@ __device__ __forceinline__ void db_tile(typename K::TileN::Acc& db, const BwdBlo
     const float2 b2 = ld2(s.sB + t * ldN + n);
     return db[s_][2 * hv] * b2.x + db[s_][2 * hv + 1] * b2.y;
   });
-  wmm<K::kMode, true, false, K::TileN::kWidth, NoKScale, K::kBf16>(db, s.sDX, ldT, s.sC, ldN, kRows,
+  wmm<K::kMode, true, false, K::TileN::kWidth, NoKScale, K::kPacked>(db, s.sDX, ldT, s.sC, ldN, kRows,
                                                                    wn);  // + Σ_i DX[i, t] Δ_t C_i
 }
 
@@ -473,7 +480,7 @@ __device__ __forceinline__ void dc_tile(typename K::TileN::Acc& dc, const BwdBlo
     const float2 c2 = ld2(s.sC + t * ldN + n);
     return dc[s_][2 * hv] * c2.x + dc[s_][2 * hv + 1] * c2.y;
   });
-  wmm<K::kMode, false, false, K::TileN::kWidth, NoKScale, K::kBf16>(dc, s.sDX, ldT, s.sB, ldN, kRows,
+  wmm<K::kMode, false, false, K::TileN::kWidth, NoKScale, K::kPacked>(dc, s.sDX, ldT, s.sB, ldN, kRows,
                                                                     wn);  // + Σ_j DX[t, j] Δ_j B_j
 }
 
@@ -583,7 +590,7 @@ __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typena
   for (int s_ = 0; s_ < K::State::Tile::kS; ++s_)
 #pragma unroll
     for (int e = 0; e < 4; ++e) G[s_][e] *= decG;
-  if constexpr (K::kBf16)
+  if constexpr (K::kPacked)
     wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KDecayFrom0{s.su, s.su[0]});
   else
     wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
@@ -668,11 +675,17 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   a.wsB = w.partials ? workspace + w.b : nullptr, a.wsC = w.partials ? workspace + w.c : nullptr;
   a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
-    constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value, kG = bwd_groups(kP, kN);
-    using KB = BwdShape<MmaMode::kBF16, kP, kN, kG>;
-    const size_t smem = a.mode == MmaMode::kBF16 ? KB::kBytes : BwdShape<MmaMode::k3xTF32, kP, kN, kG>::kBytes;
-    auto pick = [](auto mode) { return bwd_walk_kernel<decltype(mode)::value, kP, kN, kG>; };
-    launch_kernel(a, pick, dim3(a.H, a.B), KB::kThreads, smem, stream, dim3(a.cluster_heads, 1, 1));
+    constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
+    constexpr int kG16 = bwd_groups(MmaMode::kBF16, kP, kN), kG32 = bwd_groups(MmaMode::k3xTF32, kP, kN);
+    using K16 = BwdShape<MmaMode::kBF16, kP, kN, kG16>;
+    using K32 = BwdShape<MmaMode::k3xTF32, kP, kN, kG32>;  // tf32 mode: the same tiles and block
+    const bool bf = a.mode == MmaMode::kBF16;
+    auto pick = [](auto mode) {
+      constexpr MmaMode m = decltype(mode)::value;
+      return bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN)>;
+    };
+    launch_kernel(a, pick, dim3(a.H, a.B), bf ? K16::kThreads : K32::kThreads, bf ? K16::kBytes : K32::kBytes,
+                  stream, dim3(a.cluster_heads, 1, 1));
   });
   const int rows = p.B * p.L;
   if (w.partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB, a.wsC, g.dB, g.dC, stream);
