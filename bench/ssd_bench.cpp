@@ -134,12 +134,42 @@ int main(int argc, char** argv) {
   CLI::App app{"ml-alpha-ssd-bench: the SSD op per layer shape, path and precision (forward, backward µs)"};
   std::string shapes = "S,M,L", precisions = "fp32,bf16";
   int batch = 0;
+  bool clusters = false;
   app.add_option("--shapes", shapes, "comma-separated of S, M, L");
   app.add_option("--batch", batch,
                  "windows B instead of the shape's own (0: the shape's): how the walks' (b, h) chains fill the SMs")
       ->check(CLI::Range(0, 4096));
   app.add_option("--precision", precisions, "comma-separated of fp32, tf32, bf16");
+  app.add_flag("--clusters", clusters,
+               "only print, per shape and precision, how many of the reverse walk's thread-block clusters of 8, 4 "
+               "and 2 heads the GPU holds at once against the B·H / cluster it launches (no timing)");
   CLI11_PARSE(app, argc, argv);
+  if (clusters) {
+    try {
+      for (const LayerShape& s : kShapes) {
+        if (shapes.find(s.name) == std::string::npos) continue;
+        SsdParams q = s.p;
+        if (batch > 0) q.B = batch;
+        for (const char* pname : {"fp32", "tf32", "bf16"}) {
+          if (precisions.find(pname) == std::string::npos) continue;
+          q.precision = std::string(pname) == "bf16"   ? Precision::BF16
+                        : std::string(pname) == "tf32" ? Precision::TF32
+                                                       : Precision::FP32;
+          q.algo = SsdAlgo::kWalk;
+          std::printf("%s/%d %s reverse walk, clusters at once / launched:", s.name, q.B, pname);
+          for (const int cs : {8, 4, 2})
+            if ((q.H / q.G) % cs == 0)
+              std::printf("  %d heads %d / %d", cs, mlalpha::gpu::ssd_walk_bwd_max_active_clusters(q, cs),
+                          q.B * q.H / cs);
+          std::printf("\n");
+        }
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ml-alpha-ssd-bench: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   try {
     std::printf("%-5s %-5s %-8s %10s %10s %10s   %s\n", "shape", "prec", "path", "fwd us", "bwd us", "total",
                 "walk vs chunked rel-L2 (y, dxbc, ddelta)");

@@ -99,6 +99,10 @@ size_t ssd_saved_floats(const SsdParams& p);
 // adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB and dC partials (B, L, H, N) each (per
 // pair of heads on the 'L' head shape, which uses half), per-(b, h, chunk) partials of dA_log and dD.
 size_t ssd_bwd_workspace_floats(const SsdParams& p);
+// A developer's query (ml-alpha-ssd-bench --clusters): how many thread-block clusters of `cluster_heads` blocks
+// of the reverse walk's kernel for p the current device holds at once (cudaOccupancyMaxActiveClusters). p must
+// run on the walks (ssd_uses_walk).
+int ssd_walk_bwd_max_active_clusters(const SsdParams& p, int cluster_heads);
 
 // y (B, L, H, P) written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first,
 // then each chunk's C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).

@@ -11,7 +11,8 @@
 // no adjoint state, DX tile or per-head dB, dC goes through global memory.
 //
 // dB and dC are sums over the heads of a group. The heads of a group run as one thread-block cluster of
-// `cs` blocks (Args::cluster_heads: 8, 4 or 2 heads, the largest that divides the group); each block puts its
+// `cs` blocks (Args::cluster_heads: 8, 4 or 2 heads, the largest that divides the group, at most 4 for the packed
+// 'S' block, whose 64 clusters of 8 did not fit the GPU at once: cluster_cap); each block puts its
 // head's (T, N) dB and dC tiles (fp32) in its shared memory, and after a cluster barrier block r adds rows
 // [r T/cs, (r+1) T/cs) of all cs tiles through distributed shared memory, in rank order, and stores them: dB,
 // dC themselves when the cluster is the whole group, else one partial per cluster that group_sum adds in
@@ -669,7 +670,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   set_inputs(a, in);
   a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
-  a.cluster_heads = cluster_heads(p.H, p.G);
+  a.cluster_heads = cluster_heads(p, cluster_cap(p));
   const Workspace w = walk::workspace(p);
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
   a.wsB = w.partials ? workspace + w.b : nullptr, a.wsC = w.partials ? workspace + w.c : nullptr;
@@ -692,6 +693,40 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream);
 }
 
+int bwd_walk_max_clusters(const SsdParams& p, int cs) {
+  const Args a = make_layout(p);
+  int n = 0;
+  with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
+    constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
+    auto query = [&](auto mode) {
+      constexpr MmaMode m = decltype(mode)::value;
+      using K = BwdShape<m, kP, kN, bwd_groups(m, kP, kN)>;
+      const auto kernel = bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN)>;
+      MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(K::kBytes)));
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(a.H, a.B), cfg.blockDim = dim3(K::kThreads), cfg.dynamicSmemBytes = K::kBytes;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = unsigned(cs), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr, cfg.numAttrs = 1;
+      MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg));
+    };
+    switch (a.mode) {
+      case MmaMode::k3xTF32: query(std::integral_constant<MmaMode, MmaMode::k3xTF32>{}); break;
+      case MmaMode::kTF32: query(std::integral_constant<MmaMode, MmaMode::kTF32>{}); break;
+      case MmaMode::kBF16: query(std::integral_constant<MmaMode, MmaMode::kBF16>{}); break;
+    }
+  });
+  return n;
+}
+
 }  // namespace walk
 }  // namespace ssd_detail
+}  // namespace mlalpha::gpu
+
+namespace mlalpha::gpu {
+int ssd_walk_bwd_max_active_clusters(const SsdParams& p, int cluster_heads) {
+  require(ssd_detail::uses_walk(p), "ssd: the reverse walk's cluster query for a shape that does not run the walks");
+  return ssd_detail::walk::bwd_walk_max_clusters(p, cluster_heads);
+}
 }  // namespace mlalpha::gpu
