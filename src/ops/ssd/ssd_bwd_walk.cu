@@ -11,13 +11,16 @@
 // no adjoint state, DX tile or per-head dB, dC goes through global memory.
 //
 // dB and dC are sums over the heads of a group. The heads of a group run as one thread-block cluster of
-// `cs` blocks (Args::cluster_heads: 8, 4 or 2 heads, the largest that divides the group, at most 4 for the packed
-// 'S' block, whose 64 clusters of 8 did not fit the GPU at once: cluster_cap); each block puts its
+// `cs` blocks (Args::cluster_heads: 8, 4 or 2 heads, the largest that divides the group); each block puts its
 // head's (T, N) dB and dC tiles (fp32) in its shared memory, and after a cluster barrier block r adds rows
 // [r T/cs, (r+1) T/cs) of all cs tiles through distributed shared memory, in rank order, and stores them: dB,
 // dC themselves when the cluster is the whole group, else one partial per cluster that group_sum adds in
 // order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or to its partial.
 // dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
+// Clusters of 8 even where they take two rounds (H100, 2026-12-06, `ml-alpha-ssd-bench --clusters`): the GPU holds
+// 62 of the packed 'S' block's 64 clusters of 8 at once, and only 124 of its 128 clusters of 4, so 4-head
+// clusters stayed at two rounds and added group_sum: reverse walk 177.8 / 173.8 µs against 153.2 / 156.1 with 8
+// (docs/benchmarks.md, "clusters of 4"). Clusters of 2 fit (264 of 256) but need 4 partials a group.
 //
 // A block is one or two warp groups of 4 warps (4 row blocks of 16 × the groups' column blocks), chosen per tile
 // shape and mode from measured times (kBwdGroups below): the 'S' head (P 32, N 64) in bf16 mode 4 warps in the
@@ -670,7 +673,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   set_inputs(a, in);
   a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
-  a.cluster_heads = cluster_heads(p, cluster_cap(p));
+  a.cluster_heads = cluster_heads(p.H, p.G);
   const Workspace w = walk::workspace(p);
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
   a.wsB = w.partials ? workspace + w.b : nullptr, a.wsC = w.partials ? workspace + w.c : nullptr;

@@ -124,23 +124,17 @@ namespace walk {
 
 bool walk_shape(const SsdParams& p, int T) { return p.P <= 64 && p.N <= 128 && ceil_div(p.L, T) <= kMaxWalkChunks; }
 
-int cluster_cap(const SsdParams& p) {
-  // The packed 'S' block (bf16, P ≤ 32, N ≤ 64: 4 blocks an SM, ssd_bwd_walk.cu) in clusters of at most 4: its
-  // 64 clusters of 8 at B 64 did not all fit at once on an H100 (two rounds, docs/benchmarks.md).
-  return p.precision == Precision::BF16 && p.P <= 32 && p.N <= 64 ? 4 : 8;
-}
-
-int cluster_heads(const SsdParams& p, int cap) {
-  if (p.H % p.G != 0) return 1;
+int cluster_heads(int H, int G) {
+  if (H % G != 0) return 1;
   for (const int cs : {8, 4, 2})
-    if (cs <= cap && (p.H / p.G) % cs == 0) return cs;
+    if ((H / G) % cs == 0) return cs;
   return 1;
 }
 
 Workspace workspace(const SsdParams& p) {
   Workspace w{};
   const size_t bh = size_t(p.B) * p.H;
-  const int cs = cluster_heads(p, cluster_cap(p));
+  const int cs = cluster_heads(p.H, p.G);
   w.partials = !whole_groups(p.H, p.G, cs);
   w.a = 0;
   w.d = w.a + round4(bh);

@@ -338,10 +338,9 @@ void with_walk_dims(int P, int N, F f) {
 // ----- host side -----
 // The shapes the walks take: P ≤ 64, N ≤ 128 (the tile instances) and at most kMaxWalkChunks chunks of T.
 bool walk_shape(const SsdParams& p, int T);
-// Heads per thread-block cluster of the reverse walk: the largest of 8, 4, 2 up to cap that divides the heads of
-// a group (when H is a multiple of G), else 1; cluster_cap(p), the cap the walk takes for p's tile and mode.
-int cluster_cap(const SsdParams& p);
-int cluster_heads(const SsdParams& p, int cap);
+// Heads per thread-block cluster of the reverse walk: the largest of 8, 4, 2 that divides the heads of a group
+// (when H is a multiple of G), else 1.
+int cluster_heads(int H, int G);
 // Whether the clusters of cs heads are whole groups (dB, dC written directly) or partials for group_sum.
 inline bool whole_groups(int H, int G, int cs) { return H % G == 0 && H / G == cs; }
 // The reverse walk's scratch (offsets in floats, 16-byte aligned): wsA, wsD (B, H); with partials (not whole
