@@ -60,7 +60,19 @@ struct CpuStepperOptions {
   cpu::ThreadPool* pool = nullptr;
 };
 
-class CpuStepper {
+// What a stream's carry engine asks of a stepper (CpuStepper here, GpuStepper in model_step_gpu.h): one bar, and
+// the state to save, restore and re-map.
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  virtual void step(const float* x, const uint8_t* mask, float* out) = 0;
+  virtual void reset(std::span<const int> which) = 0;
+  virtual void remap(std::span<const int> from) = 0;
+  virtual StepState export_state() const = 0;
+  virtual void import_state(const StepState& s) = 0;
+};
+
+class CpuStepper : public Stepper {
  public:
   // params: the trained fp32 arena (layout.table.total() floats), copied.
   CpuStepper(const ModelLayout& layout, std::span<const float> params, int instruments,
@@ -70,15 +82,15 @@ class CpuStepper {
   const ModelConfig& config() const { return lay_.cfg; }
 
   // x (I, F), mask (I) or null, out (I, K): one bar (see the rules above).
-  void step(const float* x, const uint8_t* mask, float* out);
+  void step(const float* x, const uint8_t* mask, float* out) override;
 
   void reset();                         // every instrument back to the zero state
-  void reset(std::span<const int> which);
-  StepState export_state() const { return state_; }
+  void reset(std::span<const int> which) override;
+  StepState export_state() const override { return state_; }
   // Takes the state's instrument count. Checked before anything changes.
-  void import_state(const StepState& s);
+  void import_state(const StepState& s) override;
   // Instrument j becomes old instrument from[j] (−1: a new one with the zero state).
-  void remap(std::span<const int> from);
+  void remap(std::span<const int> from) override;
 
  private:
   // One worker's activations for a block of up to kMaxBlockRows instruments.

@@ -1,7 +1,6 @@
 #pragma once
 // Δ = clamp(softplus(dt + dt_bias), lo, hi) (DESIGN section 1; no clamp by default: lo = 0, hi = inf).
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
+#include "core/cuda_fwd.h"
 
 #include <cstddef>
 
