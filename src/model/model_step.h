@@ -11,14 +11,15 @@
 // State: StepState below, plain arrays; a stepper restored from an exported state continues bit-exactly.
 //
 // CpuStepper: fp32 on the host, blocks of instruments on a thread pool (each instrument's bits do not depend on
-// the split or the thread count); the fast kernels of cpu/step_cpu.h, or the reference ops. Move-only.
+// the split or the thread count); the fast kernels of ops/mamba_step/mamba_step_cpu.h, or the reference ops.
+// Move-only.
 // GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "cpu/step_cpu.h"
+#include "ops/mamba_step/mamba_step_cpu.h"
 #include "cpu/thread_pool.h"
 #include "model/layout.h"
 #include "ops/mamba_step/mamba_step.h"
@@ -54,7 +55,8 @@ struct StepState {
 struct CpuStepperOptions {
   int threads = 1;         // instruments are split over this many threads (1 to 64); 0: every available CPU, at most 64
   bool reference = false;  // the reference ops (bit for bit RefModel<float>'s arithmetic) instead of the fast
-                           // kernels (cpu/step_cpu.h: fused multiply-adds on AVX2, equal within fp32 rounding)
+                           // kernels (ops/mamba_step/mamba_step_cpu.h: fused multiply-adds on AVX2, equal within
+                           // fp32 rounding)
   // A pool shared with other steppers or models that run in turn, never at once (an ensemble's members): it must
   // outlive the stepper, and `threads` is then not used.
   cpu::ThreadPool* pool = nullptr;

@@ -6,7 +6,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "model/model_ref.h"
 
 namespace mlalpha {

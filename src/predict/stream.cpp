@@ -8,7 +8,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/shortest.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "predict/model_parts.h"
 #include "predict/prediction_mean.h"
 #include "predict/stream_impl.h"

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "model/model_step.h"
 #include "predict/predict.h"
 

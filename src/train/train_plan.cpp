@@ -12,8 +12,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "cpu/model_cpu.h"
-#include "cpu/optim_cpu.h"
+#include "model/model_cpu.h"
+#include "train/optim_cpu.h"
 #include "model/layout.h"
 #include "ops/loss/loss.h"
 
