@@ -3,13 +3,12 @@
 // and its residual form y = r + x · Wᵀ + b (out_proj adding the mixer output onto the residual stream).
 // GPU: cuBLASLt GEMMs (linear_gpu.cpp) + our own bias / bias-gradient kernels (linear.cu).
 // CPU: linear_ref.cpp (the oracle).
-#include "core/cuda_fwd.h"
-
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/cuda_fwd.h"
 #include "mlalpha/precision.h"
 #include "ops/common/colsum.h"
 
