@@ -8,11 +8,11 @@
 #include "test_util.h"
 #include "train/train_plan.h"
 
-namespace mlalpha {
+namespace mlalpha::test {
 namespace {
 
 // The model and batch of test_train_cpu's overfit case; the panel's shape only.
-struct Setup {
+struct Shapes {
   ModelConfig mc;
   TrainConfig tc;
   struct {
@@ -20,8 +20,8 @@ struct Setup {
   } data;
 };
 
-Setup overfit_setup() {
-  Setup s;
+Shapes overfit_setup() {
+  Shapes s;
   s.mc.F = 4, s.mc.K = 1, s.mc.D = 32, s.mc.NL = 2, s.mc.P = 16, s.mc.N = 16, s.mc.Q = 16;
   s.tc.B = 4, s.tc.L = 32;
   return s;
@@ -30,7 +30,7 @@ Setup overfit_setup() {
 // The estimate counts what the trainers allocate: 4 floats + 1 mask byte per parameter slot, the batch,
 // and (GPU) the dataset copy; activations grow linearly with B·L.
 TEST(TrainMemory, EstimateCountsTheBuffers) {
-  const Setup s = overfit_setup();
+  const Shapes s = overfit_setup();
   const ModelLayout lay(s.mc);
   const MemoryEstimate g = estimate_gpu_training(s.mc, s.tc, s.data.N, s.data.T, 1024);
   EXPECT_EQ(g.params, double(lay.table.total()) * 17);
@@ -74,4 +74,4 @@ TEST(TrainMemory, DatasetTooLargeNamesTheDataset) {
 }
 
 }  // namespace
-}  // namespace mlalpha
+}  // namespace mlalpha::test
