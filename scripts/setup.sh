@@ -32,7 +32,9 @@ fi
 [ "$cuda" = OFF ] && echo "setup: a CPU-only build (${nvcc_bin:+MLALPHA_CUDA=OFF}${nvcc_bin:-no CUDA toolkit found}): the GPU parts are left out"
 
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLALPHA_CUDA="$cuda" ${nvcc_bin:+-DCMAKE_CUDA_COMPILER="$nvcc_bin"} \
+  cuda_compiler=()
+  [ "$cuda" = ON ] && cuda_compiler=(-DCMAKE_CUDA_COMPILER="$nvcc_bin")
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLALPHA_CUDA="$cuda" "${cuda_compiler[@]}" \
         -DMLALPHA_WERROR="${MLALPHA_WERROR:-OFF}"
 fi
 cmake --build "$build" -j "$(nproc)"
