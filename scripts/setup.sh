@@ -24,6 +24,8 @@ fi
 # CPU-only: the library, the command, the Python package and the CPU tests, with the GPU code left out.
 nvcc_bin=$(command -v nvcc || true)
 [ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc
+# One that does not run (a broken link, a partial install) is no toolkit.
+[ -n "$nvcc_bin" ] && ! "$nvcc_bin" --version >/dev/null 2>&1 && nvcc_bin=""
 cuda=${MLALPHA_CUDA:-$([ -n "$nvcc_bin" ] && echo ON || echo OFF)}
 if [ "$cuda" = ON ] && [ -z "$nvcc_bin" ]; then
   echo "setup: MLALPHA_CUDA=ON but the CUDA toolkit (nvcc) was not found; install CUDA 12.4+ or 13" >&2
