@@ -141,7 +141,7 @@ void sweep(cublasLtHandle_t lt, const Shape& s, int splits, bool emulated, float
   std::fflush(stdout);
 }
 
-// The 3xTF32 kernel's operands for the shape, by the mapping linear.cpp uses.
+// The 3xTF32 kernel's operands for the shape, by the mapping linear_gpu.cpp uses.
 mlalpha::gpu::Gemm3Params own_params(const Shape& s, const float* A, const float* B, float* D) {
   const int64_t lda = s.ta == CUBLAS_OP_N ? s.m : s.k, ldb = s.tb == CUBLAS_OP_N ? s.k : s.n;
   return mlalpha::gpu::gemm3_from_column_major(s.ta == CUBLAS_OP_T, s.tb == CUBLAS_OP_T, int(s.m), int(s.n),
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   try {
     const bool cmp = argc > 1 && std::string(argv[1]) == "--compare";
     const auto N = CUBLAS_OP_N, T = CUBLAS_OP_T;
-    // Column-major views as in src/ops/linear/linear.cpp (fwd: T,N m=OUT n=M k=IN; dx: N,N m=IN n=M k=OUT;
+    // Column-major views as in src/ops/linear/linear_gpu.cpp (fwd: T,N m=OUT n=M k=IN; dx: N,N m=IN n=M k=OUT;
     // dW: N,T m=IN n=OUT k=M), M = B·L = 16384 tokens in all three configurations.
     const std::vector<Shape> shapes = {
         {"L in_proj fwd", true, T, N, 4384, 16384, 1024, 0.f},  {"L in_proj dx", true, N, N, 1024, 16384, 4384, 0.f},

@@ -2,9 +2,13 @@
 #   1. every quoted #include in src/ names a folder or public header of its own layer or one below
 #      (src/cli sits on top), and none climbs with "..";
 #   2. the build enforces it: each layer library's include directories (INCLUDES_<layer>, the target's own)
-#      let the preprocessor find the folders and public headers of its layer and those below, and none above.
-# Each check first proves it can fail: the scan must flag a planted upward include, and the probe must fail
-# when compiled with the top layer's include directories, which see every folder.
+#      let the preprocessor find the folders and public headers of its layer and those below, and none above;
+#   3. no folder cycle, inside a layer too: the folders of src/ (each op of src/ops/ one folder: ops/ssd, ...)
+#      and the includes between them form no cycle (the layers order the folders of different layers; this
+#      orders the folders of one layer).
+# Each check first proves it can fail: the scan must flag a planted upward include, the probe must fail when
+# compiled with the top layer's include directories, which see every folder, and the cycle search must find a
+# planted cycle.
 #   cmake -DSOURCE_DIR=... -DCXX=... -DWORK_DIR=... -DINCLUDES_<layer>=dir|dir... -P check_layers.cmake
 cmake_minimum_required(VERSION 3.24)
 include(${SOURCE_DIR}/cmake/layer_table.cmake)
@@ -76,6 +80,75 @@ foreach(rel IN LISTS sources)
   foreach(f IN LISTS found)
     fail("${f}")
   endforeach()
+endforeach()
+
+# 3. Folder cycles. The folder of a path under src/: its first component, or ops/<op> for an op's files.
+function(folder_of rel out)
+  if(rel MATCHES "^ops/[^/]+/")
+    string(REGEX REPLACE "^(ops/[^/]+)/.*" "\\1" f "${rel}")
+  else()
+    string(REGEX REPLACE "/.*" "" f "${rel}")
+  endif()
+  set(${out} ${f} PARENT_SCOPE)
+endfunction()
+
+# The edges ("a>b") of `edges` that lie on a cycle, or between cycles: edges out of a folder nothing includes and
+# into a folder that includes nothing are dropped until none is left to drop.
+function(cycle_edges edges out)
+  set(remaining ${edges})
+  set(changed TRUE)
+  while(changed)
+    set(changed FALSE)
+    set(froms "")
+    set(tos "")
+    foreach(e IN LISTS remaining)
+      string(REGEX REPLACE ">.*" "" a "${e}")
+      string(REGEX REPLACE ".*>" "" b "${e}")
+      list(APPEND froms "${a}")
+      list(APPEND tos "${b}")
+    endforeach()
+    set(next "")
+    foreach(e IN LISTS remaining)
+      string(REGEX REPLACE ">.*" "" a "${e}")
+      string(REGEX REPLACE ".*>" "" b "${e}")
+      if(a IN_LIST tos AND b IN_LIST froms)
+        list(APPEND next "${e}")
+      else()
+        set(changed TRUE)
+      endif()
+    endforeach()
+    set(remaining ${next})
+  endwhile()
+  set(${out} ${remaining} PARENT_SCOPE)
+endfunction()
+
+# 3a. The search finds a planted cycle (model -> cpu -> model) beside an edge that is on none.
+cycle_edges("model>cpu;cpu>model;run>model" planted)
+if(NOT planted STREQUAL "model>cpu;cpu>model")
+  fail("the folder cycle search did not find a planted cycle (found '${planted}'): the check itself is broken")
+endif()
+# 3b. The folders of src/ and the includes between them.
+set(folder_edges "")
+foreach(rel IN LISTS sources)
+  folder_of(${rel} from)
+  file(READ ${SOURCE_DIR}/src/${rel} text)
+  string(REGEX MATCHALL "#[ \t]*include[ \t]*\"[^\"]+\"" lines "${text}")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE ".*\"([^\"]+)\"" "\\1" path "${line}")
+    if(NOT path MATCHES "/" OR path MATCHES "^mlalpha/")
+      continue()
+    endif()
+    folder_of(${path} to)
+    if(NOT to STREQUAL from AND NOT "${from}>${to}" IN_LIST folder_edges)
+      list(APPEND folder_edges "${from}>${to}")
+      set("edge_example_${from}>${to}" "src/${rel} includes \"${path}\"")
+    endif()
+  endforeach()
+endforeach()
+cycle_edges("${folder_edges}" cycles)
+foreach(e IN LISTS cycles)
+  string(REPLACE ">" " -> " shown "${e}")
+  fail("folder cycle: ${shown} (${edge_example_${e}}); the other folder includes this one too")
 endforeach()
 
 # 2. A probe per layer: #error where a folder or header of its layer or below is missing, or one above is found.
@@ -152,4 +225,6 @@ if(failures)
   message(FATAL_ERROR "layering violations (DESIGN section 3):\n${failures}")
 endif()
 list(LENGTH MLALPHA_LAYERS n)
-message(STATUS "layer_includes: ${scanned} sources scanned, ${n} layers probed; every include runs downward")
+list(LENGTH folder_edges n_edges)
+message(STATUS "layer_includes: ${scanned} sources scanned, ${n} layers probed, ${n_edges} includes between folders: "
+               "every include runs downward, no folder cycle")

@@ -20,14 +20,23 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# The GPU parts need the CUDA toolkit (nvcc); without it, or with MLALPHA_CUDA=OFF in the environment, the build is
+# CPU-only: the library, the command, the Python package and the CPU tests, with the GPU code left out.
 nvcc_bin=$(command -v nvcc || true)
 [ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc
-if [ -z "$nvcc_bin" ]; then
-  echo "setup: the CUDA toolkit (nvcc) is required to build ml-alpha, even for CPU-only use; install CUDA 12.4+ or 13" >&2
+# One that does not run (a broken link, a partial install) is no toolkit.
+[ -n "$nvcc_bin" ] && ! "$nvcc_bin" --version >/dev/null 2>&1 && nvcc_bin=""
+cuda=${MLALPHA_CUDA:-$([ -n "$nvcc_bin" ] && echo ON || echo OFF)}
+if [ "$cuda" = ON ] && [ -z "$nvcc_bin" ]; then
+  echo "setup: MLALPHA_CUDA=ON but the CUDA toolkit (nvcc) was not found; install CUDA 12.4+ or 13" >&2
   exit 1
 fi
+[ "$cuda" = OFF ] && echo "setup: a CPU-only build (${nvcc_bin:+MLALPHA_CUDA=OFF}${nvcc_bin:-no CUDA toolkit found}): the GPU parts are left out"
 
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc_bin" -DMLALPHA_WERROR="${MLALPHA_WERROR:-OFF}"
+  cuda_compiler=()
+  [ "$cuda" = ON ] && cuda_compiler=(-DCMAKE_CUDA_COMPILER="$nvcc_bin")
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLALPHA_CUDA="$cuda" "${cuda_compiler[@]}" \
+        -DMLALPHA_WERROR="${MLALPHA_WERROR:-OFF}"
 fi
 cmake --build "$build" -j "$(nproc)"

@@ -81,7 +81,7 @@ constexpr double kModelParityBf16RelL2 = 8e-2;
 // sum each output in the same order), so the outputs agree to the bit where the compiler contracts neither
 // into fused multiply-adds; the bound only leaves room for a compiler that contracts the two differently.
 constexpr double kStepVsForwardF32RelL2 = 1e-6;
-// The fast CPU stepper (cpu/step_cpu.h: fused multiply-adds, state sums in 8 lanes, the fast path's exp) vs
+// The fast CPU stepper (ops/mamba_step/mamba_step_cpu.h: fused multiply-adds, state sums in 8 lanes, the fast path's exp) vs
 // RefModel<float>: two fp32 evaluations of the same function in different orders, each ~1e-7 per op from the
 // exact value, carried through the state; the vs-double bound below. Measured 1.4e-7 to 4.9e-7 on the test shapes.
 constexpr double kStepFastVsForwardF32RelL2 = 1e-5;
@@ -98,7 +98,7 @@ constexpr double kStepVsDoubleRelL2 = 1e-5;
 // projections are 3xTF32 (fp32 accuracy, another summation order), its reductions are butterflies, its
 // exp/rsqrt differ by an ulp or two; each side is ~1e-6 from the exact value. The whole-model parity bound.
 constexpr double kStepGpuVsCpuRelL2 = 1e-4;
-// The fast CPU model (src/cpu, fp32: OpenBLAS GEMMs, chunked SSD, vectorised exp ≈ 2 ulp) vs the double
+// The fast CPU model (model/model_cpu.h, fp32: OpenBLAS GEMMs, chunked SSD, vectorised exp ≈ 2 ulp) vs the double
 // reference, output, dx and every gradient tensor: the same class of error as the GPU's fp32 model
 // (kModelParityRelL2), sums of up to B·L fp32 terms; the loss, one mean, to 1e-5 of the size of its terms
 // (out and y). Measured (2026-12-02, 12 runs of the 8 shapes of test_model_cpu): worst tensor 2.9e-5

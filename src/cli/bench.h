@@ -43,9 +43,9 @@ int run_bench(const BenchArgs& a, double process_start_seconds);
 int run_cpu_bench(const BenchArgs& a);
 // `ml-alpha bench --models E,...`: for each configuration and population size E, one model's step against
 // a population of E in one captured step, E trainers each replaying its own graph on its own stream, and
-// E sequential runs (src/cli/bench_population.cpp).
+// E sequential runs (src/cli/bench_population_gpu.cpp).
 int run_population_bench(const BenchArgs& a);
-// `ml-alpha bench --predict` (src/cli/bench_predict.cpp).
+// `ml-alpha bench --predict` (src/cli/bench_predict_gpu.cpp).
 int run_predict_bench(const BenchArgs& a);
 
 // One DESIGN section 5 configuration.

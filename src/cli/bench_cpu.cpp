@@ -11,7 +11,7 @@
 #include "cli/bench.h"
 #include "core/error.h"
 #include "cpu/blas.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "cpu/thread_pool.h"
 #include "data/synthetic.h"
 #include "train/trainer_cpu.h"

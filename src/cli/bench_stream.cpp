@@ -7,13 +7,10 @@
 #include <random>
 #include <thread>
 
-#include "core/context.h"
-#include "core/cuda_event.h"
-#include "core/device_buffer.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "model/layout.h"
 #include "model/model_step.h"
-#include "model/model_step_gpu.h"
 
 namespace mlalpha {
 
@@ -42,39 +39,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Bytes read + written per second of a large device-to-device copy.
-double copy_bandwidth(Context& ctx) {
-  const size_t n = size_t(1) << 28;  // 1 GiB of floats each way
-  DeviceBuffer<float> a(n), b(n);
-  a.fill_bytes(0x3F, ctx.stream());
-  CudaEvent e0, e1;
-  std::vector<double> gbs;
-  for (int rep = 0; rep < 6; ++rep) {
-    e0.record(ctx.stream());
-    MLALPHA_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), a.bytes(), cudaMemcpyDeviceToDevice, ctx.stream()));
-    e1.record(ctx.stream());
-    e1.synchronize();
-    if (rep > 0) gbs.push_back(2.0 * double(a.bytes()) / (elapsed_ms(e0, e1) * 1e-3) / 1e9);
-  }
-  return median(gbs);
-}
-
-// Device microseconds per bar: `bars` launches back to back between two events, 5 times, the median.
-double device_us_per_bar(Context& ctx, GpuStepper& st, int bars) {
-  for (int i = 0; i < 20; ++i) st.launch();
-  st.wait();
-  CudaEvent e0, e1;
-  std::vector<double> us;
-  for (int rep = 0; rep < 5; ++rep) {
-    e0.record(ctx.stream());
-    for (int i = 0; i < bars; ++i) st.launch();
-    e1.record(ctx.stream());
-    e1.synchronize();
-    us.push_back(elapsed_ms(e0, e1) * 1e3 / bars);
-  }
-  return median(us);
-}
-
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -90,12 +54,8 @@ StreamBenchResult run_stream_bench(const StreamBenchOptions& o) {
   StreamBenchResult res;
   res.cpu_threads = o.cpu_threads > 0 ? o.cpu_threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const bool gpu = o.gpu && cuda_device_count() > 0;
-  std::unique_ptr<Context> ctx;
-  if (gpu) {
-    ctx = std::make_unique<Context>(0);
-    res.device = cuda_device_summary(0);
-    res.copy_gb_s = copy_bandwidth(*ctx);
-  }
+  std::shared_ptr<Context> ctx;
+  if (gpu) ctx = open_stream_bench_gpu(res);
   for (const std::string& name : o.configs) {
     const ModelLayout lay(bench_model(name));
     const ModelConfig& c = lay.cfg;
@@ -110,27 +70,7 @@ StreamBenchResult run_stream_bench(const StreamBenchOptions& o) {
       std::normal_distribution<float> nd;
       std::vector<float> x(size_t(I) * c.F), out(size_t(I) * c.K), ref(out.size());
       for (float& v : x) v = nd(rng);
-      if (gpu) {
-        row.floor_us = 2.0 * bytes / (res.copy_gb_s * 1e9) * 1e6;
-        GpuStepper st(*ctx, lay, params, I);
-        st.step(x.data(), nullptr, out.data());  // the first bar from the zero state, for the check below
-        std::copy(x.begin(), x.end(), st.x_in());
-        const int bars = I >= 1000 ? std::max(20, o.gpu_bars / 4) : o.gpu_bars;
-        row.gpu_graph_us = device_us_per_bar(*ctx, st, bars);
-        std::vector<double> wall;
-        for (int i = 0; i < bars; ++i) {
-          const auto t0 = std::chrono::steady_clock::now();
-          st.step(x.data(), nullptr, ref.data());
-          wall.push_back(seconds_since(t0) * 1e6);
-        }
-        row.gpu_step_us = median(wall);
-        for (const GpuStepperOptions opt : {GpuStepperOptions{.graph = false}, GpuStepperOptions{.pdl = false}}) {
-          GpuStepper other(*ctx, lay, params, I, opt);
-          std::copy(x.begin(), x.end(), other.x_in());
-          std::fill_n(other.mask_in(), I, uint8_t(1));
-          (opt.graph ? row.gpu_nopdl_us : row.gpu_eager_us) = device_us_per_bar(*ctx, other, bars);
-        }
-      }
+      if (gpu) time_gpu_stream(*ctx, lay, params, x, o, res.copy_gb_s, row, out);
       if (o.cpu) {
         for (const int threads : {1, res.cpu_threads}) {
           CpuStepper st(lay, params, I, {.threads = threads});

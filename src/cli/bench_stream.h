@@ -5,10 +5,14 @@
 // of state a bar reads and writes over the device-to-device copy bandwidth measured in the same run; then the same
 // models stepped by PyTorch as mamba_ssm's Mamba2.step (bench/torch_reference.py stream) in the same run, and the
 // ratios.
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mlalpha {
+
+class Context;
+struct ModelLayout;
 
 struct StreamBenchOptions {
   std::vector<std::string> configs = {"S", "M"};
@@ -42,6 +46,13 @@ struct StreamBenchResult {
 };
 
 StreamBenchResult run_stream_bench(const StreamBenchOptions& options);
+
+// The GPU's part (GPU code, bench_stream_gpu.cpp): GPU 0 opened, its name and copy bandwidth in `res`; then, per
+// model and instrument count, the row's GPU times (and its floor from copy_gb_s), `out` the first bar's predictions
+// of x (I, F) from the zero state.
+std::shared_ptr<Context> open_stream_bench_gpu(StreamBenchResult& res);
+void time_gpu_stream(Context& ctx, const ModelLayout& lay, const std::vector<float>& params, const std::vector<float>& x,
+                     const StreamBenchOptions& o, double copy_gb_s, StreamBenchRow& row, std::vector<float>& out);
 
 // The result as a markdown table on stdout.
 void print_stream_bench(const StreamBenchResult& r);

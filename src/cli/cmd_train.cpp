@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "core/context.h"
+#include "core/device.h"
 #include "core/temp_dir.h"
 #include "dist/bootstrap.h"
 #include "dist/launch.h"

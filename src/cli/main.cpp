@@ -12,6 +12,7 @@
 
 #include "cli/bench.h"
 #include "cli/bench_stream.h"
+#include "core/device.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "mlalpha/device.h"
@@ -279,7 +280,8 @@ int main(int argc, char** argv) {
         if (!no_torch && !sopt.torch_script.empty()) print_stream_ratios(r, run_torch_stream(sopt, sopt.torch_script));
         return 0;
       }
-      if (gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
+      // A CPU-only build's GPU benches say what it lacks (cli/bench_nogpu.cpp); a GPU build without a GPU, this.
+      if (gpu_support_built() && gpu_devices().empty()) throw std::runtime_error("bench needs a CUDA device and found none");
       if (bargs.predict) {
         if (bench_configs->count() == 0) bargs.configs = "S";
         return run_predict_bench(bargs);

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/shortest.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "data/csv.h"
 #include "data/normalize.h"
 #include "mlalpha/config.h"

@@ -6,14 +6,10 @@
 
 #include <string>
 
+#include "core/device.h"  // cuda_device_count, for the files that include only this
 #include "core/device_buffer.h"
 
 namespace mlalpha {
-
-// Number of usable CUDA devices; 0 when there is no driver or no GPU (never throws).
-int cuda_device_count();
-// One line naming the device, e.g. "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)".
-std::string cuda_device_summary(int device);
 
 class Context {
  public:

@@ -109,7 +109,7 @@ void gather_batch(const Panel& panel, uint64_t seed, int64_t step, int B, int L,
 
 }  // namespace mlalpha
 
-#include <cuda_runtime.h>
+#include "core/cuda_fwd.h"
 
 namespace mlalpha::gpu {
 using mlalpha::GatherParams;

@@ -72,7 +72,7 @@ std::vector<std::string> child_env(int rank, int world, const std::string& id_fi
   env.push_back("LOCAL_WORLD_SIZE=" + w);
   env.push_back("MLALPHA_DIST_ID_FILE=" + id_file);
   env.push_back(std::string(kLaunchedVar) + "=1");
-  // NVLink multicast stays off unless chosen otherwise (why: disable_nvls_unless_set in nccl.cpp).
+  // NVLink multicast stays off unless chosen otherwise (why: disable_nvls_unless_set in nccl_gpu.cpp).
   if (!nvls_set) env.push_back("NCCL_NVLS_ENABLE=0");
   return env;
 }

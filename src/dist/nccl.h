@@ -5,7 +5,7 @@
 //
 // NCCL is dlopen'ed ("libnccl.so.2"), never linked: single-GPU users and CI need no NCCL at all, and the
 // error when it is missing says what to install. Its header (<nccl.h>, from the CUDA toolkit) stays out of
-// this one; only nccl.cpp sees NCCL's types.
+// this one; only nccl_gpu.cpp sees NCCL's types.
 //
 // Usage on every rank (one process per GPU; see dist/launch.h for --gpus N on one host):
 //   const RankInfo r = rank_from_env(process_env());
@@ -29,7 +29,7 @@ namespace mlalpha::dist {
 
 // The NCCL shared library, open for this object's lifetime (dlclose on destruction, though NCCL's code
 // stays mapped for the threads it leaves running); move-only. Before loading it sets NCCL_NVLS_ENABLE=0
-// unless the variable is already set (see nccl.cpp for why), so the process's environment changes:
+// unless the variable is already set (see nccl_gpu.cpp for why), so the process's environment changes:
 // construct it before starting threads that read the environment.
 class NcclLib {
  public:
@@ -52,7 +52,7 @@ class NcclLib {
   // A fresh unique id (ncclGetUniqueId; rank 0 makes it, bootstrap.h hands it to the others).
   UniqueId unique_id() const;
 
-  struct Api;  // the resolved functions (nccl.cpp)
+  struct Api;  // the resolved functions (nccl_gpu.cpp)
   const Api& api() const { return *api_; }
 
  private:

@@ -3,7 +3,7 @@
 // the CPU reference and the GPU model cannot drift apart (DESIGN section 1 shapes).
 #include <algorithm>
 
-#include "mlalpha/config.h"
+#include "mlalpha/config_types.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"

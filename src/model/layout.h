@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/param_table.h"
-#include "mlalpha/config.h"
+#include "mlalpha/config_types.h"
 
 namespace mlalpha {
 

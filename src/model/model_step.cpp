@@ -6,8 +6,12 @@
 #include <string>
 
 #include "core/error.h"
-#include "cpu/model_cpu.h"
-#include "cpu/ops_cpu.h"
+#include "model/model_cpu.h"
+#include "cpu/rows.h"
+#include "ops/conv1d/conv1d_cpu.h"
+#include "ops/dt_softplus/dt_softplus_cpu.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm_cpu.h"
+#include "ops/rmsnorm/rmsnorm_cpu.h"
 #include "cpu/simd.h"
 #include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
@@ -242,7 +246,7 @@ void CpuStepper::rows_reference(int first, int M, Scratch& s) {
 }
 
 // The same layer with the fast kernels: the projections on packed panels, the norms and Δ from the fast
-// training path (cpu/ops_cpu.h), the conv and SSM steps of cpu/step_cpu.h.
+// training path (ops/*/*_cpu.h), the conv and SSM steps of ops/mamba_step/mamba_step_cpu.h.
 void CpuStepper::rows_fast(int first, int M, Scratch& s) {
   const StepDims& d = dims_;
   const int I = state_.instruments, GN = d.G * d.N;

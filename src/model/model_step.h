@@ -11,14 +11,15 @@
 // State: StepState below, plain arrays; a stepper restored from an exported state continues bit-exactly.
 //
 // CpuStepper: fp32 on the host, blocks of instruments on a thread pool (each instrument's bits do not depend on
-// the split or the thread count); the fast kernels of cpu/step_cpu.h, or the reference ops. Move-only.
+// the split or the thread count); the fast kernels of ops/mamba_step/mamba_step_cpu.h, or the reference ops.
+// Move-only.
 // GpuStepper (model_step_gpu.h): the same bar as one CUDA graph.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "cpu/step_cpu.h"
+#include "ops/mamba_step/mamba_step_cpu.h"
 #include "cpu/thread_pool.h"
 #include "model/layout.h"
 #include "ops/mamba_step/mamba_step.h"
@@ -54,13 +55,26 @@ struct StepState {
 struct CpuStepperOptions {
   int threads = 1;         // instruments are split over this many threads (1 to 64); 0: every available CPU, at most 64
   bool reference = false;  // the reference ops (bit for bit RefModel<float>'s arithmetic) instead of the fast
-                           // kernels (cpu/step_cpu.h: fused multiply-adds on AVX2, equal within fp32 rounding)
+                           // kernels (ops/mamba_step/mamba_step_cpu.h: fused multiply-adds on AVX2, equal within
+                           // fp32 rounding)
   // A pool shared with other steppers or models that run in turn, never at once (an ensemble's members): it must
   // outlive the stepper, and `threads` is then not used.
   cpu::ThreadPool* pool = nullptr;
 };
 
-class CpuStepper {
+// What a stream's carry engine asks of a stepper (CpuStepper here, GpuStepper in model_step_gpu.h): one bar, and
+// the state to save, restore and re-map.
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  virtual void step(const float* x, const uint8_t* mask, float* out) = 0;
+  virtual void reset(std::span<const int> which) = 0;
+  virtual void remap(std::span<const int> from) = 0;
+  virtual StepState export_state() const = 0;
+  virtual void import_state(const StepState& s) = 0;
+};
+
+class CpuStepper : public Stepper {
  public:
   // params: the trained fp32 arena (layout.table.total() floats), copied.
   CpuStepper(const ModelLayout& layout, std::span<const float> params, int instruments,
@@ -70,15 +84,15 @@ class CpuStepper {
   const ModelConfig& config() const { return lay_.cfg; }
 
   // x (I, F), mask (I) or null, out (I, K): one bar (see the rules above).
-  void step(const float* x, const uint8_t* mask, float* out);
+  void step(const float* x, const uint8_t* mask, float* out) override;
 
   void reset();                         // every instrument back to the zero state
-  void reset(std::span<const int> which);
-  StepState export_state() const { return state_; }
+  void reset(std::span<const int> which) override;
+  StepState export_state() const override { return state_; }
   // Takes the state's instrument count. Checked before anything changes.
-  void import_state(const StepState& s);
+  void import_state(const StepState& s) override;
   // Instrument j becomes old instrument from[j] (−1: a new one with the zero state).
-  void remap(std::span<const int> from);
+  void remap(std::span<const int> from) override;
 
  private:
   // One worker's activations for a block of up to kMaxBlockRows instruments.

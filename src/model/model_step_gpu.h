@@ -22,7 +22,7 @@ struct GpuStepperOptions {
   bool pdl = true;    // programmatic dependent launch between the bar's kernels (used on sm_90 and newer)
 };
 
-class GpuStepper {
+class GpuStepper : public Stepper {
  public:
   // params: the trained fp32 arena on the host (layout.table.total() floats), copied to the device.
   GpuStepper(Context& ctx, const ModelLayout& layout, std::span<const float> params, int instruments,
@@ -33,7 +33,7 @@ class GpuStepper {
   bool uses_pdl() const { return pdl_; }
 
   // x (I, F), mask (I) or null, out (I, K), all host memory: one bar; returns when out is written.
-  void step(const float* x, const uint8_t* mask, float* out);
+  void step(const float* x, const uint8_t* mask, float* out) override;
 
   // step() in pieces, for a caller that overlaps host work with the bar: write the row into x_in() and
   // mask_in() (pinned), launch(), then after wait() read out(). Write the next row only after wait().
@@ -44,11 +44,11 @@ class GpuStepper {
   const float* out() const { return const_cast<const float*>(out_.host()); }  // (I, K)
 
   void reset();
-  void reset(std::span<const int> which);
-  StepState export_state() const;
+  void reset(std::span<const int> which) override;
+  StepState export_state() const override;
   // Takes the state's instrument count (reallocating and recapturing when it differs). Checked first.
-  void import_state(const StepState& s);
-  void remap(std::span<const int> from);
+  void import_state(const StepState& s) override;
+  void remap(std::span<const int> from) override;
 
  private:
   void allocate(int instruments);  // the per-instrument buffers, then the graph

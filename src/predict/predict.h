@@ -10,14 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <cuda_bf16.h>
-
-#include "core/context.h"
-#include "core/device_buffer.h"
 #include "data/panel.h"
+#include "mlalpha/config_types.h"
 #include "mlalpha/device.h"
 #include "model/layout.h"
-#include "model/model_gpu.h"
 #include "predict/window_plan.h"
 
 namespace mlalpha {
@@ -25,6 +21,9 @@ namespace mlalpha {
 namespace cpu {
 class CpuModel;
 }
+
+// Throws unless a panel of F features and K targets fits the model.
+void check_panel(const ModelLayout& layout, int F, int K);
 
 // The plan on the CPU: params (table.total()) on the host, `p` the (prepared) panel the plan reads; one model
 // for the whole plan: the fast CPU model on cpu.threads threads, or the reference model (cpu.reference).
@@ -34,28 +33,10 @@ std::vector<float> predict_cpu(const ModelLayout& layout, const std::vector<floa
 std::vector<float> predict_cpu(cpu::CpuModel& model, const std::vector<float>& params, const Panel& p,
                                const WindowPlan& plan, int B);
 
-// Device memory a GPU prediction reuses from call to call (grown when a plan needs more).
-struct PlanBuffers {
-  DeviceBuffer<int4> windows;  // (windows): instrument, start, keep_from, keep_to
-  DeviceBuffer<float> pred;    // (N, t1 − t0, K): the kept rows
-};
-
-// The panel's features in device memory: x (N, T, F).
-struct DeviceFeatures {
-  const float* x = nullptr;
-  int N = 0, T = 0, F = 0;
-};
-
-// The plan on the GPU with `model` (of `layout`; its batch B windows of plan.L rows) on model's context ctx: xb (B, L, F) is a
-// device buffer the windows are gathered into; params (table.total()) and, for a bf16 model, params16 in device
-// memory. Nothing but the last download waits for the device.
-std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, GpuModel& model, float* xb, const float* params,
-                               const __nv_bfloat16* params16, const DeviceFeatures& x, const WindowPlan& plan,
-                               PlanBuffers& buffers);
-// The same for one call: a model of B windows, the panel's features uploaded once; params (table.total()) on the
-// host.
-std::vector<float> predict_gpu(Context& ctx, const ModelLayout& layout, const std::vector<float>& params,
-                               const Panel& p, const WindowPlan& plan, int B, Precision precision);
+// The plan on the GPU 0 (GPU code, predict_gpu.cpp; its other forms are in predict_gpu.h): a model of B windows,
+// the panel's features uploaded once; params (table.total()) on the host.
+std::vector<float> predict_gpu(const ModelLayout& layout, const std::vector<float>& params, const Panel& p,
+                               const WindowPlan& plan, int B, Precision precision);
 
 // predict_cpu (with `cpu`) or predict_gpu as `device` (auto | cpu | gpu) says, for eval / predict.
 std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,

@@ -8,7 +8,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/shortest.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "predict/model_parts.h"
 #include "predict/prediction_mean.h"
 #include "predict/stream_impl.h"
@@ -64,7 +64,7 @@ StreamPredictor::Impl::Impl(std::vector<const Model*> models, std::vector<std::s
   const Model& first = *models.front();
   F = first.model_config().F, K = first.model_config().K, C = first.train_config().L;
   feature_names = first.feature_names(), target_names = first.target_names();
-  if (use_gpu(opt.device)) ctx = std::make_unique<Context>(0);
+  if (use_gpu(opt.device)) ctx = make_gpu_context();
   // On the CPU one pool serves every member in turn (an ensemble of E members does not keep E pools spinning).
   else pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_threads(opt.threads));
   hash = 1469598103934665603ull;

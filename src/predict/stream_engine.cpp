@@ -5,13 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/device_buffer.h"
 #include "core/error.h"
-#include "cpu/model_cpu.h"
-#include "model/model_gpu.h"
+#include "model/model_cpu.h"
 #include "model/model_step.h"
-#include "model/model_step_gpu.h"
-#include "ops/cast/cast.h"
 #include "predict/predict.h"
 
 namespace mlalpha {
@@ -33,24 +29,18 @@ class CarryEngine : public StreamEngine {
  public:
   explicit CarryEngine(const StreamEngineSpec& s) : lay_(*s.layout) {
     if (s.ctx)
-      gpu_ = std::make_unique<GpuStepper>(*s.ctx, lay_, *s.params, s.instruments);
+      stepper_ = make_gpu_stepper(s);
     else
-      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.cpu.threads, s.cpu.reference, s.pool});
+      stepper_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments,
+                                              CpuStepperOptions{s.cpu.threads, s.cpu.reference, s.pool});
   }
   void bar(const float* x, const uint8_t* present, const float*, const int*, int64_t, float* out) override {
-    if (gpu_) gpu_->step(x, present, out);
-    else cpu_->step(x, present, out);
+    stepper_->step(x, present, out);
   }
-  void reset(std::span<const int> which) override {
-    if (gpu_) gpu_->reset(which);
-    else cpu_->reset(which);
-  }
-  void remap(std::span<const int> from, int64_t) override {
-    if (gpu_) gpu_->remap(from);
-    else cpu_->remap(from);
-  }
+  void reset(std::span<const int> which) override { stepper_->reset(which); }
+  void remap(std::span<const int> from, int64_t) override { stepper_->remap(from); }
   std::vector<LoadedTensor> state(const std::string& prefix, int64_t) const override {
-    StepState s = gpu_ ? gpu_->export_state() : cpu_->export_state();
+    StepState s = stepper_->export_state();
     return {{prefix + "conv", {s.layers, s.instruments, s.conv_rows, s.conv_dim}, std::move(s.conv)},
             {prefix + "ssm", {s.layers, s.instruments, s.heads, s.head_dim, s.d_state}, std::move(s.ssm)}};
   }
@@ -58,9 +48,7 @@ class CarryEngine : public StreamEngine {
     read(file, prefix, instruments).check(lay_.cfg);
   }
   void restore(const SafetensorsFile& file, const std::string& prefix, int instruments, int64_t) override {
-    const StepState s = read(file, prefix, instruments);
-    if (gpu_) gpu_->import_state(s);
-    else cpu_->import_state(s);
+    stepper_->import_state(read(file, prefix, instruments));
   }
 
  private:
@@ -72,8 +60,7 @@ class CarryEngine : public StreamEngine {
   }
 
   const ModelLayout& lay_;
-  std::unique_ptr<CpuStepper> cpu_;
-  std::unique_ptr<GpuStepper> gpu_;
+  std::unique_ptr<Stepper> stepper_;  // CpuStepper, or the GPU's
 };
 
 // ---- window: the last C processed rows ----
@@ -83,24 +70,14 @@ class WindowEngine : public StreamEngine {
  public:
   explicit WindowEngine(const StreamEngineSpec& s)
       : lay_(*s.layout), params_(*s.params), C_(s.train.L), F_(s.layout->cfg.F), K_(s.layout->cfg.K),
-        I_(s.instruments), tile_(prediction_tile(s.train, s.instruments, s.train.L)), ctx_(s.ctx),
-        precision_(s.precision), cpu_(s.cpu) {
+        I_(s.instruments), tile_(prediction_tile(s.train, s.instruments, s.train.L)), cpu_(s.cpu) {
     require(C_ >= 1, "stream: train.seq_len must be >= 1");
     // The CPU's model is made once (its threads and inference buffers serve every bar); the reference is made
     // per bar by predict_cpu (it holds nothing worth keeping).
-    if (!ctx_ && !cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads, .pool = s.pool});
+    if (s.ctx) gpu_ = make_gpu_window_runner(s, tile_);
+    else if (!cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads, .pool = s.pool});
     ring_.assign(size_t(I_) * C_ * F_, 0.0f);
     fill_.assign(size_t(C_) * F_, 0.0f);
-    if (ctx_) {
-      model_ = std::make_unique<GpuModel>(*ctx_, lay_, tile_, C_, precision_);
-      dparams_ = DeviceBuffer<float>(params_.size());
-      dparams_.upload(params_);
-      if (precision_ == Precision::BF16) {
-        dparams16_ = DeviceBuffer<__nv_bfloat16>(params_.size());
-        gpu::cast_bf16(dparams_.data(), dparams16_.data(), params_.size(), ctx_->stream());
-      }
-      xb_ = DeviceBuffer<float>(size_t(tile_) * C_ * F_);
-    }
   }
 
   void bar(const float* x, const uint8_t* present, const float* fill, const int* history, int64_t bar,
@@ -129,7 +106,7 @@ class WindowEngine : public StreamEngine {
         std::copy_n(row(i, size_t((bar - h + 1 + q) % C_)), F_, w.x.data() + (size_t(j) * C_ + q) * F_);
       plan.windows.push_back({j, 0, h - 1, h});
     }
-    const std::vector<float> pred = ctx_ ? run_gpu(w, plan) : run_cpu(w, plan);
+    const std::vector<float> pred = gpu_ ? gpu_->run(w, plan) : run_cpu(w, plan);
     for (int j = 0; j < w.N; ++j)
       std::copy_n(pred.data() + (size_t(j) * C_ + history[who[size_t(j)]] - 1) * K_, K_,
                   out + size_t(who[size_t(j)]) * K_);
@@ -193,26 +170,14 @@ class WindowEngine : public StreamEngine {
                       : predict_cpu(lay_, params_, w, plan, tile_, cpu_);
   }
 
-  std::vector<float> run_gpu(const Panel& w, const WindowPlan& plan) {
-    if (dx_.size() < w.x.size()) dx_ = DeviceBuffer<float>(w.x.size());
-    dx_.upload(w.x.data(), w.x.size());
-    return predict_gpu(*ctx_, lay_, *model_, xb_.data(), dparams_.data(), dparams16_.size() ? dparams16_.data() : nullptr,
-                       {dx_.data(), w.N, w.T, w.F}, plan, buffers_);
-  }
-
   const ModelLayout& lay_;
   const std::vector<float>& params_;
   int C_, F_, K_, I_, tile_;
   std::vector<float> ring_;  // (I, C, F)
   std::vector<float> fill_;  // (C, F)
-  Context* ctx_;
-  Precision precision_;
   CpuSettings cpu_;
-  std::unique_ptr<cpu::CpuModel> cpu_model_;
-  std::unique_ptr<GpuModel> model_;
-  DeviceBuffer<float> dparams_, xb_, dx_;
-  DeviceBuffer<__nv_bfloat16> dparams16_;
-  PlanBuffers buffers_;
+  std::unique_ptr<cpu::CpuModel> cpu_model_;  // the CPU's fast model (null: the reference, or the GPU)
+  std::unique_ptr<WindowRunner> gpu_;         // the GPU's model and buffers (null: the CPU)
 };
 
 }  // namespace

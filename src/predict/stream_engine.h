@@ -14,14 +14,17 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
-#include "core/context.h"
+#include "data/panel.h"
 #include "model/layout.h"
 #include "mlalpha/config_types.h"
 #include "mlalpha/device.h"
 #include "mlalpha/model.h"
+#include "predict/window_plan.h"
 
 namespace mlalpha {
 
+class Context;
+class Stepper;
 namespace cpu {
 class ThreadPool;
 }
@@ -61,5 +64,18 @@ struct StreamEngineSpec {
 };
 
 std::unique_ptr<StreamEngine> make_stream_engine(const StreamEngineSpec& spec);
+
+// The GPU's parts of the two engines (GPU code, stream_engine_gpu.cpp), made when spec.ctx is set.
+// window: the present instruments' windows w (N, C, F) by `plan` through the model, tile windows a forward.
+class WindowRunner {
+ public:
+  virtual ~WindowRunner() = default;
+  virtual std::vector<float> run(const Panel& w, const WindowPlan& plan) = 0;
+};
+std::unique_ptr<WindowRunner> make_gpu_window_runner(const StreamEngineSpec& spec, int tile);
+// carry: GpuStepper (model/model_step_gpu.h).
+std::unique_ptr<Stepper> make_gpu_stepper(const StreamEngineSpec& spec);
+// A stream's GPU context on GPU 0 (shared: the stream that holds it needs no GPU header to drop it).
+std::shared_ptr<Context> make_gpu_context();
 
 }  // namespace mlalpha

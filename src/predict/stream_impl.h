@@ -7,7 +7,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/context.h"
 #include "cpu/thread_pool.h"
 #include "model/layout.h"
 #include "mlalpha/stream.h"
@@ -32,7 +31,7 @@ struct StreamPredictor::Impl {
   };
 
   StreamOptions opt;
-  std::unique_ptr<Context> ctx;  // the GPU's, or null
+  std::shared_ptr<Context> ctx;  // the GPU's, or null
   std::unique_ptr<cpu::ThreadPool> pool;  // the CPU's (null on the GPU): the members' engines share it; declared
                                           // before them, so it outlives them
   std::vector<std::unique_ptr<Member>> members;

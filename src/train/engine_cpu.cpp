@@ -4,7 +4,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "cpu/thread_pool.h"
 #include "train/engine.h"
 #include "train/trainer_cpu.h"

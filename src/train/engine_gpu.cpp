@@ -1,11 +1,43 @@
 // The GPU engine: one PopulationTrainer (population_trainer.h) for every member, on the data-parallel
-// session's GPU and communicator when there is one.
+// session's GPU and communicator when there is one; and that session.
 #include "core/context.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
 #include "core/error.h"
+#include "dist/nccl.h"
 #include "train/engine.h"
 #include "train/population_trainer.h"
 
 namespace mlalpha {
+
+struct DistSession {
+  int local_rank = 0;  // the GPU this rank trains on
+  std::shared_ptr<const dist::NcclLib> lib;
+  std::unique_ptr<dist::Communicator> comm;
+};
+void DistSessionDeleter::operator()(DistSession* s) const { delete s; }
+
+dist::Communicator* session_communicator(DistSession* s) { return s ? s->comm.get() : nullptr; }
+int session_device(DistSession* s) { return s ? s->local_rank : 0; }
+
+DistSessionPtr open_dist_session(int rank, int world, int local_rank) {
+  const int gpus = cuda_device_count();
+  // A scheduler that binds one GPU to each task (srun --gpus-per-task 1) shows each rank only its own, as
+  // device 0, whatever its local rank; otherwise the local rank picks the GPU.
+  const int device = gpus == 1 ? 0 : local_rank;
+  require(device >= 0 && device < gpus,
+          "data-parallel rank " + std::to_string(rank) + " of " + std::to_string(world) + " is to use GPU " +
+              std::to_string(local_rank) + " (its local rank), but this host shows " + std::to_string(gpus) +
+              " GPU(s) (CUDA_VISIBLE_DEVICES may hide some)");
+  MLALPHA_CUDA_CHECK(cudaSetDevice(device));  // the communicator binds to the current device
+  DistSessionPtr s(new DistSession);
+  s->local_rank = device;
+  s->lib = std::make_shared<const dist::NcclLib>();
+  const dist::RankInfo r{rank, world, local_rank, "run"};
+  s->comm = std::make_unique<dist::Communicator>(
+      dist::make_communicator(s->lib, r, dist::id_exchange_from_env(dist::process_env(), r), {}));
+  return s;
+}
 
 namespace {
 

@@ -7,8 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
+#include "core/cuda_fwd.h"
 
 #include "core/hd.h"
 #include "train/schedule.h"

@@ -31,7 +31,7 @@
 #include "mlalpha/config.h"
 #include "model/layout.h"
 #include "model/model_gpu.h"
-#include "predict/predict.h"
+#include "predict/predict_gpu.h"
 #include "predict/window_plan.h"
 #include "checkpoint/checkpoint.h"
 #include "train/optim.h"

@@ -11,15 +11,11 @@
 #include <sstream>
 #include <string>
 
-#include "core/context.h"
-#include "core/cuda_check.h"
 #include "core/error.h"
-#include "cpu/model_cpu.h"
-#include "cpu/optim_cpu.h"
-#include "model/layer_shapes.h"
+#include "model/model_cpu.h"
+#include "train/optim_cpu.h"
 #include "model/layout.h"
 #include "ops/loss/loss.h"
-#include "train/optim.h"
 
 namespace mlalpha {
 
@@ -68,8 +64,9 @@ namespace {
 
 constexpr double kFloat = sizeof(float);
 
-// Floats of the activation buffers a model holds per row (M = B·L rows): what forward saves for backward
-// (per layer: h_in, hn, rstd, zx, xbc, delta, y, gout, grstd; then h, hfn, rstdf, out) and backward's
+}  // namespace
+
+// What forward saves for backward (per layer: h_in, hn, rstd, zx, xbc, delta, y, gout, grstd; then h, hfn, rstdf, out) and backward's
 // gradients of activations (dout, dhfn, dh, dg, dy, dzx, dxbc, ddelta, dhn), as GpuModel allocates them.
 // bf16 (a half float each): hn, gout, hfn and dzx are stored only in bf16 (GEMM operands and nothing else),
 // and the GEMM operands x, dout and dh get bf16 copies (GpuModel).
@@ -81,31 +78,6 @@ double activation_floats_per_row(const ModelConfig& c, Precision precision) {
   double grads = c.K + D + D + di + di + h * proj + cd + H + D;
   if (precision == Precision::BF16) grads += 0.5 * (c.F + c.K + D);
   return c.NL * per_layer + head + grads;
-}
-
-}  // namespace
-
-MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots) {
-  mc.validate();
-  tc.validate();
-  const ModelLayout layout(mc);
-  const double total = double(layout.table.total());
-  const int B = tc.windows_per_step(N);
-  const double M = double(B) * tc.L;
-  MemoryEstimate e;
-  e.params = total * (4 * kFloat + 1 + (tc.precision == Precision::BF16 ? 2 : 0));  // + the bf16 weight copy
-  const LayerShapes s(mc, B, tc.L);
-  e.activations = (M * activation_floats_per_row(mc, tc.precision) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
-  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL).total;
-  e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
-  e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
-  e.batch = M * (mc.F + mc.K) * kFloat;
-  e.other = double(gpu::grad_norm_blocks(layout.table.total())) * kFloat + sizeof(DeviceStepState) +
-            double(ring_slots) * sizeof(StepRecord);
-  const double windows = double(N) * (double(T) / std::max(1, tc.L - tc.burn_in) + 1);
-  e.prediction = double(N) * T * mc.K * kFloat + windows * 4 * sizeof(int) +
-                 total * (kFloat + (tc.precision == Precision::BF16 ? 2 : 0));
-  return e;
 }
 
 MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const CpuSettings& cpu) {
@@ -157,12 +129,6 @@ void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int 
   else if (tc.batch_mode == BatchMode::Time) m << "reduce train.dates, train.instruments or train.seq_len";
   else m << "reduce train.batch or train.seq_len";
   throw Error(m.str());
-}
-
-double gpu_free_bytes() {
-  size_t free_b = 0, total_b = 0;
-  MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return double(free_b);
 }
 
 namespace {

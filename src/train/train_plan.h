@@ -46,7 +46,11 @@ struct MemoryEstimate {
   double total() const { return params + activations + workspaces + dataset + batch + other + prediction; }
 };
 
-// The GPU trainer's device memory (GpuTrainer's arena, GpuModel's buffers, the dataset copy, the batch and
+// Floats of the activation buffers a model holds per row of a batch (B·L rows) in `precision`: what forward saves
+// for backward and backward's gradients of activations, as GpuModel (and RefModel) allocate them.
+double activation_floats_per_row(const ModelConfig& c, Precision precision);
+
+// The GPU trainer's device memory (GPU code: train_plan_gpu.cpp; GpuTrainer's arena, GpuModel's buffers, the dataset copy, the batch and
 // the ring of `ring_slots` records), for a panel of N instruments × T steps. Validates mc and tc first.
 MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots);
 // The CPU trainer's host memory beyond the panel of N instruments it reads in place (weights, AdamW state,
@@ -58,7 +62,7 @@ MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& t
 // reduce train.batch or train.seq_len". `where` names the memory ("the GPU", "this machine").
 void check_memory(const MemoryEstimate& need, const TrainConfig& tc, int N, int T, double available,
                   const char* what, const char* where);
-// Free device memory of the current device (cudaMemGetInfo).
+// Free device memory of the current device (GPU code: cudaMemGetInfo).
 double gpu_free_bytes();
 // Memory available to a new allocation: MemAvailable of /proc/meminfo (else sysconf's free pages), at most the
 // address space RLIMIT_AS leaves (ulimit -v) and what the cgroup's memory.max (v1: memory.limit_in_bytes) leaves.

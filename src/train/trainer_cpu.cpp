@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "cpu/model_cpu.h"
-#include "cpu/optim_cpu.h"
+#include "model/model_cpu.h"
+#include "train/optim_cpu.h"
 #include "cpu/thread_pool.h"
 #include "data/sampler.h"
 #include "model/model_ref.h"
@@ -100,7 +100,7 @@ StepRecord CpuTrainer::step() {
   st.skipped = clip.skip;
   if (!clip.skip) {
     const int64_t adam_step = step_ + 1 - skipped_;
-    if (fast_) {  // the same arithmetic as ref::adamw, bit for bit (src/cpu/optim_cpu.h)
+    if (fast_) {  // the same arithmetic as ref::adamw, bit for bit (train/optim_cpu.h)
       const cpu::AdamWSettings a{st.lr, tc_.beta1, tc_.beta2, tc_.eps, tc_.weight_decay, adam_step};
       cpu::adamw(fast_->pool(), params_.data(), grads_.data(), m_.data(), v_.data(), decay_.data(), n, a, clip.scale);
     } else {

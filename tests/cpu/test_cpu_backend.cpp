@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "cpu/thread_pool.h"
 #include "data/synthetic.h"
 #include "mlalpha/model.h"

@@ -1,4 +1,4 @@
-// The fast CPU model (src/cpu) against the reference model: loss, output and every gradient tensor against
+// The fast CPU model (src/model/model_cpu.h) against the reference model: loss, output and every gradient tensor against
 // RefModel<double> (the fp32 reference's own error printed beside it) on ragged shapes — L not a multiple
 // of Q, L < Q, L = 1, B = 1, G > 1, K > 1, NaN targets, burn-in, MSE and Huber — with fresh inputs each run;
 // bit-reproducibility for a thread count and across thread counts; inference = forward; and the
@@ -13,8 +13,8 @@
 #include <new>
 #include <numeric>
 
-#include "cpu/model_cpu.h"
-#include "cpu/optim_cpu.h"
+#include "model/model_cpu.h"
+#include "train/optim_cpu.h"
 #include "cpu/thread_pool.h"
 #include "model/model_ref.h"
 #include "test_util.h"

@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/step_cpu.h"
+#include "ops/mamba_step/mamba_step_cpu.h"
 #include "model/model_step.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/mamba_step/mamba_step.h"
@@ -113,7 +113,7 @@ TEST(StepOps, RowsWithoutCommitKeepTheirWindowAndState) {
   }
 }
 
-// ---- the fast kernels (cpu/step_cpu.h) against the references ----
+// ---- the fast kernels (ops/mamba_step/mamba_step_cpu.h) against the references ----
 
 // Each element against the double reference relative to its terms; and every row's bits are its own: the same
 // row computed in a call of one row equals it computed among others (the stepper groups rows freely).

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 #include "data/synthetic.h"
 #include "model/model_ref.h"
 #include "predict/predict.h"

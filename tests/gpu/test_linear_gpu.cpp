@@ -4,7 +4,7 @@
 // tiles in every dimension, K split or not, with and without bias / dx / db, pointers aligned only to 4
 // bytes; the residual forward out of place
 // (r ≠ y, as the model's out_proj) and in place; dw, db accumulated onto random values. Plus bitwise
-// determinism and plan reuse, and on an H200 the offline algorithm table (linear_algos.cpp).
+// determinism and plan reuse, and on an H200 the offline algorithm table (linear_algos_gpu.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -373,7 +373,7 @@ TEST(LinearGpu, Deterministic) {
     }
 }
 
-// The offline algorithm table (linear_algos.cpp) was measured on an H200: there, the listed GEMMs must run
+// The offline algorithm table (linear_algos_gpu.cpp) was measured on an H200: there, the listed GEMMs must run
 // the listed algorithms. If this fails after a cuBLAS update, the heuristic no longer offers them: re-run
 // ml-alpha-gemm-sweep and update the table. Also checks that those algorithms give finite results.
 TEST(LinearGpu, OfflineAlgorithmTable) {

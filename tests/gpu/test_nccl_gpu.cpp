@@ -145,7 +145,7 @@ TEST_F(NcclGpu, AMovedFromCommunicatorRefusesWork) {
   EXPECT_NE(error_of([&] { a.all_reduce_sum(d.data(), 8, ctx.stream()); }).find("moved from"), std::string::npos);
 }
 
-// The data-parallel step (population_trainer.cpp reduce_over_ranks) with a world of one: the gradient and
+// The data-parallel step (population_trainer_gpu.cpp reduce_over_ranks) with a world of one: the gradient and
 // loss all-reduces sit inside the captured graph and must change nothing, so 60 steps (graph replay from
 // step 2), their records and the weights equal a plain run's bitwise.
 void expect_world_of_one_equals_plain(const std::shared_ptr<const NcclLib>& lib, Precision precision, bool graph) {

@@ -9,7 +9,7 @@
 
 #include "data/synthetic.h"
 #include "gpu_util.h"
-#include "predict/predict.h"
+#include "predict/predict_gpu.h"
 #include "test_util.h"
 #include "tolerances.h"
 #include "train/population_trainer.h"

@@ -3,10 +3,10 @@
 // kernel reduces over rows without atomics (rmsnorm, gated_rmsnorm, dt_softplus, conv1d, the linear bias):
 // each backward block writes one partial row, then the rows are added in an order fixed by the shape only,
 // so the results are bitwise reproducible. Host-visible part; the device helpers are in colsum.cuh.
-#include <cuda_runtime.h>
-
 #include <cstddef>
 #include <vector>
+
+#include "core/cuda_fwd.h"
 
 namespace mlalpha::gpu {
 

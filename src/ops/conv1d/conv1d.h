@@ -2,11 +2,9 @@
 // Causal depthwise conv1d + bias + SiLU over the xBC channels of the Mamba2 in_proj output
 // (DESIGN section 1):  y[b,t,c] = SiLU(bias[c] + Σ_{k<W} w[c,k] · x[b, t−(W−1)+k, c]), x = 0 before t = 0.
 // GPU: conv1d.cu. CPU: conv1d_ref.cpp (the oracle).
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
+#include "core/cuda_fwd.h"
 #include "ops/common/colsum.h"
 
 namespace mlalpha {

@@ -1,6 +1,8 @@
 // Δ = clamp(softplus(dt + dt_bias), lo, hi) on the GPU (DESIGN section 1), fp32, elementwise over (M, H).
 // ddt_bias is reduced without atomics: each block of kBwdRows rows writes one partial (H), then
 // colsum_add (ops/common/colsum.cuh) adds the partials in a fixed order.
+#include <cuda_bf16.h>
+
 #include "core/cuda_check.h"
 #include "ops/activations.h"
 #include "ops/common/colsum.cuh"

@@ -1,10 +1,8 @@
 #pragma once
 // Δ = clamp(softplus(dt + dt_bias), lo, hi) (DESIGN section 1; no clamp by default: lo = 0, hi = inf).
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
+#include "core/cuda_fwd.h"
 #include "ops/common/colsum.h"
 
 namespace mlalpha {

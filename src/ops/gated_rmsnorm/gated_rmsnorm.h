@@ -1,11 +1,9 @@
 #pragma once
 // Gated RMSNorm of the Mamba2 mixer (norm_before_gate = False, DESIGN section 1):
 //   u = y ⊙ SiLU(z);  out = u · rsqrt(mean_group(u²) + eps) ⊙ w,  groups of Dn / G consecutive channels.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
+#include "core/cuda_fwd.h"
 #include "ops/common/colsum.h"
 
 namespace mlalpha {

@@ -1,4 +1,4 @@
-// Linear layer, the non-GEMM kernels (the GEMMs are cuBLASLt calls in linear.cpp):
+// Linear layer, the non-GEMM kernels (the GEMMs are cuBLASLt calls in linear_gpu.cpp):
 // - the bias add y += b, used only when cuBLASLt has no BIAS-epilogue algorithm for a shape;
 // - the bias gradient db += Σ_m dy as a two-pass reduction: per-block partials over fixed row chunks,
 //   then their fixed-order sum (colsum_add). No atomics, so db is bitwise reproducible (DESIGN section 2).

@@ -1,17 +1,14 @@
 #pragma once
 // Linear layer y = x · Wᵀ + b (input projection, head, Mamba2 in_proj / out_proj; DESIGN section 1),
 // and its residual form y = r + x · Wᵀ + b (out_proj adding the mixer output onto the residual stream).
-// GPU: cuBLASLt GEMMs (linear.cpp) + our own bias / bias-gradient kernels (linear.cu).
+// GPU: cuBLASLt GEMMs (linear_gpu.cpp) + our own bias / bias-gradient kernels (linear.cu).
 // CPU: linear_ref.cpp (the oracle).
-#include <cublasLt.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/cuda_fwd.h"
 #include "mlalpha/precision.h"
 #include "ops/common/colsum.h"
 
@@ -54,7 +51,7 @@ void linear_bwd(const LinearParams& p, const LinearInputs<T>& in, const T* dy, c
 
 namespace gpu {
 
-struct GemmPlanCache;  // opaque (linear.cpp): one cuBLASLt plan per problem, shape and pointer alignment
+struct GemmPlanCache;  // opaque (linear_gpu.cpp): one cuBLASLt plan per problem, shape and pointer alignment
 
 // The GEMM engine the linear launchers run on: the cuBLASLt handle and workspace (borrowed from a
 // Context, which must outlive it), the precision, and a plan cache. A plan (descriptors + the algorithm
@@ -83,7 +80,7 @@ struct Gemm {
 
   size_t num_plans() const;  // plans created so far (tests check that repeated calls reuse them)
   // One line per plan: the GEMM, its shape and precision, and the chosen algorithm's configuration, marked
-  // "(offline table)" when it came from the per-GPU table in linear_algos.cpp.
+  // "(offline table)" when it came from the per-GPU table in linear_algos_gpu.cpp.
   std::vector<std::string> plan_descriptions() const;
 };
 

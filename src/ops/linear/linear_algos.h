@@ -1,5 +1,5 @@
 #pragma once
-// The cuBLASLt algorithms chosen offline for the benchmark shapes (linear_algos.cpp). Internal to linear.cpp.
+// The cuBLASLt algorithms chosen offline for the benchmark shapes (linear_algos_gpu.cpp). Internal to linear_gpu.cpp.
 #include <cublasLt.h>
 
 #include <cstdint>

@@ -13,10 +13,9 @@
 //   loss = −Σ_counted ρ / max(1, M),  M = the number of counted groups (the op's count),
 //   ∂loss/∂p_i = −(c_i / √(A·C) − ρ · a_i / A) / max(1, M)  for i in V of a counted group, else 0.
 // The gradient is exact for the ε'd ρ: Σ a = Σ c = 0 makes the mean terms of ∂S_py and ∂S_pp vanish.
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
+#include "core/cuda_fwd.h"
 #include "mlalpha/config_types.h"
 
 namespace mlalpha {

@@ -11,10 +11,10 @@
 //
 // CPU: mamba_step_ref.cpp (the new recurrent pieces; the row-wise ops are the existing references).
 // GPU: step_proj.cu (input, in_proj + conv + softplus, out_proj + residual, head), step_ssd.cu (the state step).
-#include <cuda_runtime.h>
-
 #include <cstddef>
 #include <cstdint>
+
+#include "core/cuda_fwd.h"
 
 namespace mlalpha {
 

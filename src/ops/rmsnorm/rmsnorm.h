@@ -1,10 +1,8 @@
 #pragma once
 // RMSNorm (DESIGN section 1): y = x · rsqrt(mean(x²) + eps) ⊙ w, per row of D.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
+#include "core/cuda_fwd.h"
 #include "ops/common/colsum.h"
 
 namespace mlalpha {

@@ -5,10 +5,9 @@
 //   y_t = s_t C_t + D_h x_t
 // x, B, C are column slices of one activation (B, L, ld): x at column h·P + p, B at g·N + n, C at g·N + n,
 // each through its own base pointer (SsdInputs); head h reads group ⌊h·G/H⌋.
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
+#include "core/cuda_fwd.h"
 #include "mlalpha/precision.h"
 
 namespace mlalpha {

@@ -1,4 +1,4 @@
-#include "cpu/optim_cpu.h"
+#include "train/optim_cpu.h"
 
 #include <algorithm>
 #include <cmath>

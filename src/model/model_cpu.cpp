@@ -1,4 +1,4 @@
-#include "cpu/model_cpu.h"
+#include "model/model_cpu.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,9 +7,13 @@
 
 #include "core/error.h"
 #include "cpu/blas.h"
-#include "cpu/ops_cpu.h"
+#include "cpu/rows.h"
+#include "ops/conv1d/conv1d_cpu.h"
+#include "ops/dt_softplus/dt_softplus_cpu.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm_cpu.h"
+#include "ops/rmsnorm/rmsnorm_cpu.h"
 #include "cpu/simd.h"
-#include "cpu/ssd_cpu.h"
+#include "ops/ssd/ssd_cpu.h"
 #include "cpu/thread_pool.h"
 #include "model/layer_shapes.h"
 

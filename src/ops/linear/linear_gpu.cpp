@@ -9,7 +9,7 @@
 // The bias is the column-major epilogue's per-row vector (length m = OUT) in the forward GEMM.
 //
 // Determinism: the heuristic runs once per (GEMM, shape, precision, pointer alignment) and its algorithm
-// (or, for a few shapes, a lower-ranked candidate measured faster offline: linear_algos.cpp) is cached, so
+// (or, for a few shapes, a lower-ranked candidate measured faster offline: linear_algos_gpu.cpp) is cached, so
 // every later call runs the same kernels; split-K algorithms are accepted only when they
 // reduce out of place in the workspace in a separate step (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE,
 // cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
@@ -123,7 +123,7 @@ std::string describe(const GemmShape& s, Arith arith) {
 }
 
 // First heuristic result that runs in our workspace and does not reduce split-K in place, preferring one
-// with the `preferred` configuration (linear_algos.cpp) when given (*from_table says whether it was
+// with the `preferred` configuration (linear_algos_gpu.cpp) when given (*from_table says whether it was
 // found); false if none.
 bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
                uint32_t scheme_mask, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out, bool* from_table) {
@@ -181,7 +181,7 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
   // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
   // rejects INPLACE whatever the mask.
   const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-  // The offline table (linear_algos.cpp) was measured for fp32 operands only.
+  // The offline table (linear_algos_gpu.cpp) was measured for fp32 operands only.
   const AlgoConfig* preferred =
       arith == Arith::kBf16 ? nullptr : linear_detail::preferred_algo(s.op, s.m, s.n, s.k, arith == Arith::kTf32);
   bool from_table = false;

@@ -1,27 +1,11 @@
+// The GPU context (context.h): the device, its stream, the cuBLASLt handle and workspace.
 #include "core/context.h"
 
-#include <cstdio>
 #include <utility>
 
+#include "core/device.h"
+
 namespace mlalpha {
-
-int cuda_device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error so later checks are not confused
-    return 0;
-  }
-  return n;
-}
-
-std::string cuda_device_summary(int device) {
-  cudaDeviceProp p{};
-  MLALPHA_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
-                p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1u << 30));
-  return buf;
-}
 
 Context::Context(int device) : device_(device) {
   const int n = cuda_device_count();

@@ -1,4 +1,4 @@
-#include "cpu/step_cpu.h"
+#include "ops/mamba_step/mamba_step_cpu.h"
 
 #include <algorithm>
 #include <cmath>

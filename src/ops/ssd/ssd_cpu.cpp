@@ -10,7 +10,7 @@
 //   da_T += e^{a_T} ⟨dS_out, S_in⟩ + Σ_j w_j,      w_j = e^{a_T − a_j} Σ_p Xs_jp R_jp
 //   then through a = cumsum(Δ·A): dΔ_i = Σ_p x_ip dXs_ip + A·Σ_{k≥i} da_k,  dA = Σ_i Δ_i Σ_{k≥i} da_k,
 //   dx = Δ ⊙ dXs + D·dY,  dD = Σ dY ⊙ x,  dA_log = A·dA.
-#include "cpu/ssd_cpu.h"
+#include "ops/ssd/ssd_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "model/layout.h"
 #include "model/model_gpu.h"
-#include "predict/predict.h"
+#include "predict/predict_gpu.h"
 #include "ops/cast/cast.h"
 #include "predict/window_plan.h"
 

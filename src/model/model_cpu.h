@@ -2,7 +2,7 @@
 // The fast CPU perception model (DESIGN section 1), float32 on all cores: the same interface and the same
 // function as RefModel<float> (src/model/model_ref.h), which stays the oracle. GEMMs run on OpenBLAS
 // (blas.h), the SSD in its chunked matrix form on those GEMMs (ssd_cpu.h), the elementwise ops in fused,
-// vectorised loops (ops_cpu.h), all over one ThreadPool with fixed work partitions.
+// vectorised loops (ops/*/*_cpu.h), all over one ThreadPool with fixed work partitions.
 //   forward() caches what backward() needs; loss() computes the loss and ∂loss/∂out; backward()
 //   accumulates (+=) the parameter gradients into the flat arena with the layout's offsets. infer() runs the
 //   forward alone, caching nothing (prediction).

@@ -1,0 +1,50 @@
+// The GPU trainer's memory (train_plan.h): its estimate, from the GPU ops' own sizes, and the device's free memory.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "core/context.h"
+#include "core/cuda_check.h"
+#include "model/layer_shapes.h"
+#include "model/layout.h"
+#include "train/optim.h"
+#include "train/train_plan.h"
+
+namespace mlalpha {
+
+namespace {
+
+constexpr double kFloat = sizeof(float);
+
+}  // namespace
+
+MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots) {
+  mc.validate();
+  tc.validate();
+  const ModelLayout layout(mc);
+  const double total = double(layout.table.total());
+  const int B = tc.windows_per_step(N);
+  const double M = double(B) * tc.L;
+  MemoryEstimate e;
+  e.params = total * (4 * kFloat + 1 + (tc.precision == Precision::BF16 ? 2 : 0));  // + the bf16 weight copy
+  const LayerShapes s(mc, B, tc.L);
+  e.activations = (M * activation_floats_per_row(mc, tc.precision) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
+  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL).total;
+  e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
+  e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
+  e.batch = M * (mc.F + mc.K) * kFloat;
+  e.other = double(gpu::grad_norm_blocks(layout.table.total())) * kFloat + sizeof(DeviceStepState) +
+            double(ring_slots) * sizeof(StepRecord);
+  const double windows = double(N) * (double(T) / std::max(1, tc.L - tc.burn_in) + 1);
+  e.prediction = double(N) * T * mc.K * kFloat + windows * 4 * sizeof(int) +
+                 total * (kFloat + (tc.precision == Precision::BF16 ? 2 : 0));
+  return e;
+}
+
+double gpu_free_bytes() {
+  size_t free_b = 0, total_b = 0;
+  MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return double(free_b);
+}
+
+}  // namespace mlalpha
