@@ -17,12 +17,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 out=${1:-build-wheel}
+fail() { echo "test_wheel: $*" >&2; exit 1; }
+# OUT_DIR's dist/, wheelhouse/, venv/ and more are replaced at each run: a folder this script did not make (its
+# marker file missing) and that holds anything is refused rather than emptied.
+if [ -d "$out" ] && [ ! -f "$out/.test_wheel" ] && [ -n "$(ls -A "$out")" ]; then
+  fail "$out exists and was not made by scripts/test_wheel.sh: give a new or empty folder (its files would be replaced)"
+fi
 mkdir -p "$out"
+touch "$out/.test_wheel"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
 cuda=${MLALPHA_CUDA:-OFF}
 max_s=${MLALPHA_WHEEL_INSTALL_MAX_S:-30}
-fail() { echo "test_wheel: $*" >&2; exit 1; }
 case "$cuda" in ON|on|1|TRUE|true) cuda=ON ;; OFF|off|0|FALSE|false|"") cuda=OFF ;;
   *) fail "MLALPHA_CUDA must be ON or OFF, got '$cuda'" ;; esac
 
