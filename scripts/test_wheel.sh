@@ -70,6 +70,8 @@ cmake_args="-DMLALPHA_WERROR=$werror ${CMAKE_ARGS:-}"
 build_env=(MLALPHA_CUDA="$cuda")
 engine=""
 if [ -n "${MLALPHA_WHEEL_ENGINE:-}" ]; then
+  [ -f "$MLALPHA_WHEEL_ENGINE/CMakeCache.txt" ] ||
+    fail "MLALPHA_WHEEL_ENGINE=$MLALPHA_WHEEL_ENGINE is not an engine build folder (no CMakeCache.txt)"
   engine=$(cd "$MLALPHA_WHEEL_ENGINE" && pwd)
   cmake --install "$engine" --prefix "$engine/install" >/dev/null || fail "cmake --install $engine failed"
   build_env+=(CMAKE_PREFIX_PATH="$engine/install")
@@ -99,6 +101,10 @@ for lib in $needed; do
   case "$lib" in
     libc.so.6|libm.so.6|libpthread.so.0|libdl.so.2|librt.so.1|ld-linux-x86-64.so.2|libgcc_s.so.1) ;;
     libcudart.so.*|libcublasLt.so.*|libcublas.so.*)
+      if [ "$cuda" = OFF ] && [ -n "$engine" ]; then
+        fail "the CPU-only wheel's extension needs $lib: the engine in $engine was built with CUDA" \
+             "(give a CPU-only build, MLALPHA_CUDA=OFF scripts/setup.sh DIR, or check the CUDA wheel: MLALPHA_CUDA=ON)"
+      fi
       [ "$cuda" = ON ] || fail "the CPU-only wheel's extension needs $lib: the engine was built with CUDA although" \
                                "MLALPHA_CUDA=OFF (does the top CMakeLists.txt have the MLALPHA_CUDA option?)" ;;
     *) fail "the extension needs $lib, which a machine without a compiler or the build's libraries may lack" ;;
