@@ -5,7 +5,7 @@
 set(MLALPHA_LAYER_TABLE
   "core|core|error.h precision.h float_values.h config_types.h device.h"
   "data|data ops dist|panel.h"
-  "model|config model cpu|config.h metric_table.h"
+  "model|config model cpu|config.h metric_table.h compute.h"
   "eval|checkpoint eval|metrics.h records.h progress.h eval.h"
   "predict|predict|model.h ensemble.h stream.h"
   "train|train|"

@@ -36,10 +36,10 @@ namespace mlalpha {
 
 struct StreamOptions {
   PredictMode mode = PredictMode::carry;
-  std::string device = "auto";  // auto | cpu | gpu
-  int threads = 0;              // CPU threads (instruments are split over them); 0: every available CPU
-  bool reference = false;       // CPU: the reference kernels (the tests' oracle; run.cpu_kernels), not the fast ones
-  Precision precision = Precision::FP32;  // GPU, window mode only (the carry bar is fp32)
+  // Where and how (mlalpha/compute.h): the device; on the CPU the threads (instruments are split over them) and the
+  // kernels (the reference: the tests' oracle); on the GPU the precision, in window mode only (the carry bar is
+  // fp32). The default resolves the defaults: the GPU when one is present, every CPU thread.
+  Compute compute = resolve({});
   std::string source;           // the checkpoint's path, recorded in state files for `ml-alpha info` ("": none)
 };
 

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "core/device.h"
 #include "core/shortest.h"
 #include "data/fileio.h"
 #include "mlalpha/device.h"
@@ -26,6 +25,7 @@ struct Prepared {
   std::optional<Model> model;        // --checkpoint names a file
   std::optional<Ensemble> ensemble;  // --checkpoint names a population run folder
   RunConfig cfg;
+  Compute compute;  // cfg.compute(), resolved once
   Panel panel;
   Split split;
   TimeRange range;
@@ -61,7 +61,8 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
     std::cout << "data: as recorded in " << a.checkpoint << " (data.source = " << p.cfg.data.source << ")" << std::endl;
   }
   if (!p.cfg.was_given_in("split") && ref.has_data_config()) p.cfg.split = ref.split_config();
-  check_inference_settings(p.cfg, a, ref.data_config(), a.checkpoint, "eval and predict", true);
+  p.compute = resolve(p.cfg.compute());
+  check_inference_settings(p.cfg, a, ref.data_config(), a.checkpoint, "eval and predict", true, p.compute);
   require(a.split == "train" || a.split == "valid" || a.split == "test" || (allow_all && a.split == "all"),
           "--split must be train, valid, test" + std::string(allow_all ? " or all" : "") + ", got '" + a.split + "'");
   p.panel = load_panel(p.cfg.data);
@@ -85,7 +86,8 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 }  // namespace
 
 void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const DataConfig& trained,
-                              const std::string& checkpoint, const std::string& command, bool reads_split) {
+                              const std::string& checkpoint, const std::string& command, bool reads_split,
+                              const Compute& compute) {
   const std::vector<ConfigSetting>& flags = a.settings;
   // A --set of a setting the command never reads (the model's shape and its training come from the checkpoint)
   // would be ignored silently. A config file is left alone: it is often the training's own file, given for its
@@ -111,7 +113,7 @@ void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const D
   same("data.robust_clip", std::to_string(cfg.data.robust_clip), std::to_string(trained.robust_clip));
   // The CPU computes in fp32 whatever --precision says: a flag that would do nothing is refused.
   for (const ConfigSetting& f : flags)
-    if (f.key == "train.precision" && f.value != to_string(Precision::FP32) && !use_gpu(cfg.run.device))
+    if (f.key == "train.precision" && f.value != to_string(Precision::FP32) && !compute.gpu())
       throw Error("--precision " + f.value + " is for the GPU; on the CPU " + command +
                   " must compute in fp32 (drop --precision, or run on the GPU: --device gpu)");
 }
@@ -156,8 +158,8 @@ int cmd_eval(const EvalArgs& a) {
   so.train = p.ref().training_range(p.panel);
   const PredictMode mode = parse_predict_mode(a.mode, "--mode");
   const MetricsResult r =
-      p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, mode, p.cfg.cpu())
-              : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, mode, p.cfg.cpu());
+      p.model ? p.model->evaluate(p.panel, p.range, p.compute, so, mode)
+              : p.ensemble->evaluate(p.panel, p.range, p.compute, so, mode);
   std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
               range_text(p.panel, p.range).c_str());
   std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
@@ -203,8 +205,8 @@ int cmd_predict(const PredictArgs& a) {
   // The targets written beside the predictions are the processed ones the predictions estimate.
   const Panel norm = p.ref().prepare(p.panel);
   const std::vector<float> pred =
-      p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.train.precision, mode, p.cfg.cpu())
-              : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, mode, p.cfg.cpu());
+      p.model ? p.model->predict_prepared(norm, p.range, p.compute, mode)
+              : p.ensemble->predict(p.panel, p.range, p.compute, mode);
   if (p.ensemble) std::printf("predicting with %s\n", p.what(a.checkpoint).c_str());
   const PredictionFiles f = write_predictions(a.out, norm, pred, p.range, {}, p.ref().context(norm, mode));
   std::printf("wrote %s (%d, %d, %d; NaN outside the %s split) and %s (%zu rows)\n", f.npy.c_str(), p.panel.N,

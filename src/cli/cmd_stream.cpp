@@ -21,7 +21,6 @@
 #include <unordered_set>
 
 #include "cli/commands.h"
-#include "core/device.h"
 #include "core/fault.h"
 #include "core/shortest.h"
 #include "data/csv.h"
@@ -251,7 +250,8 @@ int cmd_stream(const StreamArgs& a) {
   }
   const Model& ref = model ? *model : ensemble->member(0);
   RunConfig cfg = load_run_config(a.config, a.overrides, a.settings);
-  check_inference_settings(cfg, a, ref.data_config(), a.checkpoint, "the stream", false);
+  const Compute compute = resolve(cfg.compute());
+  check_inference_settings(cfg, a, ref.data_config(), a.checkpoint, "the stream", false, compute);
   if (!cfg.was_given_in("data")) cfg.data = ref.data_config();
   const CsvStreamSpec spec = column_spec(cfg.data, ref.feature_names());
   const std::string lock_path = a.state.empty() ? "" : a.state + ".lock";
@@ -288,10 +288,7 @@ int cmd_stream(const StreamArgs& a) {
           "on, a --state to resume, or --new-instruments to take each one as it first appears");
   StreamOptions opt;
   opt.mode = mode;
-  opt.device = cfg.run.device;
-  opt.precision = cfg.train.precision;
-  opt.threads = cfg.run.threads;
-  opt.reference = cfg.cpu().reference;
+  opt.compute = compute;
   opt.source = a.checkpoint;
   for (const ConfigSetting& f : a.settings)
     require(f.key != "train.precision" || f.value == to_string(Precision::FP32) || mode == PredictMode::window,

@@ -13,13 +13,4 @@ std::vector<std::string> gpu_devices() {
   return out;
 }
 
-bool use_gpu(const std::string& device) {
-  require(device == "auto" || device == "cpu" || device == "gpu",
-          "run.device must be 'auto', 'cpu' or 'gpu', got '" + device + "'");
-  if (device == "cpu") return false;
-  const int gpus = cuda_device_count();
-  require(device != "gpu" || gpus > 0, "run.device = 'gpu' but no CUDA device was found (use 'auto' or 'cpu')");
-  return gpus > 0;
-}
-
 }  // namespace mlalpha

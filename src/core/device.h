@@ -1,10 +1,4 @@
 #pragma once
-// Which device a setting picks (run.device, --device).
-#include <string>
-
-namespace mlalpha {
-
-// True for device "gpu" (which requires one: an error otherwise) and for "auto" with a GPU present.
-bool use_gpu(const std::string& device);
-
-}  // namespace mlalpha
+// The CUDA devices (include/mlalpha/device.h). Which device a setting picks: resolve() in mlalpha/compute.h, the one
+// place that decides.
+#include "mlalpha/device.h"

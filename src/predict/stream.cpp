@@ -5,7 +5,6 @@
 #include <string>
 
 #include "checkpoint/run_record.h"
-#include "core/device.h"
 #include "core/error.h"
 #include "core/shortest.h"
 #include "cpu/model_cpu.h"
@@ -64,9 +63,9 @@ StreamPredictor::Impl::Impl(std::vector<const Model*> models, std::vector<std::s
   const Model& first = *models.front();
   F = first.model_config().F, K = first.model_config().K, C = first.train_config().L;
   feature_names = first.feature_names(), target_names = first.target_names();
-  if (use_gpu(opt.device)) ctx = std::make_unique<Context>(0);
+  if (opt.compute.gpu()) ctx = std::make_unique<Context>(0);
   // On the CPU one pool serves every member in turn (an ensemble of E members does not keep E pools spinning).
-  else pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_threads(opt.threads));
+  else pool = std::make_unique<cpu::ThreadPool>(opt.compute.threads());
   hash = 1469598103934665603ull;
   for (const Model* m : models) {
     require(m->train_config().L == C, "stream: the members were trained with different train.seq_len (" +
@@ -84,7 +83,7 @@ StreamPredictor::Impl::Impl(std::vector<const Model*> models, std::vector<std::s
   for (auto& m : members) {
     m->proc = std::make_unique<BarProcessor>(m->data, m->stats, F, instruments());
     m->engine = make_stream_engine({&m->layout, &m->params, m->train, opt.mode, instruments(), ctx.get(),
-                                    {opt.threads, opt.reference}, pool.get(), opt.precision});
+                                    opt.compute, pool.get()});
   }
 }
 

@@ -35,7 +35,7 @@ class CarryEngine : public StreamEngine {
     if (s.ctx)
       gpu_ = std::make_unique<GpuStepper>(*s.ctx, lay_, *s.params, s.instruments);
     else
-      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.cpu.threads, s.cpu.reference, s.pool});
+      cpu_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments, CpuStepperOptions{s.compute.threads(), s.compute.reference(), s.pool});
   }
   void bar(const float* x, const uint8_t* present, const float*, const int*, int64_t, float* out) override {
     if (gpu_) gpu_->step(x, present, out);
@@ -84,11 +84,12 @@ class WindowEngine : public StreamEngine {
   explicit WindowEngine(const StreamEngineSpec& s)
       : lay_(*s.layout), params_(*s.params), C_(s.train.L), F_(s.layout->cfg.F), K_(s.layout->cfg.K),
         I_(s.instruments), tile_(prediction_tile(s.train, s.instruments, s.train.L)), ctx_(s.ctx),
-        precision_(s.precision), cpu_(s.cpu) {
+        precision_(s.compute.precision()), compute_(s.compute) {
     require(C_ >= 1, "stream: train.seq_len must be >= 1");
     // The CPU's model is made once (its threads and inference buffers serve every bar); the reference is made
     // per bar by predict_cpu (it holds nothing worth keeping).
-    if (!ctx_ && !cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads, .pool = s.pool});
+    if (!ctx_ && !compute_.reference())
+      cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = compute_.threads(), .pool = s.pool});
     ring_.assign(size_t(I_) * C_ * F_, 0.0f);
     fill_.assign(size_t(C_) * F_, 0.0f);
     if (ctx_) {
@@ -190,7 +191,7 @@ class WindowEngine : public StreamEngine {
 
   std::vector<float> run_cpu(const Panel& w, const WindowPlan& plan) {
     return cpu_model_ ? predict_cpu(*cpu_model_, params_, w, plan, tile_)
-                      : predict_cpu(lay_, params_, w, plan, tile_, cpu_);
+                      : predict_cpu(lay_, params_, w, plan, tile_, compute_);
   }
 
   std::vector<float> run_gpu(const Panel& w, const WindowPlan& plan) {
@@ -207,7 +208,7 @@ class WindowEngine : public StreamEngine {
   std::vector<float> fill_;  // (C, F)
   Context* ctx_;
   Precision precision_;
-  CpuSettings cpu_;
+  Compute compute_;
   std::unique_ptr<cpu::CpuModel> cpu_model_;
   std::unique_ptr<GpuModel> model_;
   DeviceBuffer<float> dparams_, xb_, dx_;
