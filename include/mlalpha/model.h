@@ -132,4 +132,12 @@ class Model : public Predictor {
   std::unique_ptr<Impl> impl_;
 };
 
+// A file a command writes by renaming over it (predict's <out>.npy and .csv, eval's --long-short-svg) may not be a
+// file it reads, the same file through symbolic and hard links: the data files of `data` (data.csv, data.features,
+// data.targets), the checkpoint and its optimizer sidecar, or any file of the folder `checkpoint` names (a
+// population run). Throws Error "<flag> <value>: <target> is the same file as <which>: the command would write over
+// a file it reads (give another <flag>)".
+void check_output_not_read(const std::string& flag, const std::string& value, const std::string& target,
+                           const std::string& checkpoint, const DataConfig& data);
+
 }  // namespace mlalpha

@@ -23,6 +23,8 @@
 // out, through pinned memory (model/model_step_gpu.h).
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -117,5 +119,37 @@ class StreamPredictor {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// `ml-alpha stream` as a call (docs/data.md, "Streaming"; the command parses its flags into this and prints): rows
+// (time, instrument, features) as CSV in, one prediction row per input row out ("time,instrument,context,pred_<k>")
+// as soon as its time step is complete. With `state` it is crash-consistent: each complete step's rows are appended
+// to the output and made durable, then the state is saved atomically; a restart with the same settings skips the
+// input rows the state holds, drops the output rows written after its last save and writes them again, so its
+// output and state equal an uninterrupted stream's; a step only the end of the input completes waits for the next
+// run. No file written is one read (the input, the history, the instruments file, the checkpoint's files). Errors
+// and messages name the command's flags (--input, --output, --state, --history, --instruments-file).
+struct CsvStreamSettings {
+  std::string input = "-";                 // a CSV file, or "-": standard_input
+  std::istream* standard_input = nullptr;  // what input "-" reads (the command's std::cin)
+  std::string output = "-";                // a CSV file (appended to when resuming), or "-": `write`
+  std::function<void(const std::string&)> write;    // output "-": the header, then each step's rows; throws to stop
+  std::function<void(const std::string&)> message;  // a line for the user (the command's stderr)
+  std::vector<std::string> instruments;    // listed (--instruments)
+  std::string instruments_file;            // one name a line ("": none)
+  std::string history;                     // a CSV of earlier rows to warm a new stream up on ("": none)
+  std::string state;                       // resumed from when it exists, written after every time step ("": none)
+  bool new_instruments = false;            // an instrument seen for the first time joins the stream
+  std::string checkpoint;                  // the checkpoint or run folder the model was read from (never written)
+  DataConfig data;                         // the columns: time, instrument, features (the model's when empty),
+                                           // delimiter, time format
+  StreamOptions options;                   // the mode, the compute settings, the source recorded in the state
+};
+struct CsvStreamSummary {
+  int64_t steps = 0, rows = 0;  // time steps and rows predicted by this call
+  int instruments = 0;          // the stream's instruments at the end
+};
+// The stream of one checkpoint, or of a population's mean-ensemble.
+CsvStreamSummary stream_csv(const Model& model, const CsvStreamSettings& settings);
+CsvStreamSummary stream_csv(const Ensemble& ensemble, const CsvStreamSettings& settings);
 
 }  // namespace mlalpha

@@ -7,9 +7,9 @@
 #include <iostream>
 #include <optional>
 
-#include "cli/commands.h"
-#include "core/shortest.h"
-#include "data/fileio.h"
+#include <charconv>
+
+#include "commands.h"
 #include "mlalpha/device.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/model.h"
@@ -120,28 +120,8 @@ void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const D
 
 namespace {
 
-// A file a command writes by renaming over it (predict's <out>.npy and .csv, eval's --long-short-svg) may not be a
-// file it reads, the same inode through symbolic and hard links: the data, the checkpoint file and its optimizer
-// sidecar, or any file of a population run folder given as --checkpoint.
-void check_not_a_read_file(const std::string& flag, const std::string& value, const std::string& target,
-                           const std::string& checkpoint, const DataConfig& d) {
-  ReadFiles read;
-  for (const auto& [what, path] : {std::pair<std::string, std::string>{"data.csv", d.csv}, {"data.features", d.features},
-                                   {"data.targets", d.targets}, {"--checkpoint", checkpoint},
-                                   {"the checkpoint's", checkpoint + ".optim.safetensors"}})
-    if (!path.empty()) read.add(what, path);
-  std::error_code ec;
-  if (std::filesystem::is_directory(checkpoint, ec))
-    for (auto it = std::filesystem::recursive_directory_iterator(checkpoint, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file(ec)) read.add("the --checkpoint folder's", it->path().string());
-  if (const std::optional<std::string> same = read.which(target))
-    throw Error(flag + " " + value + ": " + target + " is the same file as " + *same +
-                ": the command would write over a file it reads (give another " + flag + ")");
-}
-
 void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
-  for (const std::string& target : {out + ".npy", out + ".csv"}) check_not_a_read_file("--out", out, target, checkpoint, d);
+  for (const std::string& target : {out + ".npy", out + ".csv"}) check_output_not_read("--out", out, target, checkpoint, d);
 }
 
 }  // namespace
@@ -149,7 +129,7 @@ void check_predict_outputs(const std::string& out, const std::string& checkpoint
 int cmd_eval(const EvalArgs& a) {
   const Prepared p = prepare(a, false);
   if (!a.long_short_svg.empty())
-    check_not_a_read_file("--long-short-svg", a.long_short_svg, a.long_short_svg, a.checkpoint, p.cfg.data);
+    check_output_not_read("--long-short-svg", a.long_short_svg, a.long_short_svg, a.checkpoint, p.cfg.data);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the evaluated " + a.split + " range"))
     std::cerr << w << std::endl;
   ScoreOptions so;
@@ -273,6 +253,13 @@ int population_info(const std::string& dir, int fold) {
                                              : std::vector<std::string>{"model"})
                   .c_str());
   return 0;
+}
+
+// A number as the user would write it: the shortest text that reads back to the same value.
+std::string shortest_text(double v) {
+  char buf[40];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 // A stream's state file: what it continues and where a restart picks up (docs/data.md, "Streaming").
