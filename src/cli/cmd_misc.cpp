@@ -31,6 +31,11 @@ struct Prepared {
   TimeRange range;
   // The settings, statistics and fold: the model's, or the first member's (the members share them).
   const Model& ref() const { return model ? *model : ensemble->member(0); }
+  // What predicts: the model, or the members' mean.
+  const Predictor& predictor() const {
+    if (model) return *model;
+    return *ensemble;
+  }
   // "runs/x/best.safetensors (step 400)" or "the mean of 3 members of runs/pop (member-00, member-01, ...)".
   std::string what(const std::string& checkpoint) const {
     if (model) return checkpoint + " (step " + std::to_string(model->step()) + ")";
@@ -137,9 +142,7 @@ int cmd_eval(const EvalArgs& a) {
   so.periods_per_year = p.cfg.run.periods_per_year;
   so.train = p.ref().training_range(p.panel);
   const PredictMode mode = parse_predict_mode(a.mode, "--mode");
-  const MetricsResult r =
-      p.model ? p.model->evaluate(p.panel, p.range, p.compute, so, mode)
-              : p.ensemble->evaluate(p.panel, p.range, p.compute, so, mode);
+  const MetricsResult r = p.predictor().evaluate(p.panel, p.range, p.compute, so, mode);
   std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
               range_text(p.panel, p.range).c_str());
   std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
