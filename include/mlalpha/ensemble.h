@@ -58,6 +58,7 @@ class Ensemble : public Predictor {
   // turn), so a member's predictions are bitwise its own Model::predict's. evaluate: the metrics over `range`
   // against the processed targets (member(0).prepare(raw): the members of one fold process the targets alike).
   // model_config(), train_config(), feature_names(), target_names(): member 0's, which every member shares.
+  std::vector<const Model*> models() const override;  // the members, in member order
   const ModelConfig& model_config() const override { return member(0).model_config(); }
   const TrainConfig& train_config() const override { return member(0).train_config(); }
   const std::vector<std::string>& feature_names() const override { return member(0).feature_names(); }

@@ -30,6 +30,8 @@ std::string to_string(PredictMode m);  // "window" | "carry"
 // "window" or "carry"; anything else is an Error naming `what` (e.g. "--mode").
 PredictMode parse_predict_mode(const std::string& s, const std::string& what = "mode");
 
+class Model;
+
 // What predicts a panel: a Model, or an Ensemble (the mean of its members). The command, Python and programs
 // predict and evaluate through this one interface. `compute` is resolved by the caller (mlalpha/compute.h); the
 // default resolves the defaults (device auto: the GPU when one is present; every CPU thread).
@@ -47,6 +49,9 @@ class Predictor {
                          const ScoreOptions& options = {}, PredictMode mode = PredictMode::window) const {
     return do_evaluate(raw, range, compute, options, mode);
   }
+  // The models whose predictions this averages, in order: a Model, itself; an Ensemble, its members (the stream
+  // steps each of them, mlalpha/stream.h).
+  virtual std::vector<const Model*> models() const = 0;
   // The settings the predictions follow (an ensemble's: its first member's, which every member shares).
   virtual const ModelConfig& model_config() const = 0;
   virtual const TrainConfig& train_config() const = 0;
@@ -75,6 +80,7 @@ class Model : public Predictor {
   // Writes the checkpoint atomically (and its sidecar when the model has optimizer state).
   void save(const std::string& path) const;
 
+  std::vector<const Model*> models() const override { return {this}; }
   const ModelConfig& model_config() const override;
   const TrainConfig& train_config() const override;
   const FeatureStats& feature_stats() const;

@@ -65,10 +65,9 @@ StreamStateInfo read_stream_state_info(const std::string& path);
 
 class StreamPredictor {
  public:
-  // A stream of `model` for these instruments (names, unique, at least one).
-  StreamPredictor(const Model& model, std::vector<std::string> instruments, const StreamOptions& options = {});
-  // The mean of the members' streams, summed in double in member order and rounded once (as Ensemble::predict).
-  StreamPredictor(const Ensemble& ensemble, std::vector<std::string> instruments, const StreamOptions& options = {});
+  // A stream of `predictor` for these instruments (names, unique, at least one): a Model's, or for an Ensemble the
+  // mean of its members' streams, summed in double in member order and rounded once (as Ensemble::predict).
+  StreamPredictor(const Predictor& predictor, std::vector<std::string> instruments, const StreamOptions& options = {});
   StreamPredictor(StreamPredictor&&) noexcept;
   StreamPredictor& operator=(StreamPredictor&&) noexcept;
   ~StreamPredictor();
@@ -148,8 +147,7 @@ struct CsvStreamSummary {
   int64_t steps = 0, rows = 0;  // time steps and rows predicted by this call
   int instruments = 0;          // the stream's instruments at the end
 };
-// The stream of one checkpoint, or of a population's mean-ensemble.
-CsvStreamSummary stream_csv(const Model& model, const CsvStreamSettings& settings);
-CsvStreamSummary stream_csv(const Ensemble& ensemble, const CsvStreamSettings& settings);
+// The stream of one checkpoint (a Model), or of a population's mean-ensemble (an Ensemble).
+CsvStreamSummary stream_csv(const Predictor& predictor, const CsvStreamSettings& settings);
 
 }  // namespace mlalpha

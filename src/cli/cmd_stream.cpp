@@ -71,7 +71,8 @@ int cmd_stream(const StreamArgs& a) {
   s.options.mode = mode;
   s.options.compute = compute;
   s.options.source = a.checkpoint;
-  const CsvStreamSummary done = model ? stream_csv(*model, s) : stream_csv(*ensemble, s);
+  const Predictor& predictor = model ? static_cast<const Predictor&>(*model) : *ensemble;
+  const CsvStreamSummary done = stream_csv(predictor, s);
   std::fprintf(stderr, "stream: %lld time steps, %lld rows, %d instruments, mode %s%s%s\n",
                static_cast<long long>(done.steps), static_cast<long long>(done.rows), done.instruments,
                to_string(mode).c_str(), a.state.empty() ? "" : "; state in ", a.state.c_str());

@@ -337,6 +337,12 @@ std::string Ensemble::leaderboard_cell(size_t i, const std::string& column) cons
   return c < row->second.size() ? row->second[c] : "";
 }
 
+std::vector<const Model*> Ensemble::models() const {
+  std::vector<const Model*> out;
+  for (const Model& m : impl_->models) out.push_back(&m);
+  return out;
+}
+
 std::vector<float> predict_ensemble(const Ensemble& e, const Panel& raw, TimeRange range, const Compute& compute,
                                     PredictMode mode, Panel* first_norm, PredictStats* stats) {
   const std::vector<Model>& models = e.impl().models;

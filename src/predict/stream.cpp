@@ -37,12 +37,6 @@ uint64_t member_hash(uint64_t h, const StreamPredictor::Impl::Member& m) {
   return h;
 }
 
-std::vector<const Model*> members_of(const Ensemble& e) {
-  std::vector<const Model*> out;
-  for (size_t i = 0; i < e.size(); ++i) out.push_back(&e.member(i));
-  return out;
-}
-
 }  // namespace
 
 void check_instrument_names(const std::vector<std::string>& names) {
@@ -117,10 +111,9 @@ void StreamPredictor::Impl::remap(std::span<const int> from, std::vector<std::st
   set_names(std::move(n));
 }
 
-StreamPredictor::StreamPredictor(const Model& model, std::vector<std::string> instruments, const StreamOptions& o)
-    : impl_(std::make_unique<Impl>(std::vector<const Model*>{&model}, std::move(instruments), o)) {}
-StreamPredictor::StreamPredictor(const Ensemble& e, std::vector<std::string> instruments, const StreamOptions& o)
-    : impl_(std::make_unique<Impl>(members_of(e), std::move(instruments), o)) {}
+StreamPredictor::StreamPredictor(const Predictor& predictor, std::vector<std::string> instruments,
+                                 const StreamOptions& o)
+    : impl_(std::make_unique<Impl>(predictor.models(), std::move(instruments), o)) {}
 StreamPredictor::StreamPredictor(StreamPredictor&&) noexcept = default;
 StreamPredictor& StreamPredictor::operator=(StreamPredictor&&) noexcept = default;
 StreamPredictor::~StreamPredictor() = default;

@@ -227,7 +227,7 @@ std::optional<AppendFile> open_output(const CsvStreamSettings& a, bool resume, c
 
 using MakeStream = std::function<StreamPredictor(const std::vector<std::string>&)>;
 
-// The stream of `ref`'s checkpoint (a model, or the first member of an ensemble), made by `make`.
+// The stream made by `make`; `ref`: its model, or its first member (the columns, the targets' names).
 CsvStreamSummary run_stream(const Model& ref, const MakeStream& make, const CsvStreamSettings& s) {
   const CsvStreamSpec spec = column_spec(s.data, ref.feature_names());
   const std::string lock_path = s.state.empty() ? "" : s.state + ".lock";
@@ -385,14 +385,12 @@ CsvStreamSummary run_stream(const Model& ref, const MakeStream& make, const CsvS
 
 }  // namespace
 
-CsvStreamSummary stream_csv(const Model& model, const CsvStreamSettings& s) {
-  return run_stream(model, [&](const std::vector<std::string>& list) { return StreamPredictor(model, list, s.options); },
-                    s);
-}
-
-CsvStreamSummary stream_csv(const Ensemble& ensemble, const CsvStreamSettings& s) {
-  return run_stream(ensemble.member(0),
-                    [&](const std::vector<std::string>& list) { return StreamPredictor(ensemble, list, s.options); }, s);
+CsvStreamSummary stream_csv(const Predictor& predictor, const CsvStreamSettings& s) {
+  const std::vector<const Model*> models = predictor.models();
+  require(!models.empty(), "stream: no model");
+  return run_stream(*models.front(), [&](const std::vector<std::string>& list) {
+    return StreamPredictor(predictor, list, s.options);
+  }, s);
 }
 
 }  // namespace mlalpha
