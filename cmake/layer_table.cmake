@@ -17,7 +17,7 @@ set(MLALPHA_LAYER_TABLE
   "dist|dist|"
   "data|data|panel.h"
   "model|model|"
-  "config|config|config.h metric_table.h"
+  "config|config|config.h metric_table.h compute.h"
   "eval|checkpoint eval|metrics.h records.h progress.h eval.h"
   "predict|predict|model.h ensemble.h stream.h"
   "train|train|"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mlalpha/compute.h"
 #include "mlalpha/config_types.h"
 #include "mlalpha/device.h"
 
@@ -14,7 +15,7 @@ namespace mlalpha {
 struct RunSettings {
   std::string device = "auto";  // auto | cpu | gpu
   // The CPU backend: worker threads (0 = every CPU this process may use, at most 64; the bits do not depend
-  // on it) and the model it runs, "fast" or "reference" (CpuSettings, mlalpha/device.h).
+  // on it) and the model it runs, "fast" or "reference". With device and train.precision: RunConfig::compute().
   int threads = 0;
   std::string cpu_kernels = "fast";
   bool graph = true;
@@ -56,7 +57,9 @@ struct RunConfig {
   bool was_given(const std::string& key) const { return given.count(key) > 0; }
   bool was_given_in(const std::string& section) const;  // any key of "data", "model", ...
   void validate() const;  // every section, with the key names of the file
-  CpuSettings cpu() const { return {run.threads, run.cpu_kernels == "reference"}; }
+  // run.device, train.precision, run.threads and run.cpu_kernels as a request for resolve() (mlalpha/compute.h),
+  // named by their keys.
+  ComputeRequest compute() const;
 };
 
 // A setting given by a program or a command line flag, applied after the file and the "section.key=value"

@@ -1,18 +1,13 @@
 #pragma once
-// The CUDA devices this process can use, and how the CPU backend computes.
+// The CUDA devices this process can use. Which device a run computes on, and how: mlalpha/compute.h.
 #include <string>
 #include <vector>
 
 namespace mlalpha {
 
-// The CPU backend's settings (run.threads, run.cpu_kernels; docs/config.md): the fast CPU model on `threads`
-// worker threads, 0 meaning every CPU this process may use (its affinity mask and cgroup quota), at most 64;
-// or, with `reference`, the reference model (plain loops on one thread: the tests' oracle). The thread count
-// changes no bit of any result; the reference computes the same function with other roundings.
-struct CpuSettings {
-  int threads = 0;
-  bool reference = false;
-};
+// Whether this build holds the GPU parts: false for a CPU-only build (cmake -DMLALPHA_CUDA=OFF, or built where there
+// is no CUDA toolkit), which computes on the CPU and refuses device 'gpu'.
+bool gpu_support_built();
 
 // One line per device ("NVIDIA H200, sm_90, 132 SMs, 139.8 GiB"); empty without a GPU or driver.
 std::vector<std::string> gpu_devices();

@@ -20,7 +20,7 @@ struct EnsembleSelection {
   static EnsembleSelection parse(const std::string& text);
 };
 
-class Ensemble {
+class Ensemble : public Predictor {
  public:
   // Reads the members of a population run. run_dir: the run folder (out_dir, holding population.json) of a
   // single split; for a walk-forward run the run folder with `fold` >= 0, or a fold's folder (fold-k/),
@@ -51,22 +51,28 @@ class Ensemble {
   const std::vector<std::string>& leaderboard_columns() const;  // its header ({} without the file)
   int fold() const;                                // the walk-forward fold (0 for a single split)
 
-  // The mean over the members of Model::predict(raw, range, ...) (each member prepares `raw` with its own
-  // recorded statistics), summed in double in member order and rounded once to float: NaN where any
-  // member's prediction is NaN. (N, T, K), NaN outside `range`.
-  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                             Precision precision = Precision::FP32, PredictMode mode = PredictMode::window,
-                             const CpuSettings& cpu = {}) const;
-  // predict, then the metrics over `range` against the processed targets (member(0).prepare(raw): the
-  // members of one fold process the targets alike).
-  MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto", Precision precision = Precision::FP32,
-                         const ScoreOptions& options = {}, PredictMode mode = PredictMode::window,
-                         const CpuSettings& cpu = {}) const;
+  // Predictor: predict is the mean over the members of Model::predict(raw, range, ...) (each member prepares
+  // `raw` with its own recorded statistics), summed in double in member order and rounded once to float: NaN
+  // where any member's prediction is NaN. (N, T, K), NaN outside `range`. The members share one model object and
+  // one loaded panel (on the GPU: one device model, one upload of the features; each member's weights uploaded in
+  // turn), so a member's predictions are bitwise its own Model::predict's. evaluate: the metrics over `range`
+  // against the processed targets (member(0).prepare(raw): the members of one fold process the targets alike).
+  // model_config(), train_config(), feature_names(), target_names(): member 0's, which every member shares.
+  std::vector<const Model*> models() const override;  // the members, in member order
+  const ModelConfig& model_config() const override { return member(0).model_config(); }
+  const TrainConfig& train_config() const override { return member(0).train_config(); }
+  const std::vector<std::string>& feature_names() const override { return member(0).feature_names(); }
+  const std::vector<std::string>& target_names() const override { return member(0).target_names(); }
 
   struct Impl;
   explicit Ensemble(std::unique_ptr<Impl> impl);
+  const Impl& impl() const { return *impl_; }
 
  private:
+  std::vector<float> do_predict(const Panel& raw, TimeRange range, const Compute& compute,
+                                PredictMode mode) const override;
+  MetricsResult do_evaluate(const Panel& raw, TimeRange range, const Compute& compute, const ScoreOptions& options,
+                            PredictMode mode) const override;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mlalpha/compute.h"
 #include "mlalpha/config.h"
 #include "mlalpha/error.h"
 #include "mlalpha/eval.h"
@@ -29,7 +30,42 @@ std::string to_string(PredictMode m);  // "window" | "carry"
 // "window" or "carry"; anything else is an Error naming `what` (e.g. "--mode").
 PredictMode parse_predict_mode(const std::string& s, const std::string& what = "mode");
 
-class Model {
+class Model;
+
+// What predicts a panel: a Model, or an Ensemble (the mean of its members). The command, Python and programs
+// predict and evaluate through this one interface. `compute` is resolved by the caller (mlalpha/compute.h); the
+// default resolves the defaults (device auto: the GPU when one is present; every CPU thread).
+class Predictor {
+ public:
+  virtual ~Predictor() = default;
+  // Predictions (N, T, K) of `raw` (processed as the training processed its data), NaN outside `range`, each date
+  // as `mode` says; in the units of the processed targets.
+  std::vector<float> predict(const Panel& raw, TimeRange range, const Compute& compute = resolve({}),
+                             PredictMode mode = PredictMode::window) const {
+    return do_predict(raw, range, compute, mode);
+  }
+  // Predicts, then the metrics over `range` against the processed targets (as validation computes them).
+  MetricsResult evaluate(const Panel& raw, TimeRange range, const Compute& compute = resolve({}),
+                         const ScoreOptions& options = {}, PredictMode mode = PredictMode::window) const {
+    return do_evaluate(raw, range, compute, options, mode);
+  }
+  // The models whose predictions this averages, in order: a Model, itself; an Ensemble, its members (the stream
+  // steps each of them, mlalpha/stream.h).
+  virtual std::vector<const Model*> models() const = 0;
+  // The settings the predictions follow (an ensemble's: its first member's, which every member shares).
+  virtual const ModelConfig& model_config() const = 0;
+  virtual const TrainConfig& train_config() const = 0;
+  virtual const std::vector<std::string>& feature_names() const = 0;
+  virtual const std::vector<std::string>& target_names() const = 0;
+
+ private:
+  virtual std::vector<float> do_predict(const Panel& raw, TimeRange range, const Compute& compute,
+                                        PredictMode mode) const = 0;
+  virtual MetricsResult do_evaluate(const Panel& raw, TimeRange range, const Compute& compute,
+                                    const ScoreOptions& options, PredictMode mode) const = 0;
+};
+
+class Model : public Predictor {
  public:
   // Reads a checkpoint; the optimizer sidecar is read too when present (it is needed only to resume).
   // Corrupted bytes, non-finite weights and tensors that do not fit the recorded model are errors.
@@ -44,11 +80,12 @@ class Model {
   // Writes the checkpoint atomically (and its sidecar when the model has optimizer state).
   void save(const std::string& path) const;
 
-  const ModelConfig& model_config() const;
-  const TrainConfig& train_config() const;
+  std::vector<const Model*> models() const override { return {this}; }
+  const ModelConfig& model_config() const override;
+  const TrainConfig& train_config() const override;
   const FeatureStats& feature_stats() const;
-  const std::vector<std::string>& feature_names() const;
-  const std::vector<std::string>& target_names() const;
+  const std::vector<std::string>& feature_names() const override;
+  const std::vector<std::string>& target_names() const override;
   int64_t step() const;      // training steps behind these weights
   size_t parameters() const;  // trainable parameters
   bool has_optimizer_state() const;
@@ -71,19 +108,10 @@ class Model {
   Panel prepare(const Panel& raw) const;
   // Predicts (N, T, K) on an already prepared panel, NaN outside `range`, each date as `mode` says (window:
   // exactly as validation scores it); in the units of the processed targets (a data.target_scale the model was
-  // trained with is inverted: prepare() does not apply it). device: "auto" | "cpu" | "gpu"; `cpu`: the CPU
-  // backend's threads and model (mlalpha/device.h; the thread count changes no bit).
-  std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const std::string& device = "auto",
-                                      Precision precision = Precision::FP32,
-                                      PredictMode mode = PredictMode::window, const CpuSettings& cpu = {}) const;
-  // predict_prepared(prepare(raw)).
-  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                             Precision precision = Precision::FP32, PredictMode mode = PredictMode::window,
-                             const CpuSettings& cpu = {}) const;
-  // Predicts, then the metrics over `range` against the processed targets (as validation computes them).
-  MetricsResult evaluate(const Panel& raw, TimeRange range, const std::string& device = "auto",
-                         Precision precision = Precision::FP32, const ScoreOptions& options = {},
-                         PredictMode mode = PredictMode::window, const CpuSettings& cpu = {}) const;
+  // trained with is inverted: prepare() does not apply it). The CPU's thread count changes no bit.
+  std::vector<float> predict_prepared(const Panel& prepared, TimeRange range, const Compute& compute = resolve({}),
+                                      PredictMode mode = PredictMode::window) const;
+  // predict(raw) is predict_prepared(prepare(raw)) (Predictor).
   // (N, T): the rows behind each date's prediction in `mode` (window: min(train.seq_len, t + 1); carry: the
   // instrument's present rows up to t). Under train.seq_len in window mode: a date with a shorter history
   // than the model was trained on (the `context` column of the prediction files).
@@ -103,7 +131,19 @@ class Model {
   const Impl& impl() const { return *impl_; }
 
  private:
+  std::vector<float> do_predict(const Panel& raw, TimeRange range, const Compute& compute,
+                                PredictMode mode) const override;
+  MetricsResult do_evaluate(const Panel& raw, TimeRange range, const Compute& compute, const ScoreOptions& options,
+                            PredictMode mode) const override;
   std::unique_ptr<Impl> impl_;
 };
+
+// A file a command writes by renaming over it (predict's <out>.npy and .csv, eval's --long-short-svg) may not be a
+// file it reads, the same file through symbolic and hard links: the data files of `data` (data.csv, data.features,
+// data.targets), the checkpoint and its optimizer sidecar, or any file of the folder `checkpoint` names (a
+// population run). Throws Error "<flag> <value>: <target> is the same file as <which>: the command would write over
+// a file it reads (give another <flag>)".
+void check_output_not_read(const std::string& flag, const std::string& value, const std::string& target,
+                           const std::string& checkpoint, const DataConfig& data);
 
 }  // namespace mlalpha

@@ -159,6 +159,25 @@ struct RunResult {
 // the model, the batch, the seed). `changes` receives a line per applied change.
 RunConfig resolve_run_config(const RunConfig& config, const std::string& resume, std::vector<std::string>* changes);
 
+// This process's place in a data-parallel run, as the environment a launcher set says (torchrun's, Open MPI's,
+// Slurm's or PMI's variables, or ml-alpha's own --gpus launcher's): what RunOptions' rank, world and local_rank
+// take. Throws Error naming the variable when one of a launcher's set is missing or inconsistent.
+struct RankEnvironment {
+  int rank = 0, world = 1, local_rank = 0;
+  std::string source = "none";  // "torchrun", "openmpi", "slurm", "pmi" or "none" (a single process)
+  bool launched = false;        // started by launch_local_ranks: a rank, which must not launch again
+};
+RankEnvironment rank_environment();
+
+// `ml-alpha train --gpus N` on one host (docs/multi-gpu.md): starts `processes` ranks of this very program, one
+// per GPU, each with `argv` (argv[0] included) and the variables torchrun would set, and waits for all of them;
+// rank 0 writes to this process's stdout and stderr, rank k >= 1 to <log_dir>/rank<k>.log. When one fails the
+// others are stopped and the Error names it, its exit status and its log.
+void launch_local_ranks(int processes, const std::vector<std::string>& argv, const std::string& log_dir);
+// A new empty folder under the system's temporary folder, its name starting with `prefix`; `what` names it in an
+// Error (it is not removed: the ranks' logs stay for the user).
+std::string make_temp_folder(const std::string& prefix, const std::string& what);
+
 // Loads the data the config names and trains; see the top of this file.
 RunResult run_training(const RunConfig& config, const RunOptions& options = {});
 // The same on a panel the caller built (e.g. from numpy or pandas).

@@ -23,6 +23,8 @@
 // out, through pinned memory (model/model_step_gpu.h).
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,10 +38,10 @@ namespace mlalpha {
 
 struct StreamOptions {
   PredictMode mode = PredictMode::carry;
-  std::string device = "auto";  // auto | cpu | gpu
-  int threads = 0;              // CPU threads (instruments are split over them); 0: every available CPU
-  bool reference = false;       // CPU: the reference kernels (the tests' oracle; run.cpu_kernels), not the fast ones
-  Precision precision = Precision::FP32;  // GPU, window mode only (the carry bar is fp32)
+  // Where and how (mlalpha/compute.h): the device; on the CPU the threads (instruments are split over them) and the
+  // kernels (the reference: the tests' oracle); on the GPU the precision, in window mode only (the carry bar is
+  // fp32). The default resolves the defaults: the GPU when one is present, every CPU thread.
+  Compute compute = resolve({});
   std::string source;           // the checkpoint's path, recorded in state files for `ml-alpha info` ("": none)
 };
 
@@ -63,10 +65,9 @@ StreamStateInfo read_stream_state_info(const std::string& path);
 
 class StreamPredictor {
  public:
-  // A stream of `model` for these instruments (names, unique, at least one).
-  StreamPredictor(const Model& model, std::vector<std::string> instruments, const StreamOptions& options = {});
-  // The mean of the members' streams, summed in double in member order and rounded once (as Ensemble::predict).
-  StreamPredictor(const Ensemble& ensemble, std::vector<std::string> instruments, const StreamOptions& options = {});
+  // A stream of `predictor` for these instruments (names, unique, at least one): a Model's, or for an Ensemble the
+  // mean of its members' streams, summed in double in member order and rounded once (as Ensemble::predict).
+  StreamPredictor(const Predictor& predictor, std::vector<std::string> instruments, const StreamOptions& options = {});
   StreamPredictor(StreamPredictor&&) noexcept;
   StreamPredictor& operator=(StreamPredictor&&) noexcept;
   ~StreamPredictor();
@@ -117,5 +118,36 @@ class StreamPredictor {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// `ml-alpha stream` as a call (docs/data.md, "Streaming"; the command parses its flags into this and prints): rows
+// (time, instrument, features) as CSV in, one prediction row per input row out ("time,instrument,context,pred_<k>")
+// as soon as its time step is complete. With `state` it is crash-consistent: each complete step's rows are appended
+// to the output and made durable, then the state is saved atomically; a restart with the same settings skips the
+// input rows the state holds, drops the output rows written after its last save and writes them again, so its
+// output and state equal an uninterrupted stream's; a step only the end of the input completes waits for the next
+// run. No file written is one read (the input, the history, the instruments file, the checkpoint's files). Errors
+// and messages name the command's flags (--input, --output, --state, --history, --instruments-file).
+struct CsvStreamSettings {
+  std::string input = "-";                 // a CSV file, or "-": standard_input
+  std::istream* standard_input = nullptr;  // what input "-" reads (the command's std::cin)
+  std::string output = "-";                // a CSV file (appended to when resuming), or "-": `write`
+  std::function<void(const std::string&)> write;    // output "-": the header, then each step's rows; throws to stop
+  std::function<void(const std::string&)> message;  // a line for the user (the command's stderr)
+  std::vector<std::string> instruments;    // listed (--instruments)
+  std::string instruments_file;            // one name a line ("": none)
+  std::string history;                     // a CSV of earlier rows to warm a new stream up on ("": none)
+  std::string state;                       // resumed from when it exists, written after every time step ("": none)
+  bool new_instruments = false;            // an instrument seen for the first time joins the stream
+  std::string checkpoint;                  // the checkpoint or run folder the model was read from (never written)
+  DataConfig data;                         // the columns: time, instrument, features (the model's when empty),
+                                           // delimiter, time format
+  StreamOptions options;                   // the mode, the compute settings, the source recorded in the state
+};
+struct CsvStreamSummary {
+  int64_t steps = 0, rows = 0;  // time steps and rows predicted by this call
+  int instruments = 0;          // the stream's instruments at the end
+};
+// The stream of one checkpoint (a Model), or of a population's mean-ensemble (an Ensemble).
+CsvStreamSummary stream_csv(const Predictor& predictor, const CsvStreamSettings& settings);
 
 }  // namespace mlalpha

@@ -3,7 +3,6 @@ safetensors checkpoints (docs/checkpoints.md)."""
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 
@@ -63,12 +62,6 @@ def _device(device, what: str) -> str:
     return device
 
 
-def _device_words(message: str) -> str:
-    """An engine message about run.device in the words of the device= argument that set it."""
-    message = re.sub(r"run\.device = '(\w+)'", r"device='\1'", message)
-    return message.replace("(use 'auto' or 'cpu')", "(use device='auto' or device='cpu')")
-
-
 def _step_index(value, name: str, what: str, optional: bool) -> int:
     """t0 / t1 as the engine takes them: a time step index (t1 None: the panel's end, -1)."""
     if value is None and optional:
@@ -104,10 +97,8 @@ def _predict(model, data, t0, t1, device, precision, tf32, what, mode="window", 
         series = x.ndim == 2
         y = np.full(x.shape[:-1] + (model.K,), np.nan, dtype=np.float32)
         panel = Panel.from_numpy(x, y)
-    try:
-        pred = model._core.predict(panel._core, t0, t1, device, precision, mode, threads)
-    except ValueError as e:
-        raise ValueError(_device_words(str(e))) from None
+    # The engine resolves device=, precision= and threads= once; its messages name these arguments.
+    pred = model._core.predict(panel._core, t0, t1, device, precision, mode, threads)
     if panel._frame is not None:
         # pred_<target>: joins the input frame (df.join(pred)) without clashing with its target column.
         return panel.to_frame(pred, [f"pred_{n}" for n in (model.target_names or [f"y{k}" for k in range(model.K)])])
@@ -164,10 +155,7 @@ class Model:
         """A streaming predictor for these instruments (names): .step(x) takes one bar's raw features and returns
         the predictions (mlalpha.Stream; docs/python.md, "Streaming")."""
         device = _device(device, "Model.stream")
-        try:
-            core = _core.Stream(self._core, _names(instruments), mode, device, int(threads), precision)
-        except ValueError as e:
-            raise ValueError(_device_words(str(e))) from None
+        core = _core.Stream(self._core, _names(instruments), mode, device, int(threads), precision)
         return Stream._of(core, self)
 
     @property
@@ -226,10 +214,7 @@ class Ensemble:
                precision: str = "fp32") -> "Stream":
         """Model.stream for the mean of the members (summed in member order, as Ensemble.predict)."""
         device = _device(device, "Ensemble.stream")
-        try:
-            core = _core.Stream.of_ensemble(self._core, _names(instruments), mode, device, int(threads), precision)
-        except ValueError as e:
-            raise ValueError(_device_words(str(e))) from None
+        core = _core.Stream.of_ensemble(self._core, _names(instruments), mode, device, int(threads), precision)
         return Stream._of(core, self)
 
     @property

@@ -361,18 +361,29 @@ std::string model_toml(const mlalpha::Model& m) {
   return mlalpha::to_toml(c, {"model", "train"});
 }
 
+// device=, precision=, threads= of predict and stream, resolved once (mlalpha/compute.h): its messages name the
+// Python arguments ("device='gpu' but no CUDA device was found (use device='auto' or device='cpu')").
+// device: "auto" | "cpu" | "gpu"; precision: "fp32" | "tf32" | "bf16"; threads: the CPU's (0: every CPU).
+mlalpha::Compute compute_of(const std::string& device, const std::string& precision, int threads) {
+  mlalpha::ComputeRequest r;
+  r.device = device, r.precision = precision, r.threads = threads;
+  r.names.style = mlalpha::ComputeNames::Style::argument;
+  r.names.device = "device", r.names.precision = "precision", r.names.threads = "threads";
+  return mlalpha::resolve(r);
+}
+
 // Model::predict or Ensemble::predict (t1 < 0: the panel's end) as a (N, T, K) array, without the GIL.
-// precision: "fp32" | "tf32" | "bf16" (mlalpha/precision.h); mode: "window" | "carry" (mlalpha/model.h);
-// threads: the CPU's (0: every CPU).
-template <typename Predictor>
-OutArray predict_of(const Predictor& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device,
+// mode: "window" | "carry" (mlalpha/model.h). P: Model or Ensemble (a Predictor; the template gives nanobind the
+// class it binds the method to).
+template <typename P>
+OutArray predict_of(const P& m, const mlalpha::Panel& p, int t0, int t1, const std::string& device,
                     const std::string& precision, const std::string& mode, int threads) {
-  const mlalpha::Precision prec = mlalpha::parse_precision(precision, "precision");
+  const mlalpha::Compute compute = compute_of(device, precision, threads);
   const mlalpha::PredictMode pm = mlalpha::parse_predict_mode(mode, "mode");
   std::vector<float> pred;
   {
     nb::gil_scoped_release release;
-    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, device, prec, pm, mlalpha::CpuSettings{threads, false});
+    pred = m.predict(p, {t0, t1 < 0 ? p.T : t1}, compute, pm);
   }
   return to_numpy(std::move(pred), {size_t(p.N), size_t(p.T), size_t(p.K)});
 }
@@ -390,9 +401,7 @@ mlalpha::StreamOptions stream_options(const std::string& mode, const std::string
                                       const std::string& precision) {
   mlalpha::StreamOptions o;
   o.mode = mlalpha::parse_predict_mode(mode, "mode");
-  o.device = device;
-  o.threads = threads;
-  o.precision = mlalpha::parse_precision(precision, "precision");
+  o.compute = compute_of(device, precision, threads);
   return o;
 }
 

@@ -116,7 +116,7 @@ int run_cpu_bench(const BenchArgs& a) {
     std::string verdict = std::string(s.name) + ": the weights after 2 steps, against " + std::to_string(threads[0]) +
                           " thread(s):";
     for (int t : threads) {
-      CpuTrainer tr(mc, tc, panel, {}, {.cpu = {.threads = t}});
+      CpuTrainer tr(mc, tc, panel, {}, {.compute = resolve({.device = "cpu", .threads = t})});
       tr.step();
       tr.step();
       if (first.empty()) first = tr.params();
@@ -125,13 +125,13 @@ int run_cpu_bench(const BenchArgs& a) {
     checks.push_back(verdict);
     double first_step = 0;
     for (int t : threads) {
-      CpuTrainer tr(mc, tc, panel, {}, {.cpu = {.threads = t}});
+      CpuTrainer tr(mc, tc, panel, {}, {.compute = resolve({.device = "cpu", .threads = t})});
       const StepTimes st = time_trainer(tr, a.warmup, steps);
       if (first_step == 0) first_step = st.step;
       row("fast", s, t, st, first_step / st.step);
     }
     if (a.reference) {  // plain loops on one thread: seconds a step for S, so a few steps
-      CpuTrainer tr(mc, tc, panel, {}, {.cpu = {.reference = true}});
+      CpuTrainer tr(mc, tc, panel, {}, {.compute = resolve({.device = "cpu", .threads = 1, .kernels = "reference"})});
       row("reference", s, 1, time_trainer(tr, 1, large ? 2 : std::max(3, a.steps / 3)), 0.0);
     }
   }

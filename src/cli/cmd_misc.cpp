@@ -7,10 +7,9 @@
 #include <iostream>
 #include <optional>
 
-#include "cli/commands.h"
-#include "core/device.h"
-#include "core/shortest.h"
-#include "data/fileio.h"
+#include <charconv>
+
+#include "commands.h"
 #include "mlalpha/device.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/model.h"
@@ -26,11 +25,17 @@ struct Prepared {
   std::optional<Model> model;        // --checkpoint names a file
   std::optional<Ensemble> ensemble;  // --checkpoint names a population run folder
   RunConfig cfg;
+  Compute compute;  // cfg.compute(), resolved once
   Panel panel;
   Split split;
   TimeRange range;
   // The settings, statistics and fold: the model's, or the first member's (the members share them).
   const Model& ref() const { return model ? *model : ensemble->member(0); }
+  // What predicts: the model, or the members' mean.
+  const Predictor& predictor() const {
+    if (model) return *model;
+    return *ensemble;
+  }
   // "runs/x/best.safetensors (step 400)" or "the mean of 3 members of runs/pop (member-00, member-01, ...)".
   std::string what(const std::string& checkpoint) const {
     if (model) return checkpoint + " (step " + std::to_string(model->step()) + ")";
@@ -61,7 +66,8 @@ Prepared prepare(const EvalArgs& a, bool allow_all) {
     std::cout << "data: as recorded in " << a.checkpoint << " (data.source = " << p.cfg.data.source << ")" << std::endl;
   }
   if (!p.cfg.was_given_in("split") && ref.has_data_config()) p.cfg.split = ref.split_config();
-  check_inference_settings(p.cfg, a, ref.data_config(), a.checkpoint, "eval and predict", true);
+  p.compute = resolve(p.cfg.compute());
+  check_inference_settings(p.cfg, a, ref.data_config(), a.checkpoint, "eval and predict", true, p.compute);
   require(a.split == "train" || a.split == "valid" || a.split == "test" || (allow_all && a.split == "all"),
           "--split must be train, valid, test" + std::string(allow_all ? " or all" : "") + ", got '" + a.split + "'");
   p.panel = load_panel(p.cfg.data);
@@ -85,7 +91,8 @@ std::string label(const std::vector<std::string>& names, size_t i) {
 }  // namespace
 
 void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const DataConfig& trained,
-                              const std::string& checkpoint, const std::string& command, bool reads_split) {
+                              const std::string& checkpoint, const std::string& command, bool reads_split,
+                              const Compute& compute) {
   const std::vector<ConfigSetting>& flags = a.settings;
   // A --set of a setting the command never reads (the model's shape and its training come from the checkpoint)
   // would be ignored silently. A config file is left alone: it is often the training's own file, given for its
@@ -111,35 +118,15 @@ void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const D
   same("data.robust_clip", std::to_string(cfg.data.robust_clip), std::to_string(trained.robust_clip));
   // The CPU computes in fp32 whatever --precision says: a flag that would do nothing is refused.
   for (const ConfigSetting& f : flags)
-    if (f.key == "train.precision" && f.value != to_string(Precision::FP32) && !use_gpu(cfg.run.device))
+    if (f.key == "train.precision" && f.value != to_string(Precision::FP32) && !compute.gpu())
       throw Error("--precision " + f.value + " is for the GPU; on the CPU " + command +
                   " must compute in fp32 (drop --precision, or run on the GPU: --device gpu)");
 }
 
 namespace {
 
-// A file a command writes by renaming over it (predict's <out>.npy and .csv, eval's --long-short-svg) may not be a
-// file it reads, the same inode through symbolic and hard links: the data, the checkpoint file and its optimizer
-// sidecar, or any file of a population run folder given as --checkpoint.
-void check_not_a_read_file(const std::string& flag, const std::string& value, const std::string& target,
-                           const std::string& checkpoint, const DataConfig& d) {
-  ReadFiles read;
-  for (const auto& [what, path] : {std::pair<std::string, std::string>{"data.csv", d.csv}, {"data.features", d.features},
-                                   {"data.targets", d.targets}, {"--checkpoint", checkpoint},
-                                   {"the checkpoint's", checkpoint + ".optim.safetensors"}})
-    if (!path.empty()) read.add(what, path);
-  std::error_code ec;
-  if (std::filesystem::is_directory(checkpoint, ec))
-    for (auto it = std::filesystem::recursive_directory_iterator(checkpoint, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file(ec)) read.add("the --checkpoint folder's", it->path().string());
-  if (const std::optional<std::string> same = read.which(target))
-    throw Error(flag + " " + value + ": " + target + " is the same file as " + *same +
-                ": the command would write over a file it reads (give another " + flag + ")");
-}
-
 void check_predict_outputs(const std::string& out, const std::string& checkpoint, const DataConfig& d) {
-  for (const std::string& target : {out + ".npy", out + ".csv"}) check_not_a_read_file("--out", out, target, checkpoint, d);
+  for (const std::string& target : {out + ".npy", out + ".csv"}) check_output_not_read("--out", out, target, checkpoint, d);
 }
 
 }  // namespace
@@ -147,7 +134,7 @@ void check_predict_outputs(const std::string& out, const std::string& checkpoint
 int cmd_eval(const EvalArgs& a) {
   const Prepared p = prepare(a, false);
   if (!a.long_short_svg.empty())
-    check_not_a_read_file("--long-short-svg", a.long_short_svg, a.long_short_svg, a.checkpoint, p.cfg.data);
+    check_output_not_read("--long-short-svg", a.long_short_svg, a.long_short_svg, a.checkpoint, p.cfg.data);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the evaluated " + a.split + " range"))
     std::cerr << w << std::endl;
   ScoreOptions so;
@@ -155,9 +142,7 @@ int cmd_eval(const EvalArgs& a) {
   so.periods_per_year = p.cfg.run.periods_per_year;
   so.train = p.ref().training_range(p.panel);
   const PredictMode mode = parse_predict_mode(a.mode, "--mode");
-  const MetricsResult r =
-      p.model ? p.model->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, mode, p.cfg.cpu())
-              : p.ensemble->evaluate(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, so, mode, p.cfg.cpu());
+  const MetricsResult r = p.predictor().evaluate(p.panel, p.range, p.compute, so, mode);
   std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
               range_text(p.panel, p.range).c_str());
   std::printf("| target | mse | mse_zero | mse_mean | ic | rank_ic | icir | dir_acc | points |\n"
@@ -203,8 +188,8 @@ int cmd_predict(const PredictArgs& a) {
   // The targets written beside the predictions are the processed ones the predictions estimate.
   const Panel norm = p.ref().prepare(p.panel);
   const std::vector<float> pred =
-      p.model ? p.model->predict_prepared(norm, p.range, p.cfg.run.device, p.cfg.train.precision, mode, p.cfg.cpu())
-              : p.ensemble->predict(p.panel, p.range, p.cfg.run.device, p.cfg.train.precision, mode, p.cfg.cpu());
+      p.model ? p.model->predict_prepared(norm, p.range, p.compute, mode)
+              : p.ensemble->predict(p.panel, p.range, p.compute, mode);
   if (p.ensemble) std::printf("predicting with %s\n", p.what(a.checkpoint).c_str());
   const PredictionFiles f = write_predictions(a.out, norm, pred, p.range, {}, p.ref().context(norm, mode));
   std::printf("wrote %s (%d, %d, %d; NaN outside the %s split) and %s (%zu rows)\n", f.npy.c_str(), p.panel.N,
@@ -271,6 +256,13 @@ int population_info(const std::string& dir, int fold) {
                                              : std::vector<std::string>{"model"})
                   .c_str());
   return 0;
+}
+
+// A number as the user would write it: the shortest text that reads back to the same value.
+std::string shortest_text(double v) {
+  char buf[40];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 // A stream's state file: what it continues and where a restart picks up (docs/data.md, "Streaming").

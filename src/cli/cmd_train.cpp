@@ -9,12 +9,9 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/commands.h"
-#include "core/device.h"
-#include "core/temp_dir.h"
-#include "dist/bootstrap.h"
-#include "dist/launch.h"
+#include "commands.h"
 #include "mlalpha/config.h"
+#include "mlalpha/device.h"
 #include "mlalpha/error.h"
 #include "mlalpha/metric_table.h"
 #include "mlalpha/run.h"
@@ -123,30 +120,25 @@ void print_solo(const RunResult& r) {
                 r.oos.mean.turnover, r.oos.mean.mse_zero, r.oos.mean.mse_mean);
 }
 
-// --gpus N: this process starts N ranks, one per GPU, each running this same command line (dist/launch.h),
+// --gpus N: this process starts N ranks, one per GPU, each running this same command line (launch_local_ranks),
 // and waits for them; rank 0's output is this terminal's, the others' go to a log folder named here.
 int launch_ranks(const TrainArgs& a) {
-  const int have = cuda_device_count();
+  const int have = int(gpu_devices().size());
   require(have >= a.gpus, "--gpus " + std::to_string(a.gpus) + ": this host shows " + std::to_string(have) +
                               " GPU(s) (CUDA_VISIBLE_DEVICES may hide some)");
-  const std::string dir = make_temp_dir("ml-alpha-ranks-", "--gpus: the ranks' log folder").string();
+  const std::string dir = make_temp_folder("ml-alpha-ranks-", "--gpus: the ranks' log folder");
   std::cout << "ml-alpha train: " << a.gpus << " rank(s), one per GPU, over NCCL; rank 0's output follows";
   if (a.gpus > 1) std::cout << ", ranks 1 to " << a.gpus - 1 << " log to " << dir << "/rank<k>.log";
   std::cout << std::endl;
-  dist::LaunchOptions o;
-  o.processes = a.gpus;
-  o.argv = a.argv;
-  o.log_dir = dir;
-  dist::launch_local(o);
+  launch_local_ranks(a.gpus, a.argv, dir);
   return 0;
 }
 
 }  // namespace
 
 int cmd_train(const TrainArgs& a) {
-  const dist::EnvLookup env = dist::process_env();
-  const dist::RankInfo rank = dist::rank_from_env(env);
-  const bool launched = dist::is_launched_rank(env);
+  const RankEnvironment rank = rank_environment();
+  const bool launched = rank.launched;
   if (a.gpus > 0 && !launched) {
     require(rank.world == 1, "--gpus " + std::to_string(a.gpus) + ": this process is already rank " +
                                  std::to_string(rank.rank) + " of " + std::to_string(rank.world) + " (" + rank.source +

@@ -55,9 +55,10 @@ int cmd_predict(const PredictArgs& a);
 // target_norm, nan_fill, robust_clip) given with another value than the checkpoint was trained with, and a
 // --precision other than fp32 on the CPU (whose kernels are fp32), and a --set of a setting the command never
 // reads (model., train. but precision, ...), are refused. `command` names the commands in the message ("eval and
-// predict"); `reads_split` says whether split. settings choose its range.
+// predict"); `reads_split` says whether split. settings choose its range; `compute` is cfg.compute() resolved.
 void check_inference_settings(const RunConfig& cfg, const CommonArgs& a, const DataConfig& trained,
-                              const std::string& checkpoint, const std::string& command, bool reads_split);
+                              const std::string& checkpoint, const std::string& command, bool reads_split,
+                              const Compute& compute);
 
 // `ml-alpha stream` (cmd_stream.cpp).
 struct StreamArgs : CommonArgs {

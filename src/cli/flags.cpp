@@ -1,5 +1,5 @@
 // The flags that set configuration keys (flags.h).
-#include "cli/flags.h"
+#include "flags.h"
 
 #include <charconv>
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "mlalpha/config.h"
 
 namespace mlalpha {

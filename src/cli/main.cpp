@@ -10,11 +10,10 @@
 #include <sstream>
 #include <string>
 
-#include "cli/bench.h"
-#include "cli/bench_stream.h"
-#include "core/device.h"
-#include "cli/commands.h"
-#include "cli/flags.h"
+#include "bench.h"
+#include "bench_stream.h"
+#include "commands.h"
+#include "flags.h"
 #include "mlalpha/device.h"
 #include "mlalpha/error.h"
 

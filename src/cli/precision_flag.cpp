@@ -1,5 +1,5 @@
 // --precision and its alias --tf32 (commands.h).
-#include "cli/commands.h"
+#include "commands.h"
 #include "mlalpha/error.h"
 
 namespace mlalpha {

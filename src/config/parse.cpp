@@ -320,6 +320,12 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(ss.str(), path, overrides, fs::path(path).parent_path().string(), settings);
 }
 
+ComputeRequest RunConfig::compute() const {
+  ComputeRequest r;
+  r.device = run.device, r.precision = to_string(train.precision), r.threads = run.threads, r.kernels = run.cpu_kernels;
+  return r;
+}
+
 bool RunConfig::was_given_in(const std::string& section) const {
   const std::string prefix = section + ".";
   for (const auto& k : given)

@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "core/shortest.h"
-#include "model/model_cpu.h"
 #include "data/csv.h"
 #include "data/normalize.h"
 #include "mlalpha/config.h"
@@ -95,13 +94,7 @@ void RunConfig::validate() const {
               std::to_string(split.walk_forward_folds) + " gives " +
               (split.walk_forward_folds == 1 ? "one fold" : "a single split") +
               ", so it would do nothing: set split.walk_forward_folds >= 2, or drop run.parallel_folds");
-  require(run.device == "auto" || run.device == "cpu" || run.device == "gpu",
-          "run.device must be 'auto', 'cpu' or 'gpu', got '" + run.device + "'");
-  require(run.threads >= 0 && run.threads <= cpu::kMaxCpuThreads,
-          "run.threads must be 0 (every CPU this process may use) or 1 to " + std::to_string(cpu::kMaxCpuThreads) +
-              ", got " + std::to_string(run.threads));
-  require(run.cpu_kernels == "fast" || run.cpu_kernels == "reference",
-          "run.cpu_kernels must be 'fast' or 'reference', got '" + run.cpu_kernels + "'");
+  compute().validate();  // run.device, train.precision, run.threads, run.cpu_kernels (mlalpha/compute.h)
   require(run.eval_every >= 0, "run.eval_every must be >= 0, got " + std::to_string(run.eval_every));
   require(run.patience >= 0, "run.patience must be >= 0, got " + std::to_string(run.patience));
   require(run.stop_after >= 0, "run.stop_after must be >= 0, got " + std::to_string(run.stop_after));

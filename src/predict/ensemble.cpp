@@ -13,7 +13,9 @@
 #include "checkpoint/run_records.h"
 #include "core/error.h"
 #include "data/fileio.h"
+#include "predict/model_parts.h"
 #include "predict/prediction_mean.h"
+#include "predict/predict_session.h"
 
 namespace mlalpha {
 
@@ -245,23 +247,14 @@ struct Ensemble::Impl {
   std::vector<int> ranks;
   Ranking ranking;
 
-  // The mean prediction; `first_norm` receives member 0's prepared panel when not null.
-  std::vector<float> predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                             PredictMode mode, const CpuSettings& cpu, Panel* first_norm) const {
-    PredictionMean mean;
-    Panel own, other;
-    Panel& first = first_norm ? *first_norm : own;
-    const Panel* norm = &first;
-    for (size_t i = 0; i < models.size(); ++i) {
-      // Members of one fold share their statistics: one prepared panel serves them all (the same bytes as
-      // each member's own Model::prepare).
-      if (i == 0) first = models[0].prepare(raw);
-      else if (!same_stats(models[i], models[i - 1])) other = models[i].prepare(raw), norm = &other;
-      mean.add(models[i].predict_prepared(*norm, range, device, precision, mode, cpu));
-    }
-    return mean.mean();
-  }
 };
+
+// Whether b's predictions can run in a session made for a: the same windows (train.seq_len) and tiles (the
+// batch of a step on this panel). The members of one population always can; the check keeps any other mix right.
+bool same_session(const Model& a, const Model& b, int N) {
+  const TrainConfig &ta = a.train_config(), &tb = b.train_config();
+  return ta.L == tb.L && ta.windows_per_step(N) == tb.windows_per_step(N);
+}
 
 Ensemble::Ensemble(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Ensemble::Ensemble(Ensemble&&) noexcept = default;
@@ -344,15 +337,52 @@ std::string Ensemble::leaderboard_cell(size_t i, const std::string& column) cons
   return c < row->second.size() ? row->second[c] : "";
 }
 
-std::vector<float> Ensemble::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                                     PredictMode mode, const CpuSettings& cpu) const {
-  return impl_->predict(raw, range, device, precision, mode, cpu, nullptr);
+std::vector<const Model*> Ensemble::models() const {
+  std::vector<const Model*> out;
+  for (const Model& m : impl_->models) out.push_back(&m);
+  return out;
 }
 
-MetricsResult Ensemble::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                                 const ScoreOptions& options, PredictMode mode, const CpuSettings& cpu) const {
+std::vector<float> predict_ensemble(const Ensemble& e, const Panel& raw, TimeRange range, const Compute& compute,
+                                    PredictMode mode, Panel* first_norm, PredictStats* stats) {
+  const std::vector<Model>& models = e.impl().models;
+  require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= raw.T,
+          "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
+              ") is empty or outside the data's [0, " + std::to_string(raw.T) + ")");
+  PredictionMean mean;
+  Panel own, other;
+  Panel& first = first_norm ? *first_norm : own;
+  const Panel* norm = nullptr;                // the prepared panel the session has loaded
+  std::unique_ptr<PredictSession> session;    // one model object and one loaded panel for the members
+  const Model* session_of = nullptr;          // the member the session was made for
+  for (size_t i = 0; i < models.size(); ++i) {
+    const Model& m = models[i];
+    bool load = false;
+    // Members of one fold share their statistics: one prepared panel serves them all (the same bytes as each
+    // member's own Model::prepare).
+    if (i == 0) first = m.prepare(raw), norm = &first, load = true;
+    else if (!same_stats(m, models[i - 1])) other = m.prepare(raw), norm = &other, load = true;
+    if (!session || !same_session(*session_of, m, raw.N)) {
+      session = std::make_unique<PredictSession>(compute, m.model_config(), m.train_config(), stats);
+      session_of = &m, load = true;
+    }
+    if (load) session->load(*norm, range, mode);
+    std::vector<float> pred = session->predict(model_params(m));
+    unscale_predictions(pred, norm->K, m.feature_stats());  // data.target_scale: back to the targets' units
+    mean.add(pred);
+  }
+  return mean.mean();
+}
+
+std::vector<float> Ensemble::do_predict(const Panel& raw, TimeRange range, const Compute& compute,
+                                        PredictMode mode) const {
+  return predict_ensemble(*this, raw, range, compute, mode);
+}
+
+MetricsResult Ensemble::do_evaluate(const Panel& raw, TimeRange range, const Compute& compute,
+                                    const ScoreOptions& options, PredictMode mode) const {
   Panel norm;
-  const std::vector<float> pred = impl_->predict(raw, range, device, precision, mode, cpu, &norm);
+  const std::vector<float> pred = predict_ensemble(*this, raw, range, compute, mode, &norm);
   return score(pred, norm, range, options);
 }
 

@@ -14,6 +14,7 @@
 #include "model/layout.h"
 #include "predict/model_parts.h"
 #include "predict/predict.h"
+#include "predict/predict_session.h"
 
 namespace mlalpha {
 
@@ -134,23 +135,16 @@ Panel Model::prepare(const Panel& raw) const {
   return prepared(raw, impl_->recorded.data, impl_->meta.stats);
 }
 
-std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, const std::string& device,
-                                           Precision precision, PredictMode mode, const CpuSettings& cpu) const {
+std::vector<float> Model::predict_prepared(const Panel& norm, TimeRange range, const Compute& compute,
+                                           PredictMode mode) const {
   norm.validate();
   check_panel(norm, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= norm.T,
           "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
               ") is empty or outside the data's [0, " + std::to_string(norm.T) + ")");
-  const TrainConfig& tc = impl_->meta.train;
-  const ModelLayout layout(impl_->meta.model);
-  std::vector<float> pred;
-  if (mode == PredictMode::carry) {
-    pred = predict_carry(device, precision, layout, impl_->state.params, norm, range.t0, range.t1, tc, cpu);
-  } else {
-    const WindowPlan plan = date_windows(norm.N, norm.T, tc.L, range.t0, range.t1);
-    pred = predict_with(device, precision, layout, impl_->state.params, norm, plan,
-                        prediction_tile(tc, norm.N, plan.L), cpu);
-  }
+  PredictSession session(compute, impl_->meta.model, impl_->meta.train);
+  session.load(norm, range, mode);
+  std::vector<float> pred = session.predict(impl_->state.params);
   unscale_predictions(pred, norm.K, impl_->meta.stats);  // data.target_scale: back to the targets' units
   return pred;
 }
@@ -163,20 +157,19 @@ std::vector<int> Model::context(const Panel& p, PredictMode mode) const {
   return out;
 }
 
-std::vector<float> Model::predict(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                                  PredictMode mode, const CpuSettings& cpu) const {
+std::vector<float> Model::do_predict(const Panel& raw, TimeRange range, const Compute& compute, PredictMode mode) const {
   raw.validate();
   check_panel(raw, "predict");
   require(0 <= range.t0 && range.t0 < range.t1 && range.t1 <= raw.T,
           "predict: the time range [" + std::to_string(range.t0) + ", " + std::to_string(range.t1) +
               ") is empty or outside the data's [0, " + std::to_string(raw.T) + ")");
-  return predict_prepared(prepare(raw), range, device, precision, mode, cpu);
+  return predict_prepared(prepare(raw), range, compute, mode);
 }
 
-MetricsResult Model::evaluate(const Panel& raw, TimeRange range, const std::string& device, Precision precision,
-                              const ScoreOptions& options, PredictMode mode, const CpuSettings& cpu) const {
+MetricsResult Model::do_evaluate(const Panel& raw, TimeRange range, const Compute& compute, const ScoreOptions& options,
+                                 PredictMode mode) const {
   const Panel norm = prepare(raw);
-  return score(predict_prepared(norm, range, device, precision, mode, cpu), norm, range, options);
+  return score(predict_prepared(norm, range, compute, mode), norm, range, options);
 }
 
 TimeRange Model::training_range(const Panel& raw) const {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/device.h"
 #include "core/error.h"
 #include "model/model_cpu.h"
 #include "model/model_ref.h"
@@ -65,15 +64,15 @@ std::vector<float> predict_cpu(cpu::CpuModel& model, const std::vector<float>& p
 }
 
 std::vector<float> predict_cpu(const ModelLayout& lay, const std::vector<float>& params, const Panel& p,
-                               const WindowPlan& plan, int B, const CpuSettings& cpu) {
-  if (cpu.reference) {
+                               const WindowPlan& plan, int B, const Compute& compute) {
+  if (compute.reference()) {
     RefModel<float> model(lay);
     return run_windows(lay, params, p, plan, B, [&](const float* xb, int b, int L) {
       return model.forward(params.data(), xb, b, L).data();
     });
   }
   check_panel(lay, p.F, p.K);  // before the model's threads start
-  cpu::CpuModel model(lay, {.threads = cpu.threads});
+  cpu::CpuModel model(lay, {.threads = compute.threads()});
   return predict_cpu(model, params, p, plan, B);
 }
 
@@ -82,52 +81,61 @@ int prediction_tile(const TrainConfig& tc, int N, int L) {
   return std::max(tc.windows_per_step(N), (kPredictTileRows + L - 1) / L);
 }
 
-std::vector<float> predict_carry(const std::string& device, Precision precision, const ModelLayout& layout,
-                                 const std::vector<float>& params, const Panel& p, int t0, int t1,
-                                 const TrainConfig& tc, const CpuSettings& cpu) {
-  check_panel(layout, p.F, p.K);
+CarryInput carry_input(const Panel& p, int t0, int t1) {
   require(0 <= t0 && t0 <= t1 && t1 <= p.T, "predict: time range [" + std::to_string(t0) + ", " + std::to_string(t1) +
                                                 ") is not inside [0, " + std::to_string(p.T) + ")");
+  CarryInput in;
   // rows[i]: instrument i's present time steps up to t1 (later rows cannot reach a kept output).
-  std::vector<std::vector<int>> rows(size_t(p.N));
+  in.rows.resize(size_t(p.N));
   int longest = 0;
   for (int i = 0; i < p.N; ++i) {
     for (int t = 0; t < t1; ++t)
-      if (input_row(p, i, t) & kRowFeatures) rows[size_t(i)].push_back(t);
-    longest = std::max(longest, int(rows[size_t(i)].size()));
+      if (input_row(p, i, t) & kRowFeatures) in.rows[size_t(i)].push_back(t);
+    longest = std::max(longest, int(in.rows[size_t(i)].size()));
   }
-  std::vector<float> pred(size_t(p.N) * p.T * p.K, std::numeric_limits<float>::quiet_NaN());
-  if (longest == 0) return pred;
+  if (longest == 0) return in;
   // The compacted panel: instrument i's present rows at [0, n_i), zeros after; window i keeps the rows whose
   // time lies in [t0, t1).
-  Panel c;
+  Panel& c = in.compact;
   c.N = p.N, c.T = longest, c.F = p.F, c.K = p.K;
   c.x.assign(size_t(c.N) * c.T * c.F, 0.0f);
   c.y.assign(size_t(c.N) * c.T * c.K, std::numeric_limits<float>::quiet_NaN());
-  WindowPlan plan;
+  WindowPlan& plan = in.plan;
   plan.N = c.N, plan.T = c.T, plan.L = c.T, plan.t0 = 0, plan.t1 = c.T;
   for (int i = 0; i < p.N; ++i) {
-    const std::vector<int>& r = rows[size_t(i)];
+    const std::vector<int>& r = in.rows[size_t(i)];
     for (size_t j = 0; j < r.size(); ++j)
       std::copy_n(p.x.data() + (size_t(i) * p.T + r[j]) * p.F, p.F, c.x.data() + (size_t(i) * c.T + j) * c.F);
     const int from = int(std::lower_bound(r.begin(), r.end(), t0) - r.begin());
     if (from < int(r.size())) plan.windows.push_back({i, 0, from, int(r.size())});
   }
-  if (plan.windows.empty()) return pred;
-  const std::vector<float> got =
-      predict_with(device, precision, layout, params, c, plan, prediction_tile(tc, p.N, plan.L), cpu);
-  for (const PlanWindow& w : plan.windows)
+  return in;
+}
+
+std::vector<float> carry_output(const CarryInput& in, const std::vector<float>& got, const Panel& p) {
+  std::vector<float> pred(size_t(p.N) * p.T * p.K, std::numeric_limits<float>::quiet_NaN());
+  const Panel& c = in.compact;
+  for (const PlanWindow& w : in.plan.windows)
     for (int j = w.keep_from; j < w.keep_to; ++j)
       std::copy_n(got.data() + (size_t(w.instrument) * c.T + j) * p.K, p.K,
-                  pred.data() + (size_t(w.instrument) * p.T + rows[size_t(w.instrument)][size_t(j)]) * p.K);
+                  pred.data() + (size_t(w.instrument) * p.T + in.rows[size_t(w.instrument)][size_t(j)]) * p.K);
   return pred;
 }
 
-std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
-                                const std::vector<float>& params, const Panel& p, const WindowPlan& plan, int B,
-                                const CpuSettings& cpu) {
-  if (!use_gpu(device)) return predict_cpu(layout, params, p, plan, B, cpu);
-  return predict_gpu(layout, params, p, plan, B, precision);
+std::vector<float> predict_carry(const Compute& compute, const ModelLayout& layout, const std::vector<float>& params,
+                                 const Panel& p, int t0, int t1, const TrainConfig& tc) {
+  check_panel(layout, p.F, p.K);
+  const CarryInput in = carry_input(p, t0, t1);
+  if (in.plan.windows.empty()) return carry_output(in, {}, p);
+  const std::vector<float> got =
+      predict_with(compute, layout, params, in.compact, in.plan, prediction_tile(tc, p.N, in.plan.L));
+  return carry_output(in, got, p);
+}
+
+std::vector<float> predict_with(const Compute& compute, const ModelLayout& layout, const std::vector<float>& params,
+                                const Panel& p, const WindowPlan& plan, int B) {
+  if (!compute.gpu()) return predict_cpu(layout, params, p, plan, B, compute);
+  return predict_gpu(layout, params, p, plan, B, compute.precision());
 }
 
 }  // namespace mlalpha

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "data/panel.h"
+#include "mlalpha/compute.h"
 #include "mlalpha/config_types.h"
-#include "mlalpha/device.h"
 #include "model/layout.h"
 #include "predict/window_plan.h"
 
@@ -26,9 +26,9 @@ class CpuModel;
 void check_panel(const ModelLayout& layout, int F, int K);
 
 // The plan on the CPU: params (table.total()) on the host, `p` the (prepared) panel the plan reads; one model
-// for the whole plan: the fast CPU model on cpu.threads threads, or the reference model (cpu.reference).
+// for the whole plan: the fast CPU model on compute.threads() threads, or the reference model (compute.reference()).
 std::vector<float> predict_cpu(const ModelLayout& layout, const std::vector<float>& params, const Panel& p,
-                               const WindowPlan& plan, int B, const CpuSettings& cpu = {});
+                               const WindowPlan& plan, int B, const Compute& compute = {});
 // The same through `model` (the caller's: its threads and its inference buffers, kept from call to call).
 std::vector<float> predict_cpu(cpu::CpuModel& model, const std::vector<float>& params, const Panel& p,
                                const WindowPlan& plan, int B);
@@ -38,10 +38,9 @@ std::vector<float> predict_cpu(cpu::CpuModel& model, const std::vector<float>& p
 std::vector<float> predict_gpu(const ModelLayout& layout, const std::vector<float>& params, const Panel& p,
                                const WindowPlan& plan, int B, Precision precision);
 
-// predict_cpu (with `cpu`) or predict_gpu as `device` (auto | cpu | gpu) says, for eval / predict.
-std::vector<float> predict_with(const std::string& device, Precision precision, const ModelLayout& layout,
-                                const std::vector<float>& params, const Panel& p, const WindowPlan& plan, int B,
-                                const CpuSettings& cpu = {});
+// predict_cpu or predict_gpu (in compute.precision()) as `compute` says, for eval / predict.
+std::vector<float> predict_with(const Compute& compute, const ModelLayout& layout, const std::vector<float>& params,
+                                const Panel& p, const WindowPlan& plan, int B);
 
 // Windows per tile of a prediction outside training by windows of L rows: the training batch, or more where
 // that leaves a tile under kPredictTileRows rows (a forward of a few thousand rows leaves a GPU idle). A function
@@ -56,8 +55,18 @@ int prediction_tile(const TrainConfig& tc, int N, int L);
 // input rows has every row present), as the stream steps it. Computed as one forward per instrument over its
 // present rows moved to the start of a window of the longest instrument's count (the model is causal, so the
 // rows after an instrument's last present one do not reach its outputs), in tiles of windows of that length.
-std::vector<float> predict_carry(const std::string& device, Precision precision, const ModelLayout& layout,
-                                 const std::vector<float>& params, const Panel& p, int t0, int t1,
-                                 const TrainConfig& tc, const CpuSettings& cpu = {});
+// predict_carry's two halves, for a caller that runs several weight sets on one panel (predict_session.h): the
+// compacted panel with its plan (no windows: nothing to predict), and the predictions put back on p's time axis.
+struct CarryInput {
+  Panel compact;                        // (N, longest, F): instrument i's present rows up to t1 at [0, n_i)
+  WindowPlan plan;                      // one window per instrument with a row in [t0, t1)
+  std::vector<std::vector<int>> rows;   // (N): instrument i's present time steps, < t1
+};
+CarryInput carry_input(const Panel& p, int t0, int t1);
+// `got` (N, longest, K): predictions of in.compact by in.plan; returns (N, p.T, K), NaN elsewhere.
+std::vector<float> carry_output(const CarryInput& in, const std::vector<float>& got, const Panel& p);
+
+std::vector<float> predict_carry(const Compute& compute, const ModelLayout& layout, const std::vector<float>& params,
+                                 const Panel& p, int t0, int t1, const TrainConfig& tc);
 
 }  // namespace mlalpha

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "checkpoint/run_record.h"
-#include "core/device.h"
 #include "core/error.h"
 #include "core/shortest.h"
 #include "model/model_cpu.h"
@@ -38,12 +37,6 @@ uint64_t member_hash(uint64_t h, const StreamPredictor::Impl::Member& m) {
   return h;
 }
 
-std::vector<const Model*> members_of(const Ensemble& e) {
-  std::vector<const Model*> out;
-  for (size_t i = 0; i < e.size(); ++i) out.push_back(&e.member(i));
-  return out;
-}
-
 }  // namespace
 
 void check_instrument_names(const std::vector<std::string>& names) {
@@ -64,9 +57,9 @@ StreamPredictor::Impl::Impl(std::vector<const Model*> models, std::vector<std::s
   const Model& first = *models.front();
   F = first.model_config().F, K = first.model_config().K, C = first.train_config().L;
   feature_names = first.feature_names(), target_names = first.target_names();
-  if (use_gpu(opt.device)) ctx = make_gpu_context();
+  if (opt.compute.gpu()) ctx = make_gpu_context();
   // On the CPU one pool serves every member in turn (an ensemble of E members does not keep E pools spinning).
-  else pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_threads(opt.threads));
+  else pool = std::make_unique<cpu::ThreadPool>(opt.compute.threads());
   hash = 1469598103934665603ull;
   for (const Model* m : models) {
     require(m->train_config().L == C, "stream: the members were trained with different train.seq_len (" +
@@ -84,7 +77,7 @@ StreamPredictor::Impl::Impl(std::vector<const Model*> models, std::vector<std::s
   for (auto& m : members) {
     m->proc = std::make_unique<BarProcessor>(m->data, m->stats, F, instruments());
     m->engine = make_stream_engine({&m->layout, &m->params, m->train, opt.mode, instruments(), ctx.get(),
-                                    {opt.threads, opt.reference}, pool.get(), opt.precision});
+                                    opt.compute, pool.get()});
   }
 }
 
@@ -118,10 +111,9 @@ void StreamPredictor::Impl::remap(std::span<const int> from, std::vector<std::st
   set_names(std::move(n));
 }
 
-StreamPredictor::StreamPredictor(const Model& model, std::vector<std::string> instruments, const StreamOptions& o)
-    : impl_(std::make_unique<Impl>(std::vector<const Model*>{&model}, std::move(instruments), o)) {}
-StreamPredictor::StreamPredictor(const Ensemble& e, std::vector<std::string> instruments, const StreamOptions& o)
-    : impl_(std::make_unique<Impl>(members_of(e), std::move(instruments), o)) {}
+StreamPredictor::StreamPredictor(const Predictor& predictor, std::vector<std::string> instruments,
+                                 const StreamOptions& o)
+    : impl_(std::make_unique<Impl>(predictor.models(), std::move(instruments), o)) {}
 StreamPredictor::StreamPredictor(StreamPredictor&&) noexcept = default;
 StreamPredictor& StreamPredictor::operator=(StreamPredictor&&) noexcept = default;
 StreamPredictor::~StreamPredictor() = default;

@@ -32,7 +32,7 @@ class CarryEngine : public StreamEngine {
       stepper_ = make_gpu_stepper(s);
     else
       stepper_ = std::make_unique<CpuStepper>(lay_, *s.params, s.instruments,
-                                              CpuStepperOptions{s.cpu.threads, s.cpu.reference, s.pool});
+                                              CpuStepperOptions{s.compute.threads(), s.compute.reference(), s.pool});
   }
   void bar(const float* x, const uint8_t* present, const float*, const int*, int64_t, float* out) override {
     stepper_->step(x, present, out);
@@ -70,12 +70,13 @@ class WindowEngine : public StreamEngine {
  public:
   explicit WindowEngine(const StreamEngineSpec& s)
       : lay_(*s.layout), params_(*s.params), C_(s.train.L), F_(s.layout->cfg.F), K_(s.layout->cfg.K),
-        I_(s.instruments), tile_(prediction_tile(s.train, s.instruments, s.train.L)), cpu_(s.cpu) {
+        I_(s.instruments), tile_(prediction_tile(s.train, s.instruments, s.train.L)), compute_(s.compute) {
     require(C_ >= 1, "stream: train.seq_len must be >= 1");
     // The CPU's model is made once (its threads and inference buffers serve every bar); the reference is made
     // per bar by predict_cpu (it holds nothing worth keeping).
     if (s.ctx) gpu_ = make_gpu_window_runner(s, tile_);
-    else if (!cpu_.reference) cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = cpu_.threads, .pool = s.pool});
+    else if (!compute_.reference())
+      cpu_model_ = std::make_unique<cpu::CpuModel>(lay_, cpu::CpuOptions{.threads = compute_.threads(), .pool = s.pool});
     ring_.assign(size_t(I_) * C_ * F_, 0.0f);
     fill_.assign(size_t(C_) * F_, 0.0f);
   }
@@ -167,7 +168,7 @@ class WindowEngine : public StreamEngine {
 
   std::vector<float> run_cpu(const Panel& w, const WindowPlan& plan) {
     return cpu_model_ ? predict_cpu(*cpu_model_, params_, w, plan, tile_)
-                      : predict_cpu(lay_, params_, w, plan, tile_, cpu_);
+                      : predict_cpu(lay_, params_, w, plan, tile_, compute_);
   }
 
   const ModelLayout& lay_;
@@ -175,7 +176,7 @@ class WindowEngine : public StreamEngine {
   int C_, F_, K_, I_, tile_;
   std::vector<float> ring_;  // (I, C, F)
   std::vector<float> fill_;  // (C, F)
-  CpuSettings cpu_;
+  Compute compute_;
   std::unique_ptr<cpu::CpuModel> cpu_model_;  // the CPU's fast model (null: the reference, or the GPU)
   std::unique_ptr<WindowRunner> gpu_;         // the GPU's model and buffers (null: the CPU)
 };

@@ -17,7 +17,7 @@
 #include "data/panel.h"
 #include "model/layout.h"
 #include "mlalpha/config_types.h"
-#include "mlalpha/device.h"
+#include "mlalpha/compute.h"
 #include "mlalpha/model.h"
 #include "predict/window_plan.h"
 
@@ -58,9 +58,8 @@ struct StreamEngineSpec {
   PredictMode mode = PredictMode::carry;
   int instruments = 0;
   Context* ctx = nullptr;  // the GPU's context; null: the CPU
-  CpuSettings cpu;         // CPU: threads, the fast or the reference kernels
-  cpu::ThreadPool* pool = nullptr;  // CPU: the stream's pool, shared by its members' engines (threads then unused)
-  Precision precision = Precision::FP32;
+  Compute compute;         // CPU: the fast or the reference kernels; GPU (window mode): the precision
+  cpu::ThreadPool* pool = nullptr;  // CPU: the stream's pool, shared by its members' engines (its threads)
 };
 
 std::unique_ptr<StreamEngine> make_stream_engine(const StreamEngineSpec& spec);

@@ -19,10 +19,10 @@ namespace {
 class GpuWindowRunner : public WindowRunner {
  public:
   GpuWindowRunner(const StreamEngineSpec& s, int tile)
-      : ctx_(*s.ctx), lay_(*s.layout), model_(ctx_, lay_, tile, s.train.L, s.precision),
+      : ctx_(*s.ctx), lay_(*s.layout), model_(ctx_, lay_, tile, s.train.L, s.compute.precision()),
         dparams_(s.params->size()), xb_(size_t(tile) * s.train.L * s.layout->cfg.F) {
     dparams_.upload(*s.params);
-    if (s.precision == Precision::BF16) {
+    if (s.compute.precision() == Precision::BF16) {
       dparams16_ = DeviceBuffer<__nv_bfloat16>(s.params->size());
       gpu::cast_bf16(dparams_.data(), dparams16_.data(), s.params->size(), ctx_.stream());
     }

@@ -41,7 +41,9 @@ int64_t integer(const SafetensorsFile& f, const std::string& key) {
   return n;
 }
 
-std::string kernels_of(const StreamOptions& o, bool gpu) { return gpu ? "gpu" : o.reference ? "cpu-reference" : "cpu-fast"; }
+std::string kernels_of(const StreamOptions& o, bool gpu) {
+  return gpu ? "gpu" : o.compute.reference() ? "cpu-reference" : "cpu-fast";
+}
 
 // The metadata, checked: everything but the arrays.
 StreamStateInfo parse_info(const SafetensorsFile& f) {

@@ -151,8 +151,11 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
           "--resume " + options.resume + ": the run in " + (src ? src->dir.string() : "") + " is " +
               (population ? "a solo run" : "a population") + " but the settings describe " +
               (population ? "a population (train.models, [sweep])" : "one model"));
-  EngineOptions engine{cfg.run.device, cfg.run.graph, dist.get(), cfg.cpu()};
+  // The compute settings, decided once for the whole run (mlalpha/compute.h): every engine, validation and test of
+  // every fold reads this value.
+  EngineOptions engine{resolve(cfg.compute()), cfg.run.graph, dist.get()};
   const std::vector<std::vector<size_t>> groups = engine_groups(cfg, members, folds);
+  std::vector<std::vector<Member>> checked(groups.size());  // each engine's members, checked once, here
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<EngineMember> em;
     std::vector<std::string> names;
@@ -162,7 +165,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
       em.push_back({members[i].train, &panel, {s.train_begin, s.train_end}});
       names.push_back(members[i].name);
     }
-    check_engine(cfg.model, em, names, engine);  // the prepared panels have the raw panel's shape
+    checked[g] = check_engine(cfg.model, em, names, engine);  // the prepared panels have the raw panel's shape
   }
 
   // The run folder: locked for the whole run, refused when it holds another run, cleared by --overwrite.
@@ -193,6 +196,7 @@ RunResult run_resolved(const RunConfig& resolved, const std::vector<std::string>
     for (size_t i : groups[g]) {
       const int f = groups.size() > 1 ? int(g) : members[i].fold;
       slots[g].push_back(slot_of(c, src, member_in_fold(cfg, members[i], f, folds), &data[size_t(f)]));
+      slots[g].back().member = checked[g][slots[g].size() - 1];
       unfinished = unfinished || !slot_finished(cfg, slots[g].back());
     }
   // Every model finished, but a kill came before the run's last outputs (test records, summaries): the resume

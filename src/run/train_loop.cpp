@@ -111,12 +111,12 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
   const RunConfig& cfg = c.cfg;
   const auto t_setup = std::chrono::steady_clock::now();
   const int E = int(slots.size());
-  std::vector<EngineMember> members;  // checked with the run's (check_engine) before the folder was touched
+  std::vector<Member> members;  // checked on the raw panel before the folder was touched; trained on the fold's
   for (const ModelSlot& s : slots) {
-    const Split& split = s.data->plan->split;
-    members.push_back({s.spec.train, &s.data->norm, {split.train_begin, split.train_end}});
+    require(s.member.has_value(), "train_models: a model slot whose member was never checked");
+    members.push_back(s.member->on(s.data->norm));
   }
-  std::unique_ptr<Engine> engine = make_engine(cfg.model, members, c.engine);
+  std::unique_ptr<Engine> engine = make_engine(members, c.engine);
   const auto t_ready = std::chrono::steady_clock::now();
   const int first_fold = slots.front().data->plan->fold;
 

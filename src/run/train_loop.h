@@ -5,6 +5,7 @@
 // flag and run.stop_after.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct RunContext {
 struct ModelSlot {
   MemberSpec spec;
   const FoldData* data = nullptr;
+  std::optional<Member> member;  // checked on the raw panel before the folder was touched (check_engine)
   ModelState state;         // present: a resume continues it (or tests it again when finished)
   std::string checkpoint;   // the checkpoint it continues from
   bool finished = false;    // done in an earlier invocation whatever train.steps says (an older format's folds)

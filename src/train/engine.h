@@ -12,8 +12,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/panel.h"
+#include "mlalpha/compute.h"
 #include "mlalpha/config_types.h"
-#include "mlalpha/device.h"
 #include "mlalpha/records.h"
 #include "predict/window_plan.h"
 #include "train/train_plan.h"
@@ -24,9 +24,9 @@ namespace dist {
 class Communicator;
 }
 
-// One member: its settings, its fold's prepared panel (the whole time axis: the training range is sampled
-// from it and predictions read any range of it) and its training range. Members of one fold share the panel,
-// which the GPU engine then holds once. The panel must outlive the engine.
+// One member as given: its settings, its fold's panel (the whole time axis: the training range is sampled from it
+// and predictions read any range of it) and its training range. Members of one fold share the panel, which the
+// GPU engine then holds once. check_engine checks them into Members (train_plan.h), which the engine takes.
 struct EngineMember {
   TrainConfig train;  // models = 1
   const Panel* panel = nullptr;
@@ -48,10 +48,9 @@ dist::Communicator* session_communicator(DistSession* s);
 int session_device(DistSession* s);
 
 struct EngineOptions {
-  std::string device = "auto";  // run.device: auto | cpu | gpu
+  Compute compute;              // resolved where the run starts: the device, and on the CPU the model and threads
   bool graph = true;            // run.graph: replay the GPU step as a CUDA graph
   DistSession* dist = nullptr;  // data-parallel: the gradients averaged over its ranks (GPU only)
-  CpuSettings cpu;              // run.threads, run.cpu_kernels: the CPU engine's model and threads
 };
 
 class Engine {
@@ -75,25 +74,23 @@ class Engine {
   virtual void freeze(int m) = 0;
 };
 
-// Whether `device` trains on the GPU; with a data-parallel session it must.
+// Whether the engine trains on the GPU (o.compute says); with a data-parallel session it must.
 bool engine_on_gpu(const EngineOptions& o);
 // The checks of an engine without building it, for a run to make before it touches its folder: every member
-// against its panel and range (messages start with the member's name, names[m], when the engine has several)
-// and the memory (device or host), refusing a population that does not fit with the number of members that
-// would.
-void check_engine(const ModelConfig& mc, const std::vector<EngineMember>& members, const std::vector<std::string>& names,
-                  const EngineOptions& o);
-// The engine; its trainers check their settings and memory again before they allocate (a class that owns
-// memory cannot rely on its caller's checks).
-std::unique_ptr<Engine> make_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                    const EngineOptions& o);
+// against its panel and range, once (plan_member; messages start with the member's name, names[m], when the
+// engine has several), then the memory (device or host), refusing a population that does not fit with the number
+// of members that would. Returns the checked members, which the run carries to make_engine (Member::on its
+// fold's prepared panel).
+std::vector<Member> check_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
+                                 const std::vector<std::string>& names, const EngineOptions& o);
+// The engine of checked members (one model config); its trainers check the memory again before they allocate (a
+// class that owns memory cannot rely on its caller's checks), not the settings.
+std::unique_ptr<Engine> make_engine(const std::vector<Member>& members, const EngineOptions& o);
 
-// The two implementations (engine_cpu.cpp, engine_gpu.cpp), checked already.
-std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                        const CpuSettings& cpu = {});
-std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                        const EngineOptions& o);
-// The GPU engine's checks alone (PopulationTrainer's, without allocating).
-void check_gpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members, const EngineOptions& o);
+// The two implementations (engine_cpu.cpp, engine_gpu.cpp).
+std::unique_ptr<Engine> make_cpu_engine(const std::vector<Member>& members, const Compute& compute = {});
+std::unique_ptr<Engine> make_gpu_engine(const std::vector<Member>& members, const EngineOptions& o);
+// The GPU engine's memory checks alone (PopulationTrainer's, without allocating).
+void check_gpu_engine(const std::vector<Member>& members, const EngineOptions& o);
 
 }  // namespace mlalpha

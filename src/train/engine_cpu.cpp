@@ -17,11 +17,11 @@ TrainPoint to_point(const StepRecord& r) { return {r.step, r.loss, r.lr, r.grad_
 
 class CpuEngine : public Engine {
  public:
-  CpuEngine(const ModelConfig& mc, const std::vector<EngineMember>& members, const CpuSettings& cpu)
-      : members_(members) {
-    if (!cpu.reference) pool_ = std::make_unique<cpu::ThreadPool>(cpu::resolve_threads(cpu.threads));
-    for (const EngineMember& m : members)
-      trainers_.push_back(std::make_unique<CpuTrainer>(mc, m.train, *m.panel, m.range, CpuTrainerOptions{cpu, pool_.get()}));
+  CpuEngine(const std::vector<Member>& members, const Compute& compute) : members_(members) {
+    if (!compute.reference()) pool_ = std::make_unique<cpu::ThreadPool>(compute.threads());
+    for (const Member& m : members)
+      trainers_.push_back(
+          std::make_unique<CpuTrainer>(m, CpuTrainerOptions{compute, pool_.get()}));
     recent_.resize(members.size());
     frozen_.assign(members.size(), false);
   }
@@ -47,15 +47,15 @@ class CpuEngine : public Engine {
     return p;
   }
   std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) override {
-    const EngineMember& em = members_[size_t(m)];
-    return trainers_.at(size_t(m))->predict(*em.panel, plan, em.train.windows_per_step(em.panel->N), params);
+    const Member& em = members_.at(size_t(m));
+    return trainers_.at(size_t(m))->predict(em.panel(), plan, em.batch(), params);
   }
   TrainState state(int m) override { return trainers_.at(size_t(m))->state(); }
   void load_state(int m, const TrainState& s) override { trainers_.at(size_t(m))->load_state(s); }
   void freeze(int m) override { frozen_.at(size_t(m)) = true; }
 
  private:
-  std::vector<EngineMember> members_;
+  std::vector<Member> members_;
   std::unique_ptr<cpu::ThreadPool> pool_;              // the fast model's workers, shared by the members
   std::vector<std::unique_ptr<CpuTrainer>> trainers_;  // (E); destroyed before the pool they use
   std::vector<std::map<int64_t, TrainPoint>> recent_;  // (E): the records since each member's last read
@@ -64,9 +64,8 @@ class CpuEngine : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                        const CpuSettings& cpu) {
-  return std::make_unique<CpuEngine>(mc, members, cpu);
+std::unique_ptr<Engine> make_cpu_engine(const std::vector<Member>& members, const Compute& compute) {
+  return std::make_unique<CpuEngine>(members, compute);
 }
 
 }  // namespace mlalpha

@@ -41,12 +41,6 @@ DistSessionPtr open_dist_session(int rank, int world, int local_rank) {
 
 namespace {
 
-std::vector<PopulationMember> population_of(const std::vector<EngineMember>& members) {
-  std::vector<PopulationMember> out;
-  for (const EngineMember& m : members) out.push_back({m.train, m.panel, m.range});
-  return out;
-}
-
 GpuTrainerOptions trainer_options(const EngineOptions& o) {
   GpuTrainerOptions t;
   t.graph = o.graph;
@@ -56,8 +50,8 @@ GpuTrainerOptions trainer_options(const EngineOptions& o) {
 
 class GpuEngine : public Engine {
  public:
-  GpuEngine(const ModelConfig& mc, const std::vector<EngineMember>& members, const EngineOptions& o)
-      : ctx_(session_device(o.dist)), tr_(ctx_, mc, population_of(members), trainer_options(o)) {}
+  GpuEngine(const std::vector<Member>& members, const EngineOptions& o)
+      : ctx_(session_device(o.dist)), tr_(ctx_, members, trainer_options(o)) {}
   const char* name() const override { return "gpu"; }
   int members() const override { return tr_.members(); }
   void step() override { tr_.step(); }
@@ -79,13 +73,12 @@ class GpuEngine : public Engine {
 
 }  // namespace
 
-void check_gpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members, const EngineOptions& o) {
-  check_gpu_population(mc, population_of(members), trainer_options(o));
+void check_gpu_engine(const std::vector<Member>& members, const EngineOptions& o) {
+  check_gpu_population(members, trainer_options(o));
 }
 
-std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& mc, const std::vector<EngineMember>& members,
-                                        const EngineOptions& o) {
-  return std::make_unique<GpuEngine>(mc, members, o);
+std::unique_ptr<Engine> make_gpu_engine(const std::vector<Member>& members, const EngineOptions& o) {
+  return std::make_unique<GpuEngine>(members, o);
 }
 
 }  // namespace mlalpha

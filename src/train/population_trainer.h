@@ -57,9 +57,10 @@ struct GpuTrainerOptions {
   std::chrono::milliseconds dist_timeout{std::chrono::minutes(5)};  // the bound on those waits
 };
 
-// One member: its training settings, the panel it samples and the time steps of it it trains on (members may
-// share a panel, which is then held on the device once; it must outlive the constructor only). The whole panel
-// goes to the device, so predictions (predict()) read any range of it in place.
+// One member as given, not checked yet: its training settings, the panel it samples and the time steps of it it
+// trains on (members may share a panel, which is then held on the device once; it must outlive the constructor
+// only). The whole panel goes to the device, so predictions (predict()) read any range of it in place.
+// plan_population checks them (plan_member each) into the Members the trainer takes.
 struct PopulationMember {
   PopulationMember() = default;
   PopulationMember(const TrainConfig& t, const Panel* d, TrainRange r = {}) : train(t), data(d), range(r) {}
@@ -77,18 +78,21 @@ struct PopulationMemory {
   double members(int E, int lanes) const { return shared + per_lane * lanes + per_member * E; }
   int fitting(double available, int lanes) const;
 };
-PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
-                                         int ring_slots);
+PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<Member>& members, int ring_slots);
 
-// Everything the constructor checks before it allocates: each member against its panel, the members against
+// Each member checked (plan_member), its errors prefixed "population member m: " when there are several.
+std::vector<Member> plan_population(const ModelConfig& mc, const std::vector<PopulationMember>& members);
+
+// Everything the constructor checks before it allocates beyond each member's own checks: the members against
 // each other (one step shape), the device memory against what the GPU has free. Throws Error naming the setting.
-void check_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
-                          const GpuTrainerOptions& opt = {});
+void check_gpu_population(const std::vector<Member>& members, const GpuTrainerOptions& opt = {});
 
 class PopulationTrainer {
  public:
-  // Validates every member against its panel (same batch B and seq_len for all) and checks the memory
+  // Members checked (plan_member; one model config, the same batch B and seq_len for all): checks the memory
   // before the first allocation.
+  PopulationTrainer(Context& ctx, const std::vector<Member>& members, const GpuTrainerOptions& opt = {});
+  // The same for members not checked yet: plan_population(mc, members) first.
   PopulationTrainer(Context& ctx, const ModelConfig& mc, const std::vector<PopulationMember>& members,
                     const GpuTrainerOptions& opt = {});
   ~PopulationTrainer();

@@ -13,37 +13,29 @@
 namespace mlalpha {
 namespace {
 
-int ring_slots(const GpuTrainerOptions& opt, const std::vector<PopulationMember>& members) {
+int ring_slots(const GpuTrainerOptions& opt, const std::vector<Member>& members) {
   if (opt.ring_size > 0) return opt.ring_size;
   int64_t log_every = 1;
-  for (const PopulationMember& m : members) log_every = std::max(log_every, m.train.log_every);
+  for (const Member& m : members) log_every = std::max(log_every, m.train().log_every);
   return int(std::max<int64_t>(1024, 2 * log_every));
 }
 
 std::string member_where(size_t m, size_t E) { return E > 1 ? "population member " + std::to_string(m) + ": " : ""; }
 
-// Everything checked before the first allocation: each member's settings against its panel, the members
+// Everything checked before the first allocation beyond each member's own checks (plan_member): the members
 // against each other (one step shape), then the device memory against what the GPU has free.
-const ModelConfig& preflight(const ModelConfig& mc, const std::vector<PopulationMember>& members,
-                             const GpuTrainerOptions& opt) {
+const ModelConfig& preflight(const std::vector<Member>& members, const GpuTrainerOptions& opt) {
   require(!members.empty(), "a population needs at least one member");
   require(members.size() <= 65535, "a population holds at most 65535 members, got " + std::to_string(members.size()));
   const size_t E = members.size();
-  for (size_t m = 0; m < E; ++m) {
-    require(members[m].data != nullptr, member_where(m, E) + "no training panel");
-    try {
-      validate_training(mc, members[m].train, *members[m].data, members[m].range);
-    } catch (const Error& e) {
-      throw Error(member_where(m, E) + e.what());
-    }
-  }
-  const TrainConfig& t0 = members[0].train;
-  const int B0 = t0.windows_per_step(members[0].data->N);
+  const ModelConfig& mc = members[0].model();
+  const TrainConfig& t0 = members[0].train();
+  const int B0 = members[0].batch();
   for (size_t m = 1; m < E; ++m) {
-    const TrainConfig& t = members[m].train;
-    require(t.windows_per_step(members[m].data->N) == B0 && t.L == t0.L,
-            member_where(m, E) + "the batch (" + batch_text(t, members[m].data->N) + ", train.seq_len = " +
-                std::to_string(t.L) + ") differs from member 0's (" + batch_text(t0, members[0].data->N) +
+    const TrainConfig& t = members[m].train();
+    require(members[m].batch() == B0 && t.L == t0.L,
+            member_where(m, E) + "the batch (" + batch_text(t, members[m].panel().N) + ", train.seq_len = " +
+                std::to_string(t.L) + ") differs from member 0's (" + batch_text(t0, members[0].panel().N) +
                 ", train.seq_len = " + std::to_string(t0.L) + "): the members of a population share one step shape");
     require(t.precision == t0.precision, member_where(m, E) + "train.precision = \"" + to_string(t.precision) +
                                              "\" differs from member 0's \"" + to_string(t0.precision) +
@@ -51,7 +43,7 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
   }
   const double free_b = gpu_free_bytes();
   if (E == 1) {  // one model: the message names the settings that size it
-    const Panel& d = *members[0].data;
+    const Panel& d = members[0].panel();
     check_memory(estimate_gpu_training(mc, t0, d.N, d.T, ring_slots(opt, members)), t0, d.N, d.T, free_b,
                  "the GPU training step", "the GPU");
     return mc;
@@ -72,9 +64,22 @@ const ModelConfig& preflight(const ModelConfig& mc, const std::vector<Population
 
 }  // namespace
 
-void check_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
-                          const GpuTrainerOptions& opt) {
-  preflight(mc, members, opt);
+void check_gpu_population(const std::vector<Member>& members, const GpuTrainerOptions& opt) {
+  preflight(members, opt);
+}
+
+std::vector<Member> plan_population(const ModelConfig& mc, const std::vector<PopulationMember>& members) {
+  std::vector<Member> out;
+  const size_t E = members.size();
+  for (size_t m = 0; m < E; ++m) {
+    require(members[m].data != nullptr, member_where(m, E) + "no training panel");
+    try {
+      out.push_back(plan_member(mc, members[m].train, *members[m].data, members[m].range));
+    } catch (const Error& e) {
+      throw Error(member_where(m, E) + e.what());
+    }
+  }
+  return out;
 }
 
 int PopulationMemory::fitting(double available, int lanes) const {
@@ -88,7 +93,7 @@ namespace {
 // more than a quarter of the free memory or the population more than 90% of it (the preflight made sure
 // one lane fits). Eight: on the H200 a population of small steps (S at 8 windows) ran 6.6× one model's
 // step on 4 lanes, 5.3× on 8, 5.2× on 16; of large steps (S, M) the same on 4 to 16.
-int lane_count(const ModelConfig& mc, const std::vector<PopulationMember>& members, const GpuTrainerOptions& opt) {
+int lane_count(const ModelConfig& mc, const std::vector<Member>& members, const GpuTrainerOptions& opt) {
   const int E = int(members.size());
   if (opt.lanes > 0) return std::min(opt.lanes, E);
   if (E == 1) return 1;
@@ -100,42 +105,47 @@ int lane_count(const ModelConfig& mc, const std::vector<PopulationMember>& membe
 }
 }  // namespace
 
-PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<PopulationMember>& members,
+PopulationMemory estimate_gpu_population(const ModelConfig& mc, const std::vector<Member>& members,
                                          int ring_slots) {
   require(!members.empty(), "a population needs at least one member");
-  const Panel& p0 = *members[0].data;
-  const MemoryEstimate one = estimate_gpu_training(mc, members[0].train, p0.N, p0.T, ring_slots);
+  const Panel& p0 = members[0].panel();
+  const MemoryEstimate one = estimate_gpu_training(mc, members[0].train(), p0.N, p0.T, ring_slots);
   const double n = double(ModelLayout(mc).table.total());
   PopulationMemory e;
-  const double weights16 = members[0].train.precision == Precision::BF16 ? n * 2 : 0;  // the bf16 weight copy
+  const double weights16 = members[0].train().precision == Precision::BF16 ? n * 2 : 0;  // the bf16 weight copy
   e.per_member = n * 4 * sizeof(float) + weights16 + one.other + sizeof(gpu::MemberOptim) + 2 * sizeof(float);
   e.per_lane = one.activations + one.workspaces + one.batch + double(Context::kWorkspaceBytes);
   e.shared = n + one.prediction;  // the decay mask; the prediction buffers of the largest panel, below
   double largest = double(p0.N) * p0.T;
   std::vector<const Panel*> seen;
-  for (const PopulationMember& m : members) {
-    if (std::find(seen.begin(), seen.end(), m.data) != seen.end()) continue;
-    seen.push_back(m.data);
-    e.shared += double(m.data->N) * m.data->T * (mc.F + mc.K) * sizeof(float);
-    if (double(m.data->N) * m.data->T > largest) {  // the kept rows of a prediction on the largest panel
-      e.shared += (double(m.data->N) * m.data->T - largest) * mc.K * sizeof(float);
-      largest = double(m.data->N) * m.data->T;
+  for (const Member& m : members) {
+    const Panel* d = &m.panel();
+    if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
+    seen.push_back(d);
+    e.shared += double(d->N) * d->T * (mc.F + mc.K) * sizeof(float);
+    if (double(d->N) * d->T > largest) {  // the kept rows of a prediction on the largest panel
+      e.shared += (double(d->N) * d->T - largest) * mc.K * sizeof(float);
+      largest = double(d->N) * d->T;
     }
   }
   return e;
 }
 
-PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const std::vector<PopulationMember>& members,
-                                     const GpuTrainerOptions& opt)
+PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc,
+                                     const std::vector<PopulationMember>& members, const GpuTrainerOptions& opt)
+    : PopulationTrainer(ctx, plan_population(mc, members), opt) {}
+
+PopulationTrainer::PopulationTrainer(Context& ctx, const std::vector<Member>& members, const GpuTrainerOptions& opt)
     : ctx_(ctx),
-      layout_(preflight(mc, members, opt)),
+      layout_(preflight(members, opt)),
       opt_(opt),
       n_(layout_.table.total()),
       E_(int(members.size())),
-      precision_(members[0].train.precision),
+      precision_(members[0].train().precision),
       arena_(layout_.table, E_) {
   opt_.ring_size = ring_slots(opt, members);
-  const int B = members[0].train.windows_per_step(members[0].data->N), L = members[0].train.L;
+  const ModelConfig& mc = members[0].model();
+  const int B = members[0].batch(), L = members[0].train().L;
   for (int j = 0, lanes = lane_count(mc, members, opt); j < lanes; ++j) {
     Lane lane;
     if (j > 0) lane.own = std::make_unique<Context>(ctx.device());
@@ -144,27 +154,28 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const ModelConfig& mc, const 
     lane.yb = DeviceBuffer<float>(size_t(B) * L * mc.K);
     lanes_.push_back(std::move(lane));
   }
-  for (const PopulationMember& m : members) {
-    tc_.push_back(m.train);
-    auto it = std::find_if(data_.begin(), data_.end(), [&](const Dataset& d) { return d.host == m.data; });
+  for (const Member& m : members) {
+    tc_.push_back(m.train());
+    const Panel* panel = &m.panel();
+    auto it = std::find_if(data_.begin(), data_.end(), [&](const Dataset& d) { return d.host == panel; });
     if (it == data_.end()) {
       // The panels live in device memory for the whole run (DESIGN section 2, step 1): the whole time axis,
       // so validation and test windows are gathered on the device too.
       Dataset d;
-      d.host = m.data;
-      d.N = m.data->N;
-      d.T = m.data->T;
-      d.x = DeviceBuffer<float>(m.data->x.size());
-      d.x.upload(m.data->x.data(), m.data->x.size());
-      d.y = DeviceBuffer<float>(m.data->y.size());
-      d.y.upload(m.data->y.data(), m.data->y.size());
+      d.host = panel;
+      d.N = panel->N;
+      d.T = panel->T;
+      d.x = DeviceBuffer<float>(panel->x.size());
+      d.x.upload(panel->x.data(), panel->x.size());
+      d.y = DeviceBuffer<float>(panel->y.size());
+      d.y.upload(panel->y.data(), panel->y.size());
       data_.push_back(std::move(d));
       it = data_.end() - 1;
     }
     data_of_.push_back(int(it - data_.begin()));
     // Rank r of a data-parallel run draws its own windows: rank 0 those of a run on one GPU, rank r > 0 from
     // the seed mixed with r (core/rng.h), so the ranks' batches are independent and a world of one is a plain run.
-    GatherParams g = gather_params(m.train, *m.data, m.range);
+    GatherParams g = m.gather();
     const int rank = opt_.comm ? opt_.comm->rank() : 0;
     if (rank > 0) g.seed = mix64(g.seed ^ (0x9e3779b97f4a7c15ull * uint64_t(rank)));
     gather_.push_back(g);

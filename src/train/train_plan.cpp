@@ -53,6 +53,27 @@ GatherParams gather_params(const TrainConfig& tc, int N, int T, int F, int K) {
   return p;
 }
 
+Member plan_member(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range) {
+  validate_training(mc, tc, data, range);
+  Member m;
+  m.mc_ = mc, m.tc_ = tc, m.panel_ = &data, m.range_ = range;
+  m.batch_ = tc.windows_per_step(data.N);
+  m.gather_ = gather_params(tc, data, range);
+  return m;
+}
+
+Member Member::on(const Panel& p) const {
+  const Panel& was = *panel_;
+  require(p.N == was.N && p.T == was.T && p.F == was.F && p.K == was.K,
+          "a member checked on a panel of " + std::to_string(was.N) + " × " + std::to_string(was.T) + " × " +
+              std::to_string(was.F) + " (K = " + std::to_string(was.K) + ") cannot train on one of " +
+              std::to_string(p.N) + " × " + std::to_string(p.T) + " × " + std::to_string(p.F) + " (K = " +
+              std::to_string(p.K) + ")");
+  Member m = *this;  // the plan depends on the shape alone
+  m.panel_ = &p;
+  return m;
+}
+
 GatherParams gather_params(const TrainConfig& tc, const Panel& data, TrainRange range) {
   GatherParams p = gather_params(tc, data.N, range.end_of(data) - range.begin, data.F, data.K);
   p.t_begin = range.begin;
@@ -80,9 +101,7 @@ double activation_floats_per_row(const ModelConfig& c, Precision precision) {
   return c.NL * per_layer + head + grads;
 }
 
-MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const CpuSettings& cpu) {
-  mc.validate();
-  tc.validate();
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const Compute& compute) {
   const ModelLayout layout(mc);
   const double total = double(layout.table.total());
   const int B = tc.windows_per_step(N);
@@ -90,14 +109,14 @@ MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& t
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1);
   e.batch = M * (mc.F + mc.K) * kFloat;
-  if (cpu.reference) {
+  if (compute.reference()) {
     // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
     e.activations = M * (activation_floats_per_row(mc, Precision::FP32) + mc.F) * kFloat;
     return e;
   }
   // Every buffer the fast model sizes for this batch (its forward cache, backward buffers and per-thread SSD
   // scratch), and the global norm's partials.
-  e.activations = double(cpu::CpuModel::floats_needed(mc, B, tc.L, cpu.threads, true)) * kFloat;
+  e.activations = double(cpu::CpuModel::floats_needed(mc, B, tc.L, compute.threads(), true)) * kFloat;
   e.other = double(cpu::norm_blocks(layout.table.total())) * sizeof(double);
   return e;
 }

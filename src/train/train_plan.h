@@ -9,8 +9,8 @@
 
 #include "data/panel.h"
 #include "data/sampler.h"
+#include "mlalpha/compute.h"
 #include "mlalpha/config.h"
-#include "mlalpha/device.h"
 
 namespace mlalpha {
 
@@ -23,6 +23,35 @@ struct TrainRange {
 // ModelConfig::validate, TrainConfig::validate, Panel::validate, and the dataset's F, K and the training range
 // against the configs (train.seq_len <= its length). Throws mlalpha::Error naming the setting.
 void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {});
+
+// One model to train: its settings checked once against its panel and training range (validate_training), with
+// its training plan computed then: the windows of a step (the batch) and the gather that samples them. Made by
+// plan_member() only, so a function that takes a Member takes it checked: the engine, the trainers and the memory
+// checks carry it and check none of it again. The panel must outlive it.
+class Member {
+ public:
+  const ModelConfig& model() const { return mc_; }
+  const TrainConfig& train() const { return tc_; }  // models = 1
+  const Panel& panel() const { return *panel_; }
+  TrainRange range() const { return range_; }
+  int batch() const { return batch_; }                    // train.windows_per_step(panel().N)
+  const GatherParams& gather() const { return gather_; }  // gather_params(train(), panel(), range())
+  // This member on `panel`, a panel of the shape it was checked on (N, T, F, K): a fold's prepared panel, checked
+  // through the raw one it was made from. Its plan is the same but for the panel it reads.
+  Member on(const Panel& panel) const;
+
+ private:
+  friend Member plan_member(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range);
+  Member() = default;
+  ModelConfig mc_;
+  TrainConfig tc_;
+  const Panel* panel_ = nullptr;
+  TrainRange range_;
+  int batch_ = 0;
+  GatherParams gather_;
+};
+// validate_training, then the member's plan.
+Member plan_member(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {});
 
 // The gather of a step on a panel of N instruments × T steps (F features, K targets): train.batch windows, or
 // train.dates cross-sections of tc.cross_section(N) instruments (src/data/sampler.h).
@@ -50,12 +79,13 @@ struct MemoryEstimate {
 // for backward and backward's gradients of activations, as GpuModel (and RefModel) allocate them.
 double activation_floats_per_row(const ModelConfig& c, Precision precision);
 
-// The GPU trainer's device memory (GPU code: train_plan_gpu.cpp; GpuTrainer's arena, GpuModel's buffers, the dataset copy, the batch and
-// the ring of `ring_slots` records), for a panel of N instruments × T steps. Validates mc and tc first.
+// The GPU trainer's device memory (GPU code: train_plan_gpu.cpp; GpuTrainer's arena, GpuModel's buffers, the dataset
+// copy, the batch and the ring of `ring_slots` records), for a panel of N instruments × T steps. mc and tc are valid
+// (a Member's, or checked by the caller: the estimates check nothing).
 MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots);
 // The CPU trainer's host memory beyond the panel of N instruments it reads in place (weights, AdamW state,
-// activations and scratch of the fast model on cpu.threads threads, or of the reference model).
-MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const CpuSettings& cpu = {});
+// activations and scratch of the fast model on compute.threads() threads, or of the reference model).
+MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, const Compute& compute = {});
 
 // Throws mlalpha::Error when `need` exceeds `available` bytes, e.g. "the GPU training step needs 93.1 GiB
 // (activations 80.2 GiB for train.batch = 4096 × train.seq_len = 2048, ...), the GPU has 79.3 GiB free;

@@ -19,8 +19,6 @@ constexpr double kFloat = sizeof(float);
 }  // namespace
 
 MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots) {
-  mc.validate();
-  tc.validate();
   const ModelLayout layout(mc);
   const double total = double(layout.table.total());
   const int B = tc.windows_per_step(N);

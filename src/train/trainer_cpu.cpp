@@ -18,14 +18,11 @@
 namespace mlalpha {
 namespace {
 
-// Everything checked before the first allocation: the configs against the dataset, then the host memory
-// the run will hold against what this machine has available.
-const ModelConfig& preflight(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range,
-                             const CpuTrainerOptions& opt) {
-  CpuSettings cpu = opt.cpu;
-  if (opt.pool) cpu.threads = opt.pool->threads();
-  check_cpu_training(mc, tc, data, range, 1, cpu);
-  return mc;
+// Checked before the first allocation (the member's settings are, by plan_member): the host memory the run
+// will hold against what this machine has available.
+const ModelConfig& preflight(const Member& m, const CpuTrainerOptions& opt) {
+  check_cpu_training(m, 1, opt.compute);
+  return m.model();
 }
 
 using Clock = std::chrono::steady_clock;
@@ -33,11 +30,10 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 }  // namespace
 
-void check_cpu_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range, int members,
-                        const CpuSettings& cpu) {
-  validate_training(mc, tc, data, range);
-  cpu::resolve_threads(cpu.threads);  // the count's own check, naming the range
-  MemoryEstimate e = estimate_cpu_training(mc, tc, data.N, cpu);
+void check_cpu_training(const Member& m, int members, const Compute& compute) {
+  const TrainConfig& tc = m.train();
+  const Panel& data = m.panel();
+  MemoryEstimate e = estimate_cpu_training(m.model(), tc, data.N, compute);
   for (double* part : {&e.params, &e.activations, &e.workspaces, &e.batch, &e.other}) *part *= members;
   check_memory(e, tc, data.N, data.T, host_available_bytes(),
                members > 1 ? "the CPU training step of the population" : "the CPU training step", "this machine");
@@ -45,12 +41,20 @@ void check_cpu_training(const ModelConfig& mc, const TrainConfig& tc, const Pane
 
 CpuTrainer::CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range,
                        const CpuTrainerOptions& opt)
-    : layout_(preflight(mc, tc, data, range, opt)), tc_(tc), data_(data), gather_(gather_params(tc, data, range)) {
-  const int B = tc_.windows_per_step(data.N);
-  if (opt.cpu.reference) {
+    : CpuTrainer(plan_member(mc, tc, data, range), opt) {}
+
+CpuTrainer::CpuTrainer(const Member& member, const CpuTrainerOptions& opt)
+    : layout_(preflight(member, opt)),
+      tc_(member.train()),
+      compute_(opt.compute),
+      data_(member.panel()),
+      gather_(member.gather()) {
+  const ModelConfig& mc = member.model();
+  const int B = member.batch();
+  if (opt.compute.reference()) {
     ref_ = std::make_unique<RefModel<float>>(layout_);
   } else {
-    fast_ = std::make_unique<cpu::CpuModel>(layout_, cpu::CpuOptions{.threads = opt.cpu.threads, .pool = opt.pool});
+    fast_ = std::make_unique<cpu::CpuModel>(layout_, cpu::CpuOptions{.threads = opt.compute.threads(), .pool = opt.pool});
     fast_->reserve(B, tc_.L);
     norm_partials_.assign(cpu::norm_blocks(layout_.table.total()), 0.0);
   }
@@ -118,7 +122,7 @@ StepRecord CpuTrainer::step() {
 std::vector<float> CpuTrainer::predict(const Panel& p, const WindowPlan& plan, int B, const std::vector<float>* params) {
   const std::vector<float>& w = params ? *params : params_;
   if (fast_) return predict_cpu(*fast_, w, p, plan, B);
-  return predict_cpu(layout_, w, p, plan, B, {.reference = true});
+  return predict_cpu(layout_, w, p, plan, B, compute_);
 }
 
 TrainState CpuTrainer::state() const {

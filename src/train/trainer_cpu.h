@@ -9,8 +9,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/panel.h"
+#include "mlalpha/compute.h"
 #include "mlalpha/config.h"
-#include "mlalpha/device.h"
 #include "model/layout.h"
 #include "predict/window_plan.h"
 #include "train/optim.h"
@@ -25,15 +25,14 @@ class ThreadPool;
 template <typename T>
 class RefModel;
 
-// What the constructor checks before it allocates: the settings against the data and range, and the host
-// memory of `members` such trainers (a population on the CPU) against what this machine has available.
-void check_cpu_training(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range,
-                        int members = 1, const CpuSettings& cpu = {});
+// What the constructor checks before it allocates, beyond the member's own checks (plan_member): the host memory
+// of `members` such trainers (a population on the CPU) against what this machine has available.
+void check_cpu_training(const Member& member, int members = 1, const Compute& compute = {});
 
 struct CpuTrainerOptions {
-  CpuSettings cpu;  // run.threads, run.cpu_kernels
+  Compute compute;  // its CPU side: the threads and the kernels (fast or reference)
   // The fast model's threads from a pool shared with other trainers stepped in turn (a population's members;
-  // cpu.threads is then not used). It must outlive the trainer.
+  // compute.threads() is then not used). It must outlive the trainer.
   cpu::ThreadPool* pool = nullptr;
 };
 
@@ -46,7 +45,10 @@ struct CpuStepTimes {
 
 class CpuTrainer {
  public:
-  // Samples the time steps `range` of `data` (which must outlive the trainer).
+  // Trains `member` (checked: plan_member), sampling the time steps of its range of its panel (which must outlive
+  // the trainer).
+  explicit CpuTrainer(const Member& member, const CpuTrainerOptions& opt = {});
+  // The same for settings not checked yet: plan_member(mc, tc, data, range) first.
   CpuTrainer(const ModelConfig& mc, const TrainConfig& tc, const Panel& data, TrainRange range = {},
              const CpuTrainerOptions& opt = {});
   ~CpuTrainer();
@@ -76,6 +78,7 @@ class CpuTrainer {
  private:
   ModelLayout layout_;
   TrainConfig tc_;
+  Compute compute_;  // the CPU side of it: the threads and the kernels
   const Panel& data_;
   GatherParams gather_;
   std::unique_ptr<cpu::CpuModel> fast_;     // one of the two

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compute_util.h"
 #include "checkpoint/checkpoint.h"
 #include "model/model_cpu.h"
 #include "cpu/thread_pool.h"
@@ -60,7 +61,7 @@ TEST(CpuBackend, FastTrainerTracksTheReferenceTrainer) {
   const TrainCase s = small_setup();
   std::vector<float> fast_loss, ref_loss;
   const std::vector<float> fast = train(s, 20, {}, &fast_loss);
-  const std::vector<float> ref = train(s, 20, {.cpu = {.reference = true}}, &ref_loss);
+  const std::vector<float> ref = train(s, 20, {.compute = test::on_cpu_reference()}, &ref_loss);
   for (size_t i = 0; i < fast_loss.size(); ++i)
     EXPECT_NEAR(fast_loss[i], ref_loss[i], 1e-5 * std::abs(ref_loss[i])) << "step " << i + 1;
   const ModelLayout lay(s.mc);
@@ -76,7 +77,7 @@ TEST(CpuBackend, FastTrainerTracksTheReferenceTrainer) {
   }
   std::printf("fast vs reference trainer after 20 steps: worst tensor rel-L2 %.3g (%s)\n", worst, where.c_str());
   EXPECT_FALSE(test::same_bits(fast, ref)) << "the fast and the reference trainer gave the same bits: one did not run";
-  CpuTrainer tr(s.mc, s.tc, s.data, {}, {.cpu = {.reference = true}});
+  CpuTrainer tr(s.mc, s.tc, s.data, {}, {.compute = test::on_cpu_reference()});
   EXPECT_TRUE(tr.reference());
   EXPECT_EQ(tr.threads(), 1);
 }
@@ -84,8 +85,8 @@ TEST(CpuBackend, FastTrainerTracksTheReferenceTrainer) {
 // A trainer's weights do not depend on the thread count, nor on a pool shared with other trainers.
 TEST(CpuBackend, TrainerBitsForAnyThreadCount) {
   const TrainCase s = small_setup();
-  const std::vector<float> one = train(s, 12, {.cpu = {.threads = 1}});
-  for (int t : {2, 3}) EXPECT_TRUE(test::same_bits(train(s, 12, {.cpu = {.threads = t}}), one)) << t << " threads";
+  const std::vector<float> one = train(s, 12, {.compute = test::on_cpu(1)});
+  for (int t : {2, 3}) EXPECT_TRUE(test::same_bits(train(s, 12, {.compute = test::on_cpu(t)}), one)) << t << " threads";
   cpu::ThreadPool pool(2);
   EXPECT_TRUE(test::same_bits(train(s, 12, {.pool = &pool}), one)) << "a shared pool";
 }
@@ -96,30 +97,30 @@ TEST(CpuBackend, PopulationMembersOnOnePoolAreTheirSoloRuns) {
   const TrainCase a = small_setup(3);
   TrainCase b = small_setup(4);
   b.tc.lr = 3e-3f;
-  std::vector<EngineMember> members = {{a.tc, &a.data, {0, 250}}, {b.tc, &a.data, {0, 250}}};
-  const std::unique_ptr<Engine> engine = make_cpu_engine(a.mc, members, {.threads = 2});
+  const std::vector<Member> members = {plan_member(a.mc, a.tc, a.data, {0, 250}), plan_member(a.mc, b.tc, a.data, {0, 250})};
+  const std::unique_ptr<Engine> engine = make_cpu_engine(members, test::on_cpu(2));
   EXPECT_EQ(engine->detail(), "2 threads");
   for (int i = 0; i < 10; ++i) engine->step();
   for (int m = 0; m < 2; ++m) {
-    CpuTrainer solo(a.mc, members[size_t(m)].train, a.data, {0, 250}, {.cpu = {.threads = 1}});
+    CpuTrainer solo(a.mc, members[size_t(m)].train(), a.data, {0, 250}, {.compute = test::on_cpu(1)});
     for (int i = 0; i < 10; ++i) solo.step();
     EXPECT_TRUE(test::same_bits(engine->state(m).params, solo.params())) << "member " << m;
     const WindowPlan plan = tiled_windows(a.data.N, a.data.T, a.tc.L, a.tc.burn_in, 250, 300);
     EXPECT_TRUE(test::same_bits(engine->predict(m, plan, nullptr),
-                                solo.predict(a.data, plan, members[size_t(m)].train.windows_per_step(a.data.N))))
+                                solo.predict(a.data, plan, members[size_t(m)].batch())))
         << "member " << m;
   }
-  EXPECT_EQ(make_cpu_engine(a.mc, members, {.reference = true})->detail(), "reference model, 1 thread");
+  EXPECT_EQ(make_cpu_engine(members, test::on_cpu_reference())->detail(), "reference model, 1 thread");
 }
 
 // The memory estimate counts the buffers of the model that will run: the fast model's (floats_needed, which
 // grows with the threads' SSD scratch) or the reference's.
 TEST(CpuBackend, MemoryEstimateOfTheModelThatRuns) {
   const TrainCase s = small_setup();
-  const MemoryEstimate fast = estimate_cpu_training(s.mc, s.tc, s.data.N, {.threads = 2});
+  const MemoryEstimate fast = estimate_cpu_training(s.mc, s.tc, s.data.N, test::on_cpu(2));
   EXPECT_EQ(fast.activations, double(cpu::CpuModel::floats_needed(s.mc, s.tc.B, s.tc.L, 2, true)) * 4);
-  EXPECT_GT(estimate_cpu_training(s.mc, s.tc, s.data.N, {.threads = 8}).activations, fast.activations);
-  const MemoryEstimate ref = estimate_cpu_training(s.mc, s.tc, s.data.N, {.reference = true});
+  EXPECT_GT(estimate_cpu_training(s.mc, s.tc, s.data.N, test::on_cpu(8)).activations, fast.activations);
+  const MemoryEstimate ref = estimate_cpu_training(s.mc, s.tc, s.data.N, test::on_cpu_reference());
   EXPECT_EQ(ref.params, fast.params);
   EXPECT_GT(ref.activations, 0.0);
   EXPECT_NE(ref.activations, fast.activations);
@@ -129,20 +130,19 @@ TEST(CpuBackend, ThreadsAndKernelsInTheConfiguration) {
   const RunConfig d = parse_run_config("", "t");
   EXPECT_EQ(d.run.threads, 0);
   EXPECT_EQ(d.run.cpu_kernels, "fast");
-  EXPECT_FALSE(d.cpu().reference);
+  EXPECT_FALSE(resolve(d.compute()).reference());
   const RunConfig c = parse_run_config("[run]\nthreads = 3\ncpu_kernels = \"reference\"\n", "t");
-  EXPECT_EQ(c.cpu().threads, 3);
-  EXPECT_TRUE(c.cpu().reference);
+  EXPECT_EQ(resolve(c.compute()).threads(), 3);
+  EXPECT_TRUE(resolve(c.compute()).reference());
   const RunConfig back = parse_run_config(to_toml(c), "round trip");
   EXPECT_EQ(back.run.threads, 3);
   EXPECT_EQ(back.run.cpu_kernels, "reference");
   EXPECT_TRUE(test::contains(test::error_of([] { parse_run_config("", "t", {"run.threads=65"}).validate(); }),
                              "run.threads must be 0 (every CPU this process may use) or 1 to 64, got 65"));
   EXPECT_TRUE(test::contains(test::error_of([] { parse_run_config("", "t", {"run.threads=-1"}).validate(); }), "run.threads"));
-  // Past the configuration (a program's own CpuSettings): the model refuses it, naming the setting.
-  const TrainCase s = small_setup();
-  EXPECT_TRUE(test::contains(test::error_of([&] { CpuTrainer(s.mc, s.tc, s.data, {}, {.cpu = {.threads = 100}}); }),
-                             "the CPU threads (run.threads) must be 0 (every CPU this process may use) or 1 to 64, got 100"));
+  // Past the configuration (a program's own request): resolve() refuses it, naming the setting.
+  EXPECT_TRUE(test::contains(test::error_of([] { resolve({.threads = 100}); }),
+                             "run.threads must be 0 (every CPU this process may use) or 1 to 64, got 100"));
   EXPECT_TRUE(test::contains(test::error_of([] { parse_run_config("", "t", {"run.cpu_kernels=\"slow\""}); }),
                              "must be one of 'fast', 'reference', got 'slow'"));
   EXPECT_EQ(suggest_run_config_key("run.thread"), "run.threads");
@@ -224,16 +224,16 @@ TEST_F(CpuRun, ModelPredictsOnAnyThreadCount) {
   const Model m = Model::load(r.folds[0].dir + "/best.safetensors");
   const Panel p = load_panel(m.data_config());
   const TimeRange test_range = split_range(r.folds[0].split, "test", p.T);
-  const std::vector<float> a = m.predict(p, test_range, "cpu", Precision::FP32, PredictMode::window, {.threads = 1});
-  const std::vector<float> b = m.predict(p, test_range, "cpu", Precision::FP32, PredictMode::window, {.threads = 3});
+  const std::vector<float> a = m.predict(p, test_range, test::on_cpu(1), PredictMode::window);
+  const std::vector<float> b = m.predict(p, test_range, test::on_cpu(3), PredictMode::window);
   EXPECT_TRUE(test::same_bits(a, b));
-  const std::vector<float> ref = m.predict(p, test_range, "cpu", Precision::FP32, PredictMode::window, {.reference = true});
+  const std::vector<float> ref = m.predict(p, test_range, test::on_cpu_reference(), PredictMode::window);
   std::vector<float> fa, fr;
   for (size_t i = 0; i < a.size(); ++i)
     if (!std::isnan(a[i])) fa.push_back(a[i]), fr.push_back(ref[i]);
   ASSERT_FALSE(fa.empty());
   EXPECT_TRUE(test::rel_l2_close(fa, fr, tol::kCpuFastRelL2, "fast vs reference predictions"));
-  EXPECT_DOUBLE_EQ(m.evaluate(p, test_range, "cpu", Precision::FP32, {}, PredictMode::window, {.threads = 2}).mean.mse,
+  EXPECT_DOUBLE_EQ(m.evaluate(p, test_range, test::on_cpu(2), {}, PredictMode::window).mean.mse,
                    r.folds[0].test.mean.mse);  // the run's own test score, predicted by the same model
 }
 

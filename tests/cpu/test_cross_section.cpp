@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compute_util.h"
 #include "data/normalize.h"
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
@@ -273,13 +274,13 @@ TEST(CrossSection, CheckpointPredictsAsAtTheEndOfTraining) {
     EXPECT_EQ(m.data_config().nan_fill, "ffill");
     EXPECT_EQ(m.feature_stats().mean.size(), std::string(norm) == "global" ? 3u : 0u);
     const Split& s = r.folds[0].split;
-    const MetricsResult e = m.evaluate(p, {s.valid_begin, s.valid_end}, "cpu");
+    const MetricsResult e = m.evaluate(p, {s.valid_begin, s.valid_end}, test::on_cpu());
     const Metrics& last = r.folds[0].evaluations.back().metrics.mean;
     EXPECT_DOUBLE_EQ(e.mean.mse, last.mse) << norm;
     EXPECT_DOUBLE_EQ(e.mean.ic, last.ic) << norm;
     EXPECT_EQ(e.mean.points, last.points);
     // The metrics are on the processed targets: against the raw ones the mse differs.
-    const std::vector<float> pred = m.predict(p, {s.valid_begin, s.valid_end}, "cpu");
+    const std::vector<float> pred = m.predict(p, {s.valid_begin, s.valid_end}, test::on_cpu());
     EXPECT_NE(score(pred, p, {s.valid_begin, s.valid_end}).mean.mse, e.mean.mse);
     EXPECT_EQ(score(pred, m.prepare(p), {s.valid_begin, s.valid_end}).mean.mse, e.mean.mse);
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compute_util.h"
 #include "checkpoint/checkpoint.h"
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
@@ -262,7 +263,7 @@ TEST_F(Degenerate, TargetScaleTrainsOnUnitTargetsAndPredictsInTheTargetsUnits) {
             load_checkpoint_weights((tmp_.path / "unit/last.safetensors").string()).params);
   // Predictions come back in the targets' units; validation metrics are in them too.
   const Model mb = Model::load((tmp_.path / "unit/last.safetensors").string());
-  const std::vector<float> pa = m.predict(small, {60, 120}, "cpu"), pb = mb.predict(unit, {60, 120}, "cpu");
+  const std::vector<float> pa = m.predict(small, {60, 120}, test::on_cpu()), pb = mb.predict(unit, {60, 120}, test::on_cpu());
   for (size_t i = 0; i < pa.size(); ++i)
     if (!std::isnan(pb[i])) ASSERT_EQ(pa[i], pb[i] * sigma) << i;
   ASSERT_EQ(a.folds[0].evaluations.size(), b.folds[0].evaluations.size());

@@ -4,10 +4,12 @@
 
 #include <filesystem>
 
+#include "compute_util.h"
 #include "data/npy.h"
 #include "mlalpha/ensemble.h"
 #include "mlalpha/run.h"
 #include "population_fixture.h"
+#include "predict/predict_session.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -24,10 +26,11 @@ class EnsembleTest : public test::PopulationFixture {};
 std::vector<float> npy(const fs::path& p) { return read_npy(p.string()).data.to_vector(); }
 
 // The mean of Model::predict over `files` in the given order, summed in double.
-std::vector<float> mean_by_hand(const std::vector<fs::path>& files, const Panel& raw, TimeRange r) {
+std::vector<float> mean_by_hand(const std::vector<fs::path>& files, const Panel& raw, TimeRange r,
+                                PredictMode mode = PredictMode::window, const Compute& compute = test::on_cpu()) {
   std::vector<double> sum;
   for (const fs::path& f : files) {
-    const std::vector<float> p = Model::load(f.string()).predict(raw, r, "cpu");
+    const std::vector<float> p = Model::load(f.string()).predict(raw, r, compute, mode);
     if (sum.empty()) sum.assign(p.size(), 0.0);
     for (size_t i = 0; i < p.size(); ++i) sum[i] += double(p[i]);
   }
@@ -53,14 +56,14 @@ TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMemb
   EXPECT_EQ(all.checkpoint(2), (dir_ / "pop/member-02/best.safetensors").string());
   EXPECT_EQ(all.fold(), 0);
   EXPECT_FALSE(all.member(0).has_optimizer_state());  // prediction reads the weights alone
-  const std::vector<float> pred = all.predict(raw, test, "cpu");
+  const std::vector<float> pred = all.predict(raw, test, test::on_cpu());
   const std::vector<float> run_pred = npy(dir_ / "pop/ensemble/pred.npy");
   EXPECT_TRUE(same_bits(pred, run_pred));
   EXPECT_FALSE(std::isnan(pred[size_t(test.t0) * raw.K]));
   EXPECT_TRUE(std::isnan(pred[0]));  // outside the range
   ScoreOptions so;
   so.train = {split.train_begin, split.train_end};
-  const MetricsResult m = all.evaluate(raw, test, "cpu", Precision::FP32, so);
+  const MetricsResult m = all.evaluate(raw, test, test::on_cpu(), so);
   EXPECT_EQ(m.mean.ic, r.ensemble.mean.ic);
   EXPECT_EQ(m.mean.mse, r.ensemble.mean.mse);
   EXPECT_EQ(m.mean.mse_mean, r.ensemble.mean.mse_mean);
@@ -73,7 +76,7 @@ TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMemb
   EXPECT_EQ(std::min(top.rank(0), top.rank(1)), 1);
   EXPECT_EQ(std::max(top.rank(0), top.rank(1)), 2);
   std::vector<fs::path> files{top.checkpoint(0), top.checkpoint(1)};
-  const std::vector<float> top_pred = top.predict(raw, test, "cpu");
+  const std::vector<float> top_pred = top.predict(raw, test, test::on_cpu());
   EXPECT_TRUE(same_bits(top_pred, mean_by_hand(files, raw, test)));
   EXPECT_FALSE(same_bits(top_pred, pred));
 
@@ -82,18 +85,51 @@ TEST_F(EnsembleTest, AllMembersPredictTheRunsEnsembleAndTopKIsTheMeanOfThoseMemb
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two.name(0), "member-01");
   const TimeRange valid{split.valid_begin, split.valid_end};
-  EXPECT_TRUE(same_bits(two.predict(raw, valid, "cpu"),
+  EXPECT_TRUE(same_bits(two.predict(raw, valid, test::on_cpu()),
                         mean_by_hand({dir_ / "pop/member-01/best.safetensors", dir_ / "pop/member-03/best.safetensors"},
                                      raw, valid)));
   // One member is that member's own prediction.
   const Ensemble one = Ensemble::load((dir_ / "pop").string(), EnsembleSelection::parse("member-02"));
-  EXPECT_TRUE(same_bits(one.predict(raw, test, "cpu"), one.member(0).predict(raw, test, "cpu")));
+  EXPECT_TRUE(same_bits(one.predict(raw, test, test::on_cpu()), one.member(0).predict(raw, test, test::on_cpu())));
 
   // A member without best weights is read from its last checkpoint.
   fs::remove(dir_ / "pop/member-01/best.safetensors");
   const Ensemble no_best = Ensemble::load((dir_ / "pop").string(), EnsembleSelection::parse("member-01"));
   EXPECT_EQ(no_best.checkpoint(0), (dir_ / "pop/member-01/last.safetensors").string());
   EXPECT_EQ(no_best.member(0).step(), 30);
+}
+
+// The members share one model object and one loaded panel (one device model and one upload on the GPU): the
+// counts say so, and each mode's mean is still bitwise the mean of the members' own predictions.
+TEST_F(EnsembleTest, OneModelAndOneLoadedPanelServeEveryMember) {
+  RunConfig cfg = config("pop", {"sweep.lr=[0.002, 0.02]"});
+  cfg.train.models = 2;  // 4 members
+  run_training(cfg);
+  const Panel raw = load_panel(cfg.data);
+  const Split split = make_splits(cfg.split, raw).front();
+  const TimeRange test{split.test_begin, split.test_end};
+  const Ensemble all = Ensemble::load((dir_ / "pop").string());
+  ASSERT_EQ(all.size(), 4u);
+  std::vector<fs::path> files;
+  for (size_t i = 0; i < all.size(); ++i) files.push_back(all.checkpoint(i));
+  for (const PredictMode mode : {PredictMode::window, PredictMode::carry}) {
+    for (const bool reference : {false, true}) {
+      const Compute compute = reference ? test::on_cpu_reference() : test::on_cpu(2);
+      PredictStats stats;
+      const std::vector<float> got = predict_ensemble(all, raw, test, compute, mode, nullptr, &stats);
+      EXPECT_EQ(stats.panels_loaded, 1) << to_string(mode);
+      EXPECT_EQ(stats.models_built, reference ? 0 : 1) << to_string(mode);  // the reference model holds nothing
+      EXPECT_TRUE(same_bits(got, mean_by_hand(files, raw, test, mode, compute))) << to_string(mode);
+      // Through the Predictor interface: the same bits.
+      const Predictor& predictor = all;
+      EXPECT_TRUE(same_bits(predictor.predict(raw, test, compute, mode), got)) << to_string(mode);
+    }
+  }
+  // A change in any member's weights changes the ensemble's output (the test above would see a member skipped or
+  // run with another's weights).
+  const std::vector<float> all4 = all.predict(raw, test, test::on_cpu());
+  const Ensemble three = Ensemble::load((dir_ / "pop").string(), EnsembleSelection::parse("member-00,member-01,member-02"));
+  EXPECT_FALSE(same_bits(three.predict(raw, test, test::on_cpu()), all4));
 }
 
 TEST_F(EnsembleTest, AWalkForwardFoldIsChosenByItsFolderOrIndex) {
@@ -108,9 +144,9 @@ TEST_F(EnsembleTest, AWalkForwardFoldIsChosenByItsFolderOrIndex) {
   EXPECT_EQ(by_dir.fold(), 1);
   EXPECT_EQ(by_index.dir(), (dir_ / "wf/fold-1").string());
   EXPECT_EQ(by_dir.member(1).fold(), 1);
-  const std::vector<float> pred = by_dir.predict(raw, test, "cpu");
+  const std::vector<float> pred = by_dir.predict(raw, test, test::on_cpu());
   EXPECT_TRUE(same_bits(pred, npy(dir_ / "wf/fold-1/ensemble/pred.npy")));
-  EXPECT_TRUE(same_bits(pred, by_index.predict(raw, test, "cpu")));
+  EXPECT_TRUE(same_bits(pred, by_index.predict(raw, test, test::on_cpu())));
   EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "wf").string()); }), "walk-forward population with 2 folds"));
   EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "wf").string(), {}, 2); }), "folds 0 to 1, not fold 2"));
   EXPECT_TRUE(contains(error_of([&] { Ensemble::load((dir_ / "wf/fold-0").string(), {}, 1); }), "is fold 0, not fold 1"));

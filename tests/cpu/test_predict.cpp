@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "compute_util.h"
 #include "model/model_cpu.h"
 #include "data/synthetic.h"
 #include "model/model_ref.h"
@@ -43,7 +44,7 @@ TEST(Predict, WholeSeriesWindowEqualsOneForwardPass) {
   const ModelLayout lay(mc);
   const auto params = init_params(lay, 5);
   const Panel p = make_synthetic({2, 24, 2, 1, 0.1f, 3});
-  const auto pred = predict_cpu(lay, params, p, tiled_windows(2, 24, 24, 0, 4, 24), 3, {.reference = true});
+  const auto pred = predict_cpu(lay, params, p, tiled_windows(2, 24, 24, 0, 4, 24), 3, test::on_cpu_reference());
   RefModel<float> m(lay);
   const auto& out = m.forward(params.data(), p.x.data(), 2, 24);  // both instruments, full length
   for (int i = 0; i < 2; ++i)
@@ -77,7 +78,7 @@ TEST(Predict, AnyPlanRunsThroughTheSamePredictor) {
   const int C = 8, t0 = 12, t1 = 30;
   const WindowPlan plan = one_window_per_date(p, C, t0, t1);
   EXPECT_NO_THROW(check_plan(plan));
-  const auto pred = predict_cpu(lay, params, p, plan, 5, {.reference = true});  // 54 windows in tiles of 5
+  const auto pred = predict_cpu(lay, params, p, plan, 5, test::on_cpu_reference());  // 54 windows in tiles of 5
   RefModel<float> m(lay);
   for (int i = 0; i < p.N; ++i)
     for (int t = 0; t < p.T; ++t) {
@@ -101,10 +102,10 @@ TEST(Predict, FastModelPredictsItsInferenceBits) {
   const Panel p = make_synthetic({3, 40, 3, 1, 0.1f, 6});
   const int C = 10, t0 = 15, t1 = 40;
   const WindowPlan plan = one_window_per_date(p, C, t0, t1);
-  const auto fast = predict_cpu(lay, params, p, plan, 7, {.threads = 2});  // 75 windows in tiles of 7
-  const auto fast1 = predict_cpu(lay, params, p, plan, 4, {.threads = 1});
-  const auto fast_big = predict_cpu(lay, params, p, plan, 40, {.threads = 3});  // 400 rows: windows across row blocks
-  const auto ref = predict_cpu(lay, params, p, plan, 7, {.reference = true});
+  const auto fast = predict_cpu(lay, params, p, plan, 7, test::on_cpu(2));  // 75 windows in tiles of 7
+  const auto fast1 = predict_cpu(lay, params, p, plan, 4, test::on_cpu(1));
+  const auto fast_big = predict_cpu(lay, params, p, plan, 40, test::on_cpu(3));  // 400 rows: windows across row blocks
+  const auto ref = predict_cpu(lay, params, p, plan, 7, test::on_cpu_reference());
   cpu::CpuModel alone(lay, {.threads = 1});
   std::vector<float> got, want, out(static_cast<size_t>(C));
   for (int i = 0; i < p.N; ++i)

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "compute_util.h"
 #include "mlalpha/run.h"
 #include "model/model_ref.h"
 #include "predict/model_parts.h"
@@ -78,10 +79,10 @@ TEST(WindowMode, TheLastDatesDoNotDependOnWhereTheInputStarts) {
                               processing("rank", "zero", "rank"), processing("robust", "mean"), processing("global", "mean")}) {
     const Model m = write_model(tmp / ("m" + std::to_string(case_no++)), small_model(F, K), C, d, stats, rng(),
                                 raw.feature_names, raw.target_names);
-    const std::vector<float> full = m.predict(raw, {0, T}, "cpu");
+    const std::vector<float> full = m.predict(raw, {0, T}, test::on_cpu());
     for (int off : {1, 5, 12, 19}) {
       const Panel tail = slice_panel(raw, off, T);
-      const std::vector<float> part = m.predict(tail, {0, T - off}, "cpu");
+      const std::vector<float> part = m.predict(tail, {0, T - off}, test::on_cpu());
       expect_same_tail(full, part, N, T, K, off, off + C - 1, d.feature_norm + "/" + d.nan_fill);
       // The dates with fewer than C rows in the shorter input are scored from a shorter window: they differ, so
       // the comparison above can fail.
@@ -90,8 +91,8 @@ TEST(WindowMode, TheLastDatesDoNotDependOnWhereTheInputStarts) {
         differs = full[(size_t(0) * T + t) * K] != part[(size_t(0) * (T - off) + t - off) * K];
       EXPECT_TRUE(differs) << "offset " << off;
       // eval over the same dates: the same metrics.
-      const MetricsResult ea = m.evaluate(raw, {off + C - 1, T}, "cpu");
-      const MetricsResult eb = m.evaluate(tail, {C - 1, T - off}, "cpu");
+      const MetricsResult ea = m.evaluate(raw, {off + C - 1, T}, test::on_cpu());
+      const MetricsResult eb = m.evaluate(tail, {C - 1, T - off}, test::on_cpu());
       EXPECT_EQ(ea.mean.mse, eb.mean.mse);
       EXPECT_EQ(ea.mean.ic, eb.mean.ic);
     }
@@ -108,7 +109,7 @@ TEST(WindowMode, ADateIsTheForwardOverItsLastCRows) {
   // The reference CPU model on both sides: the definition is checked to the bit (the fast CPU model computes the
   // same function with other roundings; test_cpu_backend bounds the difference).
   const std::vector<float> pred =
-      m.predict_prepared(norm, {3, T}, "cpu", Precision::FP32, PredictMode::window, CpuSettings{.reference = true});
+      m.predict_prepared(norm, {3, T}, test::on_cpu_reference(), PredictMode::window);
   const ModelLayout lay(m.model_config());
   RefModel<float> ref(lay);
   for (int i = 0; i < N; ++i)
@@ -146,7 +147,7 @@ TEST(CarryMode, IsTheForwardOverEachInstrumentsPresentRows) {
     const int t0 = 4;
     // The reference CPU model on both sides, so the definition is checked to the bit.
     const std::vector<float> pred =
-        m.predict(raw, {t0, T}, "cpu", Precision::FP32, PredictMode::carry, CpuSettings{.reference = true});
+        m.predict(raw, {t0, T}, test::on_cpu_reference(), PredictMode::carry);
     const ModelLayout lay(m.model_config());
     RefModel<float> ref(lay);
     size_t finite = 0;
@@ -185,7 +186,7 @@ TEST(Observed, IsTheRawInputsRowsInThePredictionFiles) {
     const Model m = write_model(tmp / "m", small_model(F, K), 6, processing("global", "zero", target_norm),
                                 some_stats(F, rng), rng());
     const Panel norm = m.prepare(raw);
-    const std::vector<float> pred = m.predict_prepared(norm, {0, T}, "cpu");
+    const std::vector<float> pred = m.predict_prepared(norm, {0, T}, test::on_cpu());
     write_predictions(tmp / "pred", norm, pred, {0, T}, {}, m.context(norm));
     const auto rows = read_csv_rows(tmp / "pred.csv");
     ASSERT_EQ(rows.size(), size_t(N) * T + 1);
@@ -240,8 +241,8 @@ TEST_F(RunPredictions, ThePooledOutOfSamplePredictionsArePredictsOfEachFold) {
   for (const FoldResult& f : r.folds) {
     const Model m = Model::load((fs::path(f.dir) / "best.safetensors").string());
     const TimeRange test = split_range(f.split, "test", T);
-    const std::vector<float> pred = m.predict(raw, test, "cpu");
-    const MetricsResult s = m.evaluate(raw, test, "cpu");
+    const std::vector<float> pred = m.predict(raw, test, test::on_cpu());
+    const MetricsResult s = m.evaluate(raw, test, test::on_cpu());
     EXPECT_DOUBLE_EQ(s.mean.mse, f.test.mean.mse) << "fold " << f.fold << ": the run's test score is predict's";
     for (int i = 0; i < N; ++i)
       for (int t = test.t0; t < test.t1; ++t) {

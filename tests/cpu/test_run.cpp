@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "compute_util.h"
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
 #include "test_files.h"
@@ -81,13 +82,13 @@ TEST_F(Run, ModelPredictsAndScoresTheRecordedData) {
   const Model m = Model::load(r.folds[0].dir + "/best.safetensors");
   const Panel p = load_panel(m.data_config());
   const TimeRange test = split_range(r.folds[0].split, "test", p.T);
-  const MetricsResult s = m.evaluate(p, test, "cpu");
+  const MetricsResult s = m.evaluate(p, test, test::on_cpu());
   ASSERT_TRUE(r.folds[0].has_test);
   EXPECT_DOUBLE_EQ(s.mean.mse, r.folds[0].test.mean.mse);  // the run's test score of its best weights
   EXPECT_GT(s.mean.points, 0);
   // Saved and reloaded, the model predicts the same numbers.
   m.save((dir_ / "copy.safetensors").string());
-  const std::vector<float> a = m.predict(p, test, "cpu"), b = Model::load((dir_ / "copy.safetensors").string()).predict(p, test, "cpu");
+  const std::vector<float> a = m.predict(p, test, test::on_cpu()), b = Model::load((dir_ / "copy.safetensors").string()).predict(p, test, test::on_cpu());
   ASSERT_EQ(a.size(), b.size());
   size_t finite = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -100,7 +101,7 @@ TEST_F(Run, ModelPredictsAndScoresTheRecordedData) {
   Panel other = p;
   other.F = 2;
   other.x.resize(size_t(other.N) * other.T * 2);
-  EXPECT_NE(error_of([&] { m.predict(other, test, "cpu"); }).find("the model takes 3 features"), std::string::npos);
+  EXPECT_NE(error_of([&] { m.predict(other, test, test::on_cpu()); }).find("the model takes 3 features"), std::string::npos);
 }
 
 TEST_F(Run, CorruptedCheckpointIsRefused) {
@@ -147,7 +148,7 @@ TEST_F(Run, WalkForwardPoolsOutOfSamplePredictionsFoldByFold) {
   std::map<int, int> fold_of;
   for (const FoldResult& f : r.folds) {
     const TimeRange test{f.split.test_begin, f.split.test_end};
-    const std::vector<float> pred = Model::load(f.dir + "/best.safetensors").predict(panel, test, "cpu");
+    const std::vector<float> pred = Model::load(f.dir + "/best.safetensors").predict(panel, test, test::on_cpu());
     for (int t = test.t0; t < test.t1; ++t) {
       fold_of[t] = f.fold;
       for (int i = 0; i < panel.N; ++i) want[{t, i}] = pred[size_t(i) * panel.T + t];

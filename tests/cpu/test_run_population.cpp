@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "compute_util.h"
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
 #include "population_fixture.h"
@@ -108,7 +109,7 @@ TEST_F(Population, SeedsTrainAsTheirSoloRunsAndTheLeaderboardRanksThem) {
   const TimeRange test = split_range(make_splits(cfg.split, panel)[0], "test", panel.T);
   std::vector<double> sum;
   for (int m = 0; m < 3; ++m) {
-    const std::vector<float> p = Model::load(r.members[size_t(m)].dir + "/best.safetensors").predict(panel, test, "cpu");
+    const std::vector<float> p = Model::load(r.members[size_t(m)].dir + "/best.safetensors").predict(panel, test, test::on_cpu());
     if (sum.empty()) sum.assign(p.size(), 0.0);
     for (size_t i = 0; i < p.size(); ++i) sum[i] += p[i];
   }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "compute_util.h"
 #include "mlalpha/run.h"
 #include "mlalpha/stream.h"
 #include "predict_util.h"
@@ -50,9 +51,9 @@ TEST(Stream, TargetScaleIsInvertedAsPredictInvertsIt) {
   const Model m = write_model(s.tmp / "scaled", small_model(s.F, s.K), s.C, d, scaled, seed, s.raw.feature_names,
                               s.raw.target_names);
   for (PredictMode mode : {PredictMode::window, PredictMode::carry}) {
-    StreamPredictor st(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor st(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     const std::vector<float> got = run(st, s.raw, 0, T);
-    StreamPredictor su(u, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor su(u, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     const std::vector<float> base = run(su, s.raw, 0, T);
     ASSERT_EQ(got.size(), base.size());
     size_t finite = 0;
@@ -66,7 +67,7 @@ TEST(Stream, TargetScaleIsInvertedAsPredictInvertsIt) {
     }
     EXPECT_GT(finite, got.size() / 2);
     if (mode == PredictMode::window)
-      EXPECT_TRUE(same_bits(got, as_stream(m.predict(s.raw, {0, T}, "cpu"), s.raw, s.K)));
+      EXPECT_TRUE(same_bits(got, as_stream(m.predict(s.raw, {0, T}, test::on_cpu()), s.raw, s.K)));
   }
 }
 
@@ -78,10 +79,10 @@ TEST(Stream, EveryBarEqualsPredictOnTheWholeHistory) {
     const Model m = s.model(d, "m" + std::to_string(n++));
     const std::string what = d.feature_norm + "/" + d.nan_fill;
     {  // carry: the stream's recurrent steps against predict's forward over each instrument's present rows
-      StreamPredictor st(m, s.raw.instruments, {.mode = PredictMode::carry, .device = "cpu", .threads = 2});
+      StreamPredictor st(m, s.raw.instruments, {.mode = PredictMode::carry, .compute = test::on_cpu(2)});
       const std::vector<float> got = run(st, s.raw, 0, T);
       const std::vector<float> want =
-          as_stream(m.predict(s.raw, {0, T}, "cpu", Precision::FP32, PredictMode::carry), s.raw, s.K);
+          as_stream(m.predict(s.raw, {0, T}, test::on_cpu(), PredictMode::carry), s.raw, s.K);
       const auto r = rel_l2_close_where_finite(got, want, nan_of(want), got.size() * 3 / 4, tol::kStreamVsPredictRelL2,
                                                "carry " + what);
       std::printf("%s\n", r.message());
@@ -89,24 +90,24 @@ TEST(Stream, EveryBarEqualsPredictOnTheWholeHistory) {
       EXPECT_EQ(st.context()[1], T - 3) << "instrument 1 misses 3 bars";
     }
     {  // window: each bar's window through predict's own path, so the same bits
-      StreamPredictor st(m, s.raw.instruments, {.mode = PredictMode::window, .device = "cpu"});
+      StreamPredictor st(m, s.raw.instruments, {.mode = PredictMode::window, .compute = test::on_cpu()});
       const std::vector<float> got = run(st, s.raw, 0, T);
-      const std::vector<float> want = as_stream(m.predict(s.raw, {0, T}, "cpu"), s.raw, s.K);
+      const std::vector<float> want = as_stream(m.predict(s.raw, {0, T}, test::on_cpu()), s.raw, s.K);
       EXPECT_TRUE(same_bits(got, want)) << "window " << what;
       EXPECT_EQ(st.context(), std::vector<int>(size_t(N), s.C));
     }
     if (n > 1) continue;
     {  // the reference kernels (run.cpu_kernels = "reference"): window through the reference model, so predict's
        // bits with the reference selected; carry within the bound, as the fast kernels
-      StreamPredictor wr(m, s.raw.instruments, {.mode = PredictMode::window, .device = "cpu", .reference = true});
+      StreamPredictor wr(m, s.raw.instruments, {.mode = PredictMode::window, .compute = test::on_cpu_reference()});
       const std::vector<float> want = as_stream(
-          m.predict(s.raw, {0, T}, "cpu", Precision::FP32, PredictMode::window, {.threads = 1, .reference = true}),
+          m.predict(s.raw, {0, T}, test::on_cpu_reference(1), PredictMode::window),
           s.raw, s.K);
       EXPECT_TRUE(same_bits(run(wr, s.raw, 0, T), want)) << "window, reference " << what;
-      StreamPredictor cr(m, s.raw.instruments, {.mode = PredictMode::carry, .device = "cpu", .reference = true});
+      StreamPredictor cr(m, s.raw.instruments, {.mode = PredictMode::carry, .compute = test::on_cpu_reference()});
       const std::vector<float> got = run(cr, s.raw, 0, T);
       const std::vector<float> fast =
-          as_stream(m.predict(s.raw, {0, T}, "cpu", Precision::FP32, PredictMode::carry), s.raw, s.K);
+          as_stream(m.predict(s.raw, {0, T}, test::on_cpu(), PredictMode::carry), s.raw, s.K);
       EXPECT_TRUE(rel_l2_close_where_finite(got, fast, nan_of(fast), got.size() * 3 / 4, tol::kStreamVsPredictRelL2,
                                             "carry, reference " + what));
     }
@@ -120,13 +121,13 @@ TEST(Stream, ASavedStateResumesBitExactly) {
   Fixture s(2, N, T);
   const Model m = s.model(processing("zscore", "ffill"));
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
-    StreamPredictor whole(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor whole(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     const std::vector<float> all = run(whole, s.raw, 0, T);
-    StreamPredictor first(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor first(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     std::vector<float> got = run(first, s.raw, 0, cut);
     first.save(s.tmp / "state");
     first.save(s.tmp / "state");  // replaced atomically
-    StreamPredictor second(m, {"x"}, {.mode = mode, .device = "cpu", .threads = 3});
+    StreamPredictor second(m, {"x"}, {.mode = mode, .compute = test::on_cpu(3)});
     second.load(s.tmp / "state");
     EXPECT_EQ(second.instrument_names(), s.raw.instruments);
     EXPECT_EQ(second.bars(), cut);
@@ -144,9 +145,9 @@ TEST(Stream, WarmUpFromAHistoryEqualsSteppingIt) {
   Fixture s(3, N, T);
   const Model m = s.model(processing("rank", "ffill"));
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
-    StreamPredictor a(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor a(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     const std::vector<float> all = run(a, s.raw, 0, T);
-    StreamPredictor b(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor b(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     Panel history = slice_panel(s.raw, 0, h);
     b.warm_up(history);
     EXPECT_EQ(b.bars(), h);
@@ -171,8 +172,8 @@ TEST(Stream, InstrumentsAppearAndVanish) {
     }
   const Model m = s.model(processing("global", "mean"));
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
-    StreamPredictor st(m, {"i0", "i1", "i3"}, {.mode = mode, .device = "cpu"});
-    const std::vector<float> want = as_stream(m.predict(seen, {0, T}, "cpu", Precision::FP32, mode), seen, s.K);
+    StreamPredictor st(m, {"i0", "i1", "i3"}, {.mode = mode, .compute = test::on_cpu()});
+    const std::vector<float> want = as_stream(m.predict(seen, {0, T}, test::on_cpu(), mode), seen, s.K);
     std::vector<float> got(want.size(), nan);
     for (int t = 0; t < T; ++t) {
       if (t == add) st.set_instruments({"i0", "i1", "i2", "i3"});
@@ -200,15 +201,15 @@ TEST(Stream, ResetStartsTheNamedInstrumentsAfresh) {
   const int N = 3, T = 20, cut = 8;
   Fixture s(5, N, T);
   const Model m = s.model(processing("global", "zero"));
-  StreamPredictor a(m, s.raw.instruments, {.device = "cpu"});
+  StreamPredictor a(m, s.raw.instruments, {.compute = test::on_cpu()});
   run(a, s.raw, 0, cut);
   const std::vector<std::string> which = {"i0"};
   a.reset(which);
   EXPECT_EQ(a.context()[0], 0);
   const std::vector<float> after = run(a, s.raw, cut, T);
-  StreamPredictor fresh(m, s.raw.instruments, {.device = "cpu"});
+  StreamPredictor fresh(m, s.raw.instruments, {.compute = test::on_cpu()});
   const std::vector<float> from_cut = run(fresh, s.raw, cut, T);
-  StreamPredictor whole(m, s.raw.instruments, {.device = "cpu"});
+  StreamPredictor whole(m, s.raw.instruments, {.compute = test::on_cpu()});
   const std::vector<float> all = run(whole, s.raw, 0, T);
   auto column = [&](const std::vector<float>& v, int i, int from) {  // instrument i's outputs from bar `from` on
     std::vector<float> c;
@@ -231,8 +232,8 @@ TEST(Stream, BadInputIsRefusedAndChangesNothing) {
   const Model m = s.model(processing("zscore", "ffill"));
   const Model other = s.model(processing("zscore", "ffill"), "other");
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
-    StreamPredictor clean(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
-    StreamPredictor st(m, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor clean(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
+    StreamPredictor st(m, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     run(clean, s.raw, 0, cut);
     run(st, s.raw, 0, cut);
     st.save(s.tmp / "good");
@@ -248,11 +249,11 @@ TEST(Stream, BadInputIsRefusedAndChangesNothing) {
     const std::vector<uint8_t> short_mask(2, 1);
     EXPECT_TRUE(contains(error_of([&] { st.step(x, short_mask); }), "`present` has 2 flags"));
     // Another checkpoint's state, another mode's, a damaged file, a file that is not a state.
-    StreamPredictor foreign(other, s.raw.instruments, {.mode = mode, .device = "cpu"});
+    StreamPredictor foreign(other, s.raw.instruments, {.mode = mode, .compute = test::on_cpu()});
     foreign.save(s.tmp / "foreign");
     EXPECT_TRUE(contains(error_of([&] { st.load(s.tmp / "foreign"); }), "written for another checkpoint"));
     StreamPredictor moded(m, s.raw.instruments,
-                          {.mode = mode == PredictMode::carry ? PredictMode::window : PredictMode::carry, .device = "cpu"});
+                          {.mode = mode == PredictMode::carry ? PredictMode::window : PredictMode::carry, .compute = test::on_cpu()});
     moded.save(s.tmp / "moded");
     EXPECT_TRUE(contains(error_of([&] { st.load(s.tmp / "moded"); }), "in mode"));
     std::string bytes = read_bytes(s.tmp / "good");
@@ -287,9 +288,9 @@ TEST(Stream, AnEnsembleStreamsTheMeanOfItsMembers) {
   run_training(cfg, raw);
   const Ensemble e = Ensemble::load((tmp.path / "pop").string());
   ASSERT_EQ(e.size(), 3u);
-  StreamPredictor st(e, raw.instruments, {.mode = PredictMode::window, .device = "cpu"});
+  StreamPredictor st(e, raw.instruments, {.mode = PredictMode::window, .compute = test::on_cpu()});
   const std::vector<float> got = run(st, raw, 0, T);
-  EXPECT_TRUE(same_bits(got, as_stream(e.predict(raw, {0, T}, "cpu"), raw, K)));
+  EXPECT_TRUE(same_bits(got, as_stream(e.predict(raw, {0, T}, test::on_cpu()), raw, K)));
 }
 
 }  // namespace

@@ -7,9 +7,12 @@
 
 #include <cmath>
 
+#include "compute_util.h"
 #include "data/synthetic.h"
 #include "gpu_util.h"
+#include "predict/predict.h"
 #include "predict/predict_gpu.h"
+#include "predict/predict_session.h"
 #include "test_util.h"
 #include "tolerances.h"
 #include "train/population_trainer.h"
@@ -38,7 +41,7 @@ TEST(PredictGpu, MatchesCpu) {
   const auto params = init_params(lay, 8);
   const Panel p = make_synthetic({5, 120, 3, 1, 0.1f, 4});
   const WindowPlan plan = tiled_windows(p.N, p.T, 32, 8, 10, 120);
-  const auto cpu = predict_cpu(lay, params, p, plan, 3, {.reference = true});  // the oracle
+  const auto cpu = predict_cpu(lay, params, p, plan, 3, test::on_cpu_reference());  // the oracle
   Context ctx;
   const auto gpu = predict_gpu(ctx, lay, params, p, plan, 3, Precision::FP32);
   ASSERT_EQ(cpu.size(), gpu.size());
@@ -63,12 +66,43 @@ TEST(PredictGpu, APlanOfOneWindowPerDateMatchesCpu) {
   plan.N = p.N, plan.T = p.T, plan.L = C, plan.t0 = 40, plan.t1 = 90;
   for (int i = 0; i < p.N; ++i)
     for (int t = plan.t0; t < plan.t1; ++t) plan.windows.push_back({i, t - C + 1, t, t + 1});
-  const auto cpu = predict_cpu(lay, params, p, plan, 7, {.reference = true});
+  const auto cpu = predict_cpu(lay, params, p, plan, 7, test::on_cpu_reference());
   Context ctx;
   const auto gpu = predict_gpu(ctx, lay, params, p, plan, 7, Precision::FP32);
   size_t kept = 0;
   const std::vector<bool> nan_expected = nan_outside(p, plan, kept);
   EXPECT_TRUE(rel_l2_close_where_finite(gpu, cpu, nan_expected, kept, tol::kModelParityRelL2, "per-date predictions"));
+}
+
+// An ensemble's session (predict_session.h): one device model and one upload of the panel serve every weight set,
+// and each set's predictions are bitwise those of a lone prediction with those weights (window and carry, fp32 and
+// bf16).
+TEST(PredictGpu, ASessionSharesOneModelAndOneUploadAndKeepsEachSetsBits) {
+  const ModelLayout lay(model());
+  const Panel p = make_synthetic({5, 120, 3, 1, 0.1f, 4});
+  TrainConfig tc;
+  tc.L = 32, tc.B = 4;
+  const TimeRange range{40, 120};
+  for (const Precision precision : {Precision::FP32, Precision::BF16}) {
+    const Compute compute = test::on_gpu(precision);
+    for (const PredictMode mode : {PredictMode::window, PredictMode::carry}) {
+      PredictStats stats;
+      PredictSession session(compute, lay.cfg, tc, &stats);
+      session.load(p, range, mode);
+      for (const uint64_t seed : {3, 5, 9}) {
+        const auto params = init_params(lay, seed);
+        const std::vector<float> got = session.predict(params);
+        const WindowPlan plan = date_windows(p.N, p.T, tc.L, range.t0, range.t1);
+        const std::vector<float> alone =
+            mode == PredictMode::window
+                ? predict_with(compute, lay, params, p, plan, prediction_tile(tc, p.N, plan.L))
+                : predict_carry(compute, lay, params, p, range.t0, range.t1, tc);
+        EXPECT_TRUE(same_bits(got, alone)) << to_string(precision) << " " << to_string(mode) << " seed " << seed;
+      }
+      EXPECT_EQ(stats.models_built, 1) << to_string(precision) << " " << to_string(mode);
+      EXPECT_EQ(stats.panels_loaded, 1) << to_string(precision) << " " << to_string(mode);
+    }
+  }
 }
 
 // The trainer predicts from the panel on the device with its own model: bitwise a lone prediction's numbers.

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "compute_util.h"
 #include "mlalpha/stream.h"
 #include "predict_util.h"
 #include "test_files.h"
@@ -39,11 +40,11 @@ struct Case {
 TEST(PredictionGpu, WindowModeDoesNotDependOnWhereTheInputStartsAndMatchesTheCpu) {
   Case c(1, processing("zscore", "mean", "zscore"));
   const int N = c.raw.N, T = c.raw.T, K = c.K;
-  const std::vector<float> full = c.model.predict(c.raw, {0, T}, "gpu");
-  const std::vector<float> cpu = c.model.predict(c.raw, {0, T}, "cpu");
+  const std::vector<float> full = c.model.predict(c.raw, {0, T}, test::on_gpu());
+  const std::vector<float> cpu = c.model.predict(c.raw, {0, T}, test::on_cpu());
   EXPECT_TRUE(rel_l2_close_where_finite(full, cpu, nan_of(cpu), cpu.size(), tol::kModelParityRelL2, "GPU vs CPU"));
   for (int off : {1, 9, 20}) {
-    const std::vector<float> part = c.model.predict(slice_panel(c.raw, off, T), {0, T - off}, "gpu");
+    const std::vector<float> part = c.model.predict(slice_panel(c.raw, off, T), {0, T - off}, test::on_gpu());
     size_t compared = 0;
     for (int i = 0; i < N; ++i)
       for (int t = off + c.C - 1; t < T; ++t)
@@ -54,8 +55,8 @@ TEST(PredictionGpu, WindowModeDoesNotDependOnWhereTheInputStartsAndMatchesTheCpu
         }
     EXPECT_GT(compared, 0u);
   }
-  const std::vector<float> carry = c.model.predict(c.raw, {0, T}, "gpu", Precision::FP32, PredictMode::carry);
-  const std::vector<float> carry_cpu = c.model.predict(c.raw, {0, T}, "cpu", Precision::FP32, PredictMode::carry);
+  const std::vector<float> carry = c.model.predict(c.raw, {0, T}, test::on_gpu(), PredictMode::carry);
+  const std::vector<float> carry_cpu = c.model.predict(c.raw, {0, T}, test::on_cpu(), PredictMode::carry);
   EXPECT_TRUE(rel_l2_close_where_finite(carry, carry_cpu, nan_of(carry_cpu), carry.size() * 3 / 4,
                                         tol::kModelParityRelL2, "carry GPU vs CPU"));
 }
@@ -65,12 +66,14 @@ TEST(StreamGpu, EveryBarEqualsPredictOnTheWholeHistory) {
     Case c(2, d);
     const int T = c.raw.T;
     {
-      StreamPredictor s(c.model, c.raw.instruments, {.mode = PredictMode::carry, .device = "gpu"});
+      StreamPredictor s(c.model, c.raw.instruments, {.mode = PredictMode::carry, .compute = test::on_gpu()});
       ASSERT_TRUE(s.on_gpu());
       const std::vector<float> got = run(s, c.raw, 0, T);
       for (const char* device : {"gpu", "cpu"}) {
         const std::vector<float> want =
-            as_stream(c.model.predict(c.raw, {0, T}, device, Precision::FP32, PredictMode::carry), c.raw, c.K);
+            as_stream(c.model.predict(c.raw, {0, T}, std::string(device) == "gpu" ? test::on_gpu() : test::on_cpu(),
+                                      PredictMode::carry),
+                      c.raw, c.K);
         const auto r = rel_l2_close_where_finite(got, want, nan_of(want), got.size() * 3 / 4, tol::kStepGpuVsCpuRelL2,
                                                  std::string("carry stream vs predict on the ") + device);
         std::printf("%s\n", r.message());
@@ -78,9 +81,9 @@ TEST(StreamGpu, EveryBarEqualsPredictOnTheWholeHistory) {
       }
     }
     {
-      StreamPredictor s(c.model, c.raw.instruments, {.mode = PredictMode::window, .device = "gpu"});
+      StreamPredictor s(c.model, c.raw.instruments, {.mode = PredictMode::window, .compute = test::on_gpu()});
       const std::vector<float> got = run(s, c.raw, 0, T);
-      const std::vector<float> want = as_stream(c.model.predict(c.raw, {0, T}, "gpu"), c.raw, c.K);
+      const std::vector<float> want = as_stream(c.model.predict(c.raw, {0, T}, test::on_gpu()), c.raw, c.K);
       EXPECT_TRUE(same_bits(got, want)) << "window: " << rel_l2_close_where_finite(got, want, nan_of(want), 0, 0, "").message();
     }
   }
@@ -90,17 +93,17 @@ TEST(StreamGpu, ASavedStateResumesBitExactlyAndOnTheCpu) {
   Case c(3, processing("zscore", "ffill"));
   const int T = c.raw.T, cut = 33;
   for (const PredictMode mode : {PredictMode::carry, PredictMode::window}) {
-    StreamPredictor whole(c.model, c.raw.instruments, {.mode = mode, .device = "gpu"});
+    StreamPredictor whole(c.model, c.raw.instruments, {.mode = mode, .compute = test::on_gpu()});
     const std::vector<float> all = run(whole, c.raw, 0, T);
-    StreamPredictor first(c.model, c.raw.instruments, {.mode = mode, .device = "gpu"});
+    StreamPredictor first(c.model, c.raw.instruments, {.mode = mode, .compute = test::on_gpu()});
     std::vector<float> got = run(first, c.raw, 0, cut);
     first.save(c.tmp / "state");
-    StreamPredictor second(c.model, {"x", "y"}, {.mode = mode, .device = "gpu"});
+    StreamPredictor second(c.model, {"x", "y"}, {.mode = mode, .compute = test::on_gpu()});
     second.load(c.tmp / "state");
     const std::vector<float> rest = run(second, c.raw, cut, T);
     got.insert(got.end(), rest.begin(), rest.end());
     EXPECT_TRUE(same_bits(got, all)) << to_string(mode);
-    StreamPredictor on_cpu(c.model, {"x"}, {.mode = mode, .device = "cpu"});
+    StreamPredictor on_cpu(c.model, {"x"}, {.mode = mode, .compute = test::on_cpu()});
     on_cpu.load(c.tmp / "state");
     const std::vector<float> cpu_rest = run(on_cpu, c.raw, cut, T);
     const std::vector<float> gpu_rest(all.begin() + ptrdiff_t(size_t(cut) * c.raw.N * c.K), all.end());

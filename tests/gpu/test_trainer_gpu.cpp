@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "compute_util.h"
 #include "data/synthetic.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -75,7 +76,7 @@ TEST(TrainerGpu, SameSeedSameWeights) {
 
 TEST(TrainerGpu, MatchesCpuTrainerAfter20Steps) {
   const TrainCase s = small_case(20);
-  CpuTrainer cpu(s.mc, s.tc, s.data, {}, {.cpu = {.reference = true}});  // the oracle: the reference model
+  CpuTrainer cpu(s.mc, s.tc, s.data, {}, {.compute = test::on_cpu_reference()});  // the oracle: the reference model
   for (int i = 0; i < 20; ++i) cpu.step();
   const auto gpu = train_gpu(s, true, 20);
   const auto& lay = cpu.layout();
@@ -106,7 +107,7 @@ TEST(TrainerGpu, IcGraphReplayEqualsEagerBitwise) {
 TEST(TrainerGpu, IcMatchesCpuTrainer) {
   for (int cap : {0, 4}) {
     const TrainCase s = ic_case(10, cap);
-    CpuTrainer cpu(s.mc, s.tc, s.data, {}, {.cpu = {.reference = true}});  // the oracle: the reference model
+    CpuTrainer cpu(s.mc, s.tc, s.data, {}, {.compute = test::on_cpu_reference()});  // the oracle: the reference model
     std::vector<float> cpu_loss;
     for (int i = 0; i < 10; ++i) cpu_loss.push_back(cpu.step().loss);
     Context ctx;
