@@ -153,6 +153,11 @@ TEST(CarriedSsd, FastHandOverTracksTheReference) {
       const std::string what = s.name() + (save ? " saving states" : " inference");
       EXPECT_TRUE(rel_l2_close(time_join(y1, y2, s.B, s.L1, s.L2, Y), y_full, tol::kCpuFastRelL2, what + " y"));
       EXPECT_TRUE(rel_l2_close(h2, h_full, tol::kCpuFastRelL2, what + " h_last"));
+      // The state advanced in place (h_last = h0, as ssd.h allows): the same bits.
+      auto carried = h1, y2_in_place = poisoned_vec<float>(y2.size());
+      cpu::ssd_forward(pool, s.params(s.L2), ssd_inputs(s, x2, d2, Af, Df, carried.data(), carried.data()),
+                       y2_in_place.data(), save ? st2.data() : nullptr, scratch.data());
+      EXPECT_TRUE(same_bits(y2_in_place, y2) && same_bits(carried, h2)) << what << " in place";
     }
   }
 }

@@ -29,7 +29,8 @@ struct Conv1dInputs {
   // for bit, with zeros before t = 0.
   const T* window0 = nullptr;  // (B, W−1, C) the W − 1 inputs before t = 0, oldest first; null: zeros
   T* window_last = nullptr;    // (B, W−1, C) written when non-null: the last W − 1 inputs (of window0 and x
-                               // together when L < W − 1), the next window's window0; no adjoint flows back
+                               // together when L < W − 1), the next window's window0; no adjoint flows
+                               // back. Not window0 itself (the fast path's row blocks read window0 meanwhile)
 };
 template <typename T>
 struct Conv1dGrads {

@@ -52,7 +52,8 @@ struct SsdInputs {
   // the op's arguments, not a loose one, so a call that does not carry it is today's op, bit for bit.
   const T* h0 = nullptr;  // (B, H, P, N) s_{−1}, the state before t = 0; null: zeros
   T* h_last = nullptr;    // (B, H, P, N) s_{L−1} written when non-null (the only output in this struct: it is
-                          // the next window's h0; no adjoint flows back through it)
+                          // the next window's h0; no adjoint flows back through it). May be h0 itself: each
+                          // (b, h) reads its h0 before it writes its h_last.
 };
 // Gradients with respect to SsdInputs: dx, dB, dC have x's, B's, C's layout (row stride ld; only the used
 // columns are written); ddelta written; dA_log, dD accumulated (+=).

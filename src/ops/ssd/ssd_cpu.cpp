@@ -113,9 +113,10 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
       for (int h = 0; h < p.H; ++h)
         if (in_group(p, h, g)) {
           float* dst = in.h_last + (size_t(b) * p.H + h) * PN;
-          if (in.h0)
-            std::copy(in.h0 + (size_t(b) * p.H + h) * PN, in.h0 + (size_t(b) * p.H + h + 1) * PN, dst);
-          else
+          if (in.h0) {
+            const float* src = in.h0 + (size_t(b) * p.H + h) * PN;
+            if (src != dst) std::copy(src, src + PN, dst);
+          } else
             std::fill(dst, dst + PN, 0.0f);
         }
     for (int c = 0; c < nch; ++c) {
@@ -129,7 +130,7 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
         const ChunkView v{p, in, b, h, g, t0, T};
         const float A = -std::exp(in.A_log[h]), Dh = in.Dskip[h];
         const size_t hb = size_t(b) * p.H + h;  // the (b, h) slot of h0 and h_last (B, H, P, N)
-        float* S_in = states ? states + ((size_t(b) * p.H + h) * nch + c) * PN : s.S + size_t(h) * PN;
+        float* S_in = states ? states + (hb * nch + c) * PN : s.S + size_t(h) * PN;
         // With an initial state, chunk 0 is entered with S_in = h0 and takes the state terms like any other.
         const bool has_in = c > 0 || in.h0;
         if (c == 0 && in.h0) std::copy(in.h0 + hb * PN, in.h0 + (hb + 1) * PN, S_in);

@@ -22,7 +22,8 @@ size_t ssd_scratch_floats(const SsdParams& p);
 size_t ssd_states_floats(const SsdParams& p);
 
 // y (B, L, H, P) written. states (ssd_states_floats), when non-null, receives the state entering each
-// chunk for the backward (chunk 0's only with an initial state: in.h0); null: inference, nothing saved.
+// chunk for the backward (slot 0, chunk 0's, is written only with an initial state in.h0); null: inference,
+// nothing saved.
 // in.h0 (the state before t = 0) and in.h_last (the state after t = L − 1) are honoured as in ref::.
 // scratch: pool.threads() · ssd_scratch_floats(p).
 void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& in, float* y, float* states,
