@@ -330,6 +330,8 @@ bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
 void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
   const float *x = in.x, *w = in.w, *bias = in.bias;
   check_params(p);
+  require(!in.window0 && !in.window_last,
+          "conv1d_silu_fwd: initial states are not implemented on the GPU yet (Conv1dInputs::window0, window_last)");
   if (p.B == 0 || p.L == 0 || p.C == 0) return;
   require(x && w && bias && y, "conv1d_silu_fwd: x, w, bias and y must be non-null");
   const bool vec = vec_ok(p, {x, y});
@@ -382,6 +384,9 @@ void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, 
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
                      const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
                      ColsumBatch* defer) {
+  require(!in.window0 && !in.window_last && !g.dwindow0,
+          "conv1d_silu_bwd: initial states are not implemented on the GPU yet (Conv1dInputs::window0, "
+          "Conv1dGrads::dwindow0)");
   if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, workspace, stream, defer);
   else bwd(p, in, dy, g.dx, g.dw, g.dbias, workspace, stream, defer);
 }

@@ -1,7 +1,10 @@
 #pragma once
 // Causal depthwise conv1d + bias + SiLU over the xBC channels of the Mamba2 in_proj output
-// (DESIGN section 1):  y[b,t,c] = SiLU(bias[c] + Σ_{k<W} w[c,k] · x[b, t−(W−1)+k, c]), x = 0 before t = 0.
-// GPU: conv1d.cu. CPU: conv1d_ref.cpp (the oracle).
+// (DESIGN section 1):  y[b,t,c] = SiLU(bias[c] + Σ_{k<W} w[c,k] · x[b, t−(W−1)+k, c]), x = 0 before t = 0,
+// or, for a window that continues an earlier one (stateful training, docs/decisions.md "Stateful training: the
+// plan"), x before t = 0 is the earlier window's last W − 1 rows: x[b, −(W−1)+j, c] = window0[b, j, c]. The
+// window is the stream's conv state (ops/mamba_step/mamba_step.h), oldest row first.
+// GPU: conv1d.cu. CPU: conv1d_ref.cpp (the oracle), conv1d_cpu.cpp (the fast path).
 #include <cstddef>
 
 #include "core/cuda_fwd.h"
@@ -22,12 +25,19 @@ struct Conv1dInputs {
   const T* x = nullptr;     // (B, L, ld_x) first C columns used
   const T* w = nullptr;     // (C, W)
   const T* bias = nullptr;  // (C)
+  // The carried window (CPU only so far; the GPU entry points refuse a non-null one): null is today's op, bit
+  // for bit, with zeros before t = 0.
+  const T* window0 = nullptr;  // (B, W−1, C) the W − 1 inputs before t = 0, oldest first; null: zeros
+  T* window_last = nullptr;    // (B, W−1, C) written when non-null: the last W − 1 inputs (of window0 and x
+                               // together when L < W − 1), the next window's window0; no adjoint flows
+                               // back. Not window0 itself (the fast path's row blocks read window0 meanwhile)
 };
 template <typename T>
 struct Conv1dGrads {
   T* dx = nullptr;     // (B, L, ld_x): the C columns written, the others untouched
   T* dw = nullptr;     // (C, W) +=
   T* dbias = nullptr;  // (C) +=
+  T* dwindow0 = nullptr;  // (B, W−1, C) written when non-null (zero window0 when in.window0 is null)
 };
 
 namespace ref {
@@ -40,6 +50,8 @@ void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<T>& in, const T* 
 }  // namespace ref
 
 namespace gpu {
+// Both entry points refuse (mlalpha::Error) Conv1dInputs::window0, window_last and Conv1dGrads::dwindow0:
+// initial states are not implemented on the GPU yet.
 // Widest kernel the GPU supports (the register window is sized at compile time).
 constexpr int kConv1dMaxW = 8;
 

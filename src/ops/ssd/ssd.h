@@ -1,8 +1,12 @@
 #pragma once
 // SSD: the Mamba2 selective state-space scan (DESIGN section 1). Per batch b and head h (group g(h)):
 //   a_t = exp(Δ_t A_h),  A_h = −exp(A_log_h)
-//   s_t = a_t s_{t−1} + Δ_t x_t B_tᵀ        (state P×N, s_{−1} = 0)
+//   s_t = a_t s_{t−1} + Δ_t x_t B_tᵀ        (state P×N, s_{−1} = h0, zero when none is given)
 //   y_t = s_t C_t + D_h x_t
+// A window that continues an earlier one (stateful training, docs/decisions.md "Stateful training: the
+// plan") starts from the state that window ended with: SsdInputs::h0 in, SsdInputs::h_last out. That is
+// mamba_ssm's `initial_states`/`return_final_states`; the state is carried, its gradient (SsdGrads::dh0)
+// is offered but training stops it at the window boundary (truncated BPTT).
 // x, B, C are column slices of one activation (B, L, ld): x at column h·P + p, B at g·N + n, C at g·N + n,
 // each through its own base pointer (SsdInputs); head h reads group ⌊h·G/H⌋.
 #include <cstddef>
@@ -44,6 +48,12 @@ struct SsdInputs {
   const T* Bm = nullptr;     // (B, L, ld)→(G, N): B_t of group g at column g·N + n
   const T* Cm = nullptr;     // (B, L, ld)→(G, N)
   const T* Dskip = nullptr;  // (H) D
+  // The carried state (CPU only so far; the GPU entry points refuse a non-null one). The state is a pointer of
+  // the op's arguments, not a loose one, so a call that does not carry it is today's op, bit for bit.
+  const T* h0 = nullptr;  // (B, H, P, N) s_{−1}, the state before t = 0; null: zeros
+  T* h_last = nullptr;    // (B, H, P, N) s_{L−1} written when non-null (the only output in this struct: it is
+                          // the next window's h0; no adjoint flows back through it). May be h0 itself: each
+                          // (b, h) reads its h0 before it writes its h_last.
 };
 // Gradients with respect to SsdInputs: dx, dB, dC have x's, B's, C's layout (row stride ld; only the used
 // columns are written); ddelta written; dA_log, dD accumulated (+=).
@@ -55,10 +65,11 @@ struct SsdGrads {
   T* dB = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
   T* dC = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
   T* dD = nullptr;      // (H) +=
+  T* dh0 = nullptr;     // (B, H, P, N) written when non-null: ∂/∂h0 = a_0 g_0 (zero h0 when in.h0 is null)
 };
 
 namespace ref {
-// y (B, L, H, P) written.
+// y (B, L, H, P) written; in.h0 and in.h_last honoured (as the two forms below and ssd_bwd).
 template <typename T>
 void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y);
 // The same function through the chunked form: chunk cumsum of ΔA, intra-chunk (C·Bᵀ ⊙ decay)·(Δx),
@@ -66,7 +77,7 @@ void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y);
 template <typename T>
 void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y);
 // The recurrence's backward (DESIGN section 1 formulas) with the accumulation of SsdGrads. dy (B, L, H, P).
-// States are recomputed per chunk of Q steps.
+// States are recomputed per chunk of Q steps, from in.h0. The final state gets no adjoint (g_L = 0).
 template <typename T>
 void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdGrads<T>& g);
 }  // namespace ref
@@ -110,6 +121,8 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
 // The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer (ssd_saved_floats)
 // and dy (B, L, H, P), into g (SsdGrads says what is written and what accumulated); workspace:
 // ssd_bwd_workspace_floats(p) floats.
+// Both refuse (mlalpha::Error) SsdInputs::h0, h_last and SsdGrads::dh0: initial states are not implemented on
+// the GPU yet, and a carried state silently dropped would train the wrong model.
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu

@@ -538,6 +538,8 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
+  require(!in.h0 && !in.h_last && !g.dh0,
+          "ssd_bwd: initial states are not implemented on the GPU yet (SsdInputs::h0, SsdGrads::dh0)");
   if (p.B == 0 || p.L == 0) return;  // nothing is written, the accumulators get += 0
   if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, saved, dy, g, workspace, stream);
   Args a = make_layout(p);

@@ -10,6 +10,8 @@
 //   da_T += e^{a_T} ⟨dS_out, S_in⟩ + Σ_j w_j,      w_j = e^{a_T − a_j} Σ_p Xs_jp R_jp
 //   then through a = cumsum(Δ·A): dΔ_i = Σ_p x_ip dXs_ip + A·Σ_{k≥i} da_k,  dA = Σ_i Δ_i Σ_{k≥i} da_k,
 //   dx = Δ ⊙ dXs + D·dY,  dD = Σ dY ⊙ x,  dA_log = A·dA.
+// An initial state h0 (ssd.h) is chunk 0's S_in, so chunk 0 takes the S_in terms like every later chunk, and
+// its dS_in is dh0; without one, chunk 0 has no S_in and skips them (the bits of the op without a state).
 #include "ops/ssd/ssd_cpu.h"
 
 #include <algorithm>
@@ -107,6 +109,16 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
   pool.run(p.B * p.G, [&](int task, int worker) {
     const int b = task / p.G, g = task % p.G;
     const Scratch s(p, scratch + size_t(worker) * Scratch::floats(p));
+    if (nch == 0 && in.h_last)  // no step: the final state is the initial one
+      for (int h = 0; h < p.H; ++h)
+        if (in_group(p, h, g)) {
+          float* dst = in.h_last + (size_t(b) * p.H + h) * PN;
+          if (in.h0) {
+            const float* src = in.h0 + (size_t(b) * p.H + h) * PN;
+            if (src != dst) std::copy(src, src + PN, dst);
+          } else
+            std::fill(dst, dst + PN, 0.0f);
+        }
     for (int c = 0; c < nch; ++c) {
       const int t0 = c * Q, T = std::min(Q, p.L - t0);
       const size_t r0 = size_t(b) * p.L + t0;
@@ -117,11 +129,15 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
         if (!in_group(p, h, g)) continue;
         const ChunkView v{p, in, b, h, g, t0, T};
         const float A = -std::exp(in.A_log[h]), Dh = in.Dskip[h];
-        float* S_in = states ? states + ((size_t(b) * p.H + h) * nch + c) * PN : s.S + size_t(h) * PN;
+        const size_t hb = size_t(b) * p.H + h;  // the (b, h) slot of h0 and h_last (B, H, P, N)
+        float* S_in = states ? states + (hb * nch + c) * PN : s.S + size_t(h) * PN;
+        // With an initial state, chunk 0 is entered with S_in = h0 and takes the state terms like any other.
+        const bool has_in = c > 0 || in.h0;
+        if (c == 0 && in.h0) std::copy(in.h0 + hb * PN, in.h0 + (hb + 1) * PN, S_in);
         const float aT = chunk_setup(v, A, s, Q);
         float* yh = y + r0 * ldy + size_t(h) * P;
         sgemm(Op::N, Op::N, T, P, T, 1.0f, s.Lm, Q, s.Xs, P, 0.0f, yh, ldy);  // intra-chunk
-        if (c > 0) {                                                           // state → output
+        if (has_in) {                                                          // state → output
           for (int i = 0; i < T; ++i) {
             const float ea = vexp(s.acum[i]);
             const float* ci = Cc + size_t(i) * ld;
@@ -137,7 +153,8 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
 #pragma omp simd
           for (int q = 0; q < P; ++q) yi[q] += Dh * xi[q];
         }
-        if (c + 1 == nch) continue;  // the state after the last chunk is not needed
+        const bool final_chunk = c + 1 == nch;
+        if (final_chunk && !in.h_last) continue;  // the state after the last chunk is not needed
         for (int j = 0; j < T; ++j) {
           const float e = vexp(aT - s.acum[j]);
           const float* xs = s.Xs + size_t(j) * P;
@@ -145,8 +162,9 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
 #pragma omp simd
           for (int q = 0; q < P; ++q) xd[q] = e * xs[q];
         }
-        float* S_next = states ? S_in + PN : S_in;  // slot c + 1, or the running state in place
-        if (c == 0) {
+        // slot c + 1, or the running state in place; after the last chunk, the final state s_{L−1}
+        float* S_next = final_chunk ? in.h_last + hb * PN : states ? S_in + PN : S_in;
+        if (!has_in) {
           sgemm(Op::T, Op::N, P, N, T, 1.0f, s.Xd, P, Bc, ld, 0.0f, S_next, N);
         } else {
           const float decay = vexp(aT);
@@ -176,6 +194,8 @@ void ssd_backward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& 
         std::fill(s.dS + size_t(h) * PN, s.dS + size_t(h + 1) * PN, 0.0f);
         dA_log_part[size_t(b) * p.H + h] = 0.0f;
         dD_part[size_t(b) * p.H + h] = 0.0f;
+        if (gr.dh0 && nch == 0)  // no step: h0 reaches nothing
+          std::fill(gr.dh0 + (size_t(b) * p.H + h) * PN, gr.dh0 + (size_t(b) * p.H + h + 1) * PN, 0.0f);
       }
     for (int c = nch - 1; c >= 0; --c) {
       const int t0 = c * Q, T = std::min(Q, p.L - t0);
@@ -191,7 +211,10 @@ void ssd_backward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& 
         if (!in_group(p, h, g)) continue;
         const ChunkView v{p, in, b, h, g, t0, T};
         const float A = -std::exp(in.A_log[h]), Dh = in.Dskip[h];
-        const float* S_in = c > 0 ? states + ((size_t(b) * p.H + h) * nch + c) * PN : nullptr;
+        // The state entering chunk c (chunk 0: h0, which ssd_forward saved in slot 0; none when it is zero).
+        const float* S_in = c > 0 || in.h0 ? states + ((size_t(b) * p.H + h) * nch + c) * PN : nullptr;
+        // Whether the adjoint of that state is needed: for chunk c − 1, or as dh0.
+        const bool pass_back = c > 0 || gr.dh0;
         float* dSo = s.dS + size_t(h) * PN;  // adjoint of the state leaving chunk c
         const float aT = chunk_setup(v, A, s, Q);
         const float* dYh = dy + r0 * ldy + size_t(h) * P;
@@ -236,29 +259,35 @@ void ssd_backward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& 
           }
           s.da[i] += row;
         }
-        if (S_in) {
-          sgemm(Op::N, Op::N, T, N, P, 1.0f, dYh, ldy, S_in, N, 0.0f, s.G1, N);  // G1 = dY·S_in
+        if (S_in) sgemm(Op::N, Op::N, T, N, P, 1.0f, dYh, ldy, S_in, N, 0.0f, s.G1, N);  // G1 = dY·S_in
+        if (S_in || pass_back)
           for (int i = 0; i < T; ++i) {
             const float ea = vexp(s.acum[i]);
-            const float* g1 = s.G1 + size_t(i) * N;
-            const float* ci = Cc + size_t(i) * ld;
-            float* dci = dCc + size_t(i) * ld;
-            float dot = 0.0f;
+            if (S_in) {
+              const float* g1 = s.G1 + size_t(i) * N;
+              const float* ci = Cc + size_t(i) * ld;
+              float* dci = dCc + size_t(i) * ld;
+              float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-            for (int n = 0; n < N; ++n) {
-              dot += g1[n] * ci[n];
-              dci[n] += ea * g1[n];
+              for (int n = 0; n < N; ++n) {
+                dot += g1[n] * ci[n];
+                dci[n] += ea * g1[n];
+              }
+              s.da[i] += ea * dot;
             }
-            s.da[i] += ea * dot;
-            const float* dyi = dYh + size_t(i) * ldy;
-            float* dys = s.dYs + size_t(i) * P;
+            if (pass_back) {
+              const float* dyi = dYh + size_t(i) * ldy;
+              float* dys = s.dYs + size_t(i) * P;
 #pragma omp simd
-            for (int q = 0; q < P; ++q) dys[q] = ea * dyi[q];
+              for (int q = 0; q < P; ++q) dys[q] = ea * dyi[q];
+            }
           }
+        if (pass_back) {
           const float decay = vexp(aT);
 #pragma omp simd
           for (size_t k = 0; k < PN; ++k) dSo[k] *= decay;
           sgemm(Op::T, Op::N, P, N, T, 1.0f, s.dYs, P, Cc, ld, 1.0f, dSo, N);  // now dS_in, for chunk c − 1
+          if (c == 0 && gr.dh0) std::copy(dSo, dSo + PN, gr.dh0 + (size_t(b) * p.H + h) * PN);  // dS_in = dh0
         }
         // through Xs = Δ ⊙ x, a = cumsum(Δ·A), and the skip D·x
         float run = 0.0f, dA = 0.0f, dD = 0.0f;

@@ -22,12 +22,17 @@ size_t ssd_scratch_floats(const SsdParams& p);
 size_t ssd_states_floats(const SsdParams& p);
 
 // y (B, L, H, P) written. states (ssd_states_floats), when non-null, receives the state entering each
-// chunk for the backward; null: inference, nothing saved. scratch: pool.threads() · ssd_scratch_floats(p).
+// chunk for the backward (slot 0, chunk 0's, is written only with an initial state in.h0); null: inference,
+// nothing saved.
+// in.h0 (the state before t = 0) and in.h_last (the state after t = L − 1) are honoured as in ref::.
+// scratch: pool.threads() · ssd_scratch_floats(p).
 void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& in, float* y, float* states,
                  float* scratch);
 
 // dy (B, L, H, P) → g.dx, g.ddelta, g.dB, g.dC written (only their columns); dA_log_part and dD_part
-// (B, H) written: the caller adds them over b into the parameter gradients. states from ssd_forward.
+// (B, H) written: the caller adds them over b into the parameter gradients. states from ssd_forward with the
+// same in.h0. g.dh0 (B, H, P, N), when non-null, receives the adjoint of the initial state (the state chunk
+// 0 enters with; its adjoint dS_in is the last step of the chunk walk).
 void ssd_backward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& in, const float* states,
                   const float* dy, const SsdGrads<float>& g, float* dA_log_part, float* dD_part, float* scratch);
 

@@ -68,6 +68,8 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
 void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
+  require(!in.h0 && !in.h_last,
+          "ssd_fwd: initial states are not implemented on the GPU yet (SsdInputs::h0, h_last)");
   if (p.B == 0 || p.L == 0) return;
   require(saved != nullptr, "ssd_fwd: saved is required (the chunk states, which ssd_bwd reads)");
   if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, y, saved, stream);

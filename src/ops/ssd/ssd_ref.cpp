@@ -19,6 +19,20 @@ struct View {
   size_t di(int t) const { return (size_t(b) * p.L + t) * p.H + h; }
 };
 int group_of(const SsdParams& p, int h) { return h * p.G / p.H; }
+// The carried state of (b, h) in a (B, H, P, N) tensor.
+size_t state_at(const SsdParams& p, int b, int h) { return (size_t(b) * p.H + h) * p.P * p.N; }
+// s ← h0 of (b, h), or zeros when no initial state is given (s_{−1}, ssd.h).
+template <typename T>
+void load_h0(const SsdParams& p, const SsdInputs<T>& in, int b, int h, std::vector<T>& s) {
+  if (in.h0)
+    std::copy(in.h0 + state_at(p, b, h), in.h0 + state_at(p, b, h) + s.size(), s.begin());
+  else
+    std::fill(s.begin(), s.end(), T(0));
+}
+template <typename T>
+void store_h_last(const SsdParams& p, const SsdInputs<T>& in, int b, int h, const std::vector<T>& s) {
+  if (in.h_last) std::copy(s.begin(), s.end(), in.h_last + state_at(p, b, h));
+}
 }  // namespace
 
 template <typename T>
@@ -29,7 +43,7 @@ void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y) {
     for (int h = 0; h < p.H; ++h) {
       const View v{p, b, h, group_of(p, h)};
       const T A = -std::exp(A_log[h]);
-      std::fill(s.begin(), s.end(), T(0));
+      load_h0(p, in, b, h, s);
       for (int t = 0; t < p.L; ++t) {
         const T dt = delta[v.di(t)], a = std::exp(dt * A);
         for (int q = 0; q < p.P; ++q) {
@@ -43,6 +57,7 @@ void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y) {
           y[v.yi(t, q)] = acc + Dskip[h] * x[v.xi(t, q)];
         }
       }
+      store_h_last(p, in, b, h, s);
     }
 }
 
@@ -54,7 +69,7 @@ void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y) {
     for (int h = 0; h < p.H; ++h) {
       const View v{p, b, h, group_of(p, h)};
       const T A = -std::exp(A_log[h]);
-      std::fill(state.begin(), state.end(), T(0));  // state entering the chunk
+      load_h0(p, in, b, h, state);  // state entering the chunk
       for (int c0 = 0; c0 < p.L; c0 += p.Q) {
         const int len = std::min(p.Q, p.L - c0);
         // chunk cumsum of ΔA
@@ -89,6 +104,7 @@ void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y) {
         const T decay_all = std::exp(acum[len - 1]);
         for (size_t k = 0; k < state.size(); ++k) state[k] = decay_all * state[k] + chunk_state[k];
       }
+      store_h_last(p, in, b, h, state);
     }
 }
 
@@ -101,7 +117,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdG
   // B and C are shared by the heads of a group: their gradients are sums, so start from zero.
   for (int r = 0; r < p.B * p.L; ++r)
     for (int k = 0; k < p.G * p.N; ++k) dB[size_t(r) * p.ld + k] = dC[size_t(r) * p.ld + k] = T(0);
-  std::vector<T> starts(size_t(nchunks) * PN), buf(size_t(p.Q + 1) * PN), g(PN), vvec(p.P);
+  std::vector<T> starts(size_t(nchunks) * PN), buf(size_t(p.Q + 1) * PN), g(PN), vvec(p.P), s0(PN);
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
       const View v{p, b, h, group_of(p, h)};
@@ -117,8 +133,9 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdG
               cur[size_t(q) * p.N + n] = a * prev[size_t(q) * p.N + n] + dt * x[v.xi(t, q)] * Bm[v.bi(t, n)];
         }
       };
-      // forward pass saving the state entering each chunk
-      std::fill(buf.begin(), buf.begin() + PN, T(0));
+      // forward pass saving the state entering each chunk, from s_{−1} = h0
+      load_h0(p, in, b, h, s0);
+      std::copy(s0.begin(), s0.end(), buf.begin());
       for (int c = 0; c < nchunks; ++c) {
         const int t0 = c * p.Q, t1 = std::min(p.L, t0 + p.Q);
         std::copy(buf.begin(), buf.begin() + PN, starts.begin() + c * PN);
@@ -159,6 +176,9 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdG
       }
       dA_log[h] += dA * A;  // A = −exp(A_log) ⇒ ∂A/∂A_log = A
       dD[h] += dDh;
+      // s_0 = a_0 s_{−1} + …: the adjoint of h0 is a_0 g_0 (a_next and g now hold a_0 and g_0; 0 when L = 0)
+      if (grads.dh0)
+        for (size_t k = 0; k < PN; ++k) grads.dh0[state_at(p, b, h) + k] = a_next * g[k];
     }
 }
 
