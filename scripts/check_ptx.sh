@@ -18,6 +18,13 @@ ptxdir="$build/ptx-check"
 mkdir -p "$ptxdir"
 
 mapfile -t objects < <(find "$build/CMakeFiles" -name '*.cu.o' -path '*mlalpha*' | sort)
+# Only the objects the current configuration builds: a build folder reconfigured after targets were renamed still
+# holds the old targets' objects, which no compile command names (and which the check would fail to regenerate).
+if [ -f "$build/compile_commands.json" ]; then
+  current=()
+  for o in "${objects[@]}"; do grep -qF -- "-o ${o#"$build"/}" "$build/compile_commands.json" && current+=("$o"); done
+  objects=("${current[@]}")
+fi
 [ ${#objects[@]} -gt 0 ] || { echo "check_ptx: no CUDA objects (*.cu.o) under $build/CMakeFiles (build first)" >&2; exit 2; }
 
 cuobjdump_bin=$(command -v cuobjdump || true)
