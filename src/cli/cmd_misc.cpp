@@ -302,7 +302,11 @@ int cmd_info(const std::string& checkpoint, int fold, const std::string& state) 
   require(fold < 0 || state.empty(), "info: --fold is for a population run folder, not a stream's state file");
   if (!state.empty()) return state_info(state);
   const std::vector<std::string> gpus = gpu_devices();
-  std::printf("CUDA devices: %zu\n", gpus.size());
+  if (!gpu_support_built())
+    std::printf("CUDA devices: none (a CPU-only build: it computes on the CPU; docs/python.md and README say how to get "
+                "GPU support)\n");
+  else
+    std::printf("CUDA devices: %zu\n", gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) std::printf("  [%zu] %s\n", i, gpus[i].c_str());
   if (checkpoint.empty()) {
     require(fold < 0, "info: --fold " + std::to_string(fold) + " lists a population run folder's members: give the folder as --checkpoint");

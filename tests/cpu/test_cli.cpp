@@ -19,6 +19,7 @@
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "data/npy.h"
+#include "mlalpha/device.h"
 #include "mlalpha/error.h"
 #include "checkpoint/checkpoint.h"
 #include "test_files.h"
@@ -646,6 +647,10 @@ TEST_F(Cli, PrecisionOption) {
   r = run("info --checkpoint " + p("run/last.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("precision = 'bf16'"), std::string::npos) << r.out;
+  // The devices line: a CPU-only build says what it is, not "0 devices".
+  EXPECT_EQ(r.out.rfind(gpu_support_built() ? "CUDA devices: " + std::to_string(gpu_devices().size()) + "\n"
+                                            : std::string("CUDA devices: none (a CPU-only build"), 0),
+            0u) << r.out;
   r = run("train --device cpu --stop-after 5 -o " + p("run") + " --resume " + p("run/last.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("train.precision = bf16 applies"), std::string::npos) << r.out;  // the checkpoint's
