@@ -53,7 +53,8 @@ struct StepState {
 };
 
 struct CpuStepperOptions {
-  int threads = 1;         // instruments are split over this many threads (1 to 64); 0: every available CPU, at most 64
+  int threads = 0;         // instruments are split over this many threads (1 to 64); 0: every available CPU, at most 64
+                           // (CpuOptions' rule; a run passes its resolved Compute::threads())
   bool reference = false;  // the reference ops (bit for bit RefModel<float>'s arithmetic) instead of the fast
                            // kernels (ops/mamba_step/mamba_step_cpu.h: fused multiply-adds on AVX2, equal within
                            // fp32 rounding)
