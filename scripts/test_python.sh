@@ -10,16 +10,7 @@ py=${PYTHON:-python3}
 env_dir="$build/python-env"
 fail() { echo "test_python: $*" >&2; exit 1; }
 
-apt_install() {  # Debian/Ubuntu packages, as root or with sudo
-  command -v apt-get >/dev/null || return 1
-  local sudo_cmd=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || return 1
-    sudo_cmd=sudo
-  fi
-  echo "test_python: installing $*"
-  $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null
-}
+source scripts/apt_install.sh  # apt_install PACKAGE... (the working folder is the repository root here)
 has_python() {  # >= 3.9 with its headers (Python.h, for the extension)
   command -v "$py" >/dev/null && "$py" - <<'PY' 2>/dev/null
 import os, sys, sysconfig

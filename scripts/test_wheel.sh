@@ -32,16 +32,7 @@ max_s=${MLALPHA_WHEEL_INSTALL_MAX_S:-30}
 case "$cuda" in ON|on|1|TRUE|true) cuda=ON ;; OFF|off|0|FALSE|false|"") cuda=OFF ;;
   *) fail "MLALPHA_CUDA must be ON or OFF, got '$cuda'" ;; esac
 
-apt_install() {  # Debian/Ubuntu packages, as root or with sudo
-  command -v apt-get >/dev/null || return 1
-  local sudo_cmd=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || return 1
-    sudo_cmd=sudo
-  fi
-  echo "test_wheel: installing $*"
-  $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null
-}
+source scripts/apt_install.sh  # apt_install PACKAGE... (the working folder is the repository root here)
 make_venv() {  # DIR: a fresh environment of $py, with pip
   rm -rf "$1"
   "$py" -m venv "$1" 2>/dev/null && return
