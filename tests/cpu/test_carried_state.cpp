@@ -93,6 +93,18 @@ SsdInputs<T> ssd_inputs(const SsdShape& s, const std::vector<T>& xbc, const std:
           .Cm = xbc.data() + co, .Dskip = D.data(), .h0 = h0, .h_last = h_last};
 }
 
+// One reference forward (recurrent, double) over both windows from h0: the hand-over tests' expectation.
+struct Whole {
+  V y;     // (B, L1 + L2, ...): the outputs
+  V last;  // the final state (SSD: h_last) or window (conv: window_last)
+};
+Whole ssd_whole(const SsdShape& s, const SsdData& d) {
+  Whole w{poisoned_vec<double>(size_t(s.B) * s.L() * s.H * s.P), poisoned_vec<double>(s.states())};
+  ref::ssd_fwd_recurrent(s.params(s.L()), ssd_inputs(s, d.xbc, d.delta, d.A_log, d.D, d.h0.data(), w.last.data()),
+                         w.y.data());
+  return w;
+}
+
 // The reference in double: window 1 from h0, window 2 from window 1's final state, equals one forward over both
 // from h0 (outputs and the final state), in the recurrent form (the same arithmetic: bit for bit) and the chunked
 // one (another summation: to kChunkedVsRecurrent).
@@ -101,9 +113,7 @@ TEST(CarriedSsd, ReferenceHandOverIsOneForward) {
     auto rng = make_rng(s.L1 * 31 + s.L2 * 7 + s.N);
     const SsdData d(s, rng);
     const size_t Y = size_t(s.H) * s.P;
-    auto y_full = poisoned_vec<double>(size_t(s.B) * s.L() * Y), h_full = poisoned_vec<double>(s.states());
-    ref::ssd_fwd_recurrent(s.params(s.L()), ssd_inputs(s, d.xbc, d.delta, d.A_log, d.D, d.h0.data(), h_full.data()),
-                           y_full.data());
+    const auto [y_full, h_full] = ssd_whole(s, d);
     const V x1 = time_slice(d.xbc, s.B, s.L(), s.ld(), 0, s.L1), x2 = time_slice(d.xbc, s.B, s.L(), s.ld(), s.L1, s.L2);
     const V d1 = time_slice(d.delta, s.B, s.L(), s.H, 0, s.L1), d2 = time_slice(d.delta, s.B, s.L(), s.H, s.L1, s.L2);
     for (bool chunked : {false, true}) {
@@ -133,9 +143,7 @@ TEST(CarriedSsd, FastHandOverTracksTheReference) {
     auto rng = make_rng(s.L1 * 37 + s.L2 * 5 + s.H);
     const SsdData d(s, rng);
     const size_t Y = size_t(s.H) * s.P;
-    auto y_full = poisoned_vec<double>(size_t(s.B) * s.L() * Y), h_full = poisoned_vec<double>(s.states());
-    ref::ssd_fwd_recurrent(s.params(s.L()), ssd_inputs(s, d.xbc, d.delta, d.A_log, d.D, d.h0.data(), h_full.data()),
-                           y_full.data());
+    const auto [y_full, h_full] = ssd_whole(s, d);
     const auto xf = cast_vec<float>(d.xbc), df = cast_vec<float>(d.delta), Af = cast_vec<float>(d.A_log),
                Df = cast_vec<float>(d.D), h0f = cast_vec<float>(d.h0);
     const auto x1 = time_slice(xf, s.B, s.L(), s.ld(), 0, s.L1), x2 = time_slice(xf, s.B, s.L(), s.ld(), s.L1, s.L2);
@@ -285,6 +293,13 @@ struct ConvData {
         bias(random_vec<double>(s.C, rng)),
         window0(random_vec<double>(s.window(), rng)) {}
 };
+Whole conv_whole(const ConvShape& s, const ConvData& d) {
+  Whole r{poisoned_vec<double>(size_t(s.B) * s.L() * s.C), poisoned_vec<double>(s.window())};
+  ref::conv1d_silu_fwd<double>(s.params(s.L()), {.x = d.x.data(), .w = d.w.data(), .bias = d.bias.data(),
+                                                 .window0 = d.window0.data(), .window_last = r.last.data()},
+                               r.y.data());
+  return r;
+}
 
 // The window of the last W − 1 inputs: from window 1's end into window 2 equals one forward over both (bit for
 // bit: the same taps in the same order), and the final window is the last W − 1 inputs of window0 then x.
@@ -292,10 +307,7 @@ TEST(CarriedConv, ReferenceHandOverIsOneForward) {
   for (const ConvShape& s : kConvShapes) {
     auto rng = make_rng(s.L1 * 19 + s.C);
     const ConvData d(s, rng);
-    auto y_full = poisoned_vec<double>(size_t(s.B) * s.L() * s.C), wl_full = poisoned_vec<double>(s.window());
-    ref::conv1d_silu_fwd<double>(s.params(s.L()), {.x = d.x.data(), .w = d.w.data(), .bias = d.bias.data(),
-                                                   .window0 = d.window0.data(), .window_last = wl_full.data()},
-                                 y_full.data());
+    const auto [y_full, wl_full] = conv_whole(s, d);
     const V x1 = time_slice(d.x, s.B, s.L(), s.C, 0, s.L1), x2 = time_slice(d.x, s.B, s.L(), s.C, s.L1, s.L2);
     auto y1 = poisoned_vec<double>(size_t(s.B) * s.L1 * s.C), y2 = poisoned_vec<double>(size_t(s.B) * s.L2 * s.C);
     auto wl1 = poisoned_vec<double>(s.window()), wl2 = poisoned_vec<double>(s.window());
@@ -326,10 +338,7 @@ TEST(CarriedConv, FastHandOverTracksTheReference) {
   for (const ConvShape& s : kConvShapes) {
     auto rng = make_rng(s.L1 * 23 + s.C * 3);
     const ConvData d(s, rng);
-    auto y_full = poisoned_vec<double>(size_t(s.B) * s.L() * s.C), wl_full = poisoned_vec<double>(s.window());
-    ref::conv1d_silu_fwd<double>(s.params(s.L()), {.x = d.x.data(), .w = d.w.data(), .bias = d.bias.data(),
-                                                   .window0 = d.window0.data(), .window_last = wl_full.data()},
-                                 y_full.data());
+    const auto [y_full, wl_full] = conv_whole(s, d);
     const auto xf = cast_vec<float>(d.x), bf = cast_vec<float>(d.bias), w0f = cast_vec<float>(d.window0);
     std::vector<float> wT(size_t(s.W) * s.C);
     for (int c = 0; c < s.C; ++c)
