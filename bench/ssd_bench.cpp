@@ -5,6 +5,10 @@
 //
 // Timing: 20 calls back to back between two CUDA events (the host enqueues faster than the calls run), the
 // median over 7 such rounds after 3 untimed calls, divided by 20.
+// --state: the forward carries a state as truncated BPTT does (SsdInputs::h0 in, h_last out; the backward asks
+// for no dh0). --digest: no timing; a 64-bit FNV-1a hash of every output of one forward and backward (and of the
+// causal conv on the layer's channels, W = 4) per shape, precision and path, so that two builds' stateless ops can
+// be compared bit for bit (the same source of this tool built against each).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
@@ -20,6 +24,7 @@
 #include "core/cuda_event.h"
 #include "core/device_buffer.h"
 #include "mlalpha/precision.h"
+#include "ops/conv1d/conv1d.h"
 #include "ops/ssd/ssd.h"
 
 namespace {
@@ -63,7 +68,9 @@ std::vector<float> download(const DeviceBuffer<float>& d) {
 struct Layer {
   SsdParams p;
   DeviceBuffer<float> xbc, delta, A_log, D, dy, y, saved, dxbc, ddelta, dA_log, dD, ws;
-  explicit Layer(SsdParams q) : p(q) {
+  DeviceBuffer<float> h0, h_last;  // (B, H, P, N) the carried state (--state)
+  bool state = false;
+  explicit Layer(SsdParams q, bool carry = false) : p(q), state(carry) {
     const size_t rows = size_t(p.B) * p.L;
     xbc = upload(uniform(rows * p.ld, 1, -1.f, 1.f));
     std::vector<float> dt = uniform(rows * p.H, 2, std::log(1e-3f), std::log(1e-1f));
@@ -84,11 +91,16 @@ struct Layer {
     ddelta = DeviceBuffer<float>(rows * p.H);
     dA_log = upload(std::vector<float>(p.H, 0.f));
     dD = upload(std::vector<float>(p.H, 0.f));
+    if (state) {
+      h0 = upload(uniform(size_t(p.B) * p.H * p.P * p.N, 6, -1.f, 1.f));
+      h_last = DeviceBuffer<float>(h0.size());
+    }
   }
-  mlalpha::SsdInputs<float> in() const {
+  mlalpha::SsdInputs<float> in() {
     const int bo = p.H * p.P, co = bo + p.G * p.N;
     return {.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(), .Bm = xbc.data() + bo,
-            .Cm = xbc.data() + co, .Dskip = D.data()};
+            .Cm = xbc.data() + co, .Dskip = D.data(), .h0 = state ? h0.data() : nullptr,
+            .h_last = state ? h_last.data() : nullptr};
   }
   void fwd(const SsdParams& q) { mlalpha::gpu::ssd_fwd(q, in(), y.data(), saved.data(), nullptr); }
   void bwd(const SsdParams& q) {
@@ -119,6 +131,53 @@ double us_per_call(F&& f) {
   return 1000.0 * ms[ms.size() / 2] / kCalls;
 }
 
+// 64-bit FNV-1a over the bytes of v.
+uint64_t fnv1a(const std::vector<float>& v) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// --digest: hashes of one stateless forward and backward per path, and of the causal conv (W = 4) over the
+// layer's xBC channels.
+void digest(const char* label, Layer& layer, Precision prec, const char* pname) {
+  for (int k = 0; k < 2; ++k) {
+    SsdParams q = layer.p;
+    q.precision = prec;
+    q.algo = k == 0 ? SsdAlgo::kChunked : SsdAlgo::kWalk;
+    layer.dA_log.upload(std::vector<float>(q.H, 0.f));
+    layer.dD.upload(std::vector<float>(q.H, 0.f));
+    layer.fwd(q);
+    layer.bwd(q);
+    MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> states = download(layer.saved);
+    states.resize(mlalpha::gpu::ssd_chunk_states_floats(q));
+    std::printf("%-5s %-5s %-8s y %016llx states %016llx dxbc %016llx ddelta %016llx dA_log %016llx dD %016llx\n",
+                label, pname, k == 0 ? "chunked" : "walk", (unsigned long long)fnv1a(download(layer.y)),
+                (unsigned long long)fnv1a(states), (unsigned long long)fnv1a(download(layer.dxbc)),
+                (unsigned long long)fnv1a(download(layer.ddelta)), (unsigned long long)fnv1a(download(layer.dA_log)),
+                (unsigned long long)fnv1a(download(layer.dD)));
+  }
+}
+void conv_digest(const char* label, const SsdParams& p) {
+  const mlalpha::Conv1dParams c{p.B, p.L, p.ld, 4, p.ld};
+  const size_t n = size_t(p.B) * p.L * p.ld;
+  DeviceBuffer<float> x = upload(uniform(n, 11, -1.f, 1.f)), w = upload(uniform(size_t(c.C) * c.W, 12, -1.f, 1.f));
+  DeviceBuffer<float> bias = upload(uniform(c.C, 13, -1.f, 1.f)), dy = upload(uniform(n, 14, -1.f, 1.f));
+  DeviceBuffer<float> y(n), dx(n), dw = upload(std::vector<float>(size_t(c.C) * c.W, 0.f));
+  DeviceBuffer<float> db = upload(std::vector<float>(c.C, 0.f));
+  DeviceBuffer<float> ws(mlalpha::gpu::conv1d_silu_bwd_workspace_floats(c));
+  const mlalpha::Conv1dInputs<float> in{.x = x.data(), .w = w.data(), .bias = bias.data()};
+  mlalpha::gpu::conv1d_silu_fwd(c, in, y.data(), nullptr);
+  mlalpha::gpu::conv1d_silu_bwd(c, in, dy.data(), {.dx = dx.data(), .dw = dw.data(), .dbias = db.data()}, ws.data(),
+                                nullptr);
+  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("%-5s conv1d y %016llx dx %016llx dw %016llx dbias %016llx\n", label,
+              (unsigned long long)fnv1a(download(y)), (unsigned long long)fnv1a(download(dx)),
+              (unsigned long long)fnv1a(download(dw)), (unsigned long long)fnv1a(download(db)));
+}
+
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -134,7 +193,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ml-alpha-ssd-bench: the SSD op per layer shape, path and precision (forward, backward µs)"};
   std::string shapes = "S,M,L", precisions = "fp32,bf16";
   int batch = 0;
-  bool clusters = false;
+  bool clusters = false, state = false, digests = false;
   app.add_option("--shapes", shapes, "comma-separated of S, M, L");
   app.add_option("--batch", batch,
                  "windows B instead of the shape's own (0: the shape's): how the walks' (b, h) chains fill the SMs")
@@ -143,7 +202,34 @@ int main(int argc, char** argv) {
   app.add_flag("--clusters", clusters,
                "only print, per shape and precision, how many of the reverse walk's thread-block clusters of 8, 4 "
                "and 2 heads the GPU holds at once against the B·H / cluster it launches (no timing)");
+  app.add_flag("--state", state,
+               "the forward carries a state (h0 in, h_last out), as truncated BPTT does; the backward asks no dh0");
+  app.add_flag("--digest", digests,
+               "no timing: print a hash of every output of the stateless ops (forward, backward, both paths, and "
+               "the causal conv) to compare two builds bit for bit");
   CLI11_PARSE(app, argc, argv);
+  if (digests) {
+    try {
+      for (const LayerShape& s : kShapes) {
+        if (shapes.find(s.name) == std::string::npos) continue;
+        SsdParams shape = s.p;
+        if (batch > 0) shape.B = batch;
+        Layer layer(shape);
+        for (const char* pname : {"fp32", "tf32", "bf16"}) {
+          if (precisions.find(pname) == std::string::npos) continue;
+          digest(s.name, layer, std::string(pname) == "bf16"   ? Precision::BF16
+                                : std::string(pname) == "tf32" ? Precision::TF32
+                                                               : Precision::FP32,
+                 pname);
+        }
+        conv_digest(s.name, shape);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ml-alpha-ssd-bench: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   if (clusters) {
     try {
       for (const LayerShape& s : kShapes) {
@@ -171,14 +257,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    std::printf("%-5s %-5s %-8s %10s %10s %10s   %s\n", "shape", "prec", "path", "fwd us", "bwd us", "total",
-                "walk vs chunked rel-L2 (y, dxbc, ddelta)");
+    std::printf("%-5s %-5s %-8s %10s %10s %10s   %s%s\n", "shape", "prec", "path", "fwd us", "bwd us", "total",
+                "walk vs chunked rel-L2 (y, dxbc, ddelta)", state ? "   [--state: h0 in, h_last out]" : "");
     for (const LayerShape& s : kShapes) {
       if (shapes.find(s.name) == std::string::npos) continue;
       SsdParams shape = s.p;
       if (batch > 0) shape.B = batch;
       const std::string label = batch > 0 ? std::string(s.name) + "/" + std::to_string(batch) : s.name;
-      Layer layer(shape);
+      Layer layer(shape, state);
       for (const char* pname : {"fp32", "tf32", "bf16"}) {
         if (precisions.find(pname) == std::string::npos) continue;
         const Precision prec = std::string(pname) == "bf16"   ? Precision::BF16

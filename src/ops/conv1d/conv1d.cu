@@ -15,8 +15,14 @@
 // 'L' layer: 175 -> 140 us, from 56% of the DRAM bandwidth); the same pipeline in the forward gained 4% on
 // 'L', lost 15% on 'M' (one block per SM fewer), and was dropped.
 //
-// float4 loads and stores need C % 4 == 0, ld_x % 4 == 0 and 16-byte aligned x, y, dy, dx (decided on the
-// host); otherwise the same kernels run with scalar accesses and the same channel → thread map and the same
+// A carried window (conv1d.h: window0, a (B, W−1, C) tensor, oldest row first) takes the place of the zeros
+// before t = 0: the threads of the first tile (t0 = 0, the only ones whose window reaches back past t = 0, as
+// W − 1 < kTT) load their register window's first rows from it, so the forward's outputs and the backward's dw
+// see it; in the backward, the same threads' dx of the steps before t = 0 is dwindow0. window_last, the last W − 1
+// inputs, is a small kernel of its own (window_last_kernel).
+//
+// float4 loads and stores need C % 4 == 0, ld_x % 4 == 0 and 16-byte aligned x, y, dy, dx, window0, dwindow0
+// (decided on the host); otherwise the same kernels run with scalar accesses and the same channel → thread map and the same
 // arithmetic, so both paths give the same bits.
 //
 // Backward: each thread recomputes the pre-activation, forms dpre = dy · SiLU'(pre) for its tile plus the
@@ -25,6 +31,7 @@
 // per (sequence, 128-step block); colsum_add (ops/common/colsum.cuh) then adds the partials in a fixed order
 // into dw and dbias. No atomics: every sum order depends on the shape only, so results are bitwise
 // reproducible.
+#include <algorithm>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -106,6 +113,21 @@ __device__ __forceinline__ void load_taps(const float* __restrict__ w /* (C, W) 
   }
 }
 
+// The register window's first W − 1 rows for the tile starting at t0: xs[i] = x at t0 − (W−1) + i, or before
+// t = 0 window0's row W − 1 + t0 − back (t0 = 0 then) when one is given, else 0.
+template <int W, int N, bool kVec>
+__device__ __forceinline__ void load_halo(const float* __restrict__ xq /* x[b, t0, c] */, size_t ldx, int t0,
+                                          const float* __restrict__ win /* window0[b, 0, c] or null */, int C, int nc,
+                                          float (&xs)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < W - 1; ++i) {
+    const int back = W - 1 - i;  // rows before t0
+    const bool in_x = t0 >= back;
+    const float* src = in_x ? xq - back * ldx : win ? win + size_t(W - 1 + t0 - back) * C : xq;
+    load_quad<kVec>(src, nc, in_x || win, xs[i]);
+  }
+}
+
 // pre[j] = bias[c+j] + Σ_{k<W} w[c+j,k] · xs[k][j] (k ascending), xs[k] = x at t − (W−1) + k.
 template <int W, int N>
 __device__ __forceinline__ void pre_act(const float (&wk)[W][4], const float (&bc)[4], const float (&xs)[N][4],
@@ -124,6 +146,7 @@ template <int W, bool kVec>
 __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
     conv1d_silu_fwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
                            const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                           const float* __restrict__ window0 /* (B, W−1, C) or null */,
                            float* __restrict__ y /* (B, L, C) */) {
   constexpr int G = kFwdGroup;
   const int c = 4 * (blockIdx.x * kQuads + threadIdx.x);
@@ -136,13 +159,10 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
   const size_t ldx = size_t(p.ld_x);
   const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;  // x[b, t0, c]
   float* yq = y + (size_t(b) * p.L + t0) * p.C + c;        // y[b, t0, c]
-  // xs[i] = x at t0 + g − (W−1) + i for the group starting at step g (zero before t = 0)
+  // xs[i] = x at t0 + g − (W−1) + i for the group starting at step g (window0 or zero before t = 0)
   float xs[W - 1 + G][4];
-#pragma unroll
-  for (int i = 0; i < W - 1; ++i) {
-    const int back = W - 1 - i;  // rows before t0
-    load_quad<kVec>(t0 >= back ? xq - back * ldx : xq, nc, t0 >= back, xs[i]);
-  }
+  load_halo<W, W - 1 + G, kVec>(xq, ldx, t0, window0 ? window0 + size_t(b) * (W - 1) * p.C + c : nullptr, p.C, nc,
+                                xs);
   for (int g = 0; g < nt; g += G) {
 #pragma unroll
     for (int u = 0; u < G; ++u) load_quad<kVec>(xq + size_t(g + u) * ldx, nc, g + u < nt, xs[W - 1 + u]);
@@ -166,12 +186,15 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
 // backward, pass 1: dx for the thread's tile; dw, dbias partials of the block (blk = b · gridDim.y +
 // blockIdx.y) into part_w[blk] (C, W) (dw's layout) and part_b[blk] (C).
 //   dpre[t] = dy[t] · SiLU'(pre[t]) (0 for t >= L);  dx[s] = Σ_k w[k] · dpre[s+(W−1)−k];
-//   dw[k] += Σ_t dpre[t] · x[t−(W−1)+k];  dbias += Σ_t dpre[t].
+//   dw[k] += Σ_t dpre[t] · x[t−(W−1)+k];  dbias += Σ_t dpre[t];  x before t = 0: window0 (or 0), and
+//   dwindow0[j] = dx[j − (W−1)] by the same sum (first tile only).
 template <int W, bool kVec, typename TDx>
 __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     conv1d_silu_bwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
                            const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
                            const float* __restrict__ dy /* (B, L, C) */, TDx* __restrict__ dx /* (B, L, ld_x) */,
+                           const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                           float* __restrict__ dwindow0 /* (B, W−1, C) or null */,
                            float* __restrict__ part_w /* (nblocks, C, W) */,
                            float* __restrict__ part_b /* (nblocks, C) */) {
   constexpr int G = kBwdGroup;
@@ -192,13 +215,10 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;     // x[b, t0, c]
     const float* dyq = dy + (size_t(b) * p.L + t0) * p.C + c;   // dy[b, t0, c]
     TDx* dxq = dx + (size_t(b) * p.L + t0) * ldx + c;           // dx[b, t0, c]
-    float xs[W - 1 + G][4];  // xs[i] = x at t0 + g − (W−1) + i (zero before t = 0)
-    float dp[W][4] = {};     // dp[i] = dpre at step t − (W−1) + i (those before t0 are never used)
-#pragma unroll
-    for (int i = 0; i < W - 1; ++i) {
-      const int back = W - 1 - i;
-      load_quad<kVec>(t0 >= back ? xq - back * ldx : xq, nc, t0 >= back, xs[i]);
-    }
+    float xs[W - 1 + G][4];  // xs[i] = x at t0 + g − (W−1) + i (window0 or zero before t = 0)
+    float dp[W][4] = {};     // dp[i] = dpre at step t − (W−1) + i (those before t0: 0, read only for dwindow0)
+    load_halo<W, W - 1 + G, kVec>(xq, ldx, t0, window0 ? window0 + size_t(b) * (W - 1) * p.C + c : nullptr, p.C,
+                                  nc, xs);
     // Software pipeline: the next group's rows are loaded while this group is computed, so a thread keeps
     // its loads in flight through the arithmetic (G rows of x and of dy, 16 bytes each).
     float nx[G][4], ndy[G][4];
@@ -238,8 +258,9 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
           }
 #pragma unroll
           for (int j = 0; j < 4; ++j) dp[W - 1][j] = d[j];
-          // s = t − (W−1) is in the tile: dx[s] = Σ_k w[k] · dpre[t − k], and dpre[t − k] = dp[W−1−k]
-          if (i >= W - 1) {
+          // s = t − (W−1) is in the tile: dx[s] = Σ_k w[k] · dpre[t − k], and dpre[t − k] = dp[W−1−k]; in the
+          // first tile, s < 0 is window row i (dpre before t = 0 is 0)
+          if (i >= W - 1 || (dwindow0 && t0 == 0)) {
             float v[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -248,7 +269,8 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
               for (int k = 0; k < W; ++k) acc += wk[k][j] * dp[W - 1 - k][j];
               v[j] = acc;
             }
-            store_quad<kVec>(dxq + size_t(i - (W - 1)) * ldx, nc, v);
+            if (i >= W - 1) store_quad<kVec>(dxq + size_t(i - (W - 1)) * ldx, nc, v);
+            else store_quad<kVec>(dwindow0 + (size_t(b) * (W - 1) + i) * p.C + c, nc, v);
           }
 #pragma unroll
           for (int k = 0; k < W - 1; ++k)
@@ -286,6 +308,22 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
 #pragma unroll
     for (int r = 1; r < kTiles; ++r) s += red[r][W][ch];
     part_b[blk * p.C + c0 + ch] = s;
+  }
+}
+
+// window_last[b, j, c] = the input at time s = L − (W−1) + j: x for s ≥ 0, else window0's row W − 1 + s (or 0).
+// One thread an element (B · (W−1) · C of them, a few KB: not worth the quads).
+__global__ void window_last_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
+                                   const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                                   float* __restrict__ window_last /* (B, W−1, C) */) {
+  const int W1 = p.W - 1;
+  const size_t n = size_t(p.B) * W1 * p.C;
+  for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x) {
+    const int c = int(e % p.C), j = int((e / p.C) % W1), b = int(e / (size_t(p.C) * W1));
+    const int s = p.L - W1 + j;
+    window_last[e] = s >= 0        ? x[(size_t(b) * p.L + s) * p.ld_x + c]
+                     : window0     ? window0[(size_t(b) * W1 + W1 + s) * p.C + c]
+                                   : 0.f;
   }
 }
 
@@ -328,20 +366,28 @@ bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
 }  // namespace
 
 void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
-  const float *x = in.x, *w = in.w, *bias = in.bias;
+  const float *x = in.x, *w = in.w, *bias = in.bias, *win = in.window0;
   check_params(p);
-  require(!in.window0 && !in.window_last,
-          "conv1d_silu_fwd: initial states are not implemented on the GPU yet (Conv1dInputs::window0, window_last)");
-  if (p.B == 0 || p.L == 0 || p.C == 0) return;
+  require(!in.window_last || in.window_last != in.window0,
+          "conv1d_silu_fwd: window_last must not be window0 (conv1d.h)");
+  if (p.B == 0 || p.C == 0) return;
+  if (in.window_last && p.W > 1) {  // also for L = 0 (then window0 itself, or zeros)
+    require(p.L == 0 || x, "conv1d_silu_fwd: x must be non-null");
+    const size_t n = size_t(p.B) * (p.W - 1) * p.C;
+    const int blocks = int(std::min<size_t>((n + 255) / 256, 1024));
+    window_last_kernel<<<blocks, 256, 0, stream>>>(p, x, win, in.window_last);
+    MLALPHA_CHECK_LAUNCH(stream);
+  }
+  if (p.L == 0) return;
   require(x && w && bias && y, "conv1d_silu_fwd: x, w, bias and y must be non-null");
-  const bool vec = vec_ok(p, {x, y});
+  const bool vec = vec_ok(p, {x, y, win});
   dispatch_width(p.W, [&](auto wc) {
     constexpr int W = decltype(wc)::value;
     const dim3 grid = grid_of(p), block(kQuads, kTiles);
     if (vec)
-      conv1d_silu_fwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, y);
+      conv1d_silu_fwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     else
-      conv1d_silu_fwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, y);
+      conv1d_silu_fwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     MLALPHA_CHECK_LAUNCH(stream);
   });
 }
@@ -355,10 +401,15 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
 namespace {
 template <typename TDx>
 void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, TDx* dx, float* dw, float* dbias,
-         float* workspace, cudaStream_t stream, ColsumBatch* defer) {
-  const float *x = in.x, *w = in.w, *bias = in.bias;
+         float* dwindow0, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
+  const float *x = in.x, *w = in.w, *bias = in.bias, *win = in.window0;
   check_params(p);
-  if (p.B == 0 || p.L == 0 || p.C == 0) return;  // dx empty; dw, dbias += empty sums
+  if (p.B == 0 || p.C == 0) return;
+  if (p.L == 0) {  // dx empty; dw, dbias += empty sums; the window reaches no output
+    if (dwindow0 && p.W > 1)
+      MLALPHA_CUDA_CHECK(cudaMemsetAsync(dwindow0, 0, size_t(p.B) * (p.W - 1) * p.C * sizeof(float), stream));
+    return;
+  }
   require(x && w && bias && dy && dx && dw && dbias, "conv1d_silu_bwd: all tensors must be non-null");
   require(workspace != nullptr, "conv1d_silu_bwd: needs conv1d_silu_bwd_workspace_floats(p) floats of workspace");
   const dim3 grid = grid_of(p), block(kQuads, kTiles);
@@ -367,13 +418,15 @@ void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, 
           "conv1d_silu_bwd: B · ceil(L / 128) or C · W too large");
   float* part_w = workspace;                          // (nblocks, C, W)
   float* part_b = workspace + nblocks * p.C * p.W;    // (nblocks, C)
-  const bool vec = vec_ok(p, {x, dy, dx});
+  const bool vec = vec_ok(p, {x, dy, dx, win, dwindow0});
   dispatch_width(p.W, [&](auto wc) {
     constexpr int W = decltype(wc)::value;
     if (vec)
-      conv1d_silu_bwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
+      conv1d_silu_bwd_kernel<W, true>
+          <<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, win, dwindow0, part_w, part_b);
     else
-      conv1d_silu_bwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, part_w, part_b);
+      conv1d_silu_bwd_kernel<W, false>
+          <<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, win, dwindow0, part_w, part_b);
     MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add_or_defer(defer, int(nblocks), p.C * p.W, part_w, dw, stream);  // dw (C, W): the partials' rows
@@ -384,11 +437,8 @@ void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, 
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
                      const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
                      ColsumBatch* defer) {
-  require(!in.window0 && !in.window_last && !g.dwindow0,
-          "conv1d_silu_bwd: initial states are not implemented on the GPU yet (Conv1dInputs::window0, "
-          "Conv1dGrads::dwindow0)");
-  if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, workspace, stream, defer);
-  else bwd(p, in, dy, g.dx, g.dw, g.dbias, workspace, stream, defer);
+  if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
+  else bwd(p, in, dy, g.dx, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

@@ -25,8 +25,7 @@ struct Conv1dInputs {
   const T* x = nullptr;     // (B, L, ld_x) first C columns used
   const T* w = nullptr;     // (C, W)
   const T* bias = nullptr;  // (C)
-  // The carried window (CPU only so far; the GPU entry points refuse a non-null one): null is today's op, bit
-  // for bit, with zeros before t = 0.
+  // The carried window (CPU and GPU): null is today's op, bit for bit, with zeros before t = 0.
   const T* window0 = nullptr;  // (B, W−1, C) the W − 1 inputs before t = 0, oldest first; null: zeros
   T* window_last = nullptr;    // (B, W−1, C) written when non-null: the last W − 1 inputs (of window0 and x
                                // together when L < W − 1), the next window's window0; no adjoint flows
@@ -50,8 +49,8 @@ void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<T>& in, const T* 
 }  // namespace ref
 
 namespace gpu {
-// Both entry points refuse (mlalpha::Error) Conv1dInputs::window0, window_last and Conv1dGrads::dwindow0:
-// initial states are not implemented on the GPU yet.
+// Both entry points take the carried window (Conv1dInputs::window0, window_last, Conv1dGrads::dwindow0): window0
+// before t = 0 in the forward and in dw, window_last written (also for L = 0), dwindow0 written.
 // Widest kernel the GPU supports (the register window is sized at compile time).
 constexpr int kConv1dMaxW = 8;
 

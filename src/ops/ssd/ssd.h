@@ -48,8 +48,8 @@ struct SsdInputs {
   const T* Bm = nullptr;     // (B, L, ld)→(G, N): B_t of group g at column g·N + n
   const T* Cm = nullptr;     // (B, L, ld)→(G, N)
   const T* Dskip = nullptr;  // (H) D
-  // The carried state (CPU only so far; the GPU entry points refuse a non-null one). The state is a pointer of
-  // the op's arguments, not a loose one, so a call that does not carry it is today's op, bit for bit.
+  // The carried state, fp32 on the GPU in every precision (like the saved chunk states). The state is a pointer
+  // of the op's arguments, not a loose one, so a call that does not carry it is today's op, bit for bit.
   const T* h0 = nullptr;  // (B, H, P, N) s_{−1}, the state before t = 0; null: zeros
   T* h_last = nullptr;    // (B, H, P, N) s_{L−1} written when non-null (the only output in this struct: it is
                           // the next window's h0; no adjoint flows back through it). May be h0 itself: each
@@ -121,8 +121,9 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
 // The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer (ssd_saved_floats)
 // and dy (B, L, H, P), into g (SsdGrads says what is written and what accumulated); workspace:
 // ssd_bwd_workspace_floats(p) floats.
-// Both refuse (mlalpha::Error) SsdInputs::h0, h_last and SsdGrads::dh0: initial states are not implemented on
-// the GPU yet, and a carried state silently dropped would train the wrong model.
+// A carried state: ssd_fwd starts from in.h0 (saved as the first chunk state, so ssd_bwd reads it from `saved`
+// and ignores in.h0 and in.h_last) and writes in.h_last (which may be in.h0); ssd_bwd writes g.dh0 when
+// non-null, on both paths (SsdAlgo) in every precision (the bf16 walks from G_0 rounded to bf16, ssd_bwd_walk.cu).
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu

@@ -15,7 +15,9 @@
 //     W[i, j] = CB[i, j] (dy_i·x_j) Δ_j,  yoff_i = dec_in_i (dy_iᵀ S_in)·C_i,  sout_j = Δ_j dec_out_j (x_jᵀ Gs)·B_j.
 // The DX terms of dB and dC are linear in DX with the group's B and C, so they are taken once per group from
 // Σ_h DX_h diag(Δ_h) (ssd_group.cu); a head's block computes the other terms and writes its DX diag(Δ).
-// Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B), on the 'L' head shape in
+// A carried state h0 is chunk 0's S_in, saved by the forward as states[0]: chunk 0 takes the S_in terms of dC, of
+// e_t (yoff, c0) and so of dΔ and dA_log as every chunk does (they are zeros without one); dh0 comes from
+// chunk_adjoint_states. Kernels: (a) chunk_adjoint_states; (b) bwd_kernel, grid (nchunks, H, B), on the 'L' head shape in
 // clusters of two heads that add their dB, dC terms first (pairs); (c) group_sum_kernel: dB, dC ←
 // the per-head (or per-pair) partials of each group summed in order; (d) group_dx_products: dB, dC += the
 // DX terms; (e) param_reduce_kernel: dA_log, dD += Σ over (b, chunk) of the per-block partials, in order.
@@ -538,12 +540,16 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
-  require(!in.h0 && !in.h_last && !g.dh0,
-          "ssd_bwd: initial states are not implemented on the GPU yet (SsdInputs::h0, SsdGrads::dh0)");
-  if (p.B == 0 || p.L == 0) return;  // nothing is written, the accumulators get += 0
+  if (p.B == 0) return;
+  if (p.L == 0) {  // nothing else is written, the accumulators get += 0; h0 reaches nothing
+    if (g.dh0) MLALPHA_CUDA_CHECK(cudaMemsetAsync(g.dh0, 0, size_t(p.B) * p.H * p.P * p.N * sizeof(float), stream));
+    return;
+  }
   if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, saved, dy, g, workspace, stream);
   Args a = make_layout(p);
   set_inputs(a, in);
+  a.h_last = nullptr;  // an output of the forward only
+  a.dh0 = g.dh0;
   a.dy = dy;
   a.states = const_cast<float*>(saved);  // read only in the backward
   a.cb = a.states + saved_cb_offset(a);

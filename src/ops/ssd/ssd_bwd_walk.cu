@@ -7,6 +7,11 @@
 //     dB_t = Δ_t dec_out_t (x_tᵀ G_{c+1}) + ((DX diag Δ)ᵀ C)_t       dC_t = dec_in_t (dy_tᵀ S_c) + (DX diag Δ B)_t
 //     dΔ_t = x_t·v_t + A e_t,  e_t = E_t + Σ_{i≥t} yoff_i + Σ_{j<t} sout_j + c0   (dA_log, dD: sums over t)
 //     G_c  = e^{cs_last − cs_0 + A Δ_next} G_{c+1} + dyᵀ diag(e^{cs − cs_0}) C    (ssd_chunks.cu, reversed)
+// A carried state h0 is the S_0 the forward walk saved: chunk 0 takes its S_c terms like every chunk. After chunk 0
+// G's tile holds G_0 = g_0, and dh0 = a_0 g_0 = e^{A Δ_0} G_0 is read from it after the walk: G_0 exactly in fp32
+// and tf32 mode, rounded to bf16 in bf16 mode (the tile's type: 2^-9 relative, as the operands of that mode), so
+// that the walk itself is the same code with or without dh0 (one more value held across the chunk loop spilled
+// the 'L' bf16 reverse walk at its 128-register bound).
 // One launch does what the adjoint chunk-state walk, bwd_kernel, the DX products and the per-head partials did:
 // no adjoint state, DX tile or per-head dB, dC goes through global memory.
 //
@@ -655,6 +660,13 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
     });
     dt_next = dt_first;
   }
+  if (a.dh0) {  // dh0 = a_0 G_0 from G's tile (dt_next is Δ_0 now); the registers' G is dead, so no pressure
+    __syncthreads();
+    const float a0 = expf(dt_next * k.A);
+    float* out = a.dh0 + (size_t(k.b) * a.H + k.h) * PN;
+    for (int i = threadIdx.x; i < a.P * a.N; i += K::kThreads)
+      out[i] = a0 * ld1(s.sG + (i / a.N) * K::ldN + i % a.N);
+  }
 
   // This (b, h)'s dA_log and dD partials (param_reduce adds them over b): ∂A/∂A_log = A.
   dA = warp_sum(dA);  // warp 0 holds the lanes' shares; the other warps' are 0
@@ -671,6 +683,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
                   const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   Args a = make_layout(p);
   set_inputs(a, in);
+  a.h_last = nullptr, a.dh0 = g.dh0;  // h0 is read through the saved S_0
   a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
   a.cluster_heads = cluster_heads(p.H, p.G);

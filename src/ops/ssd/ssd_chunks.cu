@@ -25,13 +25,21 @@
 // e^{E_k} · O_{k0−1} to each step's state, O_{k0−1} being the previous segment's last state once corrected.
 // The products stay as they are; the carry pass reads and writes every state once more (elementwise, far
 // cheaper than a step of the walk). Every order is fixed by the shape.
+//
+// A carried state (ssd.h; Args::h0, h_last, dh0). The forward walk starts from h0 instead of 0 and saves it as
+// states[0]; ssd_fwd_kernel and the backward then take chunk 0's state terms from it as from any S_in. The final
+// state and dh0 are one more step of the walk: forward, chunk nchunks − 1's step into h_last; backward, chunk
+// 0's step into dh0 = a_0 G_0 (g_{−1}'s recurrence: weights e^{cs_i} and decay e^{cs_last + A Δ_next}, the
+// chunk's decays from the step before it). Unsegmented, the walk takes that step last; segmented, a one-step
+// launch (Args::tail) takes it after the carries, from the corrected states[nchunks − 1] or wsG[1].
 #include "ops/ssd/ssd_common.cuh"
 
 namespace mlalpha::gpu::ssd_detail {
 namespace {
 
-// kReverse = false: chunks c = 0 … nchunks−2 → states[c+1]; also states[0] = 0.
-// kReverse = true:  chunks c = nchunks−1 … 1 → wsG[c].
+// kReverse = false: chunks c = 0 … nchunks−2 → states[c+1]; also states[0] = h0 or 0; with h_last, c = nchunks−1
+//                   → h_last.
+// kReverse = true:  chunks c = nchunks−1 … 1 → wsG[c]; with dh0, c = 0 → dh0.
 // Grid (tiles of the (P, N) state, H, B). A tile is 64 rows of P by kTilesN · 64 columns of N: with N > 64,
 // two 64×64 products share a chunk step's x (dy) slice, decays and barriers (the 'L' state, 64 × 128, is
 // one tile: 256 blocks, one wave at two blocks per SM); with N ≤ 64 one, and three blocks per SM fit. Each
@@ -57,15 +65,41 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   float* out = state_at(a, kReverse ? a.wsG : a.states, b, h, 0) + size_t(p0) * a.N + n0;  // tile of state 0
   const size_t PN = size_t(a.P) * a.N;
 
+  const int steps = a.nchunks - 1;
+  // The final step (k = steps: h_last forward, dh0 backward), when asked for: the tail launch's only step, or
+  // the single walk's last.
+  int k_begin = seg * a.seg_steps, k_end = min(steps, k_begin + a.seg_steps);
+  if (a.tail) k_begin = steps, k_end = steps + 1;
+  else if ((kReverse ? a.dh0 : a.h_last) && a.nseg == 1) k_end = steps + 1;
+
   Acc S[kTilesN];  // the carried state's tile, 64 columns each, in the mma accumulator layout
 #pragma unroll
   for (int u = 0; u < kTilesN; ++u) zero(S[u]);
-  if (!kReverse && seg == 0)
-    for (int j0 = 0; j0 < nn; j0 += kTile)
-      for_out(0, np, j0, nn, [&](int, int, int i, int j) { out[size_t(i) * a.N + j] = 0.f; });
+  // The walk's starting state: the tail's, the state before its step (corrected by the carries); forward
+  // segment 0's, h0 (saved as states[0]) or 0.
+  const float* seed = a.tail            ? out + size_t(kReverse ? 1 : steps) * PN
+                      : !kReverse && a.h0 ? a.h0 + (size_t(b) * a.H + h) * PN + size_t(p0) * a.N + n0
+                                          : nullptr;
+  if (seed && (a.tail || seg == 0)) {  // (a.h0's tile is read here only: h_last may be h0)
+#pragma unroll
+    for (int u = 0; u < kTilesN; ++u) {
+      if (u * kTile >= nn) break;
+      for_out(0, np, u * kTile, nn, [&](int r, int e, int i, int j) { S[u][r][e] = seed[size_t(i) * a.N + j]; });
+    }
+  }
+  if (!kReverse && !a.tail && seg == 0) {
+    if (a.h0) {
+#pragma unroll
+      for (int u = 0; u < kTilesN; ++u) {
+        if (u * kTile >= nn) break;
+        for_out(0, np, u * kTile, nn, [&](int r, int e, int i, int j) { out[size_t(i) * a.N + j] = S[u][r][e]; });
+      }
+    } else {
+      for (int j0 = 0; j0 < nn; j0 += kTile)
+        for_out(0, np, j0, nn, [&](int, int, int i, int j) { out[size_t(i) * a.N + j] = 0.f; });
+    }
+  }
 
-  const int steps = a.nchunks - 1;
-  const int k_begin = seg * a.seg_steps, k_end = min(steps, k_begin + a.seg_steps);
   // Segments after the first write their steps' summed decay exponents for carry_kernel (one block of the
   // (b, h): they are the same in every tile).
   float* E = seg > 0 && blockIdx.x == 0 && threadIdx.x == 0 ? a.wsE + (size_t(b) * a.H + h) * steps : nullptr;
@@ -96,11 +130,14 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
     if (k + 1 < k_end) prefetch(k + 1);  // buffer (k + 1) % 2 was freed by the barrier ending step k − 1
     else stage_commit();                 // an empty group, so that "all but the newest" means chunk k
     chunk_decay_of(cur, A, tc, sdt, scs);
-    for (int t = threadIdx.x; t < tc; t += kThreads)  // e^{cs_i − cs_0}, or Δ_j e^{cs_last − cs_j}
-      sw[t] = kReverse ? decay(scs, t, 0) : sdt[t] * decay(scs, tc - 1, t);
-    // The carried state's decay: e^{A Σ_{t∈c} Δ_t} forward; backward e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t}, and the
-    // last chunk's state is its own contribution.
-    const double log_dec = kReverse ? scs[tc - 1] - scs[0] + double(A) * double(dt_next) : scs[tc - 1];
+    // Backward decays are from the chunk's first step, cs_0, or into dh0 = a_0 G_0 (chunk 0's step k = steps) from
+    // the step before it: cs_{−1} = 0.
+    const double cs_from = kReverse && k < steps ? scs[0] : 0.0;
+    for (int t = threadIdx.x; t < tc; t += kThreads)  // e^{cs_i − cs_from}, or Δ_j e^{cs_last − cs_j}
+      sw[t] = kReverse ? expf(float(scs[t] - cs_from)) : sdt[t] * decay(scs, tc - 1, t);
+    // The carried state's decay: e^{A Σ_{t∈c} Δ_t} forward; backward e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} (from
+    // t = cT into dh0), and the last chunk's state is its own contribution.
+    const double log_dec = kReverse ? scs[tc - 1] - cs_from + double(A) * double(dt_next) : scs[tc - 1];
     const float dec = kReverse && k == 0 ? 0.f : float(exp(log_dec));
     if (kReverse) dt_next = sdt[0];
     if (E) E[k] = float(e_sum += log_dec);  // k > 0 here: segment 0 writes none
@@ -108,7 +145,8 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
     __syncthreads();
     const float* sR = buf + (k & 1) * buf_floats;
     const float* sV = sR + a.T * ldR;
-    float* dst = out + size_t(kReverse ? c : c + 1) * PN;
+    float* dst = k < steps ? out + size_t(kReverse ? c : c + 1) * PN
+                           : (kReverse ? a.dh0 : a.h_last) + (size_t(b) * a.H + h) * PN + size_t(p0) * a.N + n0;
     // S ← dec·S + Vᵀ diag(w) R: the decayed state is the product's starting accumulator (no second
     // accumulator and pass to add them), and the row weights scale V's fragments as they are loaded (a
     // scaling pass over R in shared memory, with its barrier, was 18% of the 'L' walk's stall samples).
@@ -160,9 +198,7 @@ __global__ void __launch_bounds__(kThreads) carry_kernel(Args a) {
 }
 
 template <bool kReverse>
-void launch(const Args& a, cudaStream_t stream) {
-  if (a.B == 0 || a.L == 0) return;
-  if (kReverse && a.nchunks < 2) return;  // no chunk c ≥ 1
+void launch_walk(const Args& a, cudaStream_t stream) {
   with_dims(a, [&](auto n, auto p, auto full) {
     constexpr int kN = decltype(n)::value;
     auto go = [&](auto tiles_n) {
@@ -180,9 +216,22 @@ void launch(const Args& a, cudaStream_t stream) {
       go(std::integral_constant<int, (kN > kTile ? 2 : 1)>{});
     }
   });
+}
+
+template <bool kReverse>
+void launch(const Args& a, cudaStream_t stream) {
+  if (a.B == 0 || a.L == 0) return;
+  const bool fin = kReverse ? a.dh0 != nullptr : a.h_last != nullptr;
+  if (kReverse && a.nchunks < 2 && !fin) return;  // no chunk c ≥ 1, no dh0
+  launch_walk<kReverse>(a, stream);
   if (a.nseg > 1) {
     carry_kernel<kReverse><<<dim3(unsigned(ceil_div(a.P * a.N, kThreads)), a.H, a.B), kThreads, 0, stream>>>(a);
     MLALPHA_CHECK_LAUNCH(stream);
+    if (fin) {  // the final step, from the corrected state before it
+      Args t = a;
+      t.tail = true, t.nseg = 1;
+      launch_walk<kReverse>(t, stream);
+    }
   }
 }
 

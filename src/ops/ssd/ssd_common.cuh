@@ -88,6 +88,14 @@ struct Args {
   float* wsDX;    // (B, nchunks, H, T, T) per-head DX diag(Δ) of each chunk, row stride T (ssd_bwd.cu)
   float* wsE;     // (B, H, nchunks − 1) nseg > 1: each walk step's decay exponent summed from its segment's
                   // start (ssd_chunks.cu), in the forward's saved buffer or the backward's workspace
+  // The carried state (ssd.h; null: none). The forward enters chunk 0 with h0 (saved as states[0], which the
+  // backward then reads as chunk 0's S_in like any other chunk's) and writes the state after the last chunk to
+  // h_last; the backward writes dh0 = a_0 g_0. All fp32 in every mode, like the chunk states.
+  const float* h0;  // (B, H, P, N)
+  float* h_last;    // (B, H, P, N)
+  float* dh0;       // (B, H, P, N)
+  bool tail;        // ssd_chunks.cu: this launch walks only the final step (into h_last or dh0), after the
+                    // segments and their carries (nseg > 1)
 };
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -581,6 +589,7 @@ Args make_layout(const SsdParams& p);
 // The op's inputs into the argument block.
 inline void set_inputs(Args& a, const SsdInputs<float>& in) {
   a.x = in.x, a.delta = in.delta, a.A_log = in.A_log, a.Bm = in.Bm, a.Cm = in.Cm, a.Dskip = in.Dskip;
+  a.h0 = in.h0, a.h_last = in.h_last;
 }
 // Dynamic shared memory of each kernel for a layout.
 size_t fwd_smem_bytes(const Args& a);
@@ -635,10 +644,11 @@ void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD,
 // ssd_layout.cu: whether p runs on the chunk walks (ssd.h: SsdAlgo; validates p).
 bool uses_walk(const SsdParams& p);
 
-// ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = 0), by the pass
-// S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + Σ_j e^{cs_last − cs_j} Δ_j x_j B_jᵀ over the chunks in order.
-// Backward: wsG[c] = g at the first step of chunk c ≥ 1, by G_c = e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} G_{c+1} +
-// Σ_i e^{cs_i − cs_0} dy_i C_iᵀ over the chunks in reverse.
+// ssd_chunks.cu. Forward: states[c] = the state entering chunk c (states[0] = h0, or 0), by the pass
+// S_{c+1} = e^{A Σ_{t∈c} Δ_t} S_c + Σ_j e^{cs_last − cs_j} Δ_j x_j B_jᵀ over the chunks in order; with
+// a.h_last, S_nchunks into it. Backward: wsG[c] = g at the first step of chunk c ≥ 1, by
+// G_c = e^{A Σ_{t=cT+1}^{(c+1)T} Δ_t} G_{c+1} + Σ_i e^{cs_i − cs_0} dy_i C_iᵀ over the chunks in reverse; with
+// a.dh0, dh0 = a_0 G_0 = e^{cs_last + A Δ_T} G_1 + Σ_i e^{cs_i} dy_i C_iᵀ (chunk 0's cs).
 void chunk_entry_states(const Args& a, cudaStream_t stream);
 void chunk_adjoint_states(const Args& a, cudaStream_t stream);
 // ssd_group.cu: the products a group's heads share. chunk_cb: a.cb ← each chunk's C·Bᵀ. group_dx_products:

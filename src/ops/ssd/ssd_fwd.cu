@@ -3,6 +3,7 @@
 // every chunk (ssd_chunks.cu) come first, then grid (nchunks, H, B) computes each chunk's T outputs of one
 // (b, h) from them:
 //     y = diag(e^{cs}) (C S_inᵀ) + (C Bᵀ ∘ Ldec) diag(Δ) X + D X,   Ldec[i, j] = e^{cs_i − cs_j}, j ≤ i.
+// Chunk 0's S_in is states[0]: the carried state h0 when one is given (ssd_chunks.cu), else 0.
 #include "ops/ssd/ssd_common.cuh"
 #include "ops/ssd/ssd_walk.cuh"
 
@@ -68,9 +69,16 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
 void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
-  require(!in.h0 && !in.h_last,
-          "ssd_fwd: initial states are not implemented on the GPU yet (SsdInputs::h0, h_last)");
-  if (p.B == 0 || p.L == 0) return;
+  if (p.B == 0) return;
+  if (p.L == 0) {  // no step: the final state is the initial one
+    if (in.h_last) {
+      const size_t bytes = size_t(p.B) * p.H * p.P * p.N * sizeof(float);
+      if (!in.h0) MLALPHA_CUDA_CHECK(cudaMemsetAsync(in.h_last, 0, bytes, stream));
+      else if (in.h0 != in.h_last)
+        MLALPHA_CUDA_CHECK(cudaMemcpyAsync(in.h_last, in.h0, bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    return;
+  }
   require(saved != nullptr, "ssd_fwd: saved is required (the chunk states, which ssd_bwd reads)");
   if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, y, saved, stream);
   Args a = make_layout(p);

@@ -3,7 +3,9 @@
 // the chunk (ssd_common.cuh):
 //     y       = diag(e^{cs}) (C S_cᵀ) + (C Bᵀ ∘ Ldec) diag(Δ) X + D X,        Ldec[i, j] = e^{cs_i − cs_j}, j ≤ i
 //     S_{c+1} = e^{cs_last} S_c + Xᵀ diag(w) B,   w_j = Δ_j e^{cs_last − cs_j}  (ssd_chunks.cu)
-// and S_c goes to the saved buffer (fp32), which the reverse walk (ssd_bwd_walk.cu) reads. One launch does
+// and S_c goes to the saved buffer (fp32), which the reverse walk (ssd_bwd_walk.cu) reads. A carried state
+// (ssd.h) is S_0 = h0 instead of 0, saved as states[0] like every S_c (the reverse walk reads it as chunk 0's);
+// the S_nchunks the last chunk step leaves in the registers is h_last. One launch does
 // what chunk_cb, the forward chunk-state walk and ssd_fwd_kernel did; C·Bᵀ is recomputed per head instead of
 // being saved per group.
 //
@@ -70,6 +72,13 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
   typename K::State::Acc S;
   zero(S);
   const size_t PN = size_t(a.P) * a.N;
+  if (a.h0) {  // S_0 = h0 (fp32), zeros in the padding
+    const float* h0 = a.h0 + (size_t(b) * a.H + h) * PN;
+    for_pairs_all(K::State::tile(threadIdx.x), [&](int s, int hv, int p, int n) {
+      if (p < a.P && n < a.N) S[s][2 * hv] = h0[size_t(p) * a.N + n];
+      if (p < a.P && n + 1 < a.N) S[s][2 * hv + 1] = h0[size_t(p) * a.N + n + 1];
+    });
+  }
   float* states = state_at(a, a.states, b, h, 0);  // (nchunks, P, N) of this (b, h)
 
   // A chunk's x, B, C (16-byte rows: every load of the three tiles in flight at once, through registers;
@@ -160,6 +169,12 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
       });
     }
     __syncthreads();  // every read of this chunk's tiles is done: the next chunk may stage
+  }
+  if (a.h_last) {  // S after the last chunk; this thread's elements, read from h0 above by this thread only
+    float* out = a.h_last + (size_t(b) * a.H + h) * PN;
+    for_pairs_all(K::State::tile(threadIdx.x), [&](int s, int hv, int p, int n) {
+      if (p < a.P && n < a.N) store_pair(out + size_t(p) * a.N + n, S[s][2 * hv], S[s][2 * hv + 1], n + 1 < a.N);
+    });
   }
 }
 
