@@ -54,6 +54,8 @@ template <typename G, typename R>
                                      const std::string& what) {
   if (got.size() != ref.size())
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  // Two empty outputs would agree vacuously (and the message below reads element 0).
+  if (got.empty()) return ::testing::AssertionFailure() << what << ": nothing to compare (both empty)";
   size_t worst = 0, bad = 0;
   double worst_excess = -1, max_abs = 0, max_rel = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -81,6 +83,7 @@ template <typename G, typename R>
                                         const std::string& what) {
   if (got.size() != ref.size())
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs reference " << ref.size();
+  if (got.empty()) return ::testing::AssertionFailure() << what << ": nothing to compare (both empty)";
   double num = 0, den = 0, max_abs = 0;
   size_t worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
