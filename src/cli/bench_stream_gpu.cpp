@@ -89,13 +89,13 @@ void time_gpu_stream(Context& ctx, const ModelLayout& lay, const std::vector<flo
     wall.push_back(seconds_since(t0) * 1e6);
   }
   row.gpu_step_us = median(wall);
-  const GpuStepperOptions eager{.graph = false}, nopdl{.pdl = false}, unfused{.fused = false};
-  for (const GpuStepperOptions& opt : {eager, nopdl, unfused}) {
-    GpuStepper other(ctx, lay, params, I, opt);
+  const GpuStepperOptions variants[] = {{.graph = false}, {.pdl = false}, {.fused = false}};
+  double* times[] = {&row.gpu_eager_us, &row.gpu_nopdl_us, &row.gpu_unfused_us};
+  for (int v = 0; v < 3; ++v) {
+    GpuStepper other(ctx, lay, params, I, variants[v]);
     std::copy(x.begin(), x.end(), other.x_in());
     std::fill_n(other.mask_in(), I, uint8_t(1));
-    (&opt == &eager ? row.gpu_eager_us : &opt == &nopdl ? row.gpu_nopdl_us : row.gpu_unfused_us) =
-        device_us_per_bar(ctx, other, bars);
+    *times[v] = device_us_per_bar(ctx, other, bars);
   }
 }
 

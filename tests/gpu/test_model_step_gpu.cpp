@@ -120,6 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // the S model's layer (H 8, P 32, N 64: weights staged in shared memory) at 3 and 13
                       Shape{"S_I3", step_config(32, 1, 128, 2, 32, 1, 64, 4), 3, 12},
                       Shape{"S_I13", step_config(32, 1, 128, 2, 32, 1, 64, 4), 13, 12},
+                      Shape{"S_I260", step_config(32, 1, 128, 2, 32, 1, 64, 4), 260, 8},  // tiles of 8 from 256
                       // the M model's layer (H 8, P 64, N 64: weights read from L2), 13 instruments
                       Shape{"M_I13", step_config(16, 1, 256, 2, 64, 1, 64, 4), 13, 10}),
     [](const ::testing::TestParamInfo<Shape>& i) { return std::string(i.param.name); });
@@ -143,8 +144,9 @@ Stream pick(const Stream& s, const std::vector<int>& src) {
   return p;
 }
 
-// A row's bits do not depend on the other rows nor on the projection tile the instrument count picks (300 takes
-// the large tile, 3 and 1 the small one): remapping keeps each instrument's stream exactly.
+// A row's bits do not depend on the other rows nor on the tile the instrument count picks (300 takes the large
+// projection tile and the fused layer's tile of 8 rows, 3 and 1 the small tile and 4 rows): remapping keeps each
+// instrument's stream exactly.
 class GpuStepperBars : public ::testing::TestWithParam<bool> {};  // fused layers or not
 
 TEST_P(GpuStepperBars, RemapAndResetKeepEachInstrumentsBits) {

@@ -1,5 +1,6 @@
 // One Mamba2 layer of a bar (mamba_step.h) as ONE kernel: h ← h + out_proj(gated_norm(SSM(conv(in_proj(
-// RMSNorm(h)))))) for a tile of kRows instruments, computed by a thread-block cluster of H blocks, one per head.
+// RMSNorm(h)))))) for a tile of R instruments (R = 8, or 4 on bars of fewer than 256 instruments, where more and
+// shorter blocks pay), computed by a thread-block cluster of H blocks, one per head.
 // Block h of a tile's cluster:
 //   1. RMSNorm of the tile's rows (every block of the cluster, the same arithmetic), then its in_proj columns:
 //      z and x of head h (P each), its share of the B|C channels (nbc = ⌈2GN/H⌉), Δ of head h (FusedShape) —
@@ -37,7 +38,9 @@ namespace {
 using namespace step_detail;
 
 constexpr float kEps = 1e-5f;          // every RMSNorm of the model (DESIGN section 1)
-constexpr int kRows = 8;               // instruments a cluster (the tile): W_out's head slice read once per 8
+constexpr int kMaxRows = 8;            // instruments a cluster (the tile) on large bars: weights read once per 8
+constexpr int kSmallRows = 4;          // … on bars of fewer than kLargeFrom instruments: twice the clusters
+constexpr int kLargeFrom = 256;
 constexpr int kFusedThreads = 256;     // 8 warps; warp r owns row r where a phase goes by rows
 constexpr int kFusedWarps = kFusedThreads / 32;
 constexpr int kMaxClusterHeads = 8;    // the portable cluster size: one block per head
@@ -46,8 +49,7 @@ constexpr int kMaxStateRegs = 32;      // state floats a thread holds for a batc
 // Weight slices at most this many floats are staged in shared memory (cp.async, before the wait); larger ones
 // are read from L2 in the product loops. Either way the same products in the same order: the same bits.
 constexpr int kStageInFloats = 12 * 1024, kStageOutFloats = 8 * 1024;
-static_assert(kRows == kFusedWarps, "the Σu² phase gives each row a warp");
-static_assert(kRows % 4 == 0, "the product loops take rows 4 at a time");
+static_assert(kMaxRows <= kFusedWarps, "the norm and Σu² phases give each row a warp");
 
 // Per-block shape and the shared-memory plan (floats; every array starts on 16 bytes).
 struct FusedShape {
@@ -62,7 +64,7 @@ struct FusedShape {
 
 __host__ __device__ inline int align4(int n) { return (n + 3) / 4 * 4; }
 
-__host__ __device__ inline FusedShape fused_shape(const StepDims& d) {
+__host__ __device__ inline FusedShape fused_shape(const StepDims& d, int R) {
   FusedShape f;
   f.nbc = (2 * d.G * d.N + d.H - 1) / d.H;
   f.nch = d.P + f.nbc;
@@ -76,20 +78,20 @@ __host__ __device__ inline FusedShape fused_shape(const StepDims& d) {
     o += align4(n);
     return at;
   };
-  f.hs = take(kRows * d.D);                  // (R, D) the rows of h as read (the residual)
-  f.hn = take(d.D * kRows);                  // (D, R) RMSNorm(h), transposed: a k's 8 rows are two float4
+  f.hs = take(R * d.D);                  // (R, D) the rows of h as read (the residual)
+  f.hn = take(d.D * R);                  // (D, R) RMSNorm(h), transposed: a k's R rows are R/4 float4
   f.nw = take(d.D);                          // (D) the RMSNorm weight
   f.gw = take(d.P);                          // (P) the gated norm's weight, head h
   f.cw = take(f.nch * (d.W + 1));            // (nch, W + 1) conv taps, then the bias
-  f.win = take(kRows * (d.W - 1) * f.nch);   // (R, W−1, nch) the windows of the block's channels
-  f.proj = take(kRows * f.nc);               // (R, nc) in_proj columns, then (in place) after their epilogue
-  f.bc = take(kRows * 2 * d.N);              // (R, 2N) B | C of the head's group
-  f.u = take(kRows * d.P);                   // (R, P) u = (y + D x) ⊙ SiLU(z)
-  f.v = take(kRows * d.P);                   // (R, P) v = u ⊙ gnorm_w
-  f.ssq = take(kRows);                       // (R) Σ_p u²
-  f.rg = take(kRows * d.G);                  // (R, G) 1/rms of the gated norm
-  f.part = take(kRows * d.D);                // (R, D) this head's out_proj partial
-  f.pres = take(kRows);                      // (R) present flags (as floats)
+  f.win = take(R * (d.W - 1) * f.nch);   // (R, W−1, nch) the windows of the block's channels
+  f.proj = take(R * f.nc);               // (R, nc) in_proj columns, then (in place) after their epilogue
+  f.bc = take(R * 2 * d.N);              // (R, 2N) B | C of the head's group
+  f.u = take(R * d.P);                   // (R, P) u = (y + D x) ⊙ SiLU(z)
+  f.v = take(R * d.P);                   // (R, P) v = u ⊙ gnorm_w
+  f.ssq = take(R);                       // (R) Σ_p u²
+  f.rg = take(R * d.G);                  // (R, G) 1/rms of the gated norm
+  f.part = take(R * d.D);                // (R, D) this head's out_proj partial
+  f.pres = take(R);                      // (R) present flags (as floats)
   f.w_in = f.stage_in ? take(d.D * f.nc) : o;    // (D, nc)
   f.w_out = f.stage_out ? take(d.P * d.D) : o;   // (P, D)
   f.total = o;
@@ -120,16 +122,18 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src) {
 
 // RW rows p a warp (P ≤ 8·RW), NE columns n a lane (N ≤ 32·NE); RB rows of the tile whose state is in registers
 // at once (all their loads in flight before the first use).
-template <int RW, int NE>
+template <int ROWS, int RW, int NE>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     fused_layer_kernel(const StepDims d, const StepLayerWeights w, const StepLayerState s, const StepBuffers buf) {
-  constexpr int RB = (RW * NE >= kMaxStateRegs) ? 1 : (kMaxStateRegs / (RW * NE) >= kRows ? kRows : kMaxStateRegs / (RW * NE));
-  static_assert(kRows % RB == 0, "whole batches of rows");
+  constexpr int RB = (RW * NE >= kMaxStateRegs) ? 1 : (kMaxStateRegs / (RW * NE) >= ROWS ? ROWS : kMaxStateRegs / (RW * NE));
+  static_assert(ROWS % 4 == 0 && ROWS <= kMaxRows, "the product loops take rows 4 at a time");
+  static_assert(ROWS % RB == 0, "whole batches of rows");
+  static_assert(RB * RW <= 32, "a lane finishes each (row, p) of a batch");
   extern __shared__ __align__(16) float sm[];
   cg::cluster_group cl = cg::this_cluster();
-  const FusedShape f = fused_shape(d);
+  const FusedShape f = fused_shape(d, ROWS);
   const int h = int(cl.block_rank());  // the cluster is (H, 1, 1): its rank is the head
-  const int i0 = int(blockIdx.x / unsigned(d.H)) * kRows, rows = min(kRows, d.I - i0);
+  const int i0 = int(blockIdx.x / unsigned(d.H)) * ROWS, rows = min(ROWS, d.I - i0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, taps = d.W - 1;
   float *hs = sm + f.hs, *hn = sm + f.hn, *nw = sm + f.nw, *gw = sm + f.gw, *cw = sm + f.cw, *win = sm + f.win,
         *proj = sm + f.proj, *bc = sm + f.bc, *su = sm + f.u, *sv = sm + f.v, *ssq = sm + f.ssq, *rg = sm + f.rg,
@@ -147,7 +151,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     const float* src = w.out_proj_fused + size_t(h) * d.P * d.D;
     for (int e = tid; e < d.P * d.D; e += kFusedThreads) cp_async4(sm + f.w_out + e, src + e);
   }
-  for (int e = tid; e < kRows * taps * f.nch; e += kFusedThreads) {  // zeros past the last row and channel
+  for (int e = tid; e < ROWS * taps * f.nch; e += kFusedThreads) {  // zeros past the last row and channel
     const int r = e / (taps * f.nch), k = (e / f.nch) % taps, q = e % f.nch, ch = fused_conv_channel(d, f, h, q);
     const bool ok = r < rows && ch >= 0;
     cp_async4_or_zero(win + e, ok ? s.conv + (size_t(i0 + r) * taps + k) * d.cd + ch : s.conv, ok);
@@ -179,33 +183,45 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   dependents_early(d);
 
   // ---- 1. RMSNorm, then the block's in_proj columns.
-  for (int e = tid; e < kRows * d.D; e += kFusedThreads) {
-    const int r = e / d.D;
-    hs[e] = r < rows ? buf.h[size_t(i0) * d.D + e] : 0.f;
+  for (int e0 = tid; e0 < ROWS * d.D; e0 += 4 * kFusedThreads) {  // 4 loads in flight a thread
+    float t[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int e = e0 + u * kFusedThreads;
+      t[u] = e < rows * d.D ? buf.h[size_t(i0) * d.D + e] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (e0 + u * kFusedThreads < ROWS * d.D) hs[e0 + u * kFusedThreads] = t[u];
   }
-  if (tid < kRows) pres[tid] = tid < rows && buf.present[i0 + tid] != 0 ? 1.f : 0.f;
+  if (tid < ROWS) pres[tid] = tid < rows && buf.present[i0 + tid] != 0 ? 1.f : 0.f;
   __syncthreads();
-  {
-    const int r = warp;  // kRows == warps
+  if (warp < ROWS) {
+    const int r = warp;
     float q = 0.f;
     for (int k = lane; k < d.D; k += 32) q += hs[r * d.D + k] * hs[r * d.D + k];
     const float rs = rsqrtf(warp_sum(q) / float(d.D) + kEps);
-    for (int k = lane; k < d.D; k += 32) hn[k * kRows + r] = hs[r * d.D + k] * rs * nw[k];
+    for (int k = lane; k < d.D; k += 32) hn[k * ROWS + r] = hs[r * d.D + k] * rs * nw[k];
   }
   cp_async_wait_all();
   __syncthreads();
   // Thread item (c, rows 4·rg … 4·rg + 3): proj[r][c] = Σ_k hn[k][r]·w_in[k][c], k ascending.
-  for (int it = tid; it < f.nc * (kRows / 4); it += kFusedThreads) {
+  for (int it = tid; it < f.nc * (ROWS / 4); it += kFusedThreads) {
     const int c = it % f.nc, r0 = 4 * (it / f.nc);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-    for (int k = 0; k < d.D; ++k) {
-      const float wv = w_in[size_t(k) * f.nc + c];
-      const float4 a = *reinterpret_cast<const float4*>(hn + k * kRows + r0);
-      acc[0] = fmaf(a.x, wv, acc[0]);
-      acc[1] = fmaf(a.y, wv, acc[1]);
-      acc[2] = fmaf(a.z, wv, acc[2]);
-      acc[3] = fmaf(a.w, wv, acc[3]);
+    for (int k0 = 0; k0 < d.D; k0 += 8) {  // 8 weight loads in flight, then their products in k order
+      float wv[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) wv[u] = k0 + u < d.D ? w_in[size_t(k0 + u) * f.nc + c] : 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if (k0 + u >= d.D) break;
+        const float4 a = *reinterpret_cast<const float4*>(hn + (k0 + u) * ROWS + r0);
+        acc[0] = fmaf(a.x, wv[u], acc[0]);
+        acc[1] = fmaf(a.y, wv[u], acc[1]);
+        acc[2] = fmaf(a.z, wv[u], acc[2]);
+        acc[3] = fmaf(a.w, wv[u], acc[3]);
+      }
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) proj[(r0 + u) * f.nc + c] = acc[u];
@@ -213,7 +229,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   __syncthreads();
 
   // ---- 2. The column epilogue: conv step + SiLU (window shifted where present), Δ = softplus; z stays raw.
-  for (int it = tid; it < kRows * f.nc; it += kFusedThreads) {
+  for (int it = tid; it < ROWS * f.nc; it += kFusedThreads) {
     const int r = it / f.nc, c = it % f.nc;
     if (c < d.P) continue;
     const float v = proj[it];
@@ -242,19 +258,36 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   // ---- 3. B and C of the head's group from their owners.
   {
     const int g = h * d.G / d.H;
-    for (int e = tid; e < kRows * 2 * d.N; e += kFusedThreads) {
-      const int r = e / (2 * d.N), t = e % (2 * d.N);
-      const int b = t < d.N ? g * d.N + t : d.G * d.N + g * d.N + (t - d.N);  // index in the 2GN B|C channels
-      const float* owner = cl.map_shared_rank(proj, unsigned(b / f.nbc));
-      bc[e] = owner[r * f.nc + 2 * d.P + b % f.nbc];
+    const int total = ROWS * 2 * d.N;
+    for (int e0 = tid; e0 < total; e0 += 4 * kFusedThreads) {  // 4 remote loads in flight a thread
+      float t4[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int e = e0 + u * kFusedThreads;
+        t4[u] = 0.f;
+        if (e < total) {
+          const int r = e / (2 * d.N), t = e % (2 * d.N);
+          const int b = t < d.N ? g * d.N + t : d.G * d.N + g * d.N + (t - d.N);  // index in the 2GN B|C channels
+          t4[u] = cl.map_shared_rank(proj, unsigned(b / f.nbc))[r * f.nc + 2 * d.P + b % f.nbc];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (e0 + u * kFusedThreads < total) bc[e0 + u * kFusedThreads] = t4[u];
     }
   }
   __syncthreads();
 
   // ---- 4. The SSM step, the gate, Σu², the partial out_proj.
+  // Rows past the last instrument (a tile's padding) are computed in the product phases and never stored; the
+  // SSM phase skips the batches made only of them (their u and v: the zeros written here, by other threads than
+  // the batches' writers, to other rows).
+  const int rows_stepped = (rows + RB - 1) / RB * RB;
+  for (int e = rows_stepped * d.P + tid; e < ROWS * d.P; e += kFusedThreads) su[e] = sv[e] = 0.f;
 #pragma unroll 1
-  for (int b0 = 0; b0 < kRows; b0 += RB) {
+  for (int b0 = 0; b0 < rows; b0 += RB) {
     if (b0 > 0) load_state(b0);
+    float y[RB][RW];  // this lane's share of y_p for the batch's rows, then (after the butterflies) y_p
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
       const int r = b0 + rb;
@@ -265,29 +298,43 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const int p = warp + kFusedWarps * rr;
-        if (p >= d.P) break;  // warp-uniform
-        const float xv = pr[d.P + p], dx = dt * xv;
-        float acc = 0.f;
+        y[rb][rr] = 0.f;
+        if (p >= d.P) continue;  // warp-uniform
+        const float dx = dt * pr[d.P + p];
 #pragma unroll
         for (int e = 0; e < NE; ++e) {
           const int n = lane + 32 * e;
           if (n < d.N) {
             const float v = fmaf(a, st[rb][rr][e], dx * sB[n]);
             if (keep) *state_at(r, p, n) = v;
-            acc += v * sC[n];
+            y[rb][rr] += v * sC[n];
           }
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) {
-          const float u = (acc + Dh * xv) * silu(pr[p]);
-          su[r * d.P + p] = u;
-          sv[r * d.P + p] = u * gw[p];
         }
       }
     }
+    // warp_sum's butterfly (offsets 16 … 1) on every (row, p) at once: the same order, independent chains.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+        for (int rr = 0; rr < RW; ++rr) y[rb][rr] += __shfl_xor_sync(kWarpMask, y[rb][rr], o);
+    if (lane < RB * RW) {  // lane (rb, rr) finishes row b0 + rb, p = warp + 8·rr
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+        for (int rr = 0; rr < RW; ++rr) {
+          const int r = b0 + rb, p = warp + kFusedWarps * rr;
+          if (lane != rb * RW + rr || p >= d.P) continue;
+          const float* pr = proj + r * f.nc;
+          const float u = (y[rb][rr] + Dh * pr[d.P + p]) * silu(pr[p]);
+          su[r * d.P + p] = u;
+          sv[r * d.P + p] = u * gw[p];
+        }
+    }
   }
   __syncthreads();
-  {
+  if (warp < ROWS) {
     const int r = warp;
     float q = 0.f;
     for (int p = lane; p < d.P; p += 32) q += su[r * d.P + p] * su[r * d.P + p];
@@ -295,14 +342,19 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     if (lane == 0) ssq[r] = q;
   }
   // Thread item (j, rows 4·rg … 4·rg + 3): part[r][j] = Σ_p v[r][p]·w_out[p][j], p ascending.
-  for (int it = tid; it < d.D * (kRows / 4); it += kFusedThreads) {
+  for (int it = tid; it < d.D * (ROWS / 4); it += kFusedThreads) {
     const int j = it % d.D, r0 = 4 * (it / d.D);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-    for (int p = 0; p < d.P; ++p) {
-      const float wv = w_out[size_t(p) * d.D + j];
+    for (int p0 = 0; p0 < d.P; p0 += 8) {  // 8 weight loads in flight, then their products in p order
+      float wv[8];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc[u] = fmaf(sv[(r0 + u) * d.P + p], wv, acc[u]);
+      for (int u = 0; u < 8; ++u) wv[u] = p0 + u < d.P ? w_out[size_t(p0 + u) * d.D + j] : 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if (p0 + u >= d.P) break;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[q] = fmaf(sv[(r0 + q) * d.P + p0 + u], wv[u], acc[q]);
+      }
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) part[(r0 + u) * d.D + j] = acc[u];
@@ -311,20 +363,31 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 
   // ---- 5. The block's output columns: 1/rms per group, the heads' partials in order, the residual.
   const int hpg = d.H / d.G;
-  for (int e = tid; e < kRows * d.G; e += kFusedThreads) {
+  for (int e = tid; e < ROWS * d.G; e += kFusedThreads) {
     const int r = e / d.G, g = e % d.G;
+    float t[kMaxClusterHeads];
+#pragma unroll
+    for (int hh = 0; hh < kMaxClusterHeads; ++hh) t[hh] = hh < d.H ? cl.map_shared_rank(ssq, unsigned(hh))[r] : 0.f;
     float q = 0.f;
-    for (int hh = g * hpg; hh < (g + 1) * hpg; ++hh) q += cl.map_shared_rank(ssq, unsigned(hh))[r];
+#pragma unroll
+    for (int hh = 0; hh < kMaxClusterHeads; ++hh)
+      if (hh >= g * hpg && hh < (g + 1) * hpg) q += t[hh];
     rg[e] = rsqrtf(q / float(d.di / d.G) + kEps);
   }
   __syncthreads();
   for (int e = tid; e < rows * f.dc; e += kFusedThreads) {
     const int r = e / f.dc, j = h * f.dc + e % f.dc;
     if (j >= d.D) continue;
+    float t[kMaxClusterHeads];  // every head's partial in flight at once
+#pragma unroll
+    for (int hh = 0; hh < kMaxClusterHeads; ++hh)
+      t[hh] = hh < d.H ? cl.map_shared_rank(part, unsigned(hh))[r * d.D + j] : 0.f;
     float out = 0.f;
     for (int g = 0; g < d.G; ++g) {
       float sum = 0.f;
-      for (int hh = g * hpg; hh < (g + 1) * hpg; ++hh) sum += cl.map_shared_rank(part, unsigned(hh))[r * d.D + j];
+#pragma unroll
+      for (int hh = 0; hh < kMaxClusterHeads; ++hh)
+        if (hh >= g * hpg && hh < (g + 1) * hpg) sum += t[hh];
       out = fmaf(rg[r * d.G + g], sum, out);
     }
     buf.h[size_t(i0 + r) * d.D + j] = hs[r * d.D + j] + out;
@@ -344,30 +407,38 @@ int pow2_at_least(int v) {
 // RW ∈ {1, 2, 4, 8}, NE ∈ {1, 2, 4}: P ≤ 64, N ≤ 128 (the S and M models: P 32 and 64, N 64).
 constexpr int kFusedMaxP = kFusedWarps * 8, kFusedMaxN = 32 * 4;
 
-template <int RW>
+// The tile: a row's arithmetic is the same in either, so the choice changes no bit.
+int fused_rows(const StepDims& d) { return d.I >= kLargeFrom ? kMaxRows : kSmallRows; }
+
+template <int ROWS, int RW>
 FusedKernel kernel_ne(int ne) {
   switch (ne) {
-    case 1: return fused_layer_kernel<RW, 1>;
-    case 2: return fused_layer_kernel<RW, 2>;
-    default: return fused_layer_kernel<RW, 4>;
+    case 1: return fused_layer_kernel<ROWS, RW, 1>;
+    case 2: return fused_layer_kernel<ROWS, RW, 2>;
+    default: return fused_layer_kernel<ROWS, RW, 4>;
   }
 }
 
-FusedKernel fused_kernel(const StepDims& d) {
+template <int ROWS>
+FusedKernel kernel_rw(const StepDims& d) {
   const int rw = pow2_at_least((d.P + kFusedWarps - 1) / kFusedWarps), ne = pow2_at_least((d.N + 31) / 32);
   switch (rw) {
-    case 1: return kernel_ne<1>(ne);
-    case 2: return kernel_ne<2>(ne);
-    case 4: return kernel_ne<4>(ne);
-    default: return kernel_ne<8>(ne);
+    case 1: return kernel_ne<ROWS, 1>(ne);
+    case 2: return kernel_ne<ROWS, 2>(ne);
+    case 4: return kernel_ne<ROWS, 4>(ne);
+    default: return kernel_ne<ROWS, 8>(ne);
   }
 }
 
-cudaLaunchConfig_t fused_config(const StepDims& d, const StepLaunch& l, cudaLaunchAttribute (&attrs)[2]) {
+FusedKernel fused_kernel(const StepDims& d, int rows) {
+  return rows == kMaxRows ? kernel_rw<kMaxRows>(d) : kernel_rw<kSmallRows>(d);
+}
+
+cudaLaunchConfig_t fused_config(const StepDims& d, int rows, const StepLaunch& l, cudaLaunchAttribute (&attrs)[2]) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned((d.I + kRows - 1) / kRows) * unsigned(d.H));
+  cfg.gridDim = dim3(unsigned((d.I + rows - 1) / rows) * unsigned(d.H));
   cfg.blockDim = dim3(kFusedThreads);
-  cfg.dynamicSmemBytes = size_t(fused_shape(d).total) * sizeof(float);
+  cfg.dynamicSmemBytes = size_t(fused_shape(d, rows).total) * sizeof(float);
   cfg.stream = l.stream;
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = unsigned(d.H);
@@ -392,29 +463,32 @@ std::string fused_step_unsupported(const StepDims& d, int device) {
   MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, device));
   if (!cluster) return "the device cannot launch thread-block clusters";
   MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const size_t smem = size_t(fused_shape(d).total) * sizeof(float);
-  if (smem > size_t(max_smem))
-    return "a block needs " + std::to_string(smem) + " bytes of shared memory, the device gives " + std::to_string(max_smem);
-  const FusedKernel k = fused_kernel(d);
-  MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // Can a cluster of H such blocks be resident at all (shared memory, registers, the GPC)?
-  StepDims one = d;
-  one.I = kRows;
-  cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = fused_config(one, StepLaunch{}, attrs);
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
-  if (clusters < 1) return "no cluster of " + std::to_string(d.H) + " blocks fits on the device";
+  for (const int rows : {kSmallRows, kMaxRows}) {  // both tiles: the instrument count may change (import, remap)
+    const size_t smem = size_t(fused_shape(d, rows).total) * sizeof(float);
+    if (smem > size_t(max_smem))
+      return "a block needs " + std::to_string(smem) + " bytes of shared memory, the device gives " +
+             std::to_string(max_smem);
+    const FusedKernel k = fused_kernel(d, rows);
+    MLALPHA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    // Can a cluster of H such blocks be resident at all (shared memory, registers, the GPC)?
+    StepDims one = d;
+    one.I = rows;
+    cudaLaunchAttribute attrs[2];
+    cudaLaunchConfig_t cfg = fused_config(one, rows, StepLaunch{}, attrs);
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    MLALPHA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
+    if (clusters < 1) return "no cluster of " + std::to_string(d.H) + " blocks fits on the device";
+  }
   return {};
 }
 
-size_t fused_in_proj_floats(const StepDims& d) { return size_t(d.H) * d.D * fused_shape(d).nc; }
+size_t fused_in_proj_floats(const StepDims& d) { return size_t(d.H) * d.D * fused_shape(d, kMaxRows).nc; }
 size_t fused_out_proj_floats(const StepDims& d) { return size_t(d.H) * d.P * d.D; }
 
 void pack_fused_weights(const StepDims& d, const float* in_proj_w, const float* out_proj_w, float* in_pack,
                         float* out_pack) {
-  const FusedShape f = fused_shape(d);
+  const FusedShape f = fused_shape(d, kMaxRows);  // the columns do not depend on the tile
   for (int h = 0; h < d.H; ++h) {
     float* wi = in_pack + size_t(h) * d.D * f.nc;  // (D, nc)
     for (int c = 0; c < f.nc; ++c) {
@@ -432,8 +506,9 @@ void step_layer_fused(const StepDims& d, const StepLayerWeights& w, const StepLa
   require(w.in_proj_fused != nullptr && w.out_proj_fused != nullptr, "step_layer_fused: the packed weights are missing");
   require(d.I >= 1 && d.I <= 1000000, "mamba_step: at most 1,000,000 instruments a bar, got " + std::to_string(d.I));
   cudaLaunchAttribute attrs[2];
-  const cudaLaunchConfig_t cfg = fused_config(d, l, attrs);
-  MLALPHA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_kernel(d), d, w, s, buf));
+  const int rows = fused_rows(d);
+  const cudaLaunchConfig_t cfg = fused_config(d, rows, l, attrs);
+  MLALPHA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_kernel(d, rows), d, w, s, buf));
   MLALPHA_CHECK_LAUNCH(l.stream);
 }
 
