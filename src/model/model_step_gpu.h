@@ -22,7 +22,7 @@ namespace mlalpha {
 struct GpuStepperOptions {
   bool graph = true;  // the bar as one captured CUDA graph; false: the same kernels launched one by one
   bool pdl = true;    // programmatic dependent launch between the bar's kernels (used on sm_90 and newer)
-  // One kernel a layer (a thread-block cluster of the heads per 8 instruments) where the model and the device
+  // One kernel a layer (a thread-block cluster of the heads per 8 or 4 instruments) where the model and the device
   // allow it (fused_step_unsupported); false, or where they do not: the three kernels a layer. Both are within
   // fp32 rounding of the CPU stepper; they are not the same bits.
   bool fused = true;

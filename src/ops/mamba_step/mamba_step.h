@@ -115,7 +115,7 @@ void step_layer(const StepDims& d, const StepLayerWeights& w, const StepLayerSta
                 StepLaunch launch);
 
 // The same layer as ONE kernel (step_fused.cu): a thread-block cluster of H blocks, one per head, per tile of 8
-// instruments; the heads exchange B|C, Σu² and their out_proj partials through distributed shared memory. w's
+// instruments (4 on bars of fewer than 256); the heads exchange B|C, Σu² and their out_proj partials through distributed shared memory. w's
 // in_proj_fused / out_proj_fused must hold pack_fused_weights' layout. Within fp32 rounding of step_layer, not
 // its bits; an instrument's bits do not depend on the instrument count either way.
 void step_layer_fused(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
