@@ -1,8 +1,9 @@
 #pragma once
 // The perception model advanced one bar at a time on the GPU (model_step.h gives the semantics, the NaN rule
 // and the state; CpuStepper is its oracle). Every buffer is allocated when the stepper is made (or resized);
-// a bar is one captured CUDA graph of NL + 2 kernels (the input projection, one fused kernel a layer, the head;
-// ops/mamba_step/step_fused.cu) or, where the fused layer cannot run, of 2 + 3·NL, replayed per bar. The
+// a bar is one captured CUDA graph of 2 + 3·NL kernels (ops/mamba_step/mamba_step.h), or with
+// GpuStepperOptions::fused of NL + 2 (the input projection, one fused kernel a layer, the head;
+// ops/mamba_step/step_fused.cu), replayed per bar. The
 // only host traffic is the row in and the predictions out, both in pinned host memory mapped into the device:
 // the first kernel reads the row from it, the last writes the predictions to it. fp32 throughout: the state,
 // the element-wise math and the projections (3xTF32 on the tensor cores, fp32 accuracy).
@@ -23,9 +24,11 @@ struct GpuStepperOptions {
   bool graph = true;  // the bar as one captured CUDA graph; false: the same kernels launched one by one
   bool pdl = true;    // programmatic dependent launch between the bar's kernels (used on sm_90 and newer)
   // One kernel a layer (a thread-block cluster of the heads per 8 or 4 instruments) where the model and the device
-  // allow it (fused_step_unsupported); false, or where they do not: the three kernels a layer. Both are within
-  // fp32 rounding of the CPU stepper; they are not the same bits.
-  bool fused = true;
+  // allow it (fused_step_unsupported; where they do not, fused_refusal() says why and the three kernels run).
+  // Not the default: measured on an H100 (docs/benchmarks.md, "The fused live bar") it is faster at 1 and 100
+  // instruments (S 70 vs 76 and 96 vs 127 µs a bar) but 1.6–1.9× slower at 5000, and the path must not depend on
+  // the instrument count (the two are within fp32 rounding of the CPU stepper, not the same bits).
+  bool fused = false;
 };
 
 class GpuStepper : public Stepper {

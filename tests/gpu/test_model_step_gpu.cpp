@@ -3,7 +3,7 @@
 // shapes (one instrument, odd feature counts, G > 1, W = 1 and 2, both projection tiles, counts that are not a
 // multiple of the fused layer's tile of 8, the S and M models' head shapes: weights staged in shared memory and
 // read from L2), with absent instruments and NaN rows; the mapped output is poisoned before every bar. Both bars:
-// the fused one (a kernel a layer, the default) and the three kernels a layer. Also: two runs are bitwise equal;
+// the fused one (a kernel a layer, GpuStepperOptions::fused) and the three kernels a layer (the default). Also: two runs are bitwise equal;
 // the graph replay equals the eager launches, and PDL changes no bit; an exported state continues bit-exactly
 // in another stepper; remapping gives each instrument the bits it would have alone.
 #include <gtest/gtest.h>
@@ -66,7 +66,8 @@ TEST_P(GpuStepperStream, MatchesTheCpuStepperAndIsReproducible) {
 
   CpuStepper cpu(lay, params, sh.I, {.threads = 0});
   const std::vector<float> ref = run_stream(cpu, s, K);
-  GpuStepper gpu(ctx, lay, params, sh.I);
+  const GpuStepperOptions fused{.fused = true};
+  GpuStepper gpu(ctx, lay, params, sh.I, fused);
   EXPECT_TRUE(gpu.uses_fused()) << gpu.fused_refusal();  // every shape here fits the fused layer on sm_90
   EXPECT_EQ(gpu.kernels_per_bar(), lay.cfg.NL + 2);
   const std::vector<float> got = run_gpu(gpu, s, K);
@@ -83,14 +84,14 @@ TEST_P(GpuStepperStream, MatchesTheCpuStepperAndIsReproducible) {
     EXPECT_TRUE(sg.conv.empty() && sc.conv.empty());
 
   // The same bits: a second stepper, the eager launches, no PDL; and a stream resumed from an exported state.
-  for (const GpuStepperOptions o : {GpuStepperOptions{}, GpuStepperOptions{.graph = false, .pdl = true},
-                                    GpuStepperOptions{.graph = true, .pdl = false}}) {
+  for (const GpuStepperOptions o : {fused, GpuStepperOptions{.graph = false, .pdl = true, .fused = true},
+                                    GpuStepperOptions{.graph = true, .pdl = false, .fused = true}}) {
     GpuStepper again(ctx, lay, params, sh.I, o);
     EXPECT_TRUE(same_bits(run_gpu(again, s, K), got)) << "graph " << o.graph << " pdl " << o.pdl;
     EXPECT_TRUE(same_bits(again.export_state().ssm, sg.ssm)) << "graph " << o.graph << " pdl " << o.pdl;
   }
-  {  // the three kernels a layer: other bits, the same tolerance
-    GpuStepper unfused(ctx, lay, params, sh.I, {.fused = false});
+  {  // the three kernels a layer (the default): other bits, the same tolerance
+    GpuStepper unfused(ctx, lay, params, sh.I);
     EXPECT_FALSE(unfused.uses_fused());
     EXPECT_EQ(unfused.kernels_per_bar(), 2 + 3 * lay.cfg.NL);
     const auto u = rel_l2_close_where_finite(run_gpu(unfused, s, K), ref, nan, got.size() / 2,
@@ -99,9 +100,9 @@ TEST_P(GpuStepperStream, MatchesTheCpuStepperAndIsReproducible) {
     EXPECT_TRUE(u);
     EXPECT_TRUE(rel_l2_close(unfused.export_state().ssm, sc.ssm, tol::kStepGpuVsCpuRelL2, "unfused final SSM state"));
   }
-  GpuStepper first(ctx, lay, params, sh.I);
+  GpuStepper first(ctx, lay, params, sh.I, fused);
   std::vector<float> resumed = run_gpu(first, s, K, 0, half);
-  GpuStepper second(ctx, lay, params, 2);
+  GpuStepper second(ctx, lay, params, 2, fused);
   second.import_state(first.export_state());
   const std::vector<float> rest = run_gpu(second, s, K, half);
   resumed.insert(resumed.end(), rest.begin(), rest.end());
@@ -241,7 +242,7 @@ TEST(GpuStepper, ManyHeadsFallBackToTheUnfusedBar) {
   const std::vector<float> params = noisy_params(lay, rng);
   const Stream s = make_stream(6, 11, lay.cfg.F, rng);
   Context ctx;
-  GpuStepper gpu(ctx, lay, params, 11);
+  GpuStepper gpu(ctx, lay, params, 11, {.fused = true});
   EXPECT_FALSE(gpu.uses_fused());
   EXPECT_TRUE(contains(gpu.fused_refusal(), "32 heads")) << gpu.fused_refusal();
   EXPECT_EQ(gpu.kernels_per_bar(), 2 + 3 * lay.cfg.NL);
