@@ -18,10 +18,8 @@
 // not the unfused path's (3xTF32 tiles): both are within fp32 rounding of the CPU stepper.
 #include <cooperative_groups.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
