@@ -66,47 +66,40 @@ TEST_P(GpuStepperStream, MatchesTheCpuStepperAndIsReproducible) {
 
   CpuStepper cpu(lay, params, sh.I, {.threads = 0});
   const std::vector<float> ref = run_stream(cpu, s, K);
-  const GpuStepperOptions fused{.fused = true};
-  GpuStepper gpu(ctx, lay, params, sh.I, fused);
-  EXPECT_TRUE(gpu.uses_fused()) << gpu.fused_refusal();  // every shape here fits the fused layer on sm_90
-  EXPECT_EQ(gpu.kernels_per_bar(), lay.cfg.NL + 2);
-  const std::vector<float> got = run_gpu(gpu, s, K);
+  const StepState sc = cpu.export_state();
   const std::vector<bool> nan = absent_mask(s, K);
-  const auto r = rel_l2_close_where_finite(got, ref, nan, got.size() / 2, tol::kStepGpuVsCpuRelL2,
-                                           std::string(sh.name) + " outputs, GPU vs CPU stepper");
-  std::printf("%s\n", r.message());
-  EXPECT_TRUE(r);
-  const StepState sg = gpu.export_state(), sc = cpu.export_state();
-  EXPECT_TRUE(rel_l2_close(sg.ssm, sc.ssm, tol::kStepGpuVsCpuRelL2, "final SSM state"));
-  if (lay.cfg.W > 1)  // W = 1 has no window (and rel_l2_close reads element 0 for its message)
-    EXPECT_TRUE(rel_l2_close(sg.conv, sc.conv, tol::kStepGpuVsCpuRelL2, "final conv window"));
-  else
-    EXPECT_TRUE(sg.conv.empty() && sc.conv.empty());
+  for (const bool fused : {true, false}) {  // each bar: within the tolerance of the CPU, and its own bits every time
+    const std::string bar = std::string(sh.name) + (fused ? " fused" : " three kernels a layer");
+    GpuStepper gpu(ctx, lay, params, sh.I, {.fused = fused});
+    EXPECT_EQ(gpu.uses_fused(), fused) << gpu.fused_refusal();  // every shape here fits the fused layer on sm_90
+    EXPECT_EQ(gpu.kernels_per_bar(), fused ? lay.cfg.NL + 2 : 2 + 3 * lay.cfg.NL);
+    const std::vector<float> got = run_gpu(gpu, s, K);
+    const auto r = rel_l2_close_where_finite(got, ref, nan, got.size() / 2, tol::kStepGpuVsCpuRelL2,
+                                             bar + " outputs, GPU vs CPU stepper");
+    std::printf("%s\n", r.message());
+    EXPECT_TRUE(r);
+    const StepState sg = gpu.export_state();
+    EXPECT_TRUE(rel_l2_close(sg.ssm, sc.ssm, tol::kStepGpuVsCpuRelL2, bar + " final SSM state"));
+    if (lay.cfg.W > 1)  // W = 1 has no window (and rel_l2_close reads element 0 for its message)
+      EXPECT_TRUE(rel_l2_close(sg.conv, sc.conv, tol::kStepGpuVsCpuRelL2, bar + " final conv window"));
+    else
+      EXPECT_TRUE(sg.conv.empty() && sc.conv.empty());
 
-  // The same bits: a second stepper, the eager launches, no PDL; and a stream resumed from an exported state.
-  for (const GpuStepperOptions o : {fused, GpuStepperOptions{.graph = false, .pdl = true, .fused = true},
-                                    GpuStepperOptions{.graph = true, .pdl = false, .fused = true}}) {
-    GpuStepper again(ctx, lay, params, sh.I, o);
-    EXPECT_TRUE(same_bits(run_gpu(again, s, K), got)) << "graph " << o.graph << " pdl " << o.pdl;
-    EXPECT_TRUE(same_bits(again.export_state().ssm, sg.ssm)) << "graph " << o.graph << " pdl " << o.pdl;
+    // The same bits: a second stepper, the eager launches, no PDL; and a stream resumed from an exported state.
+    for (const GpuStepperOptions o : {GpuStepperOptions{.fused = fused}, GpuStepperOptions{.graph = false, .fused = fused},
+                                      GpuStepperOptions{.pdl = false, .fused = fused}}) {
+      GpuStepper again(ctx, lay, params, sh.I, o);
+      EXPECT_TRUE(same_bits(run_gpu(again, s, K), got)) << bar << " graph " << o.graph << " pdl " << o.pdl;
+      EXPECT_TRUE(same_bits(again.export_state().ssm, sg.ssm)) << bar << " graph " << o.graph << " pdl " << o.pdl;
+    }
+    GpuStepper first(ctx, lay, params, sh.I, {.fused = fused});
+    std::vector<float> resumed = run_gpu(first, s, K, 0, half);
+    GpuStepper second(ctx, lay, params, 2, {.fused = fused});
+    second.import_state(first.export_state());
+    const std::vector<float> rest = run_gpu(second, s, K, half);
+    resumed.insert(resumed.end(), rest.begin(), rest.end());
+    EXPECT_TRUE(same_bits(resumed, got)) << bar << ": a stream resumed from an exported state differs";
   }
-  {  // the three kernels a layer (the default): other bits, the same tolerance
-    GpuStepper unfused(ctx, lay, params, sh.I);
-    EXPECT_FALSE(unfused.uses_fused());
-    EXPECT_EQ(unfused.kernels_per_bar(), 2 + 3 * lay.cfg.NL);
-    const auto u = rel_l2_close_where_finite(run_gpu(unfused, s, K), ref, nan, got.size() / 2,
-                                             tol::kStepGpuVsCpuRelL2, std::string(sh.name) + " unfused vs CPU");
-    std::printf("%s\n", u.message());
-    EXPECT_TRUE(u);
-    EXPECT_TRUE(rel_l2_close(unfused.export_state().ssm, sc.ssm, tol::kStepGpuVsCpuRelL2, "unfused final SSM state"));
-  }
-  GpuStepper first(ctx, lay, params, sh.I, fused);
-  std::vector<float> resumed = run_gpu(first, s, K, 0, half);
-  GpuStepper second(ctx, lay, params, 2, fused);
-  second.import_state(first.export_state());
-  const std::vector<float> rest = run_gpu(second, s, K, half);
-  resumed.insert(resumed.end(), rest.begin(), rest.end());
-  EXPECT_TRUE(same_bits(resumed, got)) << "a stream resumed from an exported state differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(
