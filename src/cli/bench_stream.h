@@ -1,6 +1,6 @@
 #pragma once
 // The streaming benchmark, `ml-alpha bench --stream` (docs/benchmarks.md, "Streaming"): per-bar time of the GPU
-// stepper (graph replay, host step(), eager launches, graph without PDL) and of the CPU stepper (1 thread and every
+// stepper (graph replay, host step(), eager launches, graph without PDL, graph of the fused layers) and of the CPU stepper (1 thread and every
 // thread), for the DESIGN section 5 S and M models and given instrument counts, beside the state floor: the bytes
 // of state a bar reads and writes over the device-to-device copy bandwidth measured in the same run; then the same
 // models stepped by PyTorch as mamba_ssm's Mamba2.step (bench/torch_reference.py stream) in the same run, and the
@@ -34,6 +34,8 @@ struct StreamBenchRow {
   double gpu_step_us = 0;     // host wall time of GpuStepper::step (row in, bar, predictions out), median
   double gpu_eager_us = 0;    // device time per bar, the kernels launched one by one
   double gpu_nopdl_us = 0;    // device time per bar, graph without programmatic dependent launch
+  double gpu_fused_us = 0;    // device time per bar, graph of the fused layers (GpuStepperOptions::fused)
+  int kernels = 0, fused_kernels = 0;  // kernels a bar: the default stepper's, the fused one's (NL + 2 where it runs)
   double cpu1_us = 0, cpun_us = 0;  // CpuStepper::step wall time, 1 thread and cpu_threads, median
   double check_rel_l2 = -1;   // first bar from the zero state, GPU vs CPU stepper (a sanity check)
 };

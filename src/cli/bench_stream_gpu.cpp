@@ -1,5 +1,6 @@
 // The stream bench's GPU part (bench_stream.h): the device's copy bandwidth, and GpuStepper's bar timed as a
-// captured graph, from the host, launched eagerly and without programmatic dependent launch.
+// captured graph, from the host, launched eagerly, without programmatic dependent launch, and with the fused layers
+// (one kernel a layer).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -76,6 +77,7 @@ void time_gpu_stream(Context& ctx, const ModelLayout& lay, const std::vector<flo
   std::vector<float> ref(out.size());
   row.floor_us = 2.0 * bytes / (copy_gb_s * 1e9) * 1e6;
   GpuStepper st(ctx, lay, params, I);
+  row.kernels = st.kernels_per_bar();
   st.step(x.data(), nullptr, out.data());  // the first bar from the zero state, for the check below
   std::copy(x.begin(), x.end(), st.x_in());
   const int bars = I >= 1000 ? std::max(20, o.gpu_bars / 4) : o.gpu_bars;
@@ -87,11 +89,14 @@ void time_gpu_stream(Context& ctx, const ModelLayout& lay, const std::vector<flo
     wall.push_back(seconds_since(t0) * 1e6);
   }
   row.gpu_step_us = median(wall);
-  for (const GpuStepperOptions opt : {GpuStepperOptions{.graph = false}, GpuStepperOptions{.pdl = false}}) {
-    GpuStepper other(ctx, lay, params, I, opt);
+  const GpuStepperOptions variants[] = {{.graph = false}, {.pdl = false}, {.fused = true}};
+  double* times[] = {&row.gpu_eager_us, &row.gpu_nopdl_us, &row.gpu_fused_us};
+  for (int v = 0; v < 3; ++v) {
+    GpuStepper other(ctx, lay, params, I, variants[v]);
+    if (v == 2) row.fused_kernels = other.kernels_per_bar();
     std::copy(x.begin(), x.end(), other.x_in());
     std::fill_n(other.mask_in(), I, uint8_t(1));
-    (opt.graph ? row.gpu_nopdl_us : row.gpu_eager_us) = device_us_per_bar(ctx, other, bars);
+    *times[v] = device_us_per_bar(ctx, other, bars);
   }
 }
 

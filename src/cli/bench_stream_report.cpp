@@ -59,16 +59,18 @@ void print_stream_bench(const StreamBenchResult& r) {
   else
     std::printf("ml-alpha stream bench: %s; copy %.0f GB/s (read + write); CPU %d threads\n", r.device.c_str(),
                 r.copy_gb_s, r.cpu_threads);
-  std::printf("| model | instruments | state MiB | floor us | GPU graph us | x floor | GPU step() us | GPU eager us "
-              "| GPU no-PDL us | CPU 1 thread us | CPU %d threads us | check rel-L2 |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+  std::printf("| model | instruments | state MiB | floor us | GPU graph us | x floor | kernels | GPU step() us | "
+              "GPU eager us | GPU no-PDL us | GPU fused us | fused kernels | CPU 1 thread us | CPU %d threads us | "
+              "check rel-L2 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               r.cpu_threads);
   for (const auto& w : r.rows) {
     char check[32] = "-";  // GPU vs CPU: only with both
     if (w.check_rel_l2 >= 0) std::snprintf(check, sizeof check, "%.1e", w.check_rel_l2);
-    std::printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w.config.c_str(), w.instruments,
-                w.state_mib, us(w.floor_us).c_str(), us(w.gpu_graph_us).c_str(), ratio(w.gpu_graph_us, w.floor_us).c_str(),
-                us(w.gpu_step_us).c_str(), us(w.gpu_eager_us).c_str(), us(w.gpu_nopdl_us).c_str(), us(w.cpu1_us).c_str(),
+    std::printf("| %s | %d | %.1f | %s | %s | %s | %d | %s | %s | %s | %s | %d | %s | %s | %s |\n", w.config.c_str(),
+                w.instruments, w.state_mib, us(w.floor_us).c_str(), us(w.gpu_graph_us).c_str(),
+                ratio(w.gpu_graph_us, w.floor_us).c_str(), w.kernels, us(w.gpu_step_us).c_str(), us(w.gpu_eager_us).c_str(),
+                us(w.gpu_nopdl_us).c_str(), us(w.gpu_fused_us).c_str(), w.fused_kernels, us(w.cpu1_us).c_str(),
                 us(w.cpun_us).c_str(), check);
   }
   std::fflush(stdout);

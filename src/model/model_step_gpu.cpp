@@ -19,6 +19,11 @@ GpuStepper::GpuStepper(Context& ctx, const ModelLayout& layout, std::span<const 
   MLALPHA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_.device()));
   pdl_ = opt_.pdl && major >= 9;
   const ModelConfig& c = lay_.cfg;
+  const StepDims d = step_dims(c, instruments);
+  if (opt_.fused) {
+    fused_refusal_ = gpu::fused_step_unsupported(d, ctx_.device());
+    fused_ = fused_refusal_.empty();
+  }
   params_ = DeviceBuffer<float>(params.size());
   params_.upload(params.data(), params.size());
   std::vector<float> wT(size_t(c.F) * c.D);  // input_proj.weight (D, F) → (F, D): coalesced in the input kernel
@@ -26,8 +31,19 @@ GpuStepper::GpuStepper(Context& ctx, const ModelLayout& layout, std::span<const 
     for (int f = 0; f < c.F; ++f) wT[size_t(f) * c.D + d] = params[lay_.in_w + size_t(d) * c.F + f];
   w_inT_ = DeviceBuffer<float>(wT.size());
   w_inT_.upload(wT);
+  const size_t fin = gpu::fused_in_proj_floats(d), fout = gpu::fused_out_proj_floats(d);
+  if (fused_) {  // each layer's in_proj and out_proj in the fused kernel's per-head layout
+    std::vector<float> packed(c.NL * (fin + fout));
+    for (int l = 0; l < c.NL; ++l)
+      gpu::pack_fused_weights(d, params.data() + lay_.layers[l].in_proj_w, params.data() + lay_.layers[l].out_proj_w,
+                              packed.data() + l * (fin + fout), packed.data() + l * (fin + fout) + fin);
+    fused_w_ = DeviceBuffer<float>(packed.size());
+    fused_w_.upload(packed);
+  }
   const float* P = params_.data();
-  for (const LayerOffsets& o : lay_.layers)
+  for (size_t l = 0; l < lay_.layers.size(); ++l) {
+    const LayerOffsets& o = lay_.layers[l];
+    const float* packed = fused_ ? fused_w_.data() + l * (fin + fout) : nullptr;
     layer_w_.push_back({.norm_w = P + o.norm_w,
                         .in_proj_w = P + o.in_proj_w,
                         .conv_w = P + o.conv_w,
@@ -36,7 +52,10 @@ GpuStepper::GpuStepper(Context& ctx, const ModelLayout& layout, std::span<const 
                         .A_log = P + o.A_log,
                         .Dskip = P + o.D,
                         .gnorm_w = P + o.gnorm_w,
-                        .out_proj_w = P + o.out_proj_w});
+                        .out_proj_w = P + o.out_proj_w,
+                        .in_proj_fused = packed,
+                        .out_proj_fused = fused_ ? packed + fin : nullptr});
+  }
   allocate(instruments);
 }
 
@@ -95,7 +114,10 @@ void GpuStepper::enqueue() {
   for (int layer = 0; layer < c.NL; ++layer) {
     const StepLayerState s{.conv = conv_.data() + size_t(layer) * I_ * d.conv_floats(),
                            .ssm = ssm_.data() + size_t(layer) * I_ * d.ssm_floats()};
-    gpu::step_layer(d, layer_w_[layer], s, buf, l);
+    if (fused_)
+      gpu::step_layer_fused(d, layer_w_[layer], s, buf, l);
+    else
+      gpu::step_layer(d, layer_w_[layer], s, buf, l);
   }
   gpu::step_head(d, P + lay_.norm_f, P + lay_.head_w, P + lay_.head_b, buf, out_.device(), l);
 }

@@ -1,12 +1,15 @@
 #pragma once
 // The perception model advanced one bar at a time on the GPU (model_step.h gives the semantics, the NaN rule
 // and the state; CpuStepper is its oracle). Every buffer is allocated when the stepper is made (or resized);
-// a bar is one captured CUDA graph of 2 + 3·NL kernels (ops/mamba_step/mamba_step.h), replayed per bar. The
+// a bar is one captured CUDA graph of 2 + 3·NL kernels (ops/mamba_step/mamba_step.h), or with
+// GpuStepperOptions::fused of NL + 2 (the input projection, one fused kernel a layer, the head;
+// ops/mamba_step/step_fused.cu), replayed per bar. The
 // only host traffic is the row in and the predictions out, both in pinned host memory mapped into the device:
 // the first kernel reads the row from it, the last writes the predictions to it. fp32 throughout: the state,
 // the element-wise math and the projections (3xTF32 on the tensor cores, fp32 accuracy).
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/context.h"
@@ -20,6 +23,12 @@ namespace mlalpha {
 struct GpuStepperOptions {
   bool graph = true;  // the bar as one captured CUDA graph; false: the same kernels launched one by one
   bool pdl = true;    // programmatic dependent launch between the bar's kernels (used on sm_90 and newer)
+  // One kernel a layer (a thread-block cluster of the heads per 8 or 4 instruments) where the model and the device
+  // allow it (fused_step_unsupported; where they do not, fused_refusal() says why and the three kernels run).
+  // Not the default: measured on an H100 (docs/benchmarks.md, "The fused live bar") it is faster at 1 and 100
+  // instruments (S 70 vs 76 and 96 vs 127 µs a bar) but 1.6–1.9× slower at 5000, and the path must not depend on
+  // the instrument count (the two are within fp32 rounding of the CPU stepper, not the same bits).
+  bool fused = false;
 };
 
 class GpuStepper : public Stepper {
@@ -31,6 +40,10 @@ class GpuStepper : public Stepper {
   int instruments() const { return I_; }
   const ModelConfig& config() const { return lay_.cfg; }
   bool uses_pdl() const { return pdl_; }
+  bool uses_fused() const { return fused_; }
+  int kernels_per_bar() const { return fused_ ? lay_.cfg.NL + 2 : 2 + 3 * lay_.cfg.NL; }
+  // Why the fused layer is not used although asked for (empty when it is used or was not asked for).
+  const std::string& fused_refusal() const { return fused_refusal_; }
 
   // x (I, F), mask (I) or null, out (I, K), all host memory: one bar; returns when out is written.
   void step(const float* x, const uint8_t* mask, float* out) override;
@@ -58,8 +71,11 @@ class GpuStepper : public Stepper {
   ModelLayout lay_;
   GpuStepperOptions opt_;
   bool pdl_ = false;
+  bool fused_ = false;
+  std::string fused_refusal_;
   int I_ = 0;
   DeviceBuffer<float> params_, w_inT_;  // the weights (table.total()); input_proj.weight transposed (F, D)
+  DeviceBuffer<float> fused_w_;         // per layer: in_proj then out_proj, packed (pack_fused_weights)
   std::vector<StepLayerWeights> layer_w_;
   DeviceBuffer<float> conv_, ssm_;      // (NL, I, W−1, cd), (NL, I, H, P, N)
   DeviceBuffer<float> h_, zxo_, v_, ss_;

@@ -1,7 +1,9 @@
 // The streaming stepper on the GPU (model/model_step_gpu.h) against the CPU stepper (its oracle, itself equal to
 // the forward over each instrument's present rows: tests/cpu/test_model_step.cpp), on random weights and ragged
-// shapes (one instrument, odd feature counts, G > 1, W = 1 and 2, both projection tiles), with absent
-// instruments and NaN rows; the mapped output is poisoned before every bar. Also: two runs are bitwise equal;
+// shapes (one instrument, odd feature counts, G > 1, W = 1 and 2, both projection tiles, counts that are not a
+// multiple of the fused layer's tile of 8, the S and M models' head shapes: weights staged in shared memory and
+// read from L2), with absent instruments and NaN rows; the mapped output is poisoned before every bar. Both bars:
+// the fused one (a kernel a layer, GpuStepperOptions::fused) and the three kernels a layer (the default). Also: two runs are bitwise equal;
 // the graph replay equals the eager launches, and PDL changes no bit; an exported state continues bit-exactly
 // in another stepper; remapping gives each instrument the bits it would have alone.
 #include <gtest/gtest.h>
@@ -64,34 +66,40 @@ TEST_P(GpuStepperStream, MatchesTheCpuStepperAndIsReproducible) {
 
   CpuStepper cpu(lay, params, sh.I, {.threads = 0});
   const std::vector<float> ref = run_stream(cpu, s, K);
-  GpuStepper gpu(ctx, lay, params, sh.I);
-  const std::vector<float> got = run_gpu(gpu, s, K);
+  const StepState sc = cpu.export_state();
   const std::vector<bool> nan = absent_mask(s, K);
-  const auto r = rel_l2_close_where_finite(got, ref, nan, got.size() / 2, tol::kStepGpuVsCpuRelL2,
-                                           std::string(sh.name) + " outputs, GPU vs CPU stepper");
-  std::printf("%s\n", r.message());
-  EXPECT_TRUE(r);
-  const StepState sg = gpu.export_state(), sc = cpu.export_state();
-  EXPECT_TRUE(rel_l2_close(sg.ssm, sc.ssm, tol::kStepGpuVsCpuRelL2, "final SSM state"));
-  if (lay.cfg.W > 1)  // W = 1 has no window (and rel_l2_close reads element 0 for its message)
-    EXPECT_TRUE(rel_l2_close(sg.conv, sc.conv, tol::kStepGpuVsCpuRelL2, "final conv window"));
-  else
-    EXPECT_TRUE(sg.conv.empty() && sc.conv.empty());
+  for (const bool fused : {true, false}) {  // each bar: within the tolerance of the CPU, and its own bits every time
+    const std::string bar = std::string(sh.name) + (fused ? " fused" : " three kernels a layer");
+    GpuStepper gpu(ctx, lay, params, sh.I, {.fused = fused});
+    EXPECT_EQ(gpu.uses_fused(), fused) << gpu.fused_refusal();  // every shape here fits the fused layer on sm_90
+    EXPECT_EQ(gpu.kernels_per_bar(), fused ? lay.cfg.NL + 2 : 2 + 3 * lay.cfg.NL);
+    const std::vector<float> got = run_gpu(gpu, s, K);
+    const auto r = rel_l2_close_where_finite(got, ref, nan, got.size() / 2, tol::kStepGpuVsCpuRelL2,
+                                             bar + " outputs, GPU vs CPU stepper");
+    std::printf("%s\n", r.message());
+    EXPECT_TRUE(r);
+    const StepState sg = gpu.export_state();
+    EXPECT_TRUE(rel_l2_close(sg.ssm, sc.ssm, tol::kStepGpuVsCpuRelL2, bar + " final SSM state"));
+    if (lay.cfg.W > 1)  // W = 1 has no window (and rel_l2_close reads element 0 for its message)
+      EXPECT_TRUE(rel_l2_close(sg.conv, sc.conv, tol::kStepGpuVsCpuRelL2, bar + " final conv window"));
+    else
+      EXPECT_TRUE(sg.conv.empty() && sc.conv.empty());
 
-  // The same bits: a second stepper, the eager launches, no PDL; and a stream resumed from an exported state.
-  for (const GpuStepperOptions o : {GpuStepperOptions{}, GpuStepperOptions{.graph = false, .pdl = true},
-                                    GpuStepperOptions{.graph = true, .pdl = false}}) {
-    GpuStepper again(ctx, lay, params, sh.I, o);
-    EXPECT_TRUE(same_bits(run_gpu(again, s, K), got)) << "graph " << o.graph << " pdl " << o.pdl;
-    EXPECT_TRUE(same_bits(again.export_state().ssm, sg.ssm)) << "graph " << o.graph << " pdl " << o.pdl;
+    // The same bits: a second stepper, the eager launches, no PDL; and a stream resumed from an exported state.
+    for (const GpuStepperOptions o : {GpuStepperOptions{.fused = fused}, GpuStepperOptions{.graph = false, .fused = fused},
+                                      GpuStepperOptions{.pdl = false, .fused = fused}}) {
+      GpuStepper again(ctx, lay, params, sh.I, o);
+      EXPECT_TRUE(same_bits(run_gpu(again, s, K), got)) << bar << " graph " << o.graph << " pdl " << o.pdl;
+      EXPECT_TRUE(same_bits(again.export_state().ssm, sg.ssm)) << bar << " graph " << o.graph << " pdl " << o.pdl;
+    }
+    GpuStepper first(ctx, lay, params, sh.I, {.fused = fused});
+    std::vector<float> resumed = run_gpu(first, s, K, 0, half);
+    GpuStepper second(ctx, lay, params, 2, {.fused = fused});
+    second.import_state(first.export_state());
+    const std::vector<float> rest = run_gpu(second, s, K, half);
+    resumed.insert(resumed.end(), rest.begin(), rest.end());
+    EXPECT_TRUE(same_bits(resumed, got)) << bar << ": a stream resumed from an exported state differs";
   }
-  GpuStepper first(ctx, lay, params, sh.I);
-  std::vector<float> resumed = run_gpu(first, s, K, 0, half);
-  GpuStepper second(ctx, lay, params, 2);
-  second.import_state(first.export_state());
-  const std::vector<float> rest = run_gpu(second, s, K, half);
-  resumed.insert(resumed.end(), rest.begin(), rest.end());
-  EXPECT_TRUE(same_bits(resumed, got)) << "a stream resumed from an exported state differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -102,7 +110,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{"W1", step_config(3, 3, 16, 1, 4, 2, 8, 1), 5, 12},
                       Shape{"large_tile_I300", with_dt_limit(step_config(9, 1, 40, 2, 10, 2, 40, 4), 0.01f, 0.2f),
                             300, 10},
-                      Shape{"wide_state", step_config(6, 1, 64, 1, 64, 1, 128, 4), 9, 10}),
+                      Shape{"wide_state", step_config(6, 1, 64, 1, 64, 1, 128, 4), 9, 10},
+                      // the S model's layer (H 8, P 32, N 64: weights staged in shared memory) at 3 and 13
+                      Shape{"S_I3", step_config(32, 1, 128, 2, 32, 1, 64, 4), 3, 12},
+                      Shape{"S_I13", step_config(32, 1, 128, 2, 32, 1, 64, 4), 13, 12},
+                      Shape{"S_I260", step_config(32, 1, 128, 2, 32, 1, 64, 4), 260, 8},  // tiles of 8 from 256
+                      // the M model's layer (H 8, P 64, N 64: weights read from L2), 13 instruments
+                      Shape{"M_I13", step_config(16, 1, 256, 2, 64, 1, 64, 4), 13, 10}),
     [](const ::testing::TestParamInfo<Shape>& i) { return std::string(i.param.name); });
 
 // Instrument j's outputs, (T, K), from a (T, I, K) array.
@@ -124,29 +138,34 @@ Stream pick(const Stream& s, const std::vector<int>& src) {
   return p;
 }
 
-// A row's bits do not depend on the other rows nor on the projection tile the instrument count picks (300 takes
-// the large tile, 3 and 1 the small one): remapping keeps each instrument's stream exactly.
-TEST(GpuStepper, RemapAndResetKeepEachInstrumentsBits) {
+// A row's bits do not depend on the other rows nor on the tile the instrument count picks (300 takes the large
+// projection tile and the fused layer's tile of 8 rows, 3 and 1 the small tile and 4 rows): remapping keeps each
+// instrument's stream exactly.
+class GpuStepperBars : public ::testing::TestWithParam<bool> {};  // fused layers or not
+
+TEST_P(GpuStepperBars, RemapAndResetKeepEachInstrumentsBits) {
   const ModelLayout lay(step_config(6, 2, 32, 2, 8, 2, 16, 4));
   const int K = lay.cfg.K, T = 10, I = 300, cut = 5;
   auto rng = make_rng(200);
   const std::vector<float> params = noisy_params(lay, rng);
   const Stream s = make_stream(T, I, lay.cfg.F, rng);
   Context ctx;
-  GpuStepper st(ctx, lay, params, I);
+  const GpuStepperOptions opt{.fused = GetParam()};
+  GpuStepper st(ctx, lay, params, I, opt);
+  EXPECT_EQ(st.uses_fused(), GetParam()) << st.fused_refusal();
   run_gpu(st, s, K, 0, cut);
   st.remap(std::vector<int>{299, 3, -1});
   ASSERT_EQ(st.instruments(), 3);
   const std::vector<int> src = {299, 3, 7};  // the new instrument takes instrument 7's rows from bar `cut` on
   const std::vector<float> got = run_gpu(st, pick(s, src), K, cut);
   for (int j = 0; j < 2; ++j) {
-    GpuStepper alone(ctx, lay, params, 1);
+    GpuStepper alone(ctx, lay, params, 1, opt);
     const std::vector<float> a = run_gpu(alone, pick(s, {src[j]}), K);
     EXPECT_TRUE(same_bits(column(got, T - cut, 3, K, j), std::vector<float>(a.begin() + cut * K, a.end())))
         << "instrument " << src[j];
   }
   {
-    GpuStepper fresh(ctx, lay, params, 1);
+    GpuStepper fresh(ctx, lay, params, 1, opt);
     const std::vector<float> a = run_gpu(fresh, pick(s, {7}), K, cut);
     EXPECT_TRUE(same_bits(column(got, T - cut, 3, K, 2), a)) << "the new instrument starts from zeros";
   }
@@ -166,7 +185,11 @@ TEST(GpuStepper, RemapAndResetKeepEachInstrumentsBits) {
     }
 }
 
-// Small shapes for compute-sanitizer (memcheck, racecheck, synccheck): both projection tiles, graph and eager.
+INSTANTIATE_TEST_SUITE_P(FusedOrNot, GpuStepperBars, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "fused" : "unfused"; });
+
+// Small shapes for compute-sanitizer (memcheck, racecheck, synccheck): both projection tiles, graph and eager, the
+// fused layer (G 2, 6 heads: a cluster of 6) and the unfused one.
 TEST(GpuStepperSanitizer, SmallShapesBothTiles) {
   for (const int I : {3, 260}) {
     const ModelLayout lay(step_config(5, 2, 24, 2, 8, 2, 12, 4));
@@ -176,11 +199,14 @@ TEST(GpuStepperSanitizer, SmallShapesBothTiles) {
     Context ctx;
     CpuStepper cpu(lay, params, I);
     const std::vector<float> ref = run_stream(cpu, s, lay.cfg.K);
-    for (const bool graph : {true, false}) {
-      GpuStepper gpu(ctx, lay, params, I, {.graph = graph});
-      EXPECT_TRUE(rel_l2_close_where_finite(run_gpu(gpu, s, lay.cfg.K), ref, absent_mask(s, lay.cfg.K), ref.size() / 2,
-                                            tol::kStepGpuVsCpuRelL2, "I = " + std::to_string(I)));
-    }
+    for (const bool fused : {true, false})
+      for (const bool graph : {true, false}) {
+        GpuStepper gpu(ctx, lay, params, I, {.graph = graph, .fused = fused});
+        EXPECT_EQ(gpu.uses_fused(), fused) << gpu.fused_refusal();
+        EXPECT_TRUE(rel_l2_close_where_finite(run_gpu(gpu, s, lay.cfg.K), ref, absent_mask(s, lay.cfg.K),
+                                              ref.size() / 2, tol::kStepGpuVsCpuRelL2,
+                                              "I = " + std::to_string(I) + (fused ? " fused" : " unfused")));
+      }
   }
 }
 
@@ -199,6 +225,24 @@ TEST(GpuStepper, RefusesBadArguments) {
   const ModelLayout wide(step_config(4, 1, 16, 1, 8, 1, 512, 4));
   const std::vector<float> wp = noisy_params(wide, rng);
   EXPECT_TRUE(contains(error_of([&] { GpuStepper(ctx, wide, wp, 1); }), "model.d_state <= 256"));
+}
+
+// A model the fused layer cannot take (32 heads: clusters hold at most 8 blocks) gets the three kernels a layer,
+// says why, and still matches the CPU stepper.
+TEST(GpuStepper, ManyHeadsFallBackToTheUnfusedBar) {
+  const ModelLayout lay(step_config(5, 1, 64, 2, 4, 2, 16, 4));  // d_inner 128, head_dim 4: 32 heads
+  auto rng = make_rng(500);
+  const std::vector<float> params = noisy_params(lay, rng);
+  const Stream s = make_stream(6, 11, lay.cfg.F, rng);
+  Context ctx;
+  GpuStepper gpu(ctx, lay, params, 11, {.fused = true});
+  EXPECT_FALSE(gpu.uses_fused());
+  EXPECT_TRUE(contains(gpu.fused_refusal(), "32 heads")) << gpu.fused_refusal();
+  EXPECT_EQ(gpu.kernels_per_bar(), 2 + 3 * lay.cfg.NL);
+  CpuStepper cpu(lay, params, 11);
+  const std::vector<float> ref = run_stream(cpu, s, lay.cfg.K);
+  EXPECT_TRUE(rel_l2_close_where_finite(run_gpu(gpu, s, lay.cfg.K), ref, absent_mask(s, lay.cfg.K), ref.size() / 2,
+                                        tol::kStepGpuVsCpuRelL2, "32 heads"));
 }
 
 }  // namespace

@@ -10,9 +10,11 @@
 // absent at this bar) is computed but leaves its window and state untouched.
 //
 // CPU: mamba_step_ref.cpp (the new recurrent pieces; the row-wise ops are the existing references).
-// GPU: step_proj.cu (input, in_proj + conv + softplus, out_proj + residual, head), step_ssd.cu (the state step).
+// GPU: step_proj.cu (input, in_proj + conv + softplus, out_proj + residual, head), step_ssd.cu (the state step);
+// or step_fused.cu, a whole layer as one kernel (a thread-block cluster of the H heads per tile of instruments).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/cuda_fwd.h"
 
@@ -71,6 +73,9 @@ struct StepLayerWeights {
   const float* Dskip = nullptr;       // (H)
   const float* gnorm_w = nullptr;     // (di)
   const float* out_proj_w = nullptr;  // (D, di)
+  // The fused layer's copies of in_proj and out_proj, per head (pack_fused_weights); null on the unfused path.
+  const float* in_proj_fused = nullptr;   // (H, D, nc): head h's in_proj columns, k-major
+  const float* out_proj_fused = nullptr;  // (H, P, D): out_proj's columns of head h, transposed
 };
 
 // One layer's state (device).
@@ -108,6 +113,21 @@ void step_input(const StepDims& d, const float* x, const uint8_t* mask, const fl
 // the gated norm's 1/rms + out_proj + residual.
 void step_layer(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
                 StepLaunch launch);
+
+// The same layer as ONE kernel (step_fused.cu): a thread-block cluster of H blocks, one per head, per tile of 8
+// instruments (4 on bars of fewer than 256); the heads exchange B|C, Σu² and their out_proj partials through distributed shared memory. w's
+// in_proj_fused / out_proj_fused must hold pack_fused_weights' layout. Within fp32 rounding of step_layer, not
+// its bits; an instrument's bits do not depend on the instrument count either way.
+void step_layer_fused(const StepDims& d, const StepLayerWeights& w, const StepLayerState& s, const StepBuffers& buf,
+                      StepLaunch launch);
+// Why the fused layer cannot run this model on this device (empty: it can): more than 8 heads, head_dim > 64,
+// d_state > 128, no cluster launch, or a cluster that does not fit. Checks every CUDA call it makes.
+std::string fused_step_unsupported(const StepDims& d, int device);
+// Host: the packed weights of one layer, from its in_proj (proj, D) and out_proj (D, di) weights.
+size_t fused_in_proj_floats(const StepDims& d);
+size_t fused_out_proj_floats(const StepDims& d);
+void pack_fused_weights(const StepDims& d, const float* in_proj_w, const float* out_proj_w, float* in_pack,
+                        float* out_pack);
 
 // out (I, K) (may be host-mapped memory) = RMSNorm_f(h)·W_headᵀ + b_head where present, NaN elsewhere.
 void step_head(const StepDims& d, const float* norm_f, const float* w_head, const float* b_head,
