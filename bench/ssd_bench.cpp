@@ -202,12 +202,18 @@ int main(int argc, char** argv) {
   app.add_flag("--clusters", clusters,
                "only print, per shape and precision, how many of the reverse walk's thread-block clusters of 8, 4 "
                "and 2 heads the GPU holds at once against the B·H / cluster it launches (no timing)");
+  int force_cs = 0;
+  app.add_option("--bwd-cluster-heads", force_cs,
+                 "the reverse walk's heads a cluster: 0 the run-time choice (the largest of 8, 4, 2 dividing a group, "
+                 "or 2 where those take two rounds and clusters of 2 one), else that size (the shape's or 2)")
+      ->check(CLI::IsMember({0, 2, 4, 8}));
   app.add_flag("--state", state,
                "the forward carries a state (h0 in, h_last out), as truncated BPTT does; the backward asks no dh0");
   app.add_flag("--digest", digests,
                "no timing: print a hash of every output of the stateless ops (forward, backward, both paths, and "
                "the causal conv) to compare two builds bit for bit");
   CLI11_PARSE(app, argc, argv);
+  mlalpha::gpu::ssd_walk_bwd_force_cluster_heads(force_cs);
   if (digests) {
     try {
       for (const LayerShape& s : kShapes) {
@@ -247,7 +253,7 @@ int main(int argc, char** argv) {
             if ((q.H / q.G) % cs == 0)
               std::printf("  %d heads %d / %d", cs, mlalpha::gpu::ssd_walk_bwd_max_active_clusters(q, cs),
                           q.B * q.H / cs);
-          std::printf("\n");
+          std::printf("  -> takes %d\n", mlalpha::gpu::ssd_walk_bwd_cluster_heads(q));
         }
       }
     } catch (const std::exception& e) {

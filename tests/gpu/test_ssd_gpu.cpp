@@ -337,13 +337,17 @@ TEST(SsdGpu, WalkShapes) {
 }
 
 // The smallest walk shapes, for the sanitizers: clusters of 8 with a ragged chunk, partials with group_sum,
-// no cluster with scalar staging.
+// no cluster with scalar staging; clusters of 2 in place of 8 (whole groups, and partials in runs of 4).
 TEST(SsdGpu, WalkSmall) {
   check_against_ref({1, 70, 8, 32, 1, 64, 64}, 901, Precision::BF16, SsdAlgo::kWalk);
   check_against_ref({1, 70, 8, 32, 1, 64, 64}, 902, Precision::FP32, SsdAlgo::kWalk);
   check_against_ref({1, 40, 6, 8, 1, 16, 64}, 903, Precision::BF16, SsdAlgo::kWalk);
   check_against_ref({1, 33, 3, 5, 2, 7, 16, 1}, 904, Precision::TF32, SsdAlgo::kWalk);
   check_against_ref({1, 70, 4, 64, 1, 128, 64}, 905, Precision::BF16, SsdAlgo::kWalk);
+  gpu::ssd_walk_bwd_force_cluster_heads(2);  // pairs and group_sum's runs where clusters of 8 would fit
+  check_against_ref({1, 70, 8, 32, 1, 64, 64}, 906, Precision::BF16, SsdAlgo::kWalk);
+  check_against_ref({1, 70, 16, 64, 1, 128, 64}, 907, Precision::BF16, SsdAlgo::kWalk);
+  gpu::ssd_walk_bwd_force_cluster_heads(0);
 }
 
 // The chunk-parallel kernels on shapes the walks would take (SsdAlgo::kChunked), every mode.
@@ -377,6 +381,38 @@ TEST(SsdGpu, WalkDeterministic) {
       EXPECT_TRUE(same(a.dA_log, b.dA_log));
       EXPECT_TRUE(same(a.dD, b.dD));
     }
+}
+
+// The reverse walk takes clusters of 2 at run time where its larger clusters would take two rounds
+// (ssd_walk_bwd_cluster_heads); its sums keep one order (pairs of heads, then the pairs in order, then the larger
+// clusters' runs of pairs in order), so both sizes give the same bits: whole groups against 4 pairs a group,
+// the 'L' head's 2 partials of 8 heads against 8 pairs, clusters of 4 against 2, G = 3.
+TEST(SsdGpu, WalkClusterSizesSameBits) {
+  auto same = [](const std::vector<float>& u, const std::vector<float>& v) {
+    return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
+  };
+  const Shape shapes[] = {{2, 100, 8, 32, 1, 64, 64}, {1, 130, 16, 64, 1, 128, 64}, {1, 64, 4, 16, 1, 32, 64},
+                          {2, 200, 12, 64, 3, 64, 64}};
+  for (const Shape& s : shapes)
+    for (const Precision m : {Precision::FP32, Precision::BF16}) {
+      SCOPED_TRACE(name(s) + " " + to_string(m));
+      Inputs in = make_inputs(s, 995);
+      in.p.precision = m;
+      in.p.algo = SsdAlgo::kWalk;
+      const int largest = (s.H / s.G) % 8 == 0 ? 8 : 4;
+      gpu::ssd_walk_bwd_force_cluster_heads(largest);
+      EXPECT_EQ(largest, gpu::ssd_walk_bwd_cluster_heads(in.p));
+      const Outputs a = run_gpu(in);
+      gpu::ssd_walk_bwd_force_cluster_heads(2);
+      EXPECT_EQ(2, gpu::ssd_walk_bwd_cluster_heads(in.p));
+      const Outputs b = run_gpu(in);
+      gpu::ssd_walk_bwd_force_cluster_heads(0);
+      EXPECT_TRUE(same(a.dxbc, b.dxbc));
+      EXPECT_TRUE(same(a.ddelta, b.ddelta));
+      EXPECT_TRUE(same(a.dA_log, b.dA_log));
+      EXPECT_TRUE(same(a.dD, b.dD));
+    }
+  check_against_ref({2, 100, 8, 32, 1, 64, 64}, 996, Precision::BF16, SsdAlgo::kWalk);  // the choice, restored
 }
 
 }  // namespace

@@ -113,6 +113,15 @@ size_t ssd_bwd_workspace_floats(const SsdParams& p);
 // of the reverse walk's kernel for p the current device holds at once (cudaOccupancyMaxActiveClusters). p must
 // run on the walks (ssd_uses_walk).
 int ssd_walk_bwd_max_active_clusters(const SsdParams& p, int cluster_heads);
+// The heads a cluster the reverse walk takes for p on the current device: the largest of 8, 4, 2 that divides the
+// heads of a group, or 2 where the GPU holds fewer than all of those clusters at once and all clusters of 2 (a
+// second round costs more than the partials; docs/benchmarks.md). dB and dC have the same bits either way.
+int ssd_walk_bwd_cluster_heads(const SsdParams& p);
+// For tests and ml-alpha-ssd-bench (--bwd-cluster-heads): every later reverse walk of this process takes clusters
+// of `cluster_heads` (the largest size above, or 2 where that is even) instead of the run-time choice; 0 restores
+// the choice. Call it between launches, not while a backward is being enqueued on another thread, and before
+// sizing the backward's scratch (clusters of 2 may need more of it).
+void ssd_walk_bwd_force_cluster_heads(int cluster_heads);
 
 // y (B, L, H, P) written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first,
 // then each chunk's C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).

@@ -483,8 +483,11 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   bwd_ddelta_params(a, k, s, c0);
 }
 
-// (c) dB, dC of group g = Σ over its heads h ∈ [⌈gH/G⌉, ⌈(g+1)H/G⌉) of the per-head partials.
-__global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, const float* wsB, const float* wsC,
+// (c) dB, dC of group g = Σ over its heads h ∈ [⌈gH/G⌉, ⌈(g+1)H/G⌉) of the per-head partials: runs of `run`
+// consecutive partials summed in order from 0, then the runs' sums in order from 0 (run 1: one sum in order, the
+// same bits). The reverse walk passes run > 1 where its clusters are smaller than the ones it would take with
+// room for them, so that dB, dC have the same bits at either cluster size (ssd_bwd_walk.cu, cluster_sums).
+__global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, int run, const float* wsB, const float* wsC,
                                  float* dB, float* dC) {
   const size_t total = size_t(rows) * G * N;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
@@ -492,9 +495,13 @@ __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, const fl
     const size_t row = i / (size_t(N) * G);
     const int h_lo = (g * H + G - 1) / G, h_hi = ((g + 1) * H + G - 1) / G;
     float sb = 0.f, sc = 0.f;
-    for (int h = h_lo; h < h_hi; ++h) {
-      sb += wsB[(row * H + h) * N + n];
-      sc += wsC[(row * H + h) * N + n];
+    for (int h0 = h_lo; h0 < h_hi; h0 += run) {
+      float rb = 0.f, rc = 0.f;
+      for (int h = h0; h < min(h0 + run, h_hi); ++h) {
+        rb += wsB[(row * H + h) * N + n];
+        rc += wsC[(row * H + h) * N + n];
+      }
+      sb += rb, sc += rc;
     }
     dB[row * ld + size_t(g) * N + n] = sb;
     dC[row * ld + size_t(g) * N + n] = sc;
@@ -519,12 +526,13 @@ __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, in
 
 }  // namespace
 
-void group_sum(int rows, int parts, int G, int N, int ld, const float* wsB, const float* wsC, float* dB, float* dC,
-               cudaStream_t stream) {
+void group_sum(int rows, int parts, int G, int N, int ld, int run, const float* wsB, const float* wsC, float* dB,
+               float* dC, cudaStream_t stream) {
+  require(run >= 1, "ssd: group_sum's run of partials must be at least 1");
   const size_t total = size_t(rows) * G * N;  // fixed grid from the shape
   const int threads = 256;
   const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
-  group_sum_kernel<<<blocks, threads, 0, stream>>>(rows, parts, G, N, ld, wsB, wsC, dB, dC);
+  group_sum_kernel<<<blocks, threads, 0, stream>>>(rows, parts, G, N, ld, run, wsB, wsC, dB, dC);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
@@ -575,7 +583,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, bwd_smem_bytes(a), stream,
                   dim3(1, a.cluster_heads, 1));
   });
-  group_sum(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB, a.wsC, g.dB, g.dC, stream);  // (c)
+  group_sum(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, 1, a.wsB, a.wsC, g.dB, g.dC, stream);  // (c)
   group_dx_products(a, stream);                                                                   // (d)
   param_reduce(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD, stream);                        // (e)
 }

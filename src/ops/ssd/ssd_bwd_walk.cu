@@ -22,10 +22,11 @@
 // dC themselves when the cluster is the whole group, else one partial per cluster that group_sum adds in
 // order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or to its partial.
 // dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
-// Clusters of 8 even where they take two rounds (H100, 2026-12-06, `ml-alpha-ssd-bench --clusters`): the GPU holds
-// 62 of the packed 'S' block's 64 clusters of 8 at once, and only 124 of its 128 clusters of 4, so 4-head
-// clusters stayed at two rounds and added group_sum: reverse walk 177.8 / 173.8 µs against 153.2 / 156.1 with 8
-// (docs/benchmarks.md, "clusters of 4"). Clusters of 2 fit (264 of 256) but need 4 partials a group.
+// The largest cluster (cluster_heads) unless it takes two rounds and clusters of 2 take one (bwd_cluster_heads,
+// from cudaOccupancyMaxActiveClusters at run time; the sums keep one order, so the bits do not depend on it): on
+// the H100 the GPU holds 62 of the packed 'S' block's 64 clusters of 8 at once and 124 of its 128 clusters of 4
+// (4-head clusters: still two rounds, plus group_sum: 177.8 / 173.8 µs against 153.2 / 156.1 with 8,
+// docs/benchmarks.md "clusters of 4"), but 264 clusters of 2 (4 partials a group).
 //
 // A block is one or two warp groups of 4 warps (4 row blocks of 16 × the groups' column blocks), chosen per tile
 // shape and mode from measured times (kBwdGroups below): the 'S' head (P 32, N 64) in bf16 mode 4 warps in the
@@ -39,6 +40,12 @@
 //      (strictly lower) → E_t's column sums;                                                          barrier
 //   2  every warp: v → dx and x·v; dB, dC with the row sums sout, yoff of their state terms;          barrier
 //   3  dB, dC out (cluster exchange); warp 0: the scans, dΔ_t and dA_log's share; G ← G_c;  barrier, G's tile.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
 #include "ops/ssd/ssd_walk.cuh"
 
 namespace mlalpha::gpu {
@@ -514,9 +521,11 @@ __device__ __forceinline__ void put_tile(const Args& a, const BwdBlock& k, const
   });
 }
 
-// Phase 3a (cs > 1): rows [rank R, rank R + R) of the sums of dB and dC over the cluster's heads, in rank order
-// (rank = h % cs: a cluster spans consecutive heads), up to 4 remote loads in flight, out to dB, dC or the
-// cluster's partial. Opens with the cluster barrier (this block's exchange tiles written, every block's
+// Phase 3a (cs > 1): rows [rank R, rank R + R) of the sums of dB and dC over the cluster's heads, out to dB, dC or
+// the cluster's partial, up to 4 remote loads in flight. The order is one that does not depend on cs (so that
+// the run-time choice of 2-head clusters in ssd_bwd_walk changes no bit): each pair of heads (2j, 2j + 1) added
+// first, then the pairs into a sum from 0 in rank order (rank = h % cs: a cluster spans consecutive heads);
+// with cs = 2 that is one pair, and group_sum adds the pairs in runs of the larger cluster's cs / 2. Opens with the cluster barrier (this block's exchange tiles written, every block's
 // visible) and ends with an arrive (this block is done reading the others'); the kernel waits on it later.
 template <class K>
 __device__ __forceinline__ void cluster_sums(const Args& a, const BwdBlock& k, const BwdChunk& ch,
@@ -536,8 +545,11 @@ __device__ __forceinline__ void cluster_sums(const Args& a, const BwdBlock& k, c
       for (int u = 0; u < 4; ++u)
         if (k0 + u < k.cs) v[u] = *reinterpret_cast<const float4*>(__cluster_map_shared_rank(src, k0 + u));
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-        if (k0 + u < k.cs) sum.x += v[u].x, sum.y += v[u].y, sum.z += v[u].z, sum.w += v[u].w;
+      for (int u = 0; u < 4; u += 2)  // cs is even: the pair first, then into the sum
+        if (k0 + u < k.cs) {
+          sum.x += v[u].x + v[u + 1].x, sum.y += v[u].y + v[u + 1].y;
+          sum.z += v[u].z + v[u + 1].z, sum.w += v[u].w + v[u + 1].w;
+        }
     }
     if (t < ch.tc && n < a.N) {
       float* dst = out_row(a, k, ch, m == 0 ? a.dB : a.dC, m == 0 ? a.wsB : a.wsC, t) + n;
@@ -679,6 +691,38 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
 
 }  // namespace
 
+// Heads a cluster for p on the current device: cluster_heads(H, G), or 2 where the GPU holds fewer than the
+// launch's clusters of that size at once (a second round on a part-idle GPU: a cluster must fit in one GPC,
+// and the H100's 132 SMs hold 62 of the 'S' walk's 64 clusters of 8, 30 of M's and L's 32) and all of its
+// clusters of 2. The query is cached per device and shape (cudaOccupancyMaxActiveClusters costs a few µs).
+int bwd_walk_max_clusters(const SsdParams& p, int cs);  // below
+
+namespace {
+std::atomic<int> g_forced_cluster_heads{0};
+}  // namespace
+int forced_cluster_heads() { return g_forced_cluster_heads.load(); }
+
+static int bwd_cluster_heads(const SsdParams& p) {
+  const int cs = cluster_heads(p.H, p.G), forced = forced_cluster_heads();
+  if (forced != 0) {
+    require(forced == cs || (forced == 2 && cs % 2 == 0),
+            "ssd: a forced cluster size of the reverse walk must be the shape's (" + std::to_string(cs) +
+                " heads) or 2 where that is even; got " + std::to_string(forced));
+    return forced;
+  }
+  if (!kPairsWhereLargerTakeTwoRounds || cs <= 2) return cs;
+  int dev = 0;
+  MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
+  const auto key = std::make_tuple(dev, int(make_layout(p).mode), p.B, p.H, p.P, p.N);
+  static std::mutex mu;
+  static std::map<decltype(key), int> chosen;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
+  const int clusters = p.B * (p.H / cs), pairs = p.B * (p.H / 2);
+  const bool pair = bwd_walk_max_clusters(p, cs) < clusters && bwd_walk_max_clusters(p, 2) >= pairs;
+  return chosen[key] = pair ? 2 : cs;
+}
+
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
                   const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   Args a = make_layout(p);
@@ -686,10 +730,14 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   a.h_last = nullptr, a.dh0 = g.dh0;  // h0 is read through the saved S_0
   a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
-  a.cluster_heads = cluster_heads(p.H, p.G);
+  a.cluster_heads = bwd_cluster_heads(p);
+  // group_sum adds the pairs' partials in runs of the larger cluster's pairs, the order cluster_sums keeps.
+  const int run = cluster_heads(p.H, p.G) / a.cluster_heads;
+  const bool partials = !whole_groups(p.H, p.G, a.cluster_heads);
   const Workspace w = walk::workspace(p);
+  require(!partials || w.partials, "ssd_bwd_walk: the scratch has no room for the clusters' partials");
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
-  a.wsB = w.partials ? workspace + w.b : nullptr, a.wsC = w.partials ? workspace + w.c : nullptr;
+  a.wsB = partials ? workspace + w.b : nullptr, a.wsC = partials ? workspace + w.c : nullptr;
   a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
@@ -705,7 +753,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
                   stream, dim3(a.cluster_heads, 1, 1));
   });
   const int rows = p.B * p.L;
-  if (w.partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, a.wsB, a.wsC, g.dB, g.dC, stream);
+  if (partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, run, a.wsB, a.wsC, g.dB, g.dC, stream);
   param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream);
 }
 
@@ -741,6 +789,15 @@ int bwd_walk_max_clusters(const SsdParams& p, int cs) {
 }  // namespace mlalpha::gpu
 
 namespace mlalpha::gpu {
+int ssd_walk_bwd_cluster_heads(const SsdParams& p) {
+  require(ssd_detail::uses_walk(p), "ssd: the reverse walk's cluster size for a shape that does not run the walks");
+  return ssd_detail::walk::bwd_cluster_heads(p);
+}
+void ssd_walk_bwd_force_cluster_heads(int cluster_heads) {
+  require(cluster_heads == 0 || cluster_heads == 2 || cluster_heads == 4 || cluster_heads == 8,
+          "ssd: the reverse walk's forced cluster size must be 0 (the run-time choice), 2, 4 or 8");
+  ssd_detail::walk::g_forced_cluster_heads.store(cluster_heads);
+}
 int ssd_walk_bwd_max_active_clusters(const SsdParams& p, int cluster_heads) {
   require(ssd_detail::uses_walk(p), "ssd: the reverse walk's cluster query for a shape that does not run the walks");
   return ssd_detail::walk::bwd_walk_max_clusters(p, cluster_heads);

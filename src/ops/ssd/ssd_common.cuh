@@ -636,9 +636,10 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
 }
 
 // ssd_bwd.cu: dB, dC of group g = Σ over its `parts` per-head (or per-cluster) partials (B·L rows, (rows,
-// parts, N) each) in order; dA_log[h] += Σ_{b, c} wsA[b, h, c], dD[h] += Σ_{b, c} wsD[b, h, c] in a fixed order.
-void group_sum(int rows, int parts, int G, int N, int ld, const float* wsB, const float* wsC, float* dB, float* dC,
-               cudaStream_t stream);
+// parts, N) each): runs of `run` partials in order, then the runs in order (run 1: one sum in order);
+// dA_log[h] += Σ_{b, c} wsA[b, h, c], dD[h] += Σ_{b, c} wsD[b, h, c] in a fixed order.
+void group_sum(int rows, int parts, int G, int N, int ld, int run, const float* wsB, const float* wsC, float* dB,
+               float* dC, cudaStream_t stream);
 void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD, float* dA_log, float* dD,
                   cudaStream_t stream);
 // ssd_layout.cu: whether p runs on the chunk walks (ssd.h: SsdAlgo; validates p).

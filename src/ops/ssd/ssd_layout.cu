@@ -134,7 +134,10 @@ int cluster_heads(int H, int G) {
 Workspace workspace(const SsdParams& p) {
   Workspace w{};
   const size_t bh = size_t(p.B) * p.H;
-  const int cs = cluster_heads(p.H, p.G);
+  // The smallest cluster the walk may take at run time (ssd_bwd_walk: 2 heads where the largest do not fit in
+  // one round), so the size depends on the shape alone.
+  const bool pairs = kPairsWhereLargerTakeTwoRounds || forced_cluster_heads() == 2;
+  const int cs = pairs && cluster_heads(p.H, p.G) > 2 ? 2 : cluster_heads(p.H, p.G);
   w.partials = !whole_groups(p.H, p.G, cs);
   w.a = 0;
   w.d = w.a + round4(bh);

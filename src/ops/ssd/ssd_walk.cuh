@@ -341,6 +341,12 @@ bool walk_shape(const SsdParams& p, int T);
 // Heads per thread-block cluster of the reverse walk: the largest of 8, 4, 2 that divides the heads of a group
 // (when H is a multiple of G), else 1.
 int cluster_heads(int H, int G);
+// Clusters of 2 heads (4 partials a group of 8, which group_sum adds) where the GPU cannot hold all of the reverse
+// walk's clusters of cluster_heads(H, G) at once but can hold all of its clusters of 2 (ssd_bwd_walk.cu). The
+// sums have the same order either way, so this changes no bit; it costs the partials' scratch and group_sum.
+constexpr bool kPairsWhereLargerTakeTwoRounds = true;
+// ssd_walk_bwd_force_cluster_heads's value (0: the run-time choice).
+int forced_cluster_heads();
 // Whether the clusters of cs heads are whole groups (dB, dC written directly) or partials for group_sum.
 inline bool whole_groups(int H, int G, int cs) { return H % G == 0 && H / G == cs; }
 // The reverse walk's scratch (offsets in floats, 16-byte aligned): wsA, wsD (B, H); with partials (not whole
