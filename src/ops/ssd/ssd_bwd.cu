@@ -483,10 +483,12 @@ __global__ void __launch_bounds__(kThreads, (kBwdMinBlocks<kN, kP>)) bwd_kernel(
   bwd_ddelta_params(a, k, s, c0);
 }
 
-// (c) dB, dC of group g = Σ over its heads h ∈ [⌈gH/G⌉, ⌈(g+1)H/G⌉) of the per-head partials: runs of `run`
-// consecutive partials summed in order from 0, then the runs' sums in order from 0 (run 1: one sum in order, the
-// same bits). The reverse walk passes run > 1 where its clusters are smaller than the ones it would take with
-// room for them, so that dB, dC have the same bits at either cluster size (ssd_bwd_walk.cu, cluster_sums).
+// (c) dB, dC of group g = Σ over its heads h ∈ [⌈gH/G⌉, ⌈(g+1)H/G⌉) of the per-head partials. kRuns: runs of
+// `run` consecutive partials summed in order from 0, then the runs' sums in order from 0 (the reverse walk's
+// clusters of 2 in place of larger ones, so that dB, dC have the same bits at either size: ssd_bwd_walk.cu,
+// cluster_sums); else one sum in order, the loop the compiler pipelines (one nested loop for both cost the
+// chunk-parallel backward ~12 µs on 'S', H100).
+template <bool kRuns>
 __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, int run, const float* wsB, const float* wsC,
                                  float* dB, float* dC) {
   const size_t total = size_t(rows) * G * N;
@@ -495,13 +497,20 @@ __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, int run,
     const size_t row = i / (size_t(N) * G);
     const int h_lo = (g * H + G - 1) / G, h_hi = ((g + 1) * H + G - 1) / G;
     float sb = 0.f, sc = 0.f;
-    for (int h0 = h_lo; h0 < h_hi; h0 += run) {
-      float rb = 0.f, rc = 0.f;
-      for (int h = h0; h < min(h0 + run, h_hi); ++h) {
-        rb += wsB[(row * H + h) * N + n];
-        rc += wsC[(row * H + h) * N + n];
+    if constexpr (kRuns) {
+      for (int h0 = h_lo; h0 < h_hi; h0 += run) {
+        float rb = 0.f, rc = 0.f;
+        for (int h = h0; h < min(h0 + run, h_hi); ++h) {
+          rb += wsB[(row * H + h) * N + n];
+          rc += wsC[(row * H + h) * N + n];
+        }
+        sb += rb, sc += rc;
       }
-      sb += rb, sc += rc;
+    } else {
+      for (int h = h_lo; h < h_hi; ++h) {
+        sb += wsB[(row * H + h) * N + n];
+        sc += wsC[(row * H + h) * N + n];
+      }
     }
     dB[row * ld + size_t(g) * N + n] = sb;
     dC[row * ld + size_t(g) * N + n] = sc;
@@ -532,7 +541,10 @@ void group_sum(int rows, int parts, int G, int N, int ld, int run, const float* 
   const size_t total = size_t(rows) * G * N;  // fixed grid from the shape
   const int threads = 256;
   const int blocks = int(std::min<size_t>((total + threads - 1) / threads, 65535));
-  group_sum_kernel<<<blocks, threads, 0, stream>>>(rows, parts, G, N, ld, run, wsB, wsC, dB, dC);
+  if (run > 1)
+    group_sum_kernel<true><<<blocks, threads, 0, stream>>>(rows, parts, G, N, ld, run, wsB, wsC, dB, dC);
+  else
+    group_sum_kernel<false><<<blocks, threads, 0, stream>>>(rows, parts, G, N, ld, run, wsB, wsC, dB, dC);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
