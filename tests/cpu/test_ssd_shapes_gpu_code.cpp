@@ -60,11 +60,16 @@ TEST(SsdGpuShapes, WalkRule) {
   SsdParams big{1, 100, 1, 64, 1, 256, 64, 576};
   big.algo = SsdAlgo::kWalk;
   EXPECT_THROW(gpu::ssd_uses_walk(big), Error);
-  // The reverse walk's scratch: dA_log and dD partials per (b, h), and per-cluster dB, dC partials only where
-  // a cluster (at most 8 heads) does not hold a whole group.
-  EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({64, 256, 8, 32, 1, 64, 64, 384})), size_t(2) * 64 * 8);
+  // The reverse walk's scratch: dA_log and dD partials per (b, h), and per-cluster dB, dC partials sized for
+  // clusters of 2 wherever the largest cluster dividing a group has more heads (the walk may take 2 at run
+  // time: ssd_walk_bwd_cluster_heads), so the size depends on the shape alone.
+  EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({64, 256, 8, 32, 1, 64, 64, 384})),
+            size_t(2) * 64 * 8 + size_t(2) * 64 * 256 * 4 * 64);
   EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({8, 2048, 32, 64, 1, 128, 256, 2304})),
-            size_t(2) * 8 * 32 + size_t(2) * 8 * 2048 * 4 * 128);
+            size_t(2) * 8 * 32 + size_t(2) * 8 * 2048 * 16 * 128);
+  // 2 heads a group: clusters of 2 hold whole groups, no partials.
+  EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({4, 64, 4, 16, 2, 16, 64, 4 * 16 + 2 * 2 * 16})),
+            size_t(2) * 4 * 4);
 }
 
 TEST(SsdGpuShapes, RejectsUnsupportedShapes) {

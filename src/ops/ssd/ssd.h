@@ -104,7 +104,8 @@ size_t ssd_chunk_states_floats(const SsdParams& p);
 // then (16-byte aligned) each chunk's causal C·Bᵀ per group, (B, ceil(L/T), G, T, T).
 size_t ssd_saved_floats(const SsdParams& p);
 // Floats of the backward's scratch. Walks: per-(b, h) partials of dA_log and dD, and where a group's heads
-// do not fit one thread-block cluster, per-cluster dB and dC partials (B, L, H / cluster, N). Chunk-parallel
+// do not fit one thread-block cluster, per-cluster dB and dC partials (B, L, H / cluster, N), sized for clusters
+// of 2 wherever the walk may take them at run time (ssd_walk_bwd_cluster_heads). Chunk-parallel
 // path: per-head DX diag(Δ) tiles of every chunk (B, ceil(L/T), H, T, T), the
 // adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB and dC partials (B, L, H, N) each (per
 // pair of heads on the 'L' head shape, which uses half), per-(b, h, chunk) partials of dA_log and dD.

@@ -16,17 +16,19 @@
 // no adjoint state, DX tile or per-head dB, dC goes through global memory.
 //
 // dB and dC are sums over the heads of a group. The heads of a group run as one thread-block cluster of
-// `cs` blocks (Args::cluster_heads: 8, 4 or 2 heads, the largest that divides the group); each block puts its
-// head's (T, N) dB and dC tiles (fp32) in its shared memory, and after a cluster barrier block r adds rows
-// [r T/cs, (r+1) T/cs) of all cs tiles through distributed shared memory, in rank order, and stores them: dB,
-// dC themselves when the cluster is the whole group, else one partial per cluster that group_sum adds in
-// order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or to its partial.
-// dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
+// `cs` blocks (Args::cluster_heads: the largest of 8, 4, 2 that divides the group, or 2: below); each block puts
+// its head's (T, N) dB and dC tiles (fp32) in its shared memory, and after a cluster barrier block r adds rows
+// [r T/cs, (r+1) T/cs) of all cs tiles through distributed shared memory (pairs of heads first, cluster_sums),
+// and stores them: dB, dC themselves when the cluster is the whole group, else one partial per cluster that
+// group_sum adds in order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or
+// to its partial. dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
 // The largest cluster (cluster_heads) unless it takes two rounds and clusters of 2 take one (bwd_cluster_heads,
-// from cudaOccupancyMaxActiveClusters at run time; the sums keep one order, so the bits do not depend on it): on
-// the H100 the GPU holds 62 of the packed 'S' block's 64 clusters of 8 at once and 124 of its 128 clusters of 4
-// (4-head clusters: still two rounds, plus group_sum: 177.8 / 173.8 µs against 153.2 / 156.1 with 8,
-// docs/benchmarks.md "clusters of 4"), but 264 clusters of 2 (4 partials a group).
+// from cudaOccupancyMaxActiveClusters at run time; the sums keep one order, so the bits do not depend on it): a
+// cluster must fit in one GPC, and the H100 holds 62 of the packed 'S' block's 64 clusters of 8 at once (30 of
+// M's and L's 32) and 124 of its 128 clusters of 4 (still two rounds: 177.8 / 173.8 µs against 153.2 / 156.1
+// with 8), but 264 of its 256 clusters of 2 (132 / 128 on M, L). Reverse walk in bf16, clusters of 8 → 2 (4
+// partials a group of 8, group_sum): S 148.2 / 146.4 → 130.2 / 130.6 µs, M 228 → 165, L 1,173 → 854
+// (docs/benchmarks.md, "clusters of 2").
 //
 // A block is one or two warp groups of 4 warps (4 row blocks of 16 × the groups' column blocks), chosen per tile
 // shape and mode from measured times (kBwdGroups below): the 'S' head (P 32, N 64) in bf16 mode 4 warps in the
