@@ -715,7 +715,7 @@ static int bwd_cluster_heads(const SsdParams& p) {
   if (!kPairsWhereLargerTakeTwoRounds || cs <= 2) return cs;
   int dev = 0;
   MLALPHA_CUDA_CHECK(cudaGetDevice(&dev));
-  const auto key = std::make_tuple(dev, int(make_layout(p).mode), p.B, p.H, p.P, p.N);
+  const auto key = std::make_tuple(dev, int(make_layout(p).mode), p.B, p.H, p.G, p.P, p.N);
   static std::mutex mu;
   static std::map<decltype(key), int> chosen;
   const std::lock_guard<std::mutex> lock(mu);
