@@ -113,6 +113,7 @@ toml::table to_table(const RunConfig& c) {
   train.insert_or_assign("models", t.models);
   train.insert_or_assign("precision", to_string(t.precision));
   train.insert_or_assign("init", t.init);
+  train.insert_or_assign("state", to_string(t.state));
   sweep.insert_or_assign("lr", float_array(c.sweep.lr));
   sweep.insert_or_assign("weight_decay", float_array(c.sweep.weight_decay));
   sweep.insert_or_assign("clip", float_array(c.sweep.clip));

@@ -50,6 +50,9 @@ class CpuEngine : public Engine {
     const Member& em = members_.at(size_t(m));
     return trainers_.at(size_t(m))->predict(em.panel(), plan, em.batch(), params);
   }
+  std::vector<float> predict_carry(int m, int t0, int t1, const std::vector<float>* params) override {
+    return trainers_.at(size_t(m))->predict_carry(members_.at(size_t(m)).panel(), t0, t1, params);
+  }
   TrainState state(int m) override { return trainers_.at(size_t(m))->state(); }
   void load_state(int m, const TrainState& s) override { trainers_.at(size_t(m))->load_state(s); }
   void freeze(int m) override { frozen_.at(size_t(m)) = true; }
