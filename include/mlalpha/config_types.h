@@ -119,6 +119,9 @@ struct SynthParams {
   int K = 1;       // data.n_targets
   float noise = 0.1f;
   uint64_t seed = 7;
+  // data.memory: 0, the formula of src/data/synthetic.h; > 0, its long-memory variant: each target an exponential
+  // average of one feature over about `memory` rows (a task a window of fewer rows sees only in part).
+  int memory = 0;
 };
 
 // One boundary on the time axis, in one of three units. In a TOML config: a float is a fraction, an integer

@@ -170,6 +170,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   d.get("n_features", c.data.synth.F);
   d.get("n_targets", c.data.synth.K);
   d.get("noise", c.data.synth.noise);
+  d.get("memory", c.data.synth.memory);
   d.get("seed", c.data.synth.seed);
   d.get_path("features", c.data.features, base_dir);
   d.get_path("targets", c.data.targets, base_dir);

@@ -52,6 +52,7 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("n_features", c.data.synth.F);
   data.insert_or_assign("n_targets", c.data.synth.K);
   data.insert_or_assign("noise", as_written(c.data.synth.noise));
+  data.insert_or_assign("memory", c.data.synth.memory);
   data.insert_or_assign("seed", int64_t(c.data.synth.seed));
   data.insert_or_assign("features", c.data.features);
   data.insert_or_assign("targets", c.data.targets);

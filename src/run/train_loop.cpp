@@ -163,6 +163,11 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
                                   (live < E ? " (" + std::to_string(E - live) + " finished earlier: tested again)"
                                             : std::string()),
                   first_fold, start);
+  if (evaluation_mode(slots.front().spec.train) == PredictMode::carry)
+    c.rep.message("train.state = 'carry': each lane of the batch carries its state from window to window along an "
+                  "instrument's present rows; validation and test predict in mode carry (each instrument's state "
+                  "carried from its first row)",
+                  first_fold, start);
   if (std::isnan(slots.front().data->sc.periods_per_year))
     c.rep.message("ls_sharpe is NaN: the time labels are not dates, so the periods per year are unknown "
                   "(set run.periods_per_year, e.g. 252 for trading days)",
