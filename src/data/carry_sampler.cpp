@@ -15,6 +15,23 @@ namespace {
 constexpr uint64_t kOrderStream = 0xC0A1E000ull, kPhaseStream = 0xC0A1F000ull;
 }  // namespace
 
+namespace {
+[[noreturn]] void no_window(int L, int t_begin, int t_end) {
+  throw Error("train.state = 'carry': no instrument has train.seq_len = " + std::to_string(L) +
+              " present rows in the training range [" + std::to_string(t_begin) + ", " + std::to_string(t_end) +
+              "), so there is no window to train on; lower train.seq_len");
+}
+}  // namespace
+
+void CarrySampler::check_range(const Panel& p, int t_begin, int t_end, int L) {
+  for (int i = 0; i < p.N; ++i) {
+    int n = 0;
+    for (int t = t_begin; t < t_end; ++t)
+      if ((input_row(p, i, t) & kRowFeatures) && ++n == L) return;
+  }
+  no_window(L, t_begin, t_end);
+}
+
 CarrySampler::CarrySampler(const Panel& p, int t_begin, int t_end, int B, int L, uint64_t seed)
     : B_(B), L_(L), seed_(seed) {
   require(B >= 1 && L >= 1, "CarrySampler: B and L must be >= 1");
@@ -29,9 +46,7 @@ CarrySampler::CarrySampler(const Panel& p, int t_begin, int t_end, int B, int L,
     if (w > 0) with_windows_.push_back(i);
     W_ += w;
   }
-  require(W_ > 0, "train.state = 'carry': no instrument has train.seq_len = " + std::to_string(L) +
-                      " present rows in the training range [" + std::to_string(t_begin) + ", " + std::to_string(t_end) +
-                      "), so there is no window to train on; lower train.seq_len");
+  if (W_ == 0) no_window(L, t_begin, t_end);
   S_ = (W_ + B - 1) / B;
 }
 

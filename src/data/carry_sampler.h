@@ -38,6 +38,10 @@ class CarrySampler {
   // mlalpha::Error when no instrument has L present rows there (naming train.seq_len).
   CarrySampler(const Panel& panel, int t_begin, int t_end, int B, int L, uint64_t seed);
 
+  // Throws the constructor's error unless some instrument has L present rows in [t_begin, t_end); stops at the
+  // first that has (a check before anything is allocated: a population checks each member).
+  static void check_range(const Panel& panel, int t_begin, int t_end, int L);
+
   int lanes() const { return B_; }
   int window_len() const { return L_; }
   int64_t windows_per_epoch() const { return W_; }  // W

@@ -35,7 +35,7 @@ void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel
                                          std::to_string(end - range.begin));
   // Carry: some instrument must have a whole window of present rows in the range (the sampler's own check,
   // made here before anything is written).
-  if (tc.state == StateMode::Carry) CarrySampler(data, range.begin, end, tc.windows_per_step(data.N), tc.L, tc.seed);
+  if (tc.state == StateMode::Carry) CarrySampler::check_range(data, range.begin, end, tc.L);
   if (tc.batch_mode == BatchMode::Time) {
     const int64_t B = int64_t(tc.dates) * tc.cross_section(data.N);
     require(B * tc.L * std::max(mc.F, mc.K) <= std::numeric_limits<int>::max(),

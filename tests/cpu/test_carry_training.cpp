@@ -200,6 +200,11 @@ TEST(CarrySampler, RefusesARangeWithoutAWholeWindow) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("train.seq_len = 12"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(CarrySampler::check_range(p, 0, 10, 12), Error);
+  EXPECT_NO_THROW(CarrySampler::check_range(p, 0, 40, 12));
+  // Instrument 1 has fewer than 7 present rows, instrument 2 (the last) all of them: the check finds it.
+  EXPECT_NO_THROW(CarrySampler::check_range(p, 0, 40, 40));
+  EXPECT_THROW(CarrySampler::check_range(p, 0, 39, 40), Error);
 }
 
 // ---- the trainer
