@@ -32,21 +32,32 @@ void CarrySampler::check_range(const Panel& p, int t_begin, int t_end, int L) {
   no_window(L, t_begin, t_end);
 }
 
-CarrySampler::CarrySampler(const Panel& p, int t_begin, int t_end, int B, int L, uint64_t seed)
-    : B_(B), L_(L), seed_(seed) {
-  require(B >= 1 && L >= 1, "CarrySampler: B and L must be >= 1");
-  require(0 <= t_begin && t_begin < t_end && t_end <= p.T, "CarrySampler: the range [" + std::to_string(t_begin) + ", " +
-                                                               std::to_string(t_end) + ") is not inside the panel's " +
-                                                               std::to_string(p.T) + " steps");
-  rows_.resize(size_t(p.N));
-  for (int i = 0; i < p.N; ++i) {
+std::shared_ptr<const PresentRows> present_rows(const Panel& p, int t_begin, int t_end) {
+  require(0 <= t_begin && t_begin < t_end && t_end <= p.T, "CarrySampler: the range [" + std::to_string(t_begin) +
+                                                               ", " + std::to_string(t_end) + ") is not inside the "
+                                                               "panel's " + std::to_string(p.T) + " steps");
+  auto out = std::make_shared<PresentRows>();
+  out->t_begin = t_begin, out->t_end = t_end;
+  out->rows.resize(size_t(p.N));
+  for (int i = 0; i < p.N; ++i)
     for (int t = t_begin; t < t_end; ++t)
-      if (input_row(p, i, t) & kRowFeatures) rows_[size_t(i)].push_back(t);
-    const int64_t w = int64_t(rows_[size_t(i)].size()) / L;
-    if (w > 0) with_windows_.push_back(i);
+      if (input_row(p, i, t) & kRowFeatures) out->rows[size_t(i)].push_back(t);
+  return out;
+}
+
+CarrySampler::CarrySampler(const Panel& p, int t_begin, int t_end, int B, int L, uint64_t seed)
+    : CarrySampler(present_rows(p, t_begin, t_end), B, L, seed) {}
+
+CarrySampler::CarrySampler(std::shared_ptr<const PresentRows> rows, int B, int L, uint64_t seed)
+    : B_(B), L_(L), seed_(seed), present_(std::move(rows)) {
+  require(B >= 1 && L >= 1, "CarrySampler: B and L must be >= 1");
+  require(present_ != nullptr, "CarrySampler: no present rows");
+  for (size_t i = 0; i < present_->rows.size(); ++i) {
+    const int64_t w = int64_t(present_->rows[i].size()) / L;
+    if (w > 0) with_windows_.push_back(int(i));
     W_ += w;
   }
-  if (W_ == 0) no_window(L, t_begin, t_end);
+  if (W_ == 0) no_window(L, present_->t_begin, present_->t_end);
   S_ = (W_ + B - 1) / B;
 }
 
@@ -59,11 +70,11 @@ const CarrySampler::Epoch& CarrySampler::epoch(int64_t e) const {
   const uint64_t order_stream = kOrderStream + uint64_t(e), phase_stream = kPhaseStream + uint64_t(e);
   for (size_t j = ep.order.size(); j > 1; --j)
     std::swap(ep.order[j - 1], ep.order[rng_below(seed_, order_stream, j, j)]);
-  ep.phase.assign(rows_.size(), 0);
+  ep.phase.assign(present_->rows.size(), 0);
   ep.start.assign(ep.order.size() + 1, 0);
   for (size_t j = 0; j < ep.order.size(); ++j) {
     const int i = ep.order[j];
-    const int64_t n = int64_t(rows_[size_t(i)].size());
+    const int64_t n = int64_t(present_->rows[size_t(i)].size());
     ep.phase[size_t(i)] = int(rng_below(seed_, phase_stream, uint64_t(i), uint64_t(n % L_) + 1));
     ep.start[j + 1] = ep.start[j] + n / L_;
   }
@@ -98,7 +109,7 @@ void CarrySampler::gather(int64_t step, const Panel& p, int burn_in, float* xb, 
       std::fill(yo, yo + size_t(L_) * K, nan);
       continue;
     }
-    const std::vector<int>& r = rows_[size_t(w.instrument)];
+    const std::vector<int>& r = present_->rows[size_t(w.instrument)];
     for (int t = 0; t < L_; ++t) {
       const size_t at = size_t(w.instrument) * p.T + size_t(r[size_t(w.first + t)]);
       std::copy_n(p.x.data() + at * F, F, xo + size_t(t) * F);

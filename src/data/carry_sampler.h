@@ -20,11 +20,21 @@
 // run continues the same sequence from its step number (and the carried states in its checkpoint).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "data/panel.h"
 
 namespace mlalpha {
+
+// Each instrument's present rows in the time steps [t_begin, t_end) of a panel: their time indices, ascending. One
+// instance serves the samplers of every member that trains on that panel and range (a population's), since the
+// lists are the size of the range's present rows.
+struct PresentRows {
+  int t_begin = 0, t_end = 0;
+  std::vector<std::vector<int>> rows;  // (N)
+};
+std::shared_ptr<const PresentRows> present_rows(const Panel& panel, int t_begin, int t_end);
 
 struct CarryWindow {
   int instrument = -1;  // -1: a padding window (x zeros, targets NaN)
@@ -37,6 +47,8 @@ class CarrySampler {
   // The present rows of `panel` in the time steps [t_begin, t_end), for B lanes of windows of L rows. Throws
   // mlalpha::Error when no instrument has L present rows there (naming train.seq_len).
   CarrySampler(const Panel& panel, int t_begin, int t_end, int B, int L, uint64_t seed);
+  // The same over present rows found already (present_rows), shared with other samplers.
+  CarrySampler(std::shared_ptr<const PresentRows> rows, int B, int L, uint64_t seed);
 
   // Throws the constructor's error unless some instrument has L present rows in [t_begin, t_end); stops at the
   // first that has (a check before anything is allocated: a population checks each member).
@@ -47,7 +59,7 @@ class CarrySampler {
   int64_t windows_per_epoch() const { return W_; }  // W
   int64_t epoch_steps() const { return S_; }        // S = ⌈W / B⌉
   // Instrument i's present rows in the range, as time indices of the panel, ascending.
-  const std::vector<int>& rows(int i) const { return rows_[size_t(i)]; }
+  const std::vector<int>& rows(int i) const { return present_->rows[size_t(i)]; }
 
   // Lane b's window of step `step` (0-based: the steps taken before it).
   CarryWindow window(int64_t step, int lane) const;
@@ -68,7 +80,7 @@ class CarrySampler {
 
   int B_, L_;
   uint64_t seed_;
-  std::vector<std::vector<int>> rows_;  // (N) present time indices
+  std::shared_ptr<const PresentRows> present_;
   std::vector<int> with_windows_;       // instruments with w_i >= 1, ascending
   int64_t W_ = 0, S_ = 0;
   mutable Epoch cache_;  // the last epoch asked for: a cache of a pure function, so the results do not depend on it

@@ -67,7 +67,13 @@ CpuTrainer::CpuTrainer(const Member& member, const CpuTrainerOptions& opt)
   xb_.resize(size_t(B) * tc_.L * mc.F);
   yb_.resize(size_t(B) * tc_.L * mc.K);
   if (tc_.state == StateMode::Carry) {
-    carry_ = std::make_unique<CarrySampler>(data_, gather_.t_begin, gather_.t_begin + gather_.T, B, tc_.L, tc_.seed);
+    const int t_begin = gather_.t_begin, t_end = gather_.t_begin + gather_.T;
+    std::shared_ptr<const PresentRows> present = opt.present;
+    require(!present || (present->t_begin == t_begin && present->t_end == t_end &&
+                         present->rows.size() == size_t(data_.N)),
+            "CpuTrainer: the shared present rows are of another range or panel");
+    if (!present) present = present_rows(data_, t_begin, t_end);
+    carry_ = std::make_unique<CarrySampler>(std::move(present), B, tc_.L, tc_.seed);
     carry_conv_.assign(size_t(mc.NL) * carry_conv_floats(mc, B), 0.0f);
     carry_ssm_.assign(size_t(mc.NL) * carry_ssm_floats(mc, B), 0.0f);
     reset_.assign(size_t(B), 1);
