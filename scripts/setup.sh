@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what ml-alpha needs to build (Debian/Ubuntu packages), then configures and builds it.
 # Usage: scripts/setup.sh [build-dir]   (default: build). Safe to run again: it only adds what is missing.
+# A new build folder is configured from the environment: MLALPHA_CUDA=OFF (a CPU-only build beside the toolkit),
+# MLALPHA_WERROR=ON (warnings fail), MLALPHA_UNITY_BUILD=OFF (the library compiled file by file, not in batches).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -37,6 +39,6 @@ if [ ! -f "$build/build.ninja" ]; then
   cuda_compiler=()
   [ "$cuda" = ON ] && cuda_compiler=(-DCMAKE_CUDA_COMPILER="$nvcc_bin")
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLALPHA_CUDA="$cuda" "${cuda_compiler[@]}" \
-        -DMLALPHA_WERROR="${MLALPHA_WERROR:-OFF}"
+        -DMLALPHA_WERROR="${MLALPHA_WERROR:-OFF}" -DMLALPHA_UNITY_BUILD="${MLALPHA_UNITY_BUILD:-ON}"
 fi
 cmake --build "$build" -j "$(nproc)"

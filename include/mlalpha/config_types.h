@@ -42,6 +42,11 @@ enum class LossKind { MSE, Huber, IC };
 // train.dates end dates per step, each with the windows of min(N, train.instruments) instruments ending there).
 enum class BatchMode { Windows, Time };
 enum class Schedule { Cosine, Constant };
+// train.state: what state a training window starts from (docs/config.md, "Stateful training"). Zero: every
+// window from a zero state (the windows are independent draws). Carry: each lane of the batch walks consecutive
+// windows of one instrument's present rows, window k + 1 starting from the conv window and SSM state window k
+// ended with (truncated backpropagation through time; src/data/carry_sampler.h).
+enum class StateMode { Zero, Carry };
 
 // train.warmup when the file does not set it: a tenth of the steps, at most 20.
 constexpr int64_t default_warmup(int64_t steps) { return steps / 10 < 20 ? steps / 10 : 20; }
@@ -87,6 +92,8 @@ struct TrainConfig {
   // train.init: a checkpoint whose weights the model starts from instead of a random initialisation
   // (fine-tuning; the optimiser and the schedule start afresh). "": none. Its architecture must be the run's.
   std::string init;
+  // train.state: "zero" (the default) or "carry" (StateMode).
+  StateMode state = StateMode::Zero;
   void validate() const;
   // Windows per cross-section for a panel of N instruments: min(N, instruments) (N when 0) in time mode,
   // 0 in windows mode (no cross-section).
@@ -98,6 +105,9 @@ struct TrainConfig {
 std::string to_string(LossKind k);
 std::string to_string(Schedule s);
 std::string to_string(BatchMode m);  // "windows" | "time"
+std::string to_string(StateMode m);  // "zero" | "carry"
+// "zero" | "carry"; anything else throws naming `what` (the setting) and the two values.
+StateMode parse_state_mode(const std::string& s, const std::string& what = "train.state");
 LossKind parse_loss(const std::string& s);
 Schedule parse_schedule(const std::string& s);
 
@@ -109,6 +119,9 @@ struct SynthParams {
   int K = 1;       // data.n_targets
   float noise = 0.1f;
   uint64_t seed = 7;
+  // data.memory: 0, the formula of src/data/synthetic.h; > 0, its long-memory variant: each target an exponential
+  // average of one feature over about `memory` rows (a task a window of fewer rows sees only in part).
+  int memory = 0;
 };
 
 // One boundary on the time axis, in one of three units. In a TOML config: a float is a fraction, an integer

@@ -29,6 +29,13 @@ enum class PredictMode { window, carry };
 std::string to_string(PredictMode m);  // "window" | "carry"
 // "window" or "carry"; anything else is an Error naming `what` (e.g. "--mode").
 PredictMode parse_predict_mode(const std::string& s, const std::string& what = "mode");
+// The mode a model is evaluated in when none is asked for: carry for a model trained with train.state = "carry"
+// (it learned with the state it carries live), else window.
+PredictMode default_predict_mode(const TrainConfig& tc);
+// The mode asked for (`s`, parsed as parse_predict_mode does), or for "" the default of a model trained with `tc`;
+// `note` (when non-null) receives a sentence for the command to print when the default was carry, naming why.
+PredictMode resolve_predict_mode(const std::string& s, const TrainConfig& tc, const std::string& what = "mode",
+                                 std::string* note = nullptr);
 
 class Model;
 

@@ -75,8 +75,17 @@ def _step_index(value, name: str, what: str, optional: bool) -> int:
     return int(value)
 
 
-def _predict(model, data, t0, t1, device, precision, tf32, what, mode="window", threads=None):
+def _default_mode(model) -> str:
+    """The mode a Model (or an Ensemble, by its first member) predicts in when none is given: 'carry' for a model
+    trained with train.state = 'carry' (it learned with the state it carries live), else 'window'."""
+    first = model if isinstance(model, Model) else model.models[0]
+    return "carry" if first.config.get("train", {}).get("state") == "carry" else "window"
+
+
+def _predict(model, data, t0, t1, device, precision, tf32, what, mode=None, threads=None):
     """Model.predict / Ensemble.predict: `model` has feature_names, target_names, K and _core.predict."""
+    if mode is None:
+        mode = _default_mode(model)
     precision = _precision(precision, tf32, what)
     threads = _threads(threads, what)
     device = _device(device, what)
@@ -120,12 +129,13 @@ class Model:
         self._core.save(os.fspath(path))
 
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
-                tf32: bool = False, mode: str = "window", threads: int | None = None) -> np.ndarray:
+                tf32: bool = False, mode: str | None = None, threads: int | None = None) -> np.ndarray:
         """Predictions for time steps [t0, t1) (NaN elsewhere), each date as `mode` says (docs/data.md, "What a
-        date's prediction is"): "window" (the default) scores each date from the window of its last
-        train.seq_len rows, as validation does, so a date's score does not depend on where `data` starts (a date
-        with fewer rows before it gets the shorter window); "carry" carries the state from each instrument's
-        first row over its rows that have a feature (a missing row gets no prediction), as Model.stream does.
+        date's prediction is"): "window" scores each date from the window of its last train.seq_len rows, so a
+        date's score does not depend on where `data` starts (a date with fewer rows before it gets the shorter
+        window); "carry" carries the state from each instrument's first row over its rows that have a feature (a
+        missing row gets no prediction), as Model.stream does. None (the default): "carry" for a model trained
+        with train.state = "carry", else "window" (what the run validated with).
 
         data: a Panel -> (N, T, K), or a DataFrame aligned to its rows when it came from Panel.from_frame;
         a DataFrame (long, as Panel.from_frame takes; the model's feature columns) -> a DataFrame aligned to
@@ -205,7 +215,7 @@ class Ensemble:
         return cls(_core.Ensemble.load(os.fspath(run_dir), members, -1 if fold is None else int(fold)))
 
     def predict(self, data, t0: int = 0, t1: int | None = None, device: str = "auto", precision: str | None = None,
-                tf32: bool = False, mode: str = "window", threads: int | None = None):
+                tf32: bool = False, mode: str | None = None, threads: int | None = None):
         """The mean of the members' Model.predict, with Model.predict's arguments (precision and its older
         spelling tf32 included, mode, threads) and returns."""
         return _predict(self, data, t0, t1, device, precision, tf32, "Ensemble.predict", mode, threads)

@@ -185,6 +185,36 @@ WeightsFile read_weights(const std::string& path, const ModelConfig* expect) {
   return wf;
 }
 
+constexpr const char* kCarryConv = "carry.conv";  // (NL, B, W − 1, conv_dim)
+constexpr const char* kCarrySsm = "carry.ssm";    // (NL, B, H, P, N)
+
+// The carried states of a carry-trained model's lanes (TrainState::carry_conv, carry_ssm), when the sidecar
+// holds them: checked against the model's shapes (any lane count B, the same in both), finite, then taken out of
+// the file's tensor list so that the moments' check sees only its own tensors.
+void take_carry(SafetensorsFile& s, const ModelConfig& c, const std::string& where, TrainState& st) {
+  const LoadedTensor* ssm = s.find(kCarrySsm);
+  const LoadedTensor* conv = s.find(kCarryConv);
+  if (!ssm && !conv) return;
+  require(ssm != nullptr, where + " has the tensor '" + std::string(kCarryConv) + "' without '" + kCarrySsm + "'");
+  const int64_t B = ssm->shape.size() == 5 ? ssm->shape[1] : 0;
+  const std::vector<int64_t> want_ssm{c.NL, B, c.H(), c.P, c.N}, want_conv{c.NL, B, c.W - 1, c.conv_dim()};
+  require(B >= 1 && ssm->shape == want_ssm, where + ": tensor '" + std::string(kCarrySsm) + "' has shape " +
+                                               shape_string(ssm->shape) + ", the model's carried SSM states are " +
+                                               "(layers, lanes, H, P, N) = " + shape_string(want_ssm));
+  require(c.W == 1 ? conv == nullptr : conv != nullptr && conv->shape == want_conv,
+          where + ": tensor '" + std::string(kCarryConv) + "' has shape " +
+              (conv ? shape_string(conv->shape) : std::string("(absent)")) +
+              ", the model's carried conv windows are (layers, lanes, W − 1, conv_dim) = " + shape_string(want_conv));
+  const char* bad = "the checkpoint is unusable (saved from a diverged run, or edited)";
+  require_finite(ssm->data.data(), ssm->data.size(), kCarrySsm, where, bad);
+  st.carry_ssm = ssm->data;
+  if (conv) {
+    require_finite(conv->data.data(), conv->data.size(), kCarryConv, where, bad);
+    st.carry_conv = conv->data;
+  }
+  std::erase_if(s.tensors, [](const LoadedTensor& t) { return t.name == kCarryConv || t.name == kCarrySsm; });
+}
+
 Checkpoint read_checkpoint(const std::string& path, const ModelConfig* expect) {
   WeightsFile wf = read_weights(path, expect);
   CheckpointWeights& w = wf.w;
@@ -217,6 +247,7 @@ Checkpoint read_checkpoint(const std::string& path, const ModelConfig* expect) {
   require(st.seed == c.meta.train.seed, where + ": seed " + std::to_string(st.seed) + " differs from train_config.seed " +
                                             std::to_string(c.meta.train.seed) + " of the weights file");
   const ModelLayout own(c.meta.model);
+  take_carry(s, own.cfg, where, st);
   check_tensors(s, own.table, {"exp_avg.", "exp_avg_sq."}, where, "the checkpoint's model_config");
   st.params = std::move(w.params);
   st.m = to_arena(s, own.table, "exp_avg.", where);
@@ -235,6 +266,19 @@ void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::
               std::to_string(s.adam_step) + ", skipped_total " + std::to_string(s.skipped_total));
   require(s.seed == seed, who + ": the state was trained with seed " + std::to_string(s.seed) +
                               " but this trainer has train.seed = " + std::to_string(seed));
+}
+
+void check_carry_sizes(const TrainState& s, const ModelConfig& c, const std::string& who) {
+  const size_t per_ssm = size_t(c.NL) * c.H() * c.P * c.N, per_conv = size_t(c.NL) * (c.W - 1) * c.conv_dim();
+  const size_t B = s.carry_ssm.size() / per_ssm;
+  require(s.carry_ssm.size() % per_ssm == 0 && s.carry_conv.size() == B * per_conv,
+          who + ": carried states of " + std::to_string(s.carry_conv.size()) + " conv and " +
+              std::to_string(s.carry_ssm.size()) + " SSM floats do not make whole lanes of the model's (layers × (W − 1) "
+              "× conv_dim = " + std::to_string(per_conv) + ", layers × H × P × N = " + std::to_string(per_ssm) + ")");
+  require(std::all_of(s.carry_conv.begin(), s.carry_conv.end(), [](float v) { return std::isfinite(v); }) &&
+              std::all_of(s.carry_ssm.begin(), s.carry_ssm.end(), [](float v) { return std::isfinite(v); }),
+          who + ": the carried states hold a value that is not finite (the training diverged; lower train.lr or check "
+                "the data)");
 }
 
 void save_checkpoint(const std::string& path, const ModelLayout& layout, const TrainState& state,
@@ -259,6 +303,7 @@ void write_checkpoint(AtomicFileSet& set, const std::string& path, const ModelLa
   check_meta_sizes(meta, where);
   validate_in(meta.train, where, "meta.train");  // loading validates it too: never write what cannot be read
   check_data_json(meta.data_json, where + ": meta.data_json");
+  check_carry_sizes(state, layout.cfg, where);
   for (const ParamTensor& t : layout.table.tensors()) {
     const char* diverged = "not saved (the training diverged; lower train.lr or check the data)";
     require_finite(state.params.data() + t.offset, t.numel, t.name, where, diverged);
@@ -273,6 +318,12 @@ void write_checkpoint(AtomicFileSet& set, const std::string& path, const ModelLa
   for (const ParamTensor& t : layout.table.tensors()) moments.push_back({"exp_avg." + t.name, t.shape, state.m.data() + t.offset});
   for (const ParamTensor& t : layout.table.tensors())
     moments.push_back({"exp_avg_sq." + t.name, t.shape, state.v.data() + t.offset});
+  if (!state.carry_ssm.empty()) {
+    const ModelConfig& c = layout.cfg;
+    const int64_t B = int64_t(state.carry_ssm.size() / (size_t(c.NL) * c.H() * c.P * c.N));
+    moments.push_back({kCarrySsm, {c.NL, B, c.H(), c.P, c.N}, state.carry_ssm.data()});
+    if (c.W > 1) moments.push_back({kCarryConv, {c.NL, B, c.W - 1, c.conv_dim()}, state.carry_conv.data()});
+  }
   SafetensorsMetadata wmeta{{"format", kWeightsFormat},
                                   {"format_version", version},
                                   {"save_id", save_id},

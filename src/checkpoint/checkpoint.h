@@ -6,7 +6,8 @@
 //                           the data config (when recorded), the step and a save id; the safetensors
 //                           layer adds CRC-32 checksums of the tensor data and of the metadata.
 //   P + ".optim.safetensors" the AdamW moments ("exp_avg.<name>", "exp_avg_sq.<name>") and the counters
-//                           (step, adam_step, skipped_total, seed) with the same save id.
+//                           (step, adam_step, skipped_total, seed) with the same save id; a carry-trained
+//                           model's last checkpoint adds its lanes' carried states ("carry.conv", "carry.ssm").
 // Both become current in one atomic step (core/atomic_file.h, AtomicFileSet: temporary files, then a journal
 // renamed last, then the renames it lists): a kill leaves the old pair or the new one (completed from the
 // journal at the run's next start), never a torn file; a sidecar from another save is detected on load.
@@ -25,9 +26,14 @@ namespace mlalpha {
 
 // Everything a trainer needs to continue bit-exactly. params, m, v use the arena layout
 // (ModelLayout::table.total() floats, padding zero). The batch sampler is a pure function of
-// (seed, step), so these two numbers are its whole state.
+// (seed, step), so these two numbers are its whole state; train.state = "carry" adds the states its lanes carry
+// into the next step (the sampler's position is the step).
 struct TrainState {
   std::vector<float> params, m, v;
+  // train.state = "carry": the states after the last step, layer-major (model/layer_shapes.h, CarryState):
+  // conv (NL, B, W − 1, conv_dim), ssm (NL, B, H, P, N), fp32 as the trainer holds them. Empty otherwise (and
+  // before the first step: zeros).
+  std::vector<float> carry_conv, carry_ssm;
   int64_t step = 0;           // steps taken (drives the schedule and the sampler)
   int64_t adam_step = 0;      // AdamW updates applied (drives the bias corrections) = step − skipped_total
   int64_t skipped_total = 0;  // steps skipped for a non-finite gradient norm
@@ -64,6 +70,9 @@ inline std::string optim_sidecar_path(const std::string& path) { return path + "
 // Throws unless `s` can be loaded into a trainer of `n` arena floats and train.seed `seed`: params, m and v of
 // n floats each, consistent counters, the same seed. Messages start with `who` ("CpuTrainer::load_state").
 void check_train_state(const TrainState& s, size_t n, uint64_t seed, const std::string& who);
+// Throws unless s.carry_conv and s.carry_ssm are whole lanes of the model's carried states (the same lane count in
+// both; none at all is fine) and finite. Messages start with `who`.
+void check_carry_sizes(const TrainState& s, const ModelConfig& c, const std::string& who);
 
 // Writes P and its sidecar atomically. Checks that meta.model is the layout's config, the arenas have
 // table.total() floats and only finite values (a diverged model is refused, naming the tensor), the

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +34,7 @@ void visit_fields(TrainConfig& c, V&& v) {
   v("warmup", c.warmup), v("schedule", c.schedule), v("weight_decay", c.weight_decay);
   v("beta1", c.beta1), v("beta2", c.beta2), v("eps", c.eps), v("clip", c.clip), v("loss", c.loss);
   v("huber_delta", c.huber_delta), v("burn_in", c.burn_in), v("seed", c.seed), v("log_every", c.log_every);
-  v("models", c.models), v("precision", c.precision), v("init", c.init);
+  v("models", c.models), v("precision", c.precision), v("init", c.init), v("state", c.state);
 }
 
 // ---- encoding: exact, human-readable
@@ -44,6 +45,7 @@ ojson encode(LossKind v) { return to_string(v); }
 ojson encode(Schedule v) { return to_string(v); }
 ojson encode(BatchMode v) { return to_string(v); }
 ojson encode(Precision v) { return to_string(v); }
+ojson encode(StateMode v) { return to_string(v); }
 ojson encode(const std::string& v) { return v; }
 ojson encode(float v) {
   if (std::isnan(v)) return "nan";
@@ -103,6 +105,11 @@ void decode(const ojson& j, BatchMode& out, const Field& f) {
   out = j == "time" ? BatchMode::Time : BatchMode::Windows;
 }
 
+void decode(const ojson& j, StateMode& out, const Field& f) {
+  if (!j.is_string() || (j != "zero" && j != "carry")) f.fail("\"zero\" or \"carry\"", j);
+  out = parse_state_mode(j.get<std::string>());
+}
+
 void decode(const ojson& j, std::string& out, const Field& f) {
   if (!j.is_string()) f.fail("a string", j);
   out = j.get<std::string>();
@@ -115,10 +122,18 @@ void decode(const ojson& j, Precision& out, const Field& f) {
 
 // Fields added after checkpoints were first written: a checkpoint without them keeps the default (the
 // windows batch mode it was trained with; one model, as every checkpoint holds one member's weights;
-// fp32, or tf32 given then as run.tf32, which was not recorded).
+// fp32, or tf32 given then as run.tf32, which was not recorded; the zero state of every model before train.state).
 bool optional_field(const std::string& name) {
   return name == "batch_mode" || name == "dates" || name == "instruments" || name == "models" || name == "precision" ||
-         name == "init";
+         name == "init" || name == "state";
+}
+
+// A field written only when it differs from the default: train.state = "zero" stays out of the JSON, so a
+// zero-state checkpoint's metadata is byte for byte what it was before the setting existed.
+template <typename F>
+bool omitted(const F& field) {
+  if constexpr (std::is_same_v<F, StateMode>) return field == StateMode::Zero;
+  else return false;
 }
 
 ojson parse_json(const std::string& text, const std::string& where, const char* what) {
@@ -132,7 +147,9 @@ ojson parse_json(const std::string& text, const std::string& where, const char* 
 template <typename C>
 std::string config_to_json(C c) {
   ojson j = ojson::object();
-  visit_fields(c, [&](const char* name, auto& field) { j[name] = encode(field); });
+  visit_fields(c, [&](const char* name, auto& field) {
+    if (!omitted(field)) j[name] = encode(field);
+  });
   return j.dump();
 }
 

@@ -28,6 +28,7 @@ struct BenchArgs {
   std::string device = "gpu";     // gpu | cpu (run_cpu_bench)
   std::string threads;            // cpu: the thread counts timed, "1,16" ("" = 1 and every CPU available)
   bool reference = false;         // cpu: also the reference model's step (one thread)
+  bool carry = false;             // cpu: also the fast step with train.state = "carry" (the lanes' states carried)
   // --predict: predict's throughput over a panel of N,T,F with windows of predict_seq_len rows, the last
   // predict_dates dates (0: all).
   bool predict = false;

@@ -129,6 +129,17 @@ int run_cpu_bench(const BenchArgs& a) {
       const StepTimes st = time_trainer(tr, a.warmup, steps);
       if (first_step == 0) first_step = st.step;
       row("fast", s, t, st, first_step / st.step);
+      if (a.carry) {  // the same windows' count and shape, consecutive, with the states carried between steps
+        TrainConfig ct = tc;
+        ct.state = StateMode::Carry;
+        CpuTrainer cr(mc, ct, panel, {}, {.compute = resolve({.device = "cpu", .threads = t})});
+        const StepTimes cs = time_trainer(cr, a.warmup, steps);
+        row("carry", s, t, cs, 0.0);
+        char ratio[96];
+        std::snprintf(ratio, sizeof ratio, "%s, %d thread(s): the carry step is %.3f× the zero-state step", s.name, t,
+                      cs.step / st.step);
+        checks.push_back(ratio);
+      }
     }
     if (a.reference) {  // plain loops on one thread: seconds a step for S, so a few steps
       CpuTrainer tr(mc, tc, panel, {}, {.compute = resolve({.device = "cpu", .threads = 1, .kernels = "reference"})});

@@ -43,6 +43,6 @@ TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps) {
   return tc;
 }
 
-Panel bench_panel(const BenchShape& s) { return make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1}); }
+Panel bench_panel(const BenchShape& s) { return make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1, 0}); }
 
 }  // namespace mlalpha

@@ -141,7 +141,9 @@ int cmd_eval(const EvalArgs& a) {
   so.quantiles = p.cfg.run.quantiles;
   so.periods_per_year = p.cfg.run.periods_per_year;
   so.train = p.ref().training_range(p.panel);
-  const PredictMode mode = parse_predict_mode(a.mode, "--mode");
+  std::string note;
+  const PredictMode mode = resolve_predict_mode(a.mode, p.predictor().train_config(), "--mode", &note);
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   const MetricsResult r = p.predictor().evaluate(p.panel, p.range, p.compute, so, mode);
   std::printf("%s on the %s split, time steps %s:\n", p.what(a.checkpoint).c_str(), a.split.c_str(),
               range_text(p.panel, p.range).c_str());
@@ -180,8 +182,11 @@ int cmd_eval(const EvalArgs& a) {
 
 int cmd_predict(const PredictArgs& a) {
   require(!a.out.empty(), "--out is required (a path prefix: <out>.npy and <out>.csv are written)");
-  const PredictMode mode = parse_predict_mode(a.mode, "--mode");
+  if (!a.mode.empty()) parse_predict_mode(a.mode, "--mode");  // a wrong value is refused before the data is read
   const Prepared p = prepare(a, true);
+  std::string note;
+  const PredictMode mode = resolve_predict_mode(a.mode, p.predictor().train_config(), "--mode", &note);
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   check_predict_outputs(a.out, a.checkpoint, p.cfg.data);
   for (const std::string& w : p.ref().range_warnings(p.panel, p.range, "the predicted " + a.split + " range"))
     std::cerr << w << std::endl;

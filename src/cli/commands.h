@@ -42,7 +42,9 @@ struct EvalArgs : CommonArgs {
   int fold = -1;               // walk-forward fold (0-based); -1: the checkpoint's own
   std::string members;         // checkpoint is a population run folder: EnsembleSelection::parse's text ("" = all)
   std::string long_short_svg;  // eval: where to write the cumulative long-short plot ("" = none)
-  std::string mode = "window";  // what a date's prediction is: window | carry (mlalpha/model.h, PredictMode)
+  // What a date's prediction is: window | carry (mlalpha/model.h, PredictMode); "": the checkpoint's default
+  // (carry for a model trained with train.state = "carry", else window: default_predict_mode).
+  std::string mode;
 };
 int cmd_eval(const EvalArgs& a);
 

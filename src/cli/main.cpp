@@ -80,9 +80,9 @@ int main(int argc, char** argv) {
       ->check(fold_check());
   eval->add_option("--long-short-svg", eargs.long_short_svg, "also write the cumulative long-short plot of the range here");
   eval->add_option("--mode", eargs.mode,
-                   "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
-                   "carry (the state carried from each instrument's first row, as the stream)")
-      ->capture_default_str();
+                   "what a date's prediction is: window (the window of its last train.seq_len rows) | carry (the state "
+                   "carried from each instrument's first row, as the stream); default: carry for a model trained with "
+                   "train.state = 'carry', else window (as validated)");
   eflags.add_all(*eval, false);
 
   PredictArgs pargs;
@@ -102,9 +102,9 @@ int main(int argc, char** argv) {
       ->check(fold_check());
   predict->add_option("--out,-o", pargs.out, "output prefix: writes <out>.npy and <out>.csv")->required();
   predict->add_option("--mode", pargs.mode,
-                      "what a date's prediction is: window (the window of its last train.seq_len rows, as validated) | "
-                      "carry (the state carried from each instrument's first row, as the stream)")
-      ->capture_default_str();
+                      "what a date's prediction is: window (the window of its last train.seq_len rows) | carry (the "
+                      "state carried from each instrument's first row, as the stream); default: carry for a model "
+                      "trained with train.state = 'carry', else window (as validated)");
   pflags.add_all(*predict, false);
 
   StreamArgs stargs;
@@ -202,6 +202,8 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", bargs.threads, "with --device cpu: the thread counts to time, e.g. 1,2,4,8,16 (default: 1 "
                                                 "and every CPU available)");
   bench->add_flag("--reference", bargs.reference, "with --device cpu: also the reference model's step (one thread)");
+  bench->add_flag("--carry", bargs.carry,
+                  "with --device cpu: also the step with train.state = 'carry' (consecutive windows, states carried)");
   StreamBenchOptions sopt;
   bool bench_stream = false, no_torch = false;
   std::string stream_instruments = "1,100,5000";
@@ -267,7 +269,8 @@ int main(int argc, char** argv) {
         if (bench->get_option("--warmup")->count() == 0) bargs.warmup = 3;
         return run_cpu_bench(bargs);
       }
-      require(bargs.threads.empty() && !bargs.reference, "bench: --threads and --reference go with --device cpu");
+      require(bargs.threads.empty() && !bargs.reference && !bargs.carry,
+              "bench: --threads, --reference and --carry go with --device cpu");
       bargs.precision = precision_flag(bench_precision, bench_tf32);
       if (bench_stream) {  // the CPU side runs without a GPU
         std::stringstream configs(bench_configs->count() ? bargs.configs : "S,M"), inst(stream_instruments);

@@ -170,6 +170,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   d.get("n_features", c.data.synth.F);
   d.get("n_targets", c.data.synth.K);
   d.get("noise", c.data.synth.noise);
+  d.get("memory", c.data.synth.memory);
   d.get("seed", c.data.synth.seed);
   d.get_path("features", c.data.features, base_dir);
   d.get_path("targets", c.data.targets, base_dir);
@@ -216,7 +217,7 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
 
   Section t(table("train"), "train", origins, c.given, keys);
   std::string loss = to_string(c.train.loss), schedule = to_string(c.train.schedule),
-              precision = to_string(c.train.precision);
+              precision = to_string(c.train.precision), state = to_string(c.train.state);
   t.get_batch("batch", c.train.B, c.train.batch_mode);
   t.get("dates", c.train.dates);
   t.get("instruments", c.train.instruments);
@@ -239,12 +240,14 @@ RunConfig parse_impl(const std::string& text, const std::string& src, const std:
   t.get("models", c.train.models);
   t.get_choice("precision", precision, {"fp32", "tf32", "bf16"});
   t.get_path("init", c.train.init, base_dir);
+  t.get_choice("state", state, {"zero", "carry"});
   t.check_unknown();
   // Unset, the warm-up follows the steps (config_types.h, default_warmup): a 15-step run needs no --warmup.
   if (!c.given.count("train.warmup")) c.train.warmup = default_warmup(c.train.steps);
   c.train.loss = parse_loss(loss);
   c.train.schedule = parse_schedule(schedule);
   c.train.precision = parse_precision(precision);
+  c.train.state = parse_state_mode(state);
 
   Section w(table("sweep"), "sweep", origins, c.given, keys);
   w.get_list("lr", c.sweep.lr);

@@ -52,6 +52,7 @@ toml::table to_table(const RunConfig& c) {
   data.insert_or_assign("n_features", c.data.synth.F);
   data.insert_or_assign("n_targets", c.data.synth.K);
   data.insert_or_assign("noise", as_written(c.data.synth.noise));
+  data.insert_or_assign("memory", c.data.synth.memory);
   data.insert_or_assign("seed", int64_t(c.data.synth.seed));
   data.insert_or_assign("features", c.data.features);
   data.insert_or_assign("targets", c.data.targets);
@@ -113,6 +114,7 @@ toml::table to_table(const RunConfig& c) {
   train.insert_or_assign("models", t.models);
   train.insert_or_assign("precision", to_string(t.precision));
   train.insert_or_assign("init", t.init);
+  train.insert_or_assign("state", to_string(t.state));
   sweep.insert_or_assign("lr", float_array(c.sweep.lr));
   sweep.insert_or_assign("weight_decay", float_array(c.sweep.weight_decay));
   sweep.insert_or_assign("clip", float_array(c.sweep.clip));

@@ -76,6 +76,8 @@ void RunConfig::validate() const {
     require(data.synth.K >= 1, "data.n_targets must be >= 1, got " + std::to_string(data.synth.K));
     require(std::isfinite(data.synth.noise) && data.synth.noise >= 0,
             "data.noise must be a finite number >= 0, got " + std::to_string(data.synth.noise));
+    require(data.synth.memory >= 0, "data.memory must be >= 0 (0: the default synthetic panel; > 0: the long-memory "
+                                    "variant's horizon in rows), got " + std::to_string(data.synth.memory));
     require(int64_t(data.synth.N) * data.synth.T * std::max(data.synth.F, data.synth.K) <= (int64_t(1) << 31),
             "data.instruments × data.timesteps × data.n_features = " +
                 std::to_string(int64_t(data.synth.N) * data.synth.T * data.synth.F) +

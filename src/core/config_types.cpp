@@ -89,6 +89,11 @@ void TrainConfig::validate() const {
   require(loss != LossKind::IC || batch_mode == BatchMode::Time,
           "train.loss = 'ic' correlates predictions across the instruments of one date, so it needs "
           "train.batch = \"time\" (cross-sectional batches), got train.batch = " + std::to_string(B));
+  // Carried states follow one instrument per lane; a time batch's lanes are the instruments of one date, whose
+  // windows would have to stay date-aligned (a missing row a zero-filled row), which this version does not do.
+  require(state != StateMode::Carry || batch_mode == BatchMode::Windows,
+          "train.state = 'carry' trains with train.batch = <windows per step> in this version; train.batch = \"time\" "
+          "(cross-sectional batches) trains with train.state = 'zero'");
 }
 
 int TrainConfig::cross_section(int N) const {
@@ -112,6 +117,12 @@ Precision parse_precision(const std::string& s, const std::string& what) {
 
 std::string to_string(LossKind k) { return k == LossKind::MSE ? "mse" : k == LossKind::Huber ? "huber" : "ic"; }
 std::string to_string(BatchMode m) { return m == BatchMode::Time ? "time" : "windows"; }
+std::string to_string(StateMode m) { return m == StateMode::Carry ? "carry" : "zero"; }
+StateMode parse_state_mode(const std::string& s, const std::string& what) {
+  if (s == "zero") return StateMode::Zero;
+  if (s == "carry") return StateMode::Carry;
+  throw Error(what + " must be 'zero' or 'carry', got '" + s + "'");
+}
 std::string to_string(Schedule s) { return s == Schedule::Cosine ? "cosine" : "constant"; }
 
 LossKind parse_loss(const std::string& s) {

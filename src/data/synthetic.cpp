@@ -52,6 +52,17 @@ Panel make_synthetic(const SynthParams& p) {
         const double prev = t > 0 ? x[size_t(t - 1) * p.F + f] : r.normal();
         x[size_t(t) * p.F + f] = float(phi * prev + std::sqrt(1 - phi * phi) * r.normal());
       }
+    if (p.memory > 0) {
+      const double alpha = 1.0 / p.memory, s = std::sqrt((2.0 - alpha) / alpha);
+      for (int k = 0; k < p.K; ++k) {
+        double m = 0;
+        for (int t = 0; t < p.T; ++t) {
+          m = (1 - alpha) * m + alpha * x[size_t(t) * p.F + k % p.F];
+          ys[(size_t(i) * p.T + t) * p.K + k] = float(s * m + p.noise * r.normal());
+        }
+      }
+      return;
+    }
     for (int k = 0; k < p.K; ++k) {
       const int a = k % p.F, b = (k + 1) % p.F, c = (k + 2) % p.F;
       double ema = 0;

@@ -36,6 +36,24 @@ struct LayerShapes {
         gnorm{M, di, c.G, proj} {}
 };
 
+// A batch's carried states (stateful training, train.state = "carry"; docs/decisions.md "Stateful training"):
+// per layer the conv window and the SSM state of each of the B windows, layer-major in the stream's layout
+// (StepLayerState): conv (NL, B, W − 1, conv_dim) the last W − 1 pre-conv xBC rows, oldest first; ssm (NL, B, H,
+// P, N). The in pointers are the states before the window's first row (the ops' window0 and h0), the out
+// pointers receive the states after its last row (window_last, h_last); out may be in itself (the models copy
+// the in states first: their backward recomputes from them). Gradients stop at
+// the window's boundary: nothing flows into the in states (truncated backpropagation through time).
+template <typename T>
+struct CarryState {
+  const T* conv_in = nullptr;  // (NL, B, W − 1, conv_dim)
+  const T* ssm_in = nullptr;   // (NL, B, H, P, N)
+  T* conv_out = nullptr;       // (NL, B, W − 1, conv_dim) written when non-null
+  T* ssm_out = nullptr;        // (NL, B, H, P, N) written when non-null
+};
+// Floats of one layer's conv window and SSM state for B windows.
+inline size_t carry_conv_floats(const ModelConfig& c, int B) { return size_t(B) * (c.W - 1) * c.conv_dim(); }
+inline size_t carry_ssm_floats(const ModelConfig& c, int B) { return size_t(B) * c.H() * c.P * c.N; }
+
 // Named column slices of a layer's activations (or of their gradients: T = float or const float), so call
 // sites never add column offsets themselves. Row r of a slice starts at base + r·ld.
 // The in_proj output zx (M, proj): z (d_inner), xBC (conv_dim), dt (H), in that order (DESIGN section 1).

@@ -157,9 +157,10 @@ void CpuModel::ensure(int B, int L, bool training) {
   L_ = L;
 }
 
-void CpuModel::run_forward(const float* P, const float* x, bool cache, float* out) {
+void CpuModel::run_forward(const float* P, const float* x, bool cache, float* out, const CarryState<float>* carry) {
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s(c, B_, L_);
+  const size_t nconv = carry_conv_floats(c, B_), nssm = carry_ssm_floats(c, B_);
   const int M = s.M, nb = blocks_of(M);
   ThreadPool& pool = *pool_;
   auto rows = [&](auto&& fn) {  // fn(rows, block) over the fixed row blocks
@@ -180,13 +181,19 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
       rmsnorm_fwd(r, s.norm, {.x = h, .w = P + o.norm_w}, a.hn.data(), a.rstd.data());
     });
     gemm_rows(pool, Op::T, M, s.proj, s.D, a.hn.data(), s.D, P + o.in_proj_w, s.D, 0.0f, zx, s.proj, pad_);
+    const float* window0 = carry && carry->conv_in ? carry->conv_in + l * nconv : nullptr;
+    float* window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr;
     rows([&](Rows r, int) {
-      conv_silu_fwd(r, s.conv, {.x = z.xBC, .wT = a.convT.data(), .bias = P + o.conv_b}, a.xbc.data());
+      conv_silu_fwd(r, s.conv,
+                    {.x = z.xBC, .wT = a.convT.data(), .bias = P + o.conv_b, .window0 = window0, .window_last = window_last},
+                    a.xbc.data());
       dt_fwd(r, s.dt, {.dt = z.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
     });
     const XbcCols<const float> xb = xbc_cols<const float>(s, a.xbc.data());
     ssd_forward(pool, sp,
-                {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D},
+                {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D,
+                 .h0 = carry && carry->ssm_in ? carry->ssm_in + l * nssm : nullptr,
+                 .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr},
                 a.y.data(), cache ? a.states.data() : nullptr, ssd_scratch_.data());
     rows([&](Rows r, int) {
       gated_fwd(r, s.gnorm, {.y = a.y.data(), .z = z.z, .w = P + o.gnorm_w}, a.gout.data(), a.grstd.data());
@@ -198,19 +205,35 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
   gemm_rows(pool, Op::T, M, c.K, s.D, hfn_.data(), s.D, P + lay_.head_w, s.D, 0.0f, out, c.K, pad_, P + lay_.head_b);
 }
 
-const std::vector<float>& CpuModel::forward(const float* P, const float* x, int B, int L) {
+const std::vector<float>& CpuModel::forward(const float* P, const float* x, int B, int L,
+                                            const CarryState<float>* carry) {
   ensure(B, L, true);
+  const ModelConfig& c = lay_.cfg;
   const size_t M = size_t(B) * L;
-  std::copy(x, x + M * lay_.cfg.F, x_.begin());
-  out_.resize(M * lay_.cfg.K);  // within capacity after the first batch of this size: no allocation
-  run_forward(P, x_.data(), true, out_.data());
+  std::copy(x, x + M * c.F, x_.begin());
+  out_.resize(M * c.K);  // within capacity after the first batch of this size: no allocation
+  // The in states the backward recomputes from (the conv's pre-activation, the SSD's chunk-0 state), copied
+  // so the caller may overwrite its buffers; zeros stand for a null pointer.
+  carried_ = carry != nullptr;
+  CarryState<float> own;
+  if (carry) {
+    const size_t nconv = size_t(c.NL) * carry_conv_floats(c, B), nssm = size_t(c.NL) * carry_ssm_floats(c, B);
+    conv_in_.resize(nconv);  // within capacity after the first batch of this size
+    ssm_in_.resize(nssm);
+    if (carry->conv_in) std::copy(carry->conv_in, carry->conv_in + nconv, conv_in_.begin());
+    else std::fill(conv_in_.begin(), conv_in_.end(), 0.0f);
+    if (carry->ssm_in) std::copy(carry->ssm_in, carry->ssm_in + nssm, ssm_in_.begin());
+    else std::fill(ssm_in_.begin(), ssm_in_.end(), 0.0f);
+    own = {.conv_in = conv_in_.data(), .ssm_in = ssm_in_.data(), .conv_out = carry->conv_out, .ssm_out = carry->ssm_out};
+  }
+  run_forward(P, x_.data(), true, out_.data(), carry ? &own : nullptr);
   have_grad_ = false;
   return out_;
 }
 
 void CpuModel::infer(const float* P, const float* x, int B, int L, float* out) {
   ensure(B, L, false);
-  run_forward(P, x, false, out);
+  run_forward(P, x, false, out, nullptr);
   out_.clear();  // the cache is not valid for backward()
   have_grad_ = false;
 }
@@ -246,7 +269,11 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
   });
   reduce_partials(pool, part, nb, s.D, Gr + lay_.norm_f);
   const SsdParams sp{B_, L_, s.H, c.P, c.G, c.N, c.Q, s.cd};
+  const size_t nconv = carry_conv_floats(c, B_), nssm = carry_ssm_floats(c, B_);
   for (int l = c.NL - 1; l >= 0; --l) {
+    // The forward's in states (no dwindow0, dh0 asked: the gradient stops at the window's boundary).
+    const float* window0 = carried_ ? conv_in_.data() + l * nconv : nullptr;
+    const float* h0 = carried_ ? ssm_in_.data() + l * nssm : nullptr;
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
     float *dg = dg_.data(), *dyb = dy_.data();
@@ -265,7 +292,8 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
     reduce_partials(pool, part, nb, s.di, Gr + o.gnorm_w);
     // SSD
     ssd_backward(pool, sp,
-                 {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D},
+                 {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D,
+                  .h0 = h0},
                  a.states.data(), dyb,
                  {.dx = gxb.x, .ddelta = ddelta_.data(), .dA_log = nullptr, .dB = gxb.B, .dC = gxb.C, .dD = nullptr},
                  ssd_dA_.data(), ssd_dD_.data(), ssd_scratch_.data());
@@ -277,7 +305,8 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
       float* pc = part + size_t(t) * (convw + s.H);  // this block's conv dw, dbias, then dt_bias partials
       dt_bwd(r, s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
              {.ddt = gzx.dt, .ddt_bias = pc + convw});
-      conv_silu_bwd_pre(r, s.conv, {.x = zx.xBC, .wT = a.convT.data(), .bias = P + o.conv_b}, dxbc_.data(),
+      conv_silu_bwd_pre(r, s.conv, {.x = zx.xBC, .wT = a.convT.data(), .bias = P + o.conv_b, .window0 = window0},
+                        dxbc_.data(),
                         dpre_.data(), {.dw = pc, .dbias = pc + size_t(c.W) * s.cd});
     });
     std::fill(wtmp_.begin(), wtmp_.begin() + convw + s.H, 0.0f);

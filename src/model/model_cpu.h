@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/layer_shapes.h"
 #include "model/layout.h"
 #include "ops/loss/loss.h"
 
@@ -52,8 +53,11 @@ class CpuModel {
   // Floats of every buffer such a model holds for that batch (the memory estimate; threads 0 = all cores).
   static size_t floats_needed(const ModelConfig& c, int B, int L, int threads, bool training);
 
-  // params (table.total()), x (B, L, F). Returns out (B, L, K), valid until the next forward.
-  const std::vector<float>& forward(const float* params, const float* x, int B, int L);
+  // params (table.total()), x (B, L, F). Returns out (B, L, K), valid until the next forward. carry, when
+  // non-null: the windows start from its in states (null: zeros) and its out states are written (stateful
+  // training; layer_shapes.h). The in states are copied for backward(), which stops the gradient at them.
+  const std::vector<float>& forward(const float* params, const float* x, int B, int L,
+                                    const CarryState<float>* carry = nullptr);
   // y (B, L, K) targets (NaN = masked). Uses the last forward's output; keeps ∂loss/∂out for backward.
   ref::LossResult<float> loss(const float* y, const LossParams& lp);
   // grads (table.total()) += ∂loss/∂params; dx (B, L, F) = ∂loss/∂x when non-null.
@@ -74,7 +78,7 @@ class CpuModel {
     int rows = 0, chunks = 0, batch = 0;  // what the buffers hold: rows B·L, chunks B·⌈L/Q⌉, windows B
   };
   void ensure(int B, int L, bool training);
-  void run_forward(const float* params, const float* x, bool cache, float* out);
+  void run_forward(const float* params, const float* x, bool cache, float* out, const CarryState<float>* carry);
 
   const ModelLayout& lay_;
   std::unique_ptr<ThreadPool> own_pool_;  // null when the options gave a shared pool
@@ -83,6 +87,8 @@ class CpuModel {
   Caps train_cap_, infer_cap_;
   bool have_grad_ = false;
   std::vector<float> x_, h_, hfn_, rstdf_, out_, dout_;
+  std::vector<float> conv_in_, ssm_in_;  // the last training forward's carried in states, layer-major
+  bool carried_ = false;                 // whether that forward had them (else zeros: today's ops)
   std::vector<LayerActs> acts_;
   // backward
   std::vector<float> dh_, dhfn_, dg_, dy_, dzx_, dxbc_, dpre_, ddelta_, dhn_;

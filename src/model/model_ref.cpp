@@ -11,12 +11,16 @@ template <typename T>
 RefModel<T>::RefModel(const ModelLayout& layout, bool chunked_ssd) : lay_(layout), chunked_(chunked_ssd) {}
 
 template <typename T>
-const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L) {
+const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L, const CarryState<T>* carry) {
   const ModelConfig& c = lay_.cfg;
   require(B >= 1 && L >= 1, "RefModel::forward: B and L must be >= 1");
   B_ = B;
   L_ = L;
   const LayerShapes s(c, B, L);
+  const size_t nconv = carry_conv_floats(c, B), nssm = carry_ssm_floats(c, B);
+  const bool conv_in = carry && carry->conv_in, ssm_in = carry && carry->ssm_in;
+  conv_in_.assign(conv_in ? carry->conv_in : nullptr, conv_in ? carry->conv_in + c.NL * nconv : nullptr);
+  ssm_in_.assign(ssm_in ? carry->ssm_in : nullptr, ssm_in ? carry->ssm_in + c.NL * nssm : nullptr);
   x_.assign(x, x + size_t(s.M) * c.F);
   h_.resize(size_t(s.M) * s.D);
   ref::linear_fwd<T>(s.input, {.x = x, .w = P + lay_.in_w, .b = P + lay_.in_b}, h_.data());
@@ -32,14 +36,20 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L)
     ref::linear_fwd<T>(s.in_proj, {.x = a.hn.data(), .w = P + o.in_proj_w}, a.zx.data());
     const ZxCols<const T> zx = zx_cols<const T>(s, a.zx.data());
     a.xbc.resize(size_t(s.M) * s.cd);
-    ref::conv1d_silu_fwd<T>(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, a.xbc.data());
+    ref::conv1d_silu_fwd<T>(s.conv,
+                            {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
+                             .window0 = conv_in ? conv_in_.data() + l * nconv : nullptr,
+                             .window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr},
+                            a.xbc.data());
     a.delta.resize(size_t(s.M) * s.H);
     ref::dt_softplus_fwd<T>(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
     a.y.resize(size_t(s.M) * s.di);
     const XbcCols<const T> xbc = xbc_cols<const T>(s, a.xbc.data());
     (chunked_ ? ref::ssd_fwd_chunked<T> : ref::ssd_fwd_recurrent<T>)(
         s.ssd,
-        {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C, .Dskip = P + o.D},
+        {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C, .Dskip = P + o.D,
+         .h0 = ssm_in ? ssm_in_.data() + l * nssm : nullptr,
+         .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr},
         a.y.data());
     a.gout.resize(size_t(s.M) * s.di);
     a.grstd.resize(size_t(s.M) * c.G);
@@ -69,6 +79,7 @@ void RefModel<T>::backward(const T* P, T* Gr, T* dx) {
   const ModelConfig& c = lay_.cfg;
   require(dout_.size() == out_.size() && !out_.empty(), "RefModel::backward: call forward() and loss() first");
   const LayerShapes s(c, B_, L_);
+  const size_t nconv = carry_conv_floats(c, B_), nssm = carry_ssm_floats(c, B_);
   std::vector<T> dhfn(size_t(s.M) * s.D), dh(size_t(s.M) * s.D), dg(size_t(s.M) * s.di), dy(size_t(s.M) * s.di);
   std::vector<T> dzx(size_t(s.M) * s.proj), dxbc(size_t(s.M) * s.cd), ddelta(size_t(s.M) * s.H),
       dhn(size_t(s.M) * s.D);
@@ -89,13 +100,18 @@ void RefModel<T>::backward(const T* P, T* Gr, T* dx) {
     ref::gated_rmsnorm_bwd<T>(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg.data(),
                               {.dy = dy.data(), .dz = gzx.z, .dw = Gr + o.gnorm_w});
     ref::ssd_bwd<T>(
-        s.ssd, {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C, .Dskip = P + o.D},
+        s.ssd,
+        {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C, .Dskip = P + o.D,
+         .h0 = ssm_in_.empty() ? nullptr : ssm_in_.data() + l * nssm},
         dy.data(),
         {.dx = gxbc.x, .ddelta = ddelta.data(), .dA_log = Gr + o.A_log, .dB = gxbc.B, .dC = gxbc.C,
          .dD = Gr + o.D});
     ref::dt_softplus_bwd<T>(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta.data(),
                             {.ddt = gzx.dt, .ddt_bias = Gr + o.dt_bias});
-    ref::conv1d_silu_bwd<T>(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc.data(),
+    ref::conv1d_silu_bwd<T>(s.conv,
+                            {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
+                             .window0 = conv_in_.empty() ? nullptr : conv_in_.data() + l * nconv},
+                            dxbc.data(),
                             {.dx = gzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b});
     ref::linear_bwd<T>(s.in_proj, {.x = a.hn.data(), .w = P + o.in_proj_w}, dzx.data(),
                        {.dx = dhn.data(), .dw = Gr + o.in_proj_w});

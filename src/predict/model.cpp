@@ -27,6 +27,20 @@ PredictMode parse_predict_mode(const std::string& s, const std::string& what) {
                      "'carry' (the state carried from each instrument's first row, as the stream), got '" + s + "'");
 }
 
+PredictMode default_predict_mode(const TrainConfig& tc) {
+  return tc.state == StateMode::Carry ? PredictMode::carry : PredictMode::window;
+}
+
+PredictMode resolve_predict_mode(const std::string& s, const TrainConfig& tc, const std::string& what,
+                                 std::string* note) {
+  if (!s.empty()) return parse_predict_mode(s, what);
+  const PredictMode m = default_predict_mode(tc);
+  if (note && m == PredictMode::carry)
+    *note = "mode carry: the model was trained with train.state = 'carry', so each instrument's state is carried from "
+            "its first row (" + what + " window for each date from its own window)";
+  return m;
+}
+
 struct Model::Impl {
   CheckpointMeta meta;
   TrainState state;  // params always; m, v and counters when has_optim

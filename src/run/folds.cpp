@@ -78,6 +78,16 @@ WindowPlan evaluation_plan(const TrainConfig& tc, int N, int T, int t0, int t1) 
   return date_windows(N, T, tc.L, t0, t1);
 }
 
+PredictMode evaluation_mode(const TrainConfig& tc) {
+  return tc.state == StateMode::Carry ? PredictMode::carry : PredictMode::window;
+}
+
+std::vector<float> evaluate_range(Engine& engine, int m, const TrainConfig& tc, const FoldData& d, int t0, int t1,
+                                  const std::vector<float>* params) {
+  if (evaluation_mode(tc) == PredictMode::carry) return engine_predictions(engine.predict_carry(m, t0, t1, params), d);
+  return engine_predictions(engine.predict(m, evaluation_plan(tc, d.norm.N, d.norm.T, t0, t1), params), d);
+}
+
 TimeRange scored_range(const Split& s) {
   return s.has_test() ? TimeRange{s.test_begin, s.test_end} : TimeRange{s.valid_begin, s.valid_end};
 }

@@ -12,7 +12,9 @@
 #include "mlalpha/config.h"
 #include "mlalpha/eval.h"
 #include "mlalpha/metrics.h"
+#include "mlalpha/model.h"
 #include "predict/window_plan.h"
+#include "train/engine.h"
 
 namespace mlalpha {
 
@@ -58,6 +60,13 @@ std::vector<float> engine_predictions(std::vector<float> pred, const FoldData& d
 // walk-forward predictions): each date from the window of its last train.seq_len rows, the definition `predict`
 // and the stream share (predict/window_plan.h's date_windows; docs/data.md, "What a date's prediction is").
 WindowPlan evaluation_plan(const TrainConfig& tc, int N, int T, int t0, int t1);
+// What a run's validation, test and pooled predictions are for a model of `tc`: mode carry for a carry-trained
+// model (train.state = "carry": the state it was trained to carry), else mode window.
+PredictMode evaluation_mode(const TrainConfig& tc);
+// Member m's predictions (N, T, K) of the dates [t0, t1) of its fold in evaluation_mode, with its live weights or
+// `params`, in the targets' units (engine_predictions).
+std::vector<float> evaluate_range(Engine& engine, int m, const TrainConfig& tc, const FoldData& d, int t0, int t1,
+                                  const std::vector<float>* params);
 // The range a fold's summaries score: its test range, or the validation range without one.
 TimeRange scored_range(const Split& s);
 

@@ -155,8 +155,8 @@ bool ModelRecorder::validate(int64_t s, Reporter& rep) {
   const Split& split = where_.plan->split;
   Evaluation ev;
   ev.step = s;
-  const WindowPlan plan = evaluation_plan(tc_, norm_.N, norm_.T, split.valid_begin, split.valid_end);
-  ev.metrics = score_range(access_.predict(plan, nullptr), norm_, sc_, split.valid_begin, split.valid_end);
+  ev.metrics = score_range(access_.predict(split.valid_begin, split.valid_end, nullptr), norm_, sc_, split.valid_begin,
+                           split.valid_end);
   ev.value = metric_by_name(ev.metrics.mean, cfg_.run.metric);
   ev.best = is_improvement(cfg_.run.metric, ev.value, res_.best_value) || best_params_.empty();
   jsonl_.metrics(s, "valid", ev.metrics);
@@ -200,8 +200,7 @@ bool ModelRecorder::validate(int64_t s, Reporter& rep) {
 
 std::vector<float> ModelRecorder::test(std::vector<float>* test_pred) {
   const Split& split = where_.plan->split;
-  std::vector<float> pred = access_.predict(evaluation_plan(tc_, norm_.N, norm_.T, split.test_begin, split.test_end),
-                                            &best_params_);
+  std::vector<float> pred = access_.predict(split.test_begin, split.test_end, &best_params_);
   res_.test = score_range(pred, norm_, sc_, split.test_begin, split.test_end);
   res_.has_test = true;
   if (test_pred) *test_pred = pred;

@@ -28,8 +28,9 @@ class ModelRecorder {
  public:
   struct Access {
     std::function<TrainPoint(int64_t)> point;  // the record of step s
-    // Predictions (N, T, K) by the plan with the live weights, or with `params` when non-null.
-    std::function<std::vector<float>(const WindowPlan&, const std::vector<float>*)> predict;
+    // Predictions (N, T, K) of the dates [t0, t1) in the model's evaluation mode (evaluation_mode: window, or
+    // carry for a carry-trained model), with the live weights or with `params` when non-null.
+    std::function<std::vector<float>(int t0, int t1, const std::vector<float>*)> predict;
     std::function<TrainState()> state;
     std::function<void()> before_save;  // throws when the run folder is no longer this run's (RunLock::check)
   };

@@ -163,6 +163,11 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
                                   (live < E ? " (" + std::to_string(E - live) + " finished earlier: tested again)"
                                             : std::string()),
                   first_fold, start);
+  if (evaluation_mode(slots.front().spec.train) == PredictMode::carry)
+    c.rep.message("train.state = 'carry': each lane of the batch carries its state from window to window along an "
+                  "instrument's present rows; validation and test predict in mode carry (each instrument's state "
+                  "carried from its first row)",
+                  first_fold, start);
   if (std::isnan(slots.front().data->sc.periods_per_year))
     c.rep.message("ls_sharpe is NaN: the time labels are not dates, so the periods per year are unknown "
                   "(set run.periods_per_year, e.g. 252 for trading days)",
@@ -178,8 +183,8 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
     meta.data_json = encode_run_record(cfg, c.described, d.plan->fold, c.fingerprint);
     Engine* en = engine.get();
     ModelRecorder::Access access{[en, m](int64_t s) { return en->point(m, s); },
-                                 [en, m, &d](const WindowPlan& plan, const std::vector<float>* params) {
-                                   return engine_predictions(en->predict(m, plan, params), d);
+                                 [en, m, &d, &slot](int t0, int t1, const std::vector<float>* params) {
+                                   return evaluate_range(*en, m, slot.spec.train, d, t0, t1, params);
                                  },
                                  [en, m] { return en->state(m); },
                                  [&c] { c.lock.check(); }};
@@ -278,16 +283,11 @@ std::vector<Trained> train_models(RunContext& c, std::vector<ModelSlot> slots, b
       t.best_pred = std::move(test_pred);
     } else if (c.population && !best.empty()) {  // the ensemble scores the validation range without a test range
       const TimeRange sr = scored_range(slot.data->plan->split);
-      t.best_pred = engine_predictions(
-          engine->predict(m, evaluation_plan(t.spec.train, slot.data->norm.N, slot.data->norm.T, sr.t0, sr.t1), &best),
-          *slot.data);
+      t.best_pred = evaluate_range(*engine, m, t.spec.train, *slot.data, sr.t0, sr.t1, &best);
     }
     if (c.population && c.folds > 1 && !best.empty()) {
       const Split& sp = slot.data->plan->split;
-      t.valid_pred = engine_predictions(
-          engine->predict(m, evaluation_plan(t.spec.train, slot.data->norm.N, slot.data->norm.T, sp.valid_begin, sp.valid_end),
-                          &best),
-          *slot.data);
+      t.valid_pred = evaluate_range(*engine, m, t.spec.train, *slot.data, sp.valid_begin, sp.valid_end, &best);
     }
     out.push_back(std::move(t));
   }

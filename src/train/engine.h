@@ -67,6 +67,9 @@ class Engine {
   // Predictions (N, T, K) of member m's panel by `plan`, with its live weights or with `params` when non-null,
   // in windows of its training batch.
   virtual std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) = 0;
+  // Predictions (N, T, K) of member m's panel in mode carry (predict.h, predict_carry): each instrument's state
+  // carried over its present rows from the panel's first step, kept at the dates [t0, t1), NaN elsewhere.
+  virtual std::vector<float> predict_carry(int m, int t0, int t1, const std::vector<float>* params) = 0;
   virtual TrainState state(int m) = 0;
   // Member m continues from `s` (a resume; before its first step).
   virtual void load_state(int m, const TrainState& s) = 0;

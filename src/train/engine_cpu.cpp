@@ -2,6 +2,7 @@
 // or one thread (the reference). Members share nothing but the pool and the panels they read, and the bits
 // do not depend on the thread count, so each member's steps are bitwise those of the same model trained alone.
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "model/model_cpu.h"
@@ -19,9 +20,18 @@ class CpuEngine : public Engine {
  public:
   CpuEngine(const std::vector<Member>& members, const Compute& compute) : members_(members) {
     if (!compute.reference()) pool_ = std::make_unique<cpu::ThreadPool>(compute.threads());
-    for (const Member& m : members)
-      trainers_.push_back(
-          std::make_unique<CpuTrainer>(m, CpuTrainerOptions{compute, pool_.get()}));
+    // Carry: the members of one panel and training range share its present rows (the sampler's lists).
+    std::map<std::tuple<const Panel*, int, int>, std::shared_ptr<const PresentRows>> present;
+    for (const Member& m : members) {
+      CpuTrainerOptions opt{compute, pool_.get(), nullptr};
+      if (m.train().state == StateMode::Carry) {
+        const GatherParams& g = m.gather();
+        auto& rows = present[{&m.panel(), g.t_begin, g.t_begin + g.T}];
+        if (!rows) rows = present_rows(m.panel(), g.t_begin, g.t_begin + g.T);
+        opt.present = rows;
+      }
+      trainers_.push_back(std::make_unique<CpuTrainer>(m, opt));
+    }
     recent_.resize(members.size());
     frozen_.assign(members.size(), false);
   }
@@ -49,6 +59,9 @@ class CpuEngine : public Engine {
   std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) override {
     const Member& em = members_.at(size_t(m));
     return trainers_.at(size_t(m))->predict(em.panel(), plan, em.batch(), params);
+  }
+  std::vector<float> predict_carry(int m, int t0, int t1, const std::vector<float>* params) override {
+    return trainers_.at(size_t(m))->predict_carry(members_.at(size_t(m)).panel(), t0, t1, params);
   }
   TrainState state(int m) override { return trainers_.at(size_t(m))->state(); }
   void load_state(int m, const TrainState& s) override { trainers_.at(size_t(m))->load_state(s); }

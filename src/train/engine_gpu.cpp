@@ -62,6 +62,11 @@ class GpuEngine : public Engine {
   std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) override {
     return tr_.predict(m, plan, params);
   }
+  // check_engine refuses train.state = "carry" on the GPU before any engine is made; this is its second guard.
+  std::vector<float> predict_carry(int, int, int, const std::vector<float>*) override {
+    throw Error("the GPU engine does not evaluate in mode carry in this version (train.state = 'carry' trains on the "
+                "CPU: run.device = 'cpu')");
+  }
   TrainState state(int m) override { return tr_.state(m); }
   void load_state(int m, const TrainState& s) override { tr_.load_state(m, s); }
   void freeze(int m) override { tr_.freeze(m); }

@@ -12,8 +12,10 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/carry_sampler.h"
 #include "model/model_cpu.h"
 #include "train/optim_cpu.h"
+#include "model/layer_shapes.h"
 #include "model/layout.h"
 #include "ops/loss/loss.h"
 
@@ -31,6 +33,9 @@ void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel
               std::to_string(data.T) + " time steps of the data");
   require(tc.L <= end - range.begin, "train.seq_len = " + std::to_string(tc.L) + " exceeds the series length T = " +
                                          std::to_string(end - range.begin));
+  // Carry: some instrument must have a whole window of present rows in the range (the sampler's own check,
+  // made here before anything is written).
+  if (tc.state == StateMode::Carry) CarrySampler::check_range(data, range.begin, end, tc.L);
   if (tc.batch_mode == BatchMode::Time) {
     const int64_t B = int64_t(tc.dates) * tc.cross_section(data.N);
     require(B * tc.L * std::max(mc.F, mc.K) <= std::numeric_limits<int>::max(),
@@ -109,6 +114,10 @@ MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& t
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1);
   e.batch = M * (mc.F + mc.K) * kFloat;
+  // train.state = "carry": the lanes' states in the trainer and the model's copy of the in states (the sampler's
+  // row lists, one int per present row of the range, are smaller than the panel they index and not counted).
+  if (tc.state == StateMode::Carry)
+    e.other += 2.0 * mc.NL * double(carry_conv_floats(mc, B) + carry_ssm_floats(mc, B)) * kFloat;
   if (compute.reference()) {
     // RefModel<float> keeps the same saved activations and backward gradients as the GPU model, and a copy of x.
     e.activations = M * (activation_floats_per_row(mc, Precision::FP32) + mc.F) * kFloat;
@@ -117,7 +126,7 @@ MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& t
   // Every buffer the fast model sizes for this batch (its forward cache, backward buffers and per-thread SSD
   // scratch), and the global norm's partials.
   e.activations = double(cpu::CpuModel::floats_needed(mc, B, tc.L, compute.threads(), true)) * kFloat;
-  e.other = double(cpu::norm_blocks(layout.table.total())) * sizeof(double);
+  e.other += double(cpu::norm_blocks(layout.table.total())) * sizeof(double);
   return e;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/layer_shapes.h"
 #include "model/model_cpu.h"
 #include "train/optim_cpu.h"
 #include "cpu/thread_pool.h"
@@ -65,6 +66,34 @@ CpuTrainer::CpuTrainer(const Member& member, const CpuTrainerOptions& opt)
   decay_ = layout_.table.decay_mask();
   xb_.resize(size_t(B) * tc_.L * mc.F);
   yb_.resize(size_t(B) * tc_.L * mc.K);
+  if (tc_.state == StateMode::Carry) {
+    const int t_begin = gather_.t_begin, t_end = gather_.t_begin + gather_.T;
+    std::shared_ptr<const PresentRows> present = opt.present;
+    require(!present || (present->t_begin == t_begin && present->t_end == t_end &&
+                         present->rows.size() == size_t(data_.N)),
+            "CpuTrainer: the shared present rows are of another range or panel");
+    if (!present) present = present_rows(data_, t_begin, t_end);
+    carry_ = std::make_unique<CarrySampler>(std::move(present), B, tc_.L, tc_.seed);
+    carry_conv_.assign(size_t(mc.NL) * carry_conv_floats(mc, B), 0.0f);
+    carry_ssm_.assign(size_t(mc.NL) * carry_ssm_floats(mc, B), 0.0f);
+    reset_.assign(size_t(B), 1);
+  }
+}
+
+// The lanes the sampler resets start this step's window from zero; the others from the states the last step
+// ended with.
+void CpuTrainer::reset_lanes() {
+  const ModelConfig& c = layout_.cfg;
+  const int B = gather_.B;
+  const size_t nconv = carry_conv_floats(c, 1), nssm = carry_ssm_floats(c, 1);
+  for (int l = 0; l < c.NL; ++l)
+    for (int b = 0; b < B; ++b) {
+      if (!reset_[size_t(b)]) continue;
+      float* conv = carry_conv_.data() + (size_t(l) * B + b) * nconv;
+      float* ssm = carry_ssm_.data() + (size_t(l) * B + b) * nssm;
+      std::fill(conv, conv + nconv, 0.0f);
+      std::fill(ssm, ssm + nssm, 0.0f);
+    }
 }
 
 CpuTrainer::~CpuTrainer() = default;
@@ -75,15 +104,27 @@ StepRecord CpuTrainer::step() {
   const ModelConfig& c = layout_.cfg;
   const GatherParams& g = gather_;
   const Clock::time_point t0 = Clock::now();
-  gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
+  // Carry: the sampler masks the burn-in rows itself (a lane's first window after a reset only), so the loss
+  // takes none.
+  int burn_in = tc_.burn_in;
+  CarryState<float> carry;
+  if (carry_) {
+    carry_->gather(step_, data_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
+    reset_lanes();
+    burn_in = 0;
+    // in and out the same buffers: the models copy the in states before they write the out ones
+    carry = {carry_conv_.data(), carry_ssm_.data(), carry_conv_.data(), carry_ssm_.data()};
+  } else {
+    gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
+  }
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  const LossParams lp{g.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, tc_.burn_in, tc_.cross_section(data_.N)};
+  const LossParams lp{g.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, burn_in, tc_.cross_section(data_.N)};
   ref::LossResult<float> loss;
   if (fast_) {
-    fast_->forward(params_.data(), xb_.data(), g.B, tc_.L);
+    fast_->forward(params_.data(), xb_.data(), g.B, tc_.L, carry_ ? &carry : nullptr);
     loss = fast_->loss(yb_.data(), lp);
   } else {
-    ref_->forward(params_.data(), xb_.data(), g.B, tc_.L);
+    ref_->forward(params_.data(), xb_.data(), g.B, tc_.L, carry_ ? &carry : nullptr);
     loss = ref_->loss(yb_.data(), lp);
   }
   const Clock::time_point t1 = Clock::now();
@@ -113,6 +154,10 @@ StepRecord CpuTrainer::step() {
     }
   } else {
     ++skipped_;
+    // A non-finite batch may have left non-finite states: every lane starts its next window from zero rather than
+    // carry them (the weights, too, stay as they were).
+    std::fill(carry_conv_.begin(), carry_conv_.end(), 0.0f);
+    std::fill(carry_ssm_.begin(), carry_ssm_.end(), 0.0f);
   }
   times_ = {seconds(t0, t1), seconds(t1, t2), seconds(t2, Clock::now())};
   st.step = ++step_;
@@ -125,6 +170,12 @@ std::vector<float> CpuTrainer::predict(const Panel& p, const WindowPlan& plan, i
   return predict_cpu(layout_, w, p, plan, B, compute_);
 }
 
+std::vector<float> CpuTrainer::predict_carry(const Panel& p, int t0, int t1, const std::vector<float>* params) {
+  const CarryInput in = carry_input(p, t0, t1);
+  if (in.plan.windows.empty()) return carry_output(in, {}, p);
+  return carry_output(in, predict(in.compact, in.plan, prediction_tile(tc_, p.N, in.plan.L), params), p);
+}
+
 TrainState CpuTrainer::state() const {
   TrainState s;
   s.params = params_;
@@ -134,11 +185,36 @@ TrainState CpuTrainer::state() const {
   s.adam_step = step_ - skipped_;  // step() derives the AdamW step from these two
   s.skipped_total = skipped_;
   s.seed = tc_.seed;
+  s.carry_conv = carry_conv_;
+  s.carry_ssm = carry_ssm_;
   return s;
 }
 
 void CpuTrainer::load_state(const TrainState& s) {
   check_train_state(s, params_.size(), tc_.seed, "CpuTrainer::load_state");
+  check_carry_sizes(s, layout_.cfg, "CpuTrainer::load_state");
+  // A carry run continues from the states its lanes carried; a state of step 0 (train.init's weights) has none
+  // yet: the lanes start from zero, as a fresh run's do.
+  const bool has_carry = !s.carry_ssm.empty();
+  if (carry_) {
+    require(has_carry || s.step == 0,
+            "CpuTrainer::load_state: train.state = 'carry', but the state of step " + std::to_string(s.step) +
+                " holds no carried states (saved by a zero-state run?); resume it with the train.state it was trained with");
+    require(!has_carry || (s.carry_conv.size() == carry_conv_.size() && s.carry_ssm.size() == carry_ssm_.size()),
+            "CpuTrainer::load_state: the carried states are of " + std::to_string(s.carry_ssm.size()) +
+                " SSM floats, this trainer's lanes hold " + std::to_string(carry_ssm_.size()) +
+                " (another train.batch)");
+    if (has_carry) {
+      carry_conv_ = s.carry_conv;
+      carry_ssm_ = s.carry_ssm;
+    } else {
+      std::fill(carry_conv_.begin(), carry_conv_.end(), 0.0f);
+      std::fill(carry_ssm_.begin(), carry_ssm_.end(), 0.0f);
+    }
+  } else {
+    require(!has_carry, "CpuTrainer::load_state: the state holds carried states (a train.state = 'carry' run's), but "
+                        "this trainer has train.state = 'zero'; resume it with train.state = 'carry'");
+  }
   params_ = s.params;
   m_ = s.m;
   v_ = s.v;

@@ -1,6 +1,8 @@
 #pragma once
 // The CPU training step (DESIGN section 2 on the CPU backend): sample → forward → loss → backward →
-// global norm → clip → AdamW with the scheduled lr. `ml-alpha train`'s step on a machine without a GPU: the
+// global norm → clip → AdamW with the scheduled lr. With train.state = "carry" the batch's lanes walk consecutive
+// windows (data/carry_sampler.h) and each lane's conv windows and SSM states go from one step's forward into the
+// next's (zeroed where the sampler resets the lane), part of the trainer's state. `ml-alpha train`'s step on a machine without a GPU: the
 // fast CPU model (src/cpu: OpenBLAS, all cores) by default, or the reference model (RefModel<float>, one
 // thread, the ref:: optimizer passes), the oracle the GPU trainer's tests compare with.
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "data/carry_sampler.h"
 #include "data/panel.h"
 #include "mlalpha/compute.h"
 #include "mlalpha/config.h"
@@ -34,6 +37,9 @@ struct CpuTrainerOptions {
   // The fast model's threads from a pool shared with other trainers stepped in turn (a population's members;
   // compute.threads() is then not used). It must outlive the trainer.
   cpu::ThreadPool* pool = nullptr;
+  // train.state = "carry": the present rows of the member's panel over its training range, shared by the members
+  // of one panel (a population's); null: the trainer finds them.
+  std::shared_ptr<const PresentRows> present = nullptr;
 };
 
 // Wall seconds of the parts of the last step (`ml-alpha bench --device cpu` prints them).
@@ -68,6 +74,9 @@ class CpuTrainer {
   // with this trainer's model (its threads, its inference buffers; the training state is untouched), with
   // the live weights or with `params` when non-null, in windows of B.
   std::vector<float> predict(const Panel& p, const WindowPlan& plan, int B, const std::vector<float>* params = nullptr);
+  // Predictions (N, T, K) of `p` in mode carry over the dates [t0, t1) (predict.h, predict_carry), by this
+  // trainer's model, with the live weights or `params`.
+  std::vector<float> predict_carry(const Panel& p, int t0, int t1, const std::vector<float>* params = nullptr);
   // Everything needed to continue bit-exactly (weights, AdamW moments, counters, seed): a copy.
   TrainState state() const;
   // Continue from `s` (before the first step or between steps): the next step is s.step + 1 and equals
@@ -76,6 +85,8 @@ class CpuTrainer {
   void load_state(const TrainState& s);
 
  private:
+  void reset_lanes();
+
   ModelLayout layout_;
   TrainConfig tc_;
   Compute compute_;  // the CPU side of it: the threads and the kernels
@@ -84,6 +95,11 @@ class CpuTrainer {
   std::unique_ptr<cpu::CpuModel> fast_;     // one of the two
   std::unique_ptr<RefModel<float>> ref_;
   std::vector<float> params_, grads_, m_, v_, xb_, yb_;
+  // train.state = "carry": the sampler of consecutive windows, the lanes' states (layer-major, CarryState) and
+  // which lanes start from zero this step.
+  std::unique_ptr<CarrySampler> carry_;
+  std::vector<float> carry_conv_, carry_ssm_;  // (NL, B, W − 1, conv_dim), (NL, B, H, P, N)
+  std::vector<unsigned char> reset_;           // (B)
   std::vector<double> norm_partials_;       // (cpu::norm_blocks(params)): the fast global norm's scratch
   std::vector<unsigned char> decay_;
   int64_t step_ = 0, skipped_ = 0;

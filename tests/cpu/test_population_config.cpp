@@ -154,7 +154,7 @@ std::string settings_of(const MemberSpec& m) {
   return s;
 }
 
-TEST(Population, OneMemberWithoutASweep) {
+TEST(PopulationMembers, OneMemberWithoutASweep) {
   RunConfig c = parse("[train]\nseed = 9\nlr = 2e-3\n");
   const auto m = expand_population(c, 1);
   ASSERT_EQ(m.size(), 1u);
@@ -168,7 +168,7 @@ TEST(Population, OneMemberWithoutASweep) {
   EXPECT_EQ(expand_population(c, 4).size(), 1u);
 }
 
-TEST(Population, OrderNamesSeedsAndSettings) {
+TEST(PopulationMembers, OrderNamesSeedsAndSettings) {
   const RunConfig c = parse("[train]\nmodels = 2\nseed = 100\nwarmup = 7\n[sweep]\nlr = [1e-3, 3e-4]\nclip = [0.5, 1, 2]\n");
   const auto m = expand_population(c, 1);
   ASSERT_EQ(m.size(), 12u);  // 2 lr × 3 clip × 2 seeds
@@ -192,7 +192,7 @@ TEST(Population, OrderNamesSeedsAndSettings) {
   EXPECT_EQ(m[4].train.seed, 100u);
 }
 
-TEST(Population, EverySweptKeyAndWideNames) {
+TEST(PopulationMembers, EverySweptKeyAndWideNames) {
   const RunConfig c = parse("[train]\nsteps = 500\n[sweep]\nlr = [0.01, 0.02, 0.03, 0.04, 0.05]\n"
                             "weight_decay = [0, 0.1]\nclip = [1, 0]\nwarmup = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100]\n");
   const auto m = expand_population(c, 1);
@@ -210,7 +210,7 @@ TEST(Population, EverySweptKeyAndWideNames) {
   EXPECT_EQ(m[219].train.seed, c.train.seed);  // one model per combination: the run's seed, not listed
 }
 
-TEST(Population, ParallelFoldsMultiply) {
+TEST(PopulationMembers, ParallelFoldsMultiply) {
   const RunConfig c = parse("[train]\nmodels = 3\n[sweep]\nlr = [1e-3, 2e-3]\n[run]\nparallel_folds = true\n");
   const auto m = expand_population(c, 4);
   ASSERT_EQ(m.size(), 24u);
@@ -235,7 +235,7 @@ TEST(Population, ParallelFoldsMultiply) {
   EXPECT_EQ(f[2].fold, 2);
 }
 
-TEST(Population, SizeLimit) {
+TEST(PopulationMembers, SizeLimit) {
   RunConfig c = parse("[train]\nmodels = 4096\n");
   EXPECT_EQ(expand_population(c, 1).size(), 4096u);
   EXPECT_EQ(expand_population(c, 1).back().name, "member-4095");
@@ -249,7 +249,7 @@ TEST(Population, SizeLimit) {
   EXPECT_EQ(expand_population(c, 3).size(), 4096u);
 }
 
-TEST(Population, InvalidSweepsAreRefused) {
+TEST(PopulationMembers, InvalidSweepsAreRefused) {
   RunConfig c = parse("[train]\nsteps = 50\n");
   c.sweep.warmup = {10, 60};
   EXPECT_TRUE(contains(error_of([&] { expand_population(c, 1); }), "sweep.warmup[1] = 60 must be less than train.steps = 50"));
@@ -266,7 +266,7 @@ TEST(Population, InvalidSweepsAreRefused) {
                        "member-00 (lr = 0.001, seed = 1): train.beta1 must be in [0, 1), got 1.5"));
 }
 
-TEST(Population, CheckpointsRecordOneModel) {
+TEST(PopulationMembers, CheckpointsRecordOneModel) {
   TrainConfig t;
   t.models = 1;
   const std::string j = to_json(t);

@@ -1,0 +1,121 @@
+// train.state = "carry" through the public run API on the CPU backend (docs/config.md, "Stateful training"):
+// - a carry run stopped (run.stop_after) and resumed ends bitwise as the run trained straight through, walk-forward
+//   folds included (each fold its own lanes, from zero);
+// - a population keeps its states per member: member r is bitwise the solo run of seed + r;
+// - validation and test score in mode carry, the checkpoint records the state, and a model loaded from it
+//   predicts in carry by default;
+// - refusals before anything is written: time batches.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "compute_util.h"
+#include "mlalpha/model.h"
+#include "mlalpha/run.h"
+#include "test_files.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace mlalpha {
+namespace {
+
+class CarryRun : public ::testing::Test {
+ protected:
+  RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> ov = {"run.device=\"cpu\"", "run.threads=2", "data.instruments=5", "data.timesteps=400",
+                                   "data.n_features=3", "data.memory=50", "model.d_model=16", "model.head_dim=8",
+                                   "train.batch=3", "train.seq_len=16", "train.steps=24", "train.warmup=2",
+                                   "train.log_every=4", "run.eval_every=8", "train.state=\"carry\"",
+                                   "run.out_dir=\"" + (tmp_.path / name).string() + "\""};
+    ov.insert(ov.end(), extra.begin(), extra.end());
+    return parse_run_config("", "test", ov);
+  }
+  RunResult run(const RunConfig& c, std::vector<std::string>* messages = nullptr, RunOptions o = {}) {
+    o.callback = [messages](const RunEvent& e) {
+      if (e.kind == RunEvent::Kind::message && messages) messages->push_back(e.message);
+      return true;
+    };
+    return run_training(c, o);
+  }
+  fs::path at(const std::string& rel) const { return tmp_.path / rel; }
+  test::TempDir tmp_;
+};
+
+// The states a checkpoint's sidecar holds, with its weights and moments: equal bit for bit.
+void expect_same_state(const fs::path& a, const fs::path& b) {
+  const Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
+  EXPECT_EQ(x.state.step, y.state.step) << a << " vs " << b;
+  EXPECT_TRUE(test::same_bits(x.state.params, y.state.params)) << a << " vs " << b;
+  EXPECT_TRUE(test::same_bits(x.state.m, y.state.m)) << a << " vs " << b;
+  EXPECT_TRUE(test::same_bits(x.state.v, y.state.v)) << a << " vs " << b;
+  ASSERT_FALSE(x.state.carry_ssm.empty()) << a << ": a carry run's last checkpoint holds its lanes' states";
+  EXPECT_TRUE(test::same_bits(x.state.carry_ssm, y.state.carry_ssm)) << a << " vs " << b;
+  EXPECT_TRUE(test::same_bits(x.state.carry_conv, y.state.carry_conv)) << a << " vs " << b;
+}
+
+TEST_F(CarryRun, AResumedRunEndsAsTheStraightOne) {
+  const std::vector<std::string> wf = {"split.walk_forward_folds=2", "split.walk_forward_train_size=160", "split.walk_forward_test_size=60"};
+  std::vector<std::string> messages;
+  run(config("straight", wf), &messages);
+  bool said = false;
+  for (const std::string& m : messages) said = said || m.find("validation and test predict in mode carry") != std::string::npos;
+  EXPECT_TRUE(said) << "the run's log names the carry evaluation";
+  run(config("split", {"split.walk_forward_folds=2", "split.walk_forward_train_size=160", "split.walk_forward_test_size=60", "run.stop_after=10"}));
+  RunOptions o;
+  o.resume = at("split").string();
+  run(parse_run_config("", "test", {}), nullptr, o);
+  for (const char* fold : {"fold-0", "fold-1"})
+    expect_same_state(at(std::string("straight/") + fold + "/last.safetensors"),
+                      at(std::string("split/") + fold + "/last.safetensors"));
+  EXPECT_EQ(test::read_bytes(at("straight/oos_pred.csv")), test::read_bytes(at("split/oos_pred.csv")));
+}
+
+TEST_F(CarryRun, PopulationMembersKeepTheirOwnStates) {
+  run(config("pop", {"train.models=2"}));
+  run(config("solo", {"train.seed=2"}));  // member 1 trains with seed + 1
+  expect_same_state(at("pop/member-01/last.safetensors"), at("solo/last.safetensors"));
+  const Checkpoint m0 = load_checkpoint(at("pop/member-00/last.safetensors").string());
+  const Checkpoint m1 = load_checkpoint(at("pop/member-01/last.safetensors").string());
+  EXPECT_NE(m0.state.carry_ssm, m1.state.carry_ssm);
+}
+
+// The run scores its validation and test in mode carry: a model loaded from its best checkpoint gives the same test
+// score in carry mode (and by default), another one in window mode.
+TEST_F(CarryRun, EvaluatesInCarryModeAndSaysSoInTheCheckpoint) {
+  const RunResult r = run(config("eval"));
+  const Model m = Model::load(r.folds[0].dir + "/best.safetensors");
+  EXPECT_EQ(m.train_config().state, StateMode::Carry);
+  EXPECT_EQ(default_predict_mode(m.train_config()), PredictMode::carry);
+  std::string note;
+  EXPECT_EQ(resolve_predict_mode("", m.train_config(), "--mode", &note), PredictMode::carry);
+  EXPECT_NE(note.find("train.state = 'carry'"), std::string::npos) << note;
+  EXPECT_EQ(resolve_predict_mode("window", m.train_config(), "--mode"), PredictMode::window);
+  const Panel p = load_panel(m.data_config());
+  const TimeRange test_range = split_range(r.folds[0].split, "test", p.T);
+  const double carry = m.evaluate(p, test_range, test::on_cpu(2), {}, PredictMode::carry).mean.mse;
+  const double window = m.evaluate(p, test_range, test::on_cpu(2), {}, PredictMode::window).mean.mse;
+  EXPECT_DOUBLE_EQ(carry, r.folds[0].test.mean.mse);
+  EXPECT_NE(window, r.folds[0].test.mean.mse);
+  // A zero-state run's checkpoint has no state field and defaults to window.
+  const RunResult z = run(config("zero", {"train.state=\"zero\""}));
+  const Model mz = Model::load(z.folds[0].dir + "/best.safetensors");
+  EXPECT_EQ(default_predict_mode(mz.train_config()), PredictMode::window);
+  EXPECT_TRUE(load_checkpoint(z.folds[0].dir + "/last.safetensors").state.carry_ssm.empty());
+}
+
+TEST_F(CarryRun, TimeBatchesAreRefusedBeforeAnythingIsWritten) {
+  try {
+    run(config("time", {"train.batch=\"time\"", "train.dates=2"}));
+    FAIL() << "carry with time batches ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.state = 'carry'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(at("time")));
+}
+
+}  // namespace
+}  // namespace mlalpha
