@@ -1,5 +1,6 @@
 // `ml-alpha bench --stream`'s tables and its PyTorch side (bench_stream.h).
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -77,6 +78,13 @@ void print_stream_bench(const StreamBenchResult& r) {
 }
 
 std::vector<TorchStreamRow> run_torch_stream(const StreamBenchOptions& o, const std::string& script) {
+  // The default path is relative to the source folder: say so rather than blame PyTorch when it is not here.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(script, ec)) {
+    std::printf("\n(no PyTorch side: '%s' not found; run from the source folder or pass --torch-script PATH)\n",
+                script.c_str());
+    return {};
+  }
   std::vector<std::string> inst;
   for (int n : o.instruments) inst.push_back(std::to_string(n));
   char cpu_seconds[32];
@@ -110,6 +118,7 @@ std::vector<TorchStreamRow> run_torch_stream(const StreamBenchOptions& o, const 
 }
 
 void print_stream_ratios(const StreamBenchResult& ours, const std::vector<TorchStreamRow>& torch) {
+  if (torch.empty()) return;  // the PyTorch side did not run (said where it failed): no table of nothing
   std::printf("\nPyTorch's time over ml-alpha's, per bar (> 1: ml-alpha is faster); targets (issue 31): GPU graph >= 10, "
               "CPU >= 2\n| model | instruments | GPU graph | GPU step() | CPU 1 thread | CPU %d threads |\n"
               "|---|---|---|---|---|---|\n",
