@@ -42,6 +42,27 @@ std::vector<T> random_vec(size_t n, std::mt19937_64& rng, double lo = -1.0, doub
   return v;
 }
 
+// Rows [t0, t0 + len) of every sequence of a (B, L, width) tensor, as a (B, len, width) one.
+template <typename T>
+std::vector<T> time_slice(const std::vector<T>& v, int B, int L, size_t width, int t0, int len) {
+  std::vector<T> out(size_t(B) * len * width);
+  for (int b = 0; b < B; ++b)
+    std::copy_n(v.begin() + (size_t(b) * L + t0) * width, size_t(len) * width, out.begin() + size_t(b) * len * width);
+  return out;
+}
+// The (B, L1, width) and (B, L2, width) tensors of two windows, joined along time into (B, L1 + L2, width).
+template <typename T>
+std::vector<T> time_join(const std::vector<T>& a, const std::vector<T>& c, int B, int L1, int L2, size_t width) {
+  std::vector<T> out(size_t(B) * (L1 + L2) * width);
+  for (int b = 0; b < B; ++b) {
+    std::copy(a.begin() + size_t(b) * L1 * width, a.begin() + size_t(b + 1) * L1 * width,
+              out.begin() + size_t(b) * (L1 + L2) * width);
+    std::copy(c.begin() + size_t(b) * L2 * width, c.begin() + size_t(b + 1) * L2 * width,
+              out.begin() + (size_t(b) * (L1 + L2) + L1) * width);
+  }
+  return out;
+}
+
 template <typename A, typename B>
 std::vector<A> cast_vec(const std::vector<B>& v) {
   return std::vector<A>(v.begin(), v.end());

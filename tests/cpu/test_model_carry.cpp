@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fd_util.h"
+#include "model_fd_util.h"
 #include "model/layer_shapes.h"
 #include "model/model_cpu.h"
 #include "model/model_ref.h"
@@ -22,38 +23,6 @@ namespace mlalpha::test {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-ModelConfig small_config() {
-  ModelConfig c;
-  c.F = 3;
-  c.K = 2;
-  c.D = 8;
-  c.NL = 2;
-  c.P = 4;  // d_inner 16 → H = 4
-  c.G = 2;
-  c.N = 3;
-  c.W = 4;
-  c.Q = 4;
-  return c;
-}
-
-// Parameters off their special values (norms 1, biases 0, D 1), so no term hides behind a zero.
-std::vector<double> test_params(const ModelLayout& lay, std::mt19937_64& rng) {
-  const std::vector<float> init = init_params(lay, test_seed());
-  const auto noise = random_vec<double>(init.size(), rng, -0.3, 0.3);
-  std::vector<double> p(init.size(), 0.0);
-  for (const auto& t : lay.table.tensors())
-    for (size_t i = t.offset; i < t.offset + t.numel; ++i) p[i] = init[i] + noise[i];
-  return p;
-}
-
-// Rows [t0, t0 + len) of each of B sequences of a (B, L, width) tensor.
-std::vector<double> rows_of(const std::vector<double>& v, int B, int L, int width, int t0, int len) {
-  std::vector<double> out(size_t(B) * len * width);
-  for (int b = 0; b < B; ++b)
-    std::copy_n(v.begin() + (size_t(b) * L + t0) * width, size_t(len) * width, out.begin() + size_t(b) * len * width);
-  return out;
-}
 
 // Layer-major carried states of B windows.
 struct States {
@@ -71,11 +40,11 @@ const Split kSplits[] = {{2, 2, 9}, {1, 8, 5}, {3, 5, 7}};
 // over both from the same states: outputs and final states bit for bit (recurrent SSD), to kChunkedVsRecurrent
 // (chunked SSD).
 TEST(ModelCarry, ReferenceHandOverIsOneForward) {
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   const ModelConfig& c = lay.cfg;
   for (const Split& sp : kSplits) {
     auto rng = make_rng(sp.L1 * 13 + sp.L2);
-    const auto params = test_params(lay, rng);
+    const auto params = fd_params(lay, rng);
     const int L = sp.L1 + sp.L2;
     const auto x = random_vec<double>(size_t(sp.B) * L * c.F, rng, -1.5, 1.5);
     States s0(c, sp.B, 0.0);
@@ -89,11 +58,13 @@ TEST(ModelCarry, ReferenceHandOverIsOneForward) {
       const CarryState<double> cw{s0.conv.data(), s0.ssm.data(), whole.conv.data(), whole.ssm.data()};
       const std::vector<double> y_whole = model.forward(params.data(), x.data(), sp.B, L, &cw);
       const CarryState<double> c1{s0.conv.data(), s0.ssm.data(), s1.conv.data(), s1.ssm.data()};
-      const auto x1 = rows_of(x, sp.B, L, c.F, 0, sp.L1), x2 = rows_of(x, sp.B, L, c.F, sp.L1, sp.L2);
+      const auto x1 = time_slice<double>(x, sp.B, L, c.F, 0, sp.L1);
+      const auto x2 = time_slice<double>(x, sp.B, L, c.F, sp.L1, sp.L2);
       const std::vector<double> y1 = model.forward(params.data(), x1.data(), sp.B, sp.L1, &c1);
       const CarryState<double> c2{s1.conv.data(), s1.ssm.data(), s2.conv.data(), s2.ssm.data()};
       const std::vector<double> y2 = model.forward(params.data(), x2.data(), sp.B, sp.L2, &c2);
-      const auto w1 = rows_of(y_whole, sp.B, L, c.K, 0, sp.L1), w2 = rows_of(y_whole, sp.B, L, c.K, sp.L1, sp.L2);
+      const auto w1 = time_slice<double>(y_whole, sp.B, L, c.K, 0, sp.L1);
+      const auto w2 = time_slice<double>(y_whole, sp.B, L, c.K, sp.L1, sp.L2);
       if (chunked) {
         const double tol = tol::kChunkedVsRecurrent;
         EXPECT_TRUE(all_close(y1, w1, tol, tol, what + " window 1"));
@@ -113,11 +84,11 @@ TEST(ModelCarry, ReferenceHandOverIsOneForward) {
 // The fast CPU model (fp32), the states handed over in fp32, against the reference's one forward over both in
 // double: the fast path's error class.
 TEST(ModelCarry, FastHandOverTracksTheReference) {
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   const ModelConfig& c = lay.cfg;
   for (const Split& sp : kSplits) {
     auto rng = make_rng(sp.L1 * 17 + sp.L2 * 3);
-    const auto params = test_params(lay, rng);
+    const auto params = fd_params(lay, rng);
     const int L = sp.L1 + sp.L2;
     const auto x = random_vec<double>(size_t(sp.B) * L * c.F, rng, -1.5, 1.5);
     States s0(c, sp.B, 0.0), whole(c, sp.B, kNaN);
@@ -129,16 +100,18 @@ TEST(ModelCarry, FastHandOverTracksTheReference) {
 
     cpu::CpuModel fast(lay, {.threads = 2});
     const auto pf = cast_vec<float>(params);
-    const auto x1 = cast_vec<float>(rows_of(x, sp.B, L, c.F, 0, sp.L1));
-    const auto x2 = cast_vec<float>(rows_of(x, sp.B, L, c.F, sp.L1, sp.L2));
+    const auto x1 = cast_vec<float>(time_slice<double>(x, sp.B, L, c.F, 0, sp.L1));
+    const auto x2 = cast_vec<float>(time_slice<double>(x, sp.B, L, c.F, sp.L1, sp.L2));
     auto conv = cast_vec<float>(s0.conv), ssm = cast_vec<float>(s0.ssm);
     // In and out the same buffers, as the trainer hands them: the model copies the in states first.
     const CarryState<float> cs{conv.data(), ssm.data(), conv.data(), ssm.data()};
     const std::vector<float> y1 = fast.forward(pf.data(), x1.data(), sp.B, sp.L1, &cs);
     const std::vector<float> y2 = fast.forward(pf.data(), x2.data(), sp.B, sp.L2, &cs);
     const std::string what = "B=" + std::to_string(sp.B) + " L=" + std::to_string(sp.L1) + "+" + std::to_string(sp.L2);
-    EXPECT_TRUE(rel_l2_close(y1, rows_of(y_whole, sp.B, L, c.K, 0, sp.L1), tol::kCpuFastRelL2, what + " window 1"));
-    EXPECT_TRUE(rel_l2_close(y2, rows_of(y_whole, sp.B, L, c.K, sp.L1, sp.L2), tol::kCpuFastRelL2, what + " window 2"));
+    const auto w1 = time_slice<double>(y_whole, sp.B, L, c.K, 0, sp.L1);
+    const auto w2 = time_slice<double>(y_whole, sp.B, L, c.K, sp.L1, sp.L2);
+    EXPECT_TRUE(rel_l2_close(y1, w1, tol::kCpuFastRelL2, what + " window 1"));
+    EXPECT_TRUE(rel_l2_close(y2, w2, tol::kCpuFastRelL2, what + " window 2"));
     EXPECT_TRUE(rel_l2_close(conv, whole.conv, tol::kCpuFastRelL2, what + " conv state"));
     EXPECT_TRUE(rel_l2_close(ssm, whole.ssm, tol::kCpuFastRelL2, what + " ssm state"));
   }
@@ -147,12 +120,12 @@ TEST(ModelCarry, FastHandOverTracksTheReference) {
 // Every parameter tensor's and the input's gradient against central finite differences of the loss, the windows
 // starting from nonzero states (whose own gradient is stopped: they are constants of the loss).
 TEST(ModelCarry, GradientsAgainstFiniteDifferences) {
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   const ModelConfig& c = lay.cfg;
   for (bool chunked : {false, true}) {
     const int B = 2, L = 6;
     auto rng = make_rng(chunked ? 71 : 70);
-    auto params = test_params(lay, rng);
+    auto params = fd_params(lay, rng);
     auto x = random_vec<double>(size_t(B) * L * c.F, rng, -1.5, 1.5);
     auto y = random_vec<double>(size_t(B) * L * c.K, rng);
     y[1] = std::numeric_limits<double>::quiet_NaN();
@@ -185,11 +158,11 @@ TEST(ModelCarry, GradientsAgainstFiniteDifferences) {
 
 // The fast model's loss and gradients with nonzero in states against the reference's (double).
 TEST(ModelCarry, FastGradientsTrackTheReference) {
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   const ModelConfig& c = lay.cfg;
   const int B = 3, L = 7;
   auto rng = make_rng(91);
-  const auto params = test_params(lay, rng);
+  const auto params = fd_params(lay, rng);
   const auto x = random_vec<double>(size_t(B) * L * c.F, rng, -1.5, 1.5);
   const auto y = random_vec<double>(size_t(B) * L * c.K, rng);
   States s0(c, B, 0.0);
@@ -225,11 +198,11 @@ TEST(ModelCarry, FastGradientsTrackTheReference) {
 // Zero in states (explicit zeros, or a CarryState with null in pointers) are no carried state, bit for bit, in
 // both models: output, loss and gradients.
 TEST(ModelCarry, ZeroStatesAreNoStates) {
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   const ModelConfig& c = lay.cfg;
   const int B = 2, L = 9;
   auto rng = make_rng(5);
-  const auto params = test_params(lay, rng);
+  const auto params = fd_params(lay, rng);
   const auto x = random_vec<double>(size_t(B) * L * c.F, rng);
   const auto y = random_vec<double>(size_t(B) * L * c.K, rng);
   const LossParams lp{B, L, c.K, LossKind::MSE, 1.0f, 0};

@@ -6,25 +6,12 @@
 #include <limits>
 
 #include "fd_util.h"
+#include "model_fd_util.h"
 #include "model/layer_shapes.h"
 #include "model/model_ref.h"
 
 namespace mlalpha::test {
 namespace {
-
-ModelConfig small_config() {
-  ModelConfig c;
-  c.F = 3;
-  c.K = 2;
-  c.D = 8;
-  c.NL = 2;
-  c.P = 4;  // d_inner 16 → H = 4
-  c.G = 2;
-  c.N = 3;
-  c.W = 4;
-  c.Q = 4;
-  return c;
-}
 
 struct Case {
   int B, L;
@@ -36,16 +23,10 @@ class ModelFd : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ModelFd, EveryTensorAndInput) {
   const Case cs = GetParam();
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   const ModelConfig& c = lay.cfg;
   auto rng = make_rng(cs.B * 100 + cs.L);
-  // Start from the real initialisation, then move every tensor off its special values (norms = 1,
-  // biases = 0, D = 1) so no gradient term is hidden by a zero.
-  std::vector<double> params(lay.table.total(), 0.0);
-  const std::vector<float> init = init_params(lay, test_seed());
-  auto noise = random_vec<double>(params.size(), rng, -0.3, 0.3);
-  for (const auto& t : lay.table.tensors())
-    for (size_t i = t.offset; i < t.offset + t.numel; ++i) params[i] = init[i] + noise[i];
+  std::vector<double> params = fd_params(lay, rng);
   std::vector<double> x = random_vec<double>(size_t(cs.B) * cs.L * c.F, rng, -1.5, 1.5);
   std::vector<double> y = random_vec<double>(size_t(cs.B) * cs.L * c.K, rng);
   y[0] = std::numeric_limits<double>::quiet_NaN();
@@ -90,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ModelFd,
 
 // The chunked SSD inside the model gives the same output as the recurrence.
 TEST(ModelRef, ChunkedEqualsRecurrent) {
-  const ModelLayout lay(small_config());
+  const ModelLayout lay(small_fd_config());
   auto rng = make_rng(5);
   const auto pf = init_params(lay, 3);
   std::vector<double> params(pf.begin(), pf.end());
@@ -104,7 +85,7 @@ TEST(ModelRef, ChunkedEqualsRecurrent) {
 // The named column views tile their rows in DESIGN section 1's order, z | xBC | dt and x | B | C, with the
 // row strides the ops' parameters use.
 TEST(LayerShapes, ColumnViewsTileTheRows) {
-  const LayerShapes s(small_config(), 2, 5);  // d_inner 16, G·N 6: conv_dim 28, in_proj 48
+  const LayerShapes s(small_fd_config(), 2, 5);  // d_inner 16, G·N 6: conv_dim 28, in_proj 48
   std::vector<float> zx(size_t(s.M) * s.proj), xbc(size_t(s.M) * s.cd);
   const ZxCols<float> z = zx_cols(s, zx.data());
   EXPECT_EQ(z.z - zx.data(), 0);

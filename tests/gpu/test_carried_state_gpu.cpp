@@ -25,27 +25,6 @@ namespace {
 using V = std::vector<double>;
 using F = std::vector<float>;
 
-// Rows [t0, t0 + len) of every sequence of a (B, L, width) tensor, as a (B, len, width) one.
-template <typename T>
-std::vector<T> time_slice(const std::vector<T>& v, int B, int L, size_t width, int t0, int len) {
-  std::vector<T> out(size_t(B) * len * width);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < len; ++t)
-      for (size_t k = 0; k < width; ++k) out[(size_t(b) * len + t) * width + k] = v[(size_t(b) * L + t0 + t) * width + k];
-  return out;
-}
-// Two windows' (B, L1, width) and (B, L2, width) tensors joined along time.
-template <typename T>
-std::vector<T> time_join(const std::vector<T>& a, const std::vector<T>& c, int B, int L1, int L2, size_t width) {
-  std::vector<T> out(size_t(B) * (L1 + L2) * width);
-  for (int b = 0; b < B; ++b) {
-    std::copy(a.begin() + size_t(b) * L1 * width, a.begin() + size_t(b + 1) * L1 * width,
-              out.begin() + size_t(b) * (L1 + L2) * width);
-    std::copy(c.begin() + size_t(b) * L2 * width, c.begin() + size_t(b + 1) * L2 * width,
-              out.begin() + (size_t(b) * (L1 + L2) + L1) * width);
-  }
-  return out;
-}
 // Columns [c0, c1) of every row of a (rows, ld) array.
 template <typename T>
 std::vector<T> cols(const std::vector<T>& v, int ld, int c0, int c1) {
