@@ -63,6 +63,15 @@ std::vector<T> time_join(const std::vector<T>& a, const std::vector<T>& c, int B
   return out;
 }
 
+// Columns [c0, c1) of every row of a (rows, ld) array.
+template <typename T>
+std::vector<T> cols(const std::vector<T>& v, int ld, int c0, int c1) {
+  std::vector<T> out;
+  for (size_t r = 0; r < v.size() / ld; ++r)
+    for (int c = c0; c < c1; ++c) out.push_back(v[r * ld + c]);
+  return out;
+}
+
 template <typename A, typename B>
 std::vector<A> cast_vec(const std::vector<B>& v) {
   return std::vector<A>(v.begin(), v.end());

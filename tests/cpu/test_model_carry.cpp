@@ -142,16 +142,7 @@ TEST(ModelCarry, GradientsAgainstFiniteDifferences) {
     f();
     std::vector<double> grads(params.size(), 0.0), dx(x.size());
     model.backward(params.data(), grads.data(), dx.data());
-    for (const auto& t : lay.table.tensors()) {
-      std::vector<double> vals(params.begin() + t.offset, params.begin() + t.offset + t.numel);
-      const std::vector<double> g(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
-      auto ft = [&] {
-        std::copy(vals.begin(), vals.end(), params.begin() + t.offset);
-        return f();
-      };
-      EXPECT_TRUE(fd_check({t.name + (chunked ? " (chunked)" : ""), &vals, g}, ft, 24));
-      std::copy(vals.begin(), vals.end(), params.begin() + t.offset);
-    }
+    fd_check_every_tensor(lay, params, grads, f, chunked ? " (chunked)" : "");
     EXPECT_TRUE(fd_check({"input x", &x, dx}, f, 24));
   }
 }

@@ -41,17 +41,7 @@ TEST_P(ModelFd, EveryTensorAndInput) {
   std::vector<double> grads(params.size(), 0.0), dx(x.size());
   model.backward(params.data(), grads.data(), dx.data());
 
-  for (const auto& t : lay.table.tensors()) {
-    // Check the tensor through a view: copy it out, perturb the copy, copy back inside f.
-    std::vector<double> vals(params.begin() + t.offset, params.begin() + t.offset + t.numel);
-    std::vector<double> g(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
-    auto ft = [&] {
-      std::copy(vals.begin(), vals.end(), params.begin() + t.offset);
-      return f();
-    };
-    EXPECT_TRUE(fd_check({t.name, &vals, g}, ft, 24));
-    std::copy(vals.begin(), vals.end(), params.begin() + t.offset);
-  }
+  fd_check_every_tensor(lay, params, grads, f);
   EXPECT_TRUE(fd_check({"input x", &x, dx}, f, 24));
   // Padding between tensors never receives gradient.
   for (size_t i = 0; i < grads.size(); ++i) {

@@ -25,14 +25,6 @@ namespace {
 using V = std::vector<double>;
 using F = std::vector<float>;
 
-// Columns [c0, c1) of every row of a (rows, ld) array.
-template <typename T>
-std::vector<T> cols(const std::vector<T>& v, int ld, int c0, int c1) {
-  std::vector<T> out;
-  for (size_t r = 0; r < v.size() / ld; ++r)
-    for (int c = c0; c < c1; ++c) out.push_back(v[r * ld + c]);
-  return out;
-}
 std::vector<double> minus(const F& a, const F& b) {
   std::vector<double> out(a.size());
   for (size_t i = 0; i < a.size(); ++i) out[i] = double(a[i]) - double(b[i]);

@@ -88,14 +88,6 @@ Outputs run_gpu(const Inputs& in) {
   return o;
 }
 
-// Columns [c0, c1) of every row of a (rows, ld) array.
-template <typename T>
-std::vector<T> cols(const std::vector<T>& v, int ld, int c0, int c1) {
-  std::vector<T> out;
-  for (size_t r = 0; r < v.size() / ld; ++r)
-    for (int c = c0; c < c1; ++c) out.push_back(v[r * ld + c]);
-  return out;
-}
 template <typename T, typename U>
 std::vector<double> minus(const std::vector<T>& a, const std::vector<U>& b) {
   std::vector<double> out(a.size());
