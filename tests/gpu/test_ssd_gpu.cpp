@@ -461,7 +461,7 @@ TEST(SsdGpu, MembersBatchedSameBitsAsSolo) {
       {{2, 100, 8, 32, 1, 64, 64}, Precision::BF16, SsdAlgo::kWalk, 2},   // walks in clusters of 2 + group_sum
       {{1, 130, 8, 64, 2, 64, 64}, Precision::FP32, SsdAlgo::kWalk, 0},   // 'M' head, G = 2, fp32 walks
       {{2, 70, 3, 7, 2, 3, 32, 1}, Precision::FP32, SsdAlgo::kAuto, 0},   // generic kernels, H not a multiple of G
-      {{1, 2100, 2, 16, 1, 16, 16}, Precision::FP32, SsdAlgo::kAuto, 0},  // > 64 chunks: segmented chunk walks
+      {{1, 1100, 2, 16, 1, 16, 16}, Precision::FP32, SsdAlgo::kAuto, 0},  // 69 chunks: segmented chunk walks
   };
   const int E = 3;
   for (const Case& c : cases) {
