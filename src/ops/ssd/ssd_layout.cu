@@ -41,12 +41,12 @@ void validate(const SsdParams& p) {
           "ssd: ld=" + std::to_string(p.ld) + " must be >= H*P=" + std::to_string(p.H * p.P) +
               " and >= G*N=" + std::to_string(p.G * p.N));
   require(p.B <= 65535 && p.H <= 65535, "ssd (gpu): B and H must be <= 65535 (grid dimensions)");
-  require(p.members >= 1 && p.members <= 65535 && p.B % p.members == 0,
-          "ssd (gpu): members must be in [1, 65535] and divide B (each member's windows), got members=" +
-              std::to_string(p.members) + " B=" + std::to_string(p.B));
-  require(p.members == 1 || p.member_stride >= size_t(p.H),
-          "ssd (gpu): member_stride=" + std::to_string(p.member_stride) + " must be >= H=" + std::to_string(p.H) +
-              " (the members' A_log, Dskip, dA_log, dD would overlap)");
+  if (p.members < 1 || p.members > 65535 || p.B % p.members != 0)
+    throw Error("ssd (gpu): members must be in [1, 65535] and divide B (each member's windows), got members=" +
+                std::to_string(p.members) + " B=" + std::to_string(p.B));
+  if (p.members > 1 && p.member_stride < size_t(p.H))
+    throw Error("ssd (gpu): member_stride=" + std::to_string(p.member_stride) + " must be >= H=" +
+                std::to_string(p.H) + " (the members' A_log, Dskip, dA_log, dD would overlap)");
   const int T = std::min(p.Q, kMinChunk);
   require(bwd_bytes(T, p.N, p.P) <= size_t(kSmemLimitBytes),
           "ssd (gpu): P=" + std::to_string(p.P) + " with N=" + std::to_string(p.N) +
