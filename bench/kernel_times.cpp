@@ -167,6 +167,7 @@ struct Args {
   int warmup = 10;
   bool trace_from_start = false;
   int models = 1;  // a population of this many members (seeds 1.., one captured step); 1 = the single model
+  int batch = 0;   // windows per step instead of the configuration's B (0 = its B)
 };
 
 void print_table(const Collector& c, int steps, double wall_ms, double untraced_ms) {
@@ -209,7 +210,8 @@ void print_table(const Collector& c, int steps, double wall_ms, double untraced_
 }
 
 int run(const Args& a) {
-  const BenchShape& s = bench_shape(a.config);
+  BenchShape s = bench_shape(a.config);
+  if (a.batch > 0) s.B = a.batch;
   require(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   Context ctx(0);
   std::printf("ml-alpha-kernels: config %s (B %d, L %d, F %d, D %d, NL %d, N %d, P %d, Q %d), %s, %d model%s, on %s\n",
@@ -293,6 +295,9 @@ int main(int argc, char** argv) {
   app.add_flag("--tf32", tf32, "the older spelling of --precision tf32");
   app.add_option("--models", a.models, "trace a population of this many members in one captured step")
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--batch", a.batch, "windows per step instead of the configuration's B (0: its B)")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_option("--steps", a.steps, "graph-replayed steps traced")
       ->check(CLI::Range(1, 100000))

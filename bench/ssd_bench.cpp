@@ -9,6 +9,8 @@
 // for no dh0). --digest: no timing; a 64-bit FNV-1a hash of every output of one forward and backward (and of the
 // causal conv on the layer's channels, W = 4) per shape, precision and path, so that two builds' stateless ops can
 // be compared bit for bit (the same source of this tool built against each).
+// --members E: a population's E members in one call (SsdParams::members, B windows each, member-major) against E
+// calls of one member each on the same stream, forward and backward µs for all E, in the precision's default path.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
@@ -112,6 +114,63 @@ struct Layer {
   }
 };
 
+// E members of B windows each: the layer holds E·B windows and E members' A_log, D (stride H); fwd/bwd run either
+// all members in one call (SsdParams::members = E) or member by member (E calls of members = 1 on their slices).
+struct MemberLayer {
+  SsdParams one;  // one member's shape
+  int E;
+  Layer all;
+  MemberLayer(SsdParams q, int members) : one(q), E(members), all(with_batch(q, q.B * members)) {
+    std::vector<float> al = uniform(size_t(E) * q.H, 3, 1.f, 16.f);
+    for (float& v : al) v = std::log(v);
+    all.A_log = upload(al);
+    all.D = upload(uniform(size_t(E) * q.H, 4, 0.5f, 1.5f));
+    all.dA_log = upload(std::vector<float>(size_t(E) * q.H, 0.f));
+    all.dD = upload(std::vector<float>(size_t(E) * q.H, 0.f));
+    // Room for E slices of one member's saved buffer (either path; at least the batched call's own).
+    SsdParams w = q, c = q;
+    w.algo = SsdAlgo::kWalk, c.algo = SsdAlgo::kChunked;
+    all.saved = DeviceBuffer<float>(size_t(E) * std::max(mlalpha::gpu::ssd_saved_floats(w),
+                                                         mlalpha::gpu::ssd_saved_floats(c)));
+  }
+  static SsdParams with_batch(SsdParams q, int B) {
+    q.B = B;
+    return q;
+  }
+  SsdParams batched() const {
+    SsdParams q = all.p;
+    q.precision = one.precision, q.members = E, q.member_stride = size_t(one.H);
+    return q;
+  }
+  // Member m's slice of every array, as a call of one member sees it.
+  mlalpha::SsdInputs<float> in(int m) {
+    const size_t rows = size_t(m) * one.B * one.L;
+    const int bo = one.H * one.P, co = bo + one.G * one.N;
+    return {.x = all.xbc.data() + rows * one.ld, .delta = all.delta.data() + rows * one.H,
+            .A_log = all.A_log.data() + size_t(m) * one.H, .Bm = all.xbc.data() + rows * one.ld + bo,
+            .Cm = all.xbc.data() + rows * one.ld + co, .Dskip = all.D.data() + size_t(m) * one.H};
+  }
+  size_t saved_of_one() const { return mlalpha::gpu::ssd_saved_floats(one); }
+  void fwd_each() {
+    for (int m = 0; m < E; ++m)
+      mlalpha::gpu::ssd_fwd(one, in(m), all.y.data() + size_t(m) * one.B * one.L * one.H * one.P,
+                            all.saved.data() + size_t(m) * saved_of_one(), nullptr);
+  }
+  void bwd_each() {
+    const int bo = one.H * one.P, co = bo + one.G * one.N;
+    for (int m = 0; m < E; ++m) {
+      const size_t rows = size_t(m) * one.B * one.L;
+      float* dx = all.dxbc.data() + rows * one.ld;
+      mlalpha::gpu::ssd_bwd(one, in(m), all.saved.data() + size_t(m) * saved_of_one(),
+                            all.dy.data() + rows * one.H * one.P,
+                            {.dx = dx, .ddelta = all.ddelta.data() + rows * one.H,
+                             .dA_log = all.dA_log.data() + size_t(m) * one.H, .dB = dx + bo, .dC = dx + co,
+                             .dD = all.dD.data() + size_t(m) * one.H},
+                            all.ws.data(), nullptr);
+    }
+  }
+};
+
 // µs per call of f: 20 calls between two events, median of 7 rounds after 3 untimed calls.
 template <class F>
 double us_per_call(F&& f) {
@@ -212,8 +271,43 @@ int main(int argc, char** argv) {
   app.add_flag("--digest", digests,
                "no timing: print a hash of every output of the stateless ops (forward, backward, both paths, and "
                "the causal conv) to compare two builds bit for bit");
+  int members = 0;
+  app.add_option("--members", members,
+                 "time E members of a population in one call (SsdParams::members) against E calls of one member")
+      ->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);
   mlalpha::gpu::ssd_walk_bwd_force_cluster_heads(force_cs);
+  if (members > 0) {
+    try {
+      std::printf("%-8s %-5s %-8s %4s %12s %12s %12s %12s %8s\n", "shape", "prec", "path", "E", "fwd E calls",
+                  "fwd batched", "bwd E calls", "bwd batched", "speedup");
+      for (const LayerShape& s : kShapes) {
+        if (shapes.find(s.name) == std::string::npos) continue;
+        SsdParams shape = s.p;
+        if (batch > 0) shape.B = batch;
+        for (const char* pname : {"fp32", "tf32", "bf16"}) {
+          if (precisions.find(pname) == std::string::npos) continue;
+          shape.precision = std::string(pname) == "bf16"   ? Precision::BF16
+                            : std::string(pname) == "tf32" ? Precision::TF32
+                                                           : Precision::FP32;
+          // The saved buffer and scratch of the batched call hold E members' (the members' calls use slices).
+          MemberLayer ml(shape, members);
+          const SsdParams q = ml.batched();
+          const double fe = us_per_call([&] { ml.fwd_each(); }), be = us_per_call([&] { ml.bwd_each(); });
+          const double fb = us_per_call([&] { ml.all.fwd(q); }), bb = us_per_call([&] { ml.all.bwd(q); });
+          std::printf("%-8s %-5s %-8s %4d %12.1f %12.1f %12.1f %12.1f %7.2fx\n",
+                      (std::string(s.name) + "/" + std::to_string(shape.B)).c_str(), pname,
+                      mlalpha::gpu::ssd_uses_walk(shape) ? "walk" : "chunked", members, fe, fb, be, bb,
+                      (fe + be) / (fb + bb));
+          std::fflush(stdout);
+        }
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ml-alpha-ssd-bench: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   if (digests) {
     try {
       for (const LayerShape& s : kShapes) {

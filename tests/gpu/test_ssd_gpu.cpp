@@ -104,7 +104,8 @@ std::vector<double> ref_chunk_states(const Inputs& in) {
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
       const int g = h * p.G / p.H;
-      const double A = -std::exp(double(in.A_log[h]));
+      const size_t mo = p.members > 1 ? size_t(b / (p.B / p.members)) * p.member_stride : 0;  // b's member
+      const double A = -std::exp(double(in.A_log[mo + h]));
       std::fill(s.begin(), s.end(), 0.0);
       for (int t = 0; t < p.L; ++t) {
         const size_t row = size_t(b) * p.L + t;
@@ -131,13 +132,10 @@ double ssd_tol(Precision precision) {
   }
   return tol::kGpuSsdRelL2;
 }
-void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Precision::FP32,
-                       SsdAlgo algo = SsdAlgo::kAuto) {
+// The GPU op on `in` (its precision, algo and members from in.p) against the double oracle.
+void check_inputs_against_ref(const Inputs& in) {
+  const Precision precision = in.p.precision;
   const bool fp32 = precision == Precision::FP32;
-  Inputs in = make_inputs(s, salt);
-  in.p.precision = precision;
-  in.p.algo = algo;
-  SCOPED_TRACE(name(s) + " " + to_string(precision) + " " + (gpu::ssd_uses_walk(in.p) ? "walk" : "chunked"));
   const SsdParams& p = in.p;
   const Outputs got = run_gpu(in);
 
@@ -177,6 +175,15 @@ void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Prec
   check(rel_l2_close(got.dD, dD, tol, "dD (accumulated)"));
   check(rel_l2_close(minus(got.dA_log, in.dA_log0), minus(dA_log, in.dA_log0), tol_dA, "dA_log increment"));
   check(rel_l2_close(minus(got.dD, in.dD0), minus(dD, in.dD0), tol, "dD increment"));
+}
+
+void check_against_ref(const Shape& s, uint64_t salt, Precision precision = Precision::FP32,
+                       SsdAlgo algo = SsdAlgo::kAuto) {
+  Inputs in = make_inputs(s, salt);
+  in.p.precision = precision;
+  in.p.algo = algo;
+  SCOPED_TRACE(name(s) + " " + to_string(precision) + " " + (gpu::ssd_uses_walk(in.p) ? "walk" : "chunked"));
+  check_inputs_against_ref(in);
 }
 
 TEST(SsdGpu, SmallAndRaggedShapes) {
@@ -405,6 +412,107 @@ TEST(SsdGpu, WalkClusterSizesSameBits) {
       EXPECT_TRUE(same(a.dD, b.dD));
     }
   check_against_ref({2, 100, 8, 32, 1, 64, 64}, 996, Precision::BF16, SsdAlgo::kWalk);  // the choice, restored
+}
+
+// A population's members in one call (SsdParams::members, issue 38): E members' windows member-major in every
+// (B, ...) array, each member's A_log, D (and dA_log, dD) at m·stride in a padded arena. Every member's outputs
+// must be bitwise those of a call on its windows and parameters alone, on both paths (fp32: chunk-parallel;
+// fp32 forced onto the walks; bf16: walks) and the reverse walk's cluster sizes; the arena's padding between
+// members must stay as it was; and the batched call must match the double oracle, which honours members too.
+Inputs batch_members(const std::vector<Inputs>& solo, size_t stride) {
+  Inputs all = solo[0];
+  const int E = int(solo.size());
+  all.p.B = E * solo[0].p.B;
+  all.p.members = E;
+  all.p.member_stride = stride;
+  all.xbc.clear(), all.delta.clear(), all.dy.clear();
+  auto rng = make_rng(4242);
+  all.A_log = random_vec<float>(E * stride, rng, -3.0, 3.0);  // the padding: values no member may read or write
+  all.D = random_vec<float>(E * stride, rng, -3.0, 3.0);
+  all.dA_log0 = random_vec<float>(E * stride, rng, -3.0, 3.0);
+  all.dD0 = random_vec<float>(E * stride, rng, -3.0, 3.0);
+  for (int m = 0; m < E; ++m) {
+    const Inputs& s = solo[size_t(m)];
+    all.xbc.insert(all.xbc.end(), s.xbc.begin(), s.xbc.end());
+    all.delta.insert(all.delta.end(), s.delta.begin(), s.delta.end());
+    all.dy.insert(all.dy.end(), s.dy.begin(), s.dy.end());
+    std::copy(s.A_log.begin(), s.A_log.end(), all.A_log.begin() + m * stride);
+    std::copy(s.D.begin(), s.D.end(), all.D.begin() + m * stride);
+    std::copy(s.dA_log0.begin(), s.dA_log0.end(), all.dA_log0.begin() + m * stride);
+    std::copy(s.dD0.begin(), s.dD0.end(), all.dD0.begin() + m * stride);
+  }
+  return all;
+}
+
+TEST(SsdGpu, MembersBatchedSameBitsAsSolo) {
+  auto slice_same = [](const std::vector<float>& all, const std::vector<float>& one, size_t m) {
+    return all.size() >= (m + 1) * one.size() &&
+           std::memcmp(all.data() + m * one.size(), one.data(), one.size() * sizeof(float)) == 0;
+  };
+  struct Case {
+    Shape s;
+    Precision precision;
+    SsdAlgo algo;
+    int cluster_heads;  // the reverse walk's cluster size forced (0: the run-time choice)
+  };
+  const Case cases[] = {
+      {{2, 100, 8, 32, 1, 64, 64}, Precision::FP32, SsdAlgo::kAuto, 0},   // 'S' head, chunk-parallel path
+      {{2, 100, 8, 32, 1, 64, 64}, Precision::BF16, SsdAlgo::kAuto, 0},   // 'S' head, walks
+      {{2, 100, 8, 32, 1, 64, 64}, Precision::BF16, SsdAlgo::kWalk, 2},   // walks in clusters of 2 + group_sum
+      {{1, 130, 8, 64, 2, 64, 64}, Precision::FP32, SsdAlgo::kWalk, 0},   // 'M' head, G = 2, fp32 walks
+      {{2, 70, 3, 7, 2, 3, 32, 1}, Precision::FP32, SsdAlgo::kAuto, 0},   // generic kernels, H not a multiple of G
+      {{1, 1100, 2, 16, 1, 16, 16}, Precision::FP32, SsdAlgo::kAuto, 0},  // 69 chunks: segmented chunk walks
+  };
+  const int E = 3;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(name(c.s) + " " + to_string(c.precision) + (c.algo == SsdAlgo::kWalk ? " walk" : " auto") +
+                 " clusters " + std::to_string(c.cluster_heads));
+    gpu::ssd_walk_bwd_force_cluster_heads(c.cluster_heads);
+    std::vector<Inputs> solo;
+    std::vector<Outputs> solo_out;
+    for (int m = 0; m < E; ++m) {
+      solo.push_back(make_inputs(c.s, 7000 + 10 * uint64_t(m)));
+      solo.back().p.precision = c.precision;
+      solo.back().p.algo = c.algo;
+      solo_out.push_back(run_gpu(solo.back()));
+    }
+    const size_t stride = size_t(c.s.H) + 5;  // a member's parameters and the next member's: 5 floats apart
+    const Inputs all = batch_members(solo, stride);
+    ASSERT_EQ(gpu::ssd_uses_walk(all.p), gpu::ssd_uses_walk(solo[0].p));
+    const Outputs got = run_gpu(all);
+    for (int m = 0; m < E; ++m) {
+      SCOPED_TRACE("member " + std::to_string(m));
+      const Outputs& one = solo_out[size_t(m)];
+      EXPECT_TRUE(slice_same(got.y, one.y, size_t(m)));
+      EXPECT_TRUE(slice_same(got.states, one.states, size_t(m)));
+      EXPECT_TRUE(slice_same(got.dxbc, one.dxbc, size_t(m)));
+      EXPECT_TRUE(slice_same(got.ddelta, one.ddelta, size_t(m)));
+      const size_t H = size_t(c.s.H), o = size_t(m) * stride;
+      EXPECT_EQ(0, std::memcmp(got.dA_log.data() + o, one.dA_log.data(), H * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(got.dD.data() + o, one.dD.data(), H * sizeof(float)));
+      for (size_t i = o + H; i < o + stride; ++i) {  // the padding after member m's parameters: untouched
+        EXPECT_EQ(got.dA_log[i], all.dA_log0[i]) << "dA_log padding at " << i;
+        EXPECT_EQ(got.dD[i], all.dD0[i]) << "dD padding at " << i;
+      }
+    }
+    gpu::ssd_walk_bwd_force_cluster_heads(0);
+    check_inputs_against_ref(all);
+  }
+}
+
+// The member-batched call is checked before anything is written: members must divide B, and the members'
+// parameters must not overlap.
+TEST(SsdGpu, MembersRejected) {
+  Inputs in = make_inputs({4, 20, 2, 4, 1, 4, 16}, 7100);
+  in.p.members = 3;  // does not divide B = 4
+  in.p.member_stride = 2;
+  EXPECT_THROW(run_gpu(in), Error);
+  in.p.members = 2;
+  in.p.member_stride = 1;  // < H = 2: member 1's A_log would start inside member 0's
+  EXPECT_THROW(run_gpu(in), Error);
+  in.p.member_stride = 2;
+  in.A_log.resize(4), in.D.resize(4), in.dA_log0.resize(4), in.dD0.resize(4);
+  EXPECT_NO_THROW(run_gpu(in));
 }
 
 }  // namespace

@@ -36,6 +36,14 @@ struct SsdParams {
   // chunk states, state passing and every accumulator stay fp32 (ssd_common.cuh).
   Precision precision = Precision::FP32;
   SsdAlgo algo = SsdAlgo::kAuto;  // GPU only: which kernels (see SsdAlgo)
+  // GPU only: a population's members in one call (issue 38). The batch is `members` members' windows,
+  // member-major: member m owns b in [m·B/members, (m+1)·B/members) of every (B, ...) array, and reads its own
+  // A_log, Dskip (and accumulates its own dA_log, dD) at m·member_stride elements from the pointers given (the
+  // members' weights and gradients are (E, n) arenas). Each member gets exactly the bits of a call on its own
+  // windows and parameters (members = 1): every block's arithmetic is indexed by (b, h) alone and dA_log, dD are
+  // summed over the member's own b in the same order. 1: one model (member_stride unused).
+  int members = 1;
+  size_t member_stride = 0;
 };
 
 // The op's inputs. x, B, C are column slices of one (B, L, ld) activation (the conv output), each through
@@ -44,10 +52,10 @@ template <typename T>
 struct SsdInputs {
   const T* x = nullptr;      // (B, L, ld)→(H, P): x_t of head h at column h·P + p
   const T* delta = nullptr;  // (B, L, H) Δ
-  const T* A_log = nullptr;  // (H)
+  const T* A_log = nullptr;  // (H); members > 1: member m's (H) at m·member_stride
   const T* Bm = nullptr;     // (B, L, ld)→(G, N): B_t of group g at column g·N + n
   const T* Cm = nullptr;     // (B, L, ld)→(G, N)
-  const T* Dskip = nullptr;  // (H) D
+  const T* Dskip = nullptr;  // (H) D; members > 1: member m's (H) at m·member_stride
   // The carried state, fp32 on the GPU in every precision (like the saved chunk states). The state is a pointer
   // of the op's arguments, not a loose one, so a call that does not carry it is today's op, bit for bit.
   const T* h0 = nullptr;  // (B, H, P, N) s_{−1}, the state before t = 0; null: zeros
@@ -61,10 +69,10 @@ template <typename T>
 struct SsdGrads {
   T* dx = nullptr;      // (B, L, ld)→(H, P) written
   T* ddelta = nullptr;  // (B, L, H) written
-  T* dA_log = nullptr;  // (H) +=
+  T* dA_log = nullptr;  // (H) +=; members > 1: member m's (H) at m·member_stride
   T* dB = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
   T* dC = nullptr;      // (B, L, ld)→(G, N) written (summed over the group's heads)
-  T* dD = nullptr;      // (H) +=
+  T* dD = nullptr;      // (H) +=; members > 1: member m's (H) at m·member_stride
   T* dh0 = nullptr;     // (B, H, P, N) written when non-null: ∂/∂h0 = a_0 g_0 (zero h0 when in.h0 is null)
 };
 

@@ -143,7 +143,8 @@ __device__ __forceinline__ BwdChunk bwd_stage_and_decay(const Args& a, const Bwd
   // step after it, A.
   const LaneDeltas deltas = threadIdx.x < 32 ? load_deltas(a, b, h, t0, tc) : LaneDeltas{};
   const float delta_next = k.last ? 0.f : a.delta[row_of(a, b, t0 + tc) * a.H + h];
-  k.A = -expf(a.A_log[h]), k.Dh = a.Dskip[h];
+  const size_t mo = member_offset(a, b);
+  k.A = -expf(a.A_log[mo + h]), k.Dh = a.Dskip[mo + h];
 
   // The tiles in the order the phases read them, one copy group each (empty groups keep the count fixed):
   // the group's C·Bᵀ (ssd_group.cu; staged where DX goes later), x and dy first, for CBᵀ and DX.
@@ -517,20 +518,23 @@ __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, int run,
   }
 }
 
-// (d) dA_log[h] += Σ_{b, c}, dD[h] += Σ_{b, c} of the per-(b, h, chunk) partials: a block per head, each
-// thread a fixed strided subset in order, then a fixed-order block sum.
-__global__ void __launch_bounds__(kThreads) param_reduce_kernel(int B, int H, int nchunks, const float* wsA,
-                                                                const float* wsD, float* dA_log, float* dD) {
+// (d) dA_log[h] += Σ_{b, c}, dD[h] += Σ_{b, c} of the per-(b, h, chunk) partials: a block per (head, member),
+// each thread a fixed strided subset of the member's Bm = B / members rows in order, then a fixed-order block
+// sum; member m's sums go to dA_log, dD + m·member_stride. One member: grid (H, 1), the rows 0..B.
+__global__ void __launch_bounds__(kThreads) param_reduce_kernel(int Bm, int H, int nchunks, const float* wsA,
+                                                                const float* wsD, float* dA_log, float* dD,
+                                                                size_t member_stride) {
   __shared__ float red[2 * kThreads / 32];
-  const int h = blockIdx.x;
+  const int h = blockIdx.x, m = blockIdx.y;
+  wsA += size_t(m) * Bm * H * nchunks, wsD += size_t(m) * Bm * H * nchunks;
   float sa = 0.f, sd = 0.f;
-  for (int k = threadIdx.x; k < B * nchunks; k += kThreads) {
+  for (int k = threadIdx.x; k < Bm * nchunks; k += kThreads) {
     const int b = k / nchunks, c = k % nchunks;
     sa += wsA[(size_t(b) * H + h) * nchunks + c];
     sd += wsD[(size_t(b) * H + h) * nchunks + c];
   }
   block_sum2_first(sa, sd, red);
-  if (threadIdx.x == 0) dA_log[h] += sa, dD[h] += sd;
+  if (threadIdx.x == 0) dA_log[m * member_stride + h] += sa, dD[m * member_stride + h] += sd;
 }
 
 }  // namespace
@@ -549,8 +553,9 @@ void group_sum(int rows, int parts, int G, int N, int ld, int run, const float* 
 }
 
 void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD, float* dA_log, float* dD,
-                  cudaStream_t stream) {
-  param_reduce_kernel<<<H, kThreads, 0, stream>>>(B, H, nchunks, wsA, wsD, dA_log, dD);
+                  cudaStream_t stream, int members, size_t member_stride) {
+  param_reduce_kernel<<<dim3(H, members), kThreads, 0, stream>>>(B / members, H, nchunks, wsA, wsD, dA_log, dD,
+                                                                 member_stride);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
@@ -597,7 +602,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
   });
   group_sum(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, 1, a.wsB, a.wsC, g.dB, g.dC, stream);  // (c)
   group_dx_products(a, stream);                                                                   // (d)
-  param_reduce(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD, stream);                        // (e)
+  param_reduce(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD, stream, p.members, p.member_stride);  // (e)
 }
 
 }  // namespace mlalpha::gpu

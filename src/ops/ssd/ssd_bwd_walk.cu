@@ -210,7 +210,8 @@ __device__ __forceinline__ BwdBlock bwd_block(const Args& a) {
   k.g = k.h * a.G / a.H, k.cs = a.cluster_heads;
   k.whole_group = a.H % a.G == 0 && a.H / a.G == k.cs;
   k.HK = a.H / k.cs;
-  k.A = -expf(a.A_log[k.h]), k.Dh = a.Dskip[k.h];
+  const size_t mo = member_offset(a, k.b);
+  k.A = -expf(a.A_log[mo + k.h]), k.Dh = a.Dskip[mo + k.h];
   return k;
 }
 
@@ -756,7 +757,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   });
   const int rows = p.B * p.L;
   if (partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, run, a.wsB, a.wsC, g.dB, g.dC, stream);
-  param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream);
+  param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream, p.members, p.member_stride);
 }
 
 int bwd_walk_max_clusters(const SsdParams& p, int cs) {

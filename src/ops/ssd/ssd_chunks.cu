@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads, kTilesN == 1 ? 3 : 2) states_kernel(
   float* sw = sdt + a.Ts;                             // (T) step weights w_t of the product (KScale)
   float* buf = sw + a.Ts;                             // 2 × [(T, ldR) R = B or C slice, (T, ldV) V = x or dy slice]
   const int buf_floats = a.T * (ldR + ldV);
-  const float A = -expf(a.A_log[h]);
+  const float A = -expf(a.A_log[member_offset(a, b) + h]);
   float* out = state_at(a, kReverse ? a.wsG : a.states, b, h, 0) + size_t(p0) * a.N + n0;  // tile of state 0
   const size_t PN = size_t(a.P) * a.N;
 

@@ -96,7 +96,16 @@ struct Args {
   float* dh0;       // (B, H, P, N)
   bool tail;        // ssd_chunks.cu: this launch walks only the final step (into h_last or dh0), after the
                     // segments and their carries (nseg > 1)
+  // A member-batched call (SsdParams::members): batch rows b of member b / member_B, whose A_log, Dskip start
+  // member_stride elements after the previous member's (member_B = B, member_stride = 0 for one model).
+  int member_B;
+  size_t member_stride;
 };
+
+// Offset of batch row b's member in A_log, Dskip (Args::member_B, member_stride): 0 for one model.
+__device__ __forceinline__ size_t member_offset(const Args& a, int b) {
+  return size_t(b / a.member_B) * a.member_stride;
+}
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 // Row stride of a tile with `cols` columns: the least ld ≥ cols with ld ≡ 12 (mod 32) (see the top).
@@ -640,8 +649,10 @@ void launch_kernel(const Args& a, Pick pick, dim3 grid, int threads, size_t smem
 // dA_log[h] += Σ_{b, c} wsA[b, h, c], dD[h] += Σ_{b, c} wsD[b, h, c] in a fixed order.
 void group_sum(int rows, int parts, int G, int N, int ld, int run, const float* wsB, const float* wsC, float* dB,
                float* dC, cudaStream_t stream);
+// A member-batched call (SsdParams::members) sums each member's own B / members rows of partials into its dA_log,
+// dD at m·member_stride, in the order of a call on that member alone.
 void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD, float* dA_log, float* dD,
-                  cudaStream_t stream);
+                  cudaStream_t stream, int members = 1, size_t member_stride = 0);
 // ssd_layout.cu: whether p runs on the chunk walks (ssd.h: SsdAlgo; validates p).
 bool uses_walk(const SsdParams& p);
 

@@ -20,6 +20,7 @@
 #include "cpu/blas.h"
 #include "cpu/simd.h"
 #include "cpu/thread_pool.h"
+#include "mlalpha/error.h"
 
 MLALPHA_CPU_KERNELS_BEGIN
 #include "cpu/vmath.h"
@@ -104,6 +105,8 @@ size_t ssd_states_floats(const SsdParams& p) {
 
 void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& in, float* y, float* states,
                  float* scratch) {
+  // Checked without building the message unless it fails: the CPU step allocates nothing (test_model_cpu).
+  if (p.members != 1) throw Error("ssd (cpu): a member-batched call (SsdParams::members > 1) is a GPU op");
   const int Q = p.Q, P = p.P, N = p.N, ld = p.ld, ldy = p.H * p.P, nch = (p.L + Q - 1) / Q;
   const size_t PN = size_t(P) * N;
   pool.run(p.B * p.G, [&](int task, int worker) {
@@ -179,6 +182,8 @@ void ssd_forward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& i
 
 void ssd_backward(ThreadPool& pool, const SsdParams& p, const SsdInputs<float>& in, const float* states,
                   const float* dy, const SsdGrads<float>& gr, float* dA_log_part, float* dD_part, float* scratch) {
+  // Checked without building the message unless it fails: the CPU step allocates nothing (test_model_cpu).
+  if (p.members != 1) throw Error("ssd (cpu): a member-batched call (SsdParams::members > 1) is a GPU op");
   const int Q = p.Q, P = p.P, N = p.N, ld = p.ld, ldy = p.H * p.P, nch = (p.L + Q - 1) / Q;
   const size_t PN = size_t(P) * N;
   pool.run(p.B * p.G, [&](int task, int worker) {

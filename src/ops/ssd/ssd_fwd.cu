@@ -26,7 +26,8 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
   float* sX = sC + a.T * a.ldN;                       // (T, ldP)
   float* sM = sX + a.T * a.ldP;                       // (T, ldT) C·Bᵀ, then (C Bᵀ ∘ Ldec) diag(Δ)
   float* sS = sM + a.T * a.ldT;                       // (P, ldN) S_in
-  const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
+  const size_t mo = member_offset(a, b);
+  const float A = -expf(a.A_log[mo + h]), Dh = a.Dskip[mo + h];
 
   stage(cb_at(a, b, c, h * a.G / a.H), a.T, tc, tc, sM, a.ldT);
   stage(x_rows(a, b, h, t0), a.ld, tc, a.P, sX, a.ldP);

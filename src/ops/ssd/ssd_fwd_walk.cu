@@ -68,7 +68,8 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
 
   const int h = blockIdx.x, b = blockIdx.y;
   const int g = h * a.G / a.H;
-  const float A = -expf(a.A_log[h]), Dh = a.Dskip[h];
+  const size_t mo = member_offset(a, b);
+  const float A = -expf(a.A_log[mo + h]), Dh = a.Dskip[mo + h];
   typename K::State::Acc S;
   zero(S);
   const size_t PN = size_t(a.P) * a.N;

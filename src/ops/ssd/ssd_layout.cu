@@ -41,6 +41,12 @@ void validate(const SsdParams& p) {
           "ssd: ld=" + std::to_string(p.ld) + " must be >= H*P=" + std::to_string(p.H * p.P) +
               " and >= G*N=" + std::to_string(p.G * p.N));
   require(p.B <= 65535 && p.H <= 65535, "ssd (gpu): B and H must be <= 65535 (grid dimensions)");
+  if (p.members < 1 || p.members > 65535 || p.B % p.members != 0)
+    throw Error("ssd (gpu): members must be in [1, 65535] and divide B (each member's windows), got members=" +
+                std::to_string(p.members) + " B=" + std::to_string(p.B));
+  if (p.members > 1 && p.member_stride < size_t(p.H))
+    throw Error("ssd (gpu): member_stride=" + std::to_string(p.member_stride) + " must be >= H=" +
+                std::to_string(p.H) + " (the members' A_log, Dskip, dA_log, dD would overlap)");
   const int T = std::min(p.Q, kMinChunk);
   require(bwd_bytes(T, p.N, p.P) <= size_t(kSmemLimitBytes),
           "ssd (gpu): P=" + std::to_string(p.P) + " with N=" + std::to_string(p.N) +
@@ -52,6 +58,8 @@ void validate(const SsdParams& p) {
 Args make_layout(const SsdParams& p) {
   Args a{};
   a.B = p.B, a.L = p.L, a.H = p.H, a.P = p.P, a.G = p.G, a.N = p.N, a.ld = p.ld;
+  a.member_B = p.members > 1 ? p.B / p.members : std::max(p.B, 1);
+  a.member_stride = p.members > 1 ? p.member_stride : 0;
   int T = std::min(p.Q, kMaxChunk);
   while (T > kMinChunk && bwd_bytes(T, p.N, p.P) > size_t(kSmemLimitBytes)) T = (T + 1) / 2;
   a.T = T;

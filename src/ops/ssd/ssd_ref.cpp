@@ -19,6 +19,10 @@ struct View {
   size_t di(int t) const { return (size_t(b) * p.L + t) * p.H + h; }
 };
 int group_of(const SsdParams& p, int h) { return h * p.G / p.H; }
+// A member-batched call (SsdParams::members): the offset of row b's member in A_log, Dskip, dA_log, dD.
+size_t ref_member_offset(const SsdParams& p, int b) {
+  return p.members > 1 ? size_t(b / (p.B / p.members)) * p.member_stride : 0;
+}
 // The carried state of (b, h) in a (B, H, P, N) tensor.
 size_t state_at(const SsdParams& p, int b, int h) { return (size_t(b) * p.H + h) * p.P * p.N; }
 // s ← h0 of (b, h), or zeros when no initial state is given (s_{−1}, ssd.h).
@@ -42,7 +46,7 @@ void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y) {
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
       const View v{p, b, h, group_of(p, h)};
-      const T A = -std::exp(A_log[h]);
+      const T A = -std::exp(A_log[ref_member_offset(p, b) + h]);
       load_h0(p, in, b, h, s);
       for (int t = 0; t < p.L; ++t) {
         const T dt = delta[v.di(t)], a = std::exp(dt * A);
@@ -54,7 +58,7 @@ void ssd_fwd_recurrent(const SsdParams& p, const SsdInputs<T>& in, T* y) {
             sv = a * sv + dx * Bm[v.bi(t, n)];
             acc += sv * Cm[v.bi(t, n)];
           }
-          y[v.yi(t, q)] = acc + Dskip[h] * x[v.xi(t, q)];
+          y[v.yi(t, q)] = acc + Dskip[ref_member_offset(p, b) + h] * x[v.xi(t, q)];
         }
       }
       store_h_last(p, in, b, h, s);
@@ -68,7 +72,7 @@ void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y) {
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
       const View v{p, b, h, group_of(p, h)};
-      const T A = -std::exp(A_log[h]);
+      const T A = -std::exp(A_log[ref_member_offset(p, b) + h]);
       load_h0(p, in, b, h, state);  // state entering the chunk
       for (int c0 = 0; c0 < p.L; c0 += p.Q) {
         const int len = std::min(p.Q, p.L - c0);
@@ -78,7 +82,7 @@ void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y) {
         for (int i = 0; i < len; ++i) {
           const int t = c0 + i;
           // intra-chunk: Σ_{j≤i} (C_i·B_j) exp(acum_i − acum_j) Δ_j x_j
-          for (int q = 0; q < p.P; ++q) y[v.yi(t, q)] = Dskip[h] * x[v.xi(t, q)];
+          for (int q = 0; q < p.P; ++q) y[v.yi(t, q)] = Dskip[ref_member_offset(p, b) + h] * x[v.xi(t, q)];
           for (int j = 0; j <= i; ++j) {
             T cb = 0;
             for (int n = 0; n < p.N; ++n) cb += Cm[v.bi(t, n)] * Bm[v.bi(c0 + j, n)];
@@ -121,7 +125,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdG
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h) {
       const View v{p, b, h, group_of(p, h)};
-      const T A = -std::exp(A_log[h]);
+      const T A = -std::exp(A_log[ref_member_offset(p, b) + h]);
       // s_t for t = t0..t1−1 into buf[1..], buf[0] = state entering t0
       auto advance = [&](int t0, int t1) {
         for (int t = t0; t < t1; ++t) {
@@ -165,7 +169,7 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdG
               dC[v.bi(t, n)] += s[size_t(q) * p.N + n] * dyq;
               dB[v.bi(t, n)] += gv * dt * xq;
             }
-            dx[v.xi(t, q)] = dt * vq + Dskip[h] * dyq;
+            dx[v.xi(t, q)] = dt * vq + Dskip[ref_member_offset(p, b) + h] * dyq;
             dd += xq * vq;
             dDh += dyq * xq;
           }
@@ -174,8 +178,8 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdG
           a_next = a;
         }
       }
-      dA_log[h] += dA * A;  // A = −exp(A_log) ⇒ ∂A/∂A_log = A
-      dD[h] += dDh;
+      dA_log[ref_member_offset(p, b) + h] += dA * A;  // A = −exp(A_log) ⇒ ∂A/∂A_log = A
+      dD[ref_member_offset(p, b) + h] += dDh;
       // s_0 = a_0 s_{−1} + …: the adjoint of h0 is a_0 g_0 (a_next and g now hold a_0 and g_0; 0 when L = 0)
       if (grads.dh0)
         for (size_t k = 0; k < PN; ++k) grads.dh0[state_at(p, b, h) + k] = a_next * g[k];
