@@ -42,10 +42,11 @@ class DeviceCarrySampler {
   // of its epoch current (a copy on `stream` at an epoch's first step, or after a jump such as a resume; nothing
   // otherwise). The host waits only when it is two epochs ahead of the device (its staging buffer still in use).
   void prepare(int64_t step, cudaStream_t stream);
-  // Inside the step: the batch of the step *step, then the lanes' resets (carry_gather.h).
-  void gather(const long long* step, const float* x, const float* y, float* xb, float* yb, cudaStream_t stream) const;
-  void reset(const long long* step, int NL, size_t conv_lane, size_t ssm_lane, float* conv, float* ssm,
-             cudaStream_t stream) const;
+  // Inside the step: the batch of the step *step (device memory, 1), then the lanes' resets (carry_gather.h).
+  void gather(const long long* step, const float* x /* (N, T, F) */, const float* y /* (N, T, K) */,
+              float* xb /* (B, L, F) */, float* yb /* (B, L, K) */, cudaStream_t stream) const;
+  void reset(const long long* step, int NL, size_t conv_lane, size_t ssm_lane, float* conv /* (NL, B, conv_lane) */,
+             float* ssm /* (NL, B, ssm_lane) */, cudaStream_t stream) const;
 
  private:
   gpu::CarryTables tables() const;
