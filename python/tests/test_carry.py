@@ -1,6 +1,7 @@
 """train.state = "carry" from Python (docs/config.md, "Stateful training"): the setting goes through the Config like
 any other key, the checkpoint records it, and Model.predict defaults to mode carry for such a model (window for a
 zero-state one)."""
+
 import os
 
 import numpy as np
@@ -11,7 +12,8 @@ import mlalpha
 SMALL = {
     "model": {"d_model": 16, "layers": 1, "head_dim": 8, "d_state": 8, "chunk": 16},
     "train": {"batch": 4, "seq_len": 16, "steps": 12, "warmup": 2, "log_every": 4, "seed": 3},
-    "run": {"eval_every": 6, "device": "cpu"},
+    # MLALPHA_TEST_DEVICE=gpu trains on the GPU (scripts/test_python.sh on a GPU machine).
+    "run": {"eval_every": 6, "device": os.environ.get("MLALPHA_TEST_DEVICE", "cpu")},
 }
 
 
@@ -23,8 +25,6 @@ def arrays(N=4, T=200, F=3, seed=1):
 
 
 def fit(state):
-    if os.environ.get("MLALPHA_TEST_DEVICE") == "gpu":
-        pytest.skip("train.state = 'carry' trains on the CPU in this version")
     x, y = arrays()
     cfg = {**SMALL, "train": {**SMALL["train"], "state": state}}
     return mlalpha.fit(mlalpha.Panel.from_numpy(x, y), mlalpha.Config(cfg)), mlalpha.Panel.from_numpy(x, y)

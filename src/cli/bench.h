@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "mlalpha/config_types.h"
 #include "mlalpha/precision.h"
 
 namespace mlalpha {
@@ -28,7 +29,7 @@ struct BenchArgs {
   std::string device = "gpu";     // gpu | cpu (run_cpu_bench)
   std::string threads;            // cpu: the thread counts timed, "1,16" ("" = 1 and every CPU available)
   bool reference = false;         // cpu: also the reference model's step (one thread)
-  bool carry = false;             // cpu: also the fast step with train.state = "carry" (the lanes' states carried)
+  bool carry = false;             // also the step with train.state = "carry" (the lanes' states carried), on either device
   // --predict: predict's throughput over a panel of N,T,F with windows of predict_seq_len rows, the last
   // predict_dates dates (0: all).
   bool predict = false;
@@ -58,8 +59,9 @@ struct BenchShape {
 const BenchShape& bench_shape(const std::string& name);
 // The trainer `ml-alpha bench` times for `s`: K = 1, MSE, AdamW (lr 1e-3, wd 0.01), clip 1.0, graph
 // replay, a synthetic panel. `total_steps` is every step the caller will run (it sets the LR schedule
-// and the log interval, so no step logs).
-std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps);
+// and the log interval, so no step logs). state: train.state (carry: consecutive windows, states carried).
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps,
+                                               StateMode state = StateMode::Zero);
 struct ModelConfig;
 struct TrainConfig;
 // The model and training settings make_bench_trainer uses for `s`.

@@ -40,8 +40,12 @@ std::vector<float> time_calls(cudaStream_t st, int steps, F&& f) {
   return ms;
 }
 
-void bench_model(Context& ctx, const BenchShape& s, Precision precision, const BenchArgs& a, double t_start, bool first) {
-  const std::unique_ptr<GpuTrainer> trainer = make_bench_trainer(ctx, s, precision, 1 + a.warmup + a.steps);
+// Returns the median step in ms. carry: train.state = "carry" (the same batch shape, consecutive windows, the lanes'
+// states carried), marked "c" after the precision.
+double bench_model(Context& ctx, const BenchShape& s, Precision precision, const BenchArgs& a, double t_start, bool first,
+                   bool carry = false) {
+  const std::unique_ptr<GpuTrainer> trainer =
+      make_bench_trainer(ctx, s, precision, 1 + a.warmup + a.steps, carry ? StateMode::Carry : StateMode::Zero);
   GpuTrainer& tr = *trainer;
   tr.step();
   const StepRecord r1 = tr.record(1);
@@ -50,11 +54,12 @@ void bench_model(Context& ctx, const BenchShape& s, Precision precision, const B
   const auto ms = time_calls(ctx.stream(), a.steps, [&] { tr.step(); });
   const StepRecord last = tr.record(tr.steps_enqueued());
   const double med = median(ms);
-  std::printf("| %-2s %-4s | %4d | %5d | %5d | %2d | %9.1fM | %9.3f | %9.3f | %12.0f | %9.2f%s | %8.4f -> %.4f | %10s |\n",
-              s.name, to_string(precision).c_str(), s.B, s.L, s.D, s.NL, double(tr.layout().table.count()) / 1e6, med,
+  std::printf("| %-2s %-4s%s | %4d | %5d | %5d | %2d | %9.1fM | %9.3f | %9.3f | %12.0f | %9.2f%s | %8.4f -> %.4f | %10s |\n",
+              s.name, to_string(precision).c_str(), carry ? " c" : "", s.B, s.L, s.D, s.NL, double(tr.layout().table.count()) / 1e6, med,
               double(*std::min_element(ms.begin(), ms.end())), double(s.B) * s.L / (med / 1e3), first_step_s,
               first ? "" : "*", double(r1.loss), double(last.loss), format_bytes(double(tr.activation_bytes())).c_str());
   std::fflush(stdout);
+  return med;
 }
 
 void bench_optimizer(Context& ctx, size_t n, int steps) {
@@ -93,10 +98,12 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
 
 }  // namespace
 
-std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps) {
+std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps,
+                                               StateMode state) {
   const Panel data = bench_panel(s);  // the trainer keeps a device copy
   TrainConfig tc = bench_train_config(s, total_steps);
   tc.precision = precision;
+  tc.state = state;
   return std::make_unique<GpuTrainer>(ctx, bench_model_config(s), tc, data, GpuTrainerOptions{true, 0});
 }
 
@@ -109,20 +116,33 @@ int run_bench(const BenchArgs& a, double t_start) {
   std::printf("| config    |    B |     L |     D | NL |    params |    ms/step |     min ms |     tokens/s | first step s | loss first -> last | activations |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool first = true;
+  std::vector<std::string> ratios;
+  // --carry: each configuration's step again with train.state = "carry", right after its zero-state step.
+  auto both = [&](const BenchShape& s, Precision p, bool f) {
+    const double zero = bench_model(ctx, s, p, a, t_start, f);
+    if (!a.carry) return;
+    const double carry = bench_model(ctx, s, p, a, t_start, false, true);
+    char line[128];
+    std::snprintf(line, sizeof line, "%s %s: the carry step is %.3f× the zero-state step (%.3f / %.3f ms)", s.name,
+                  to_string(p).c_str(), carry / zero, carry, zero);
+    ratios.push_back(line);
+  };
   std::stringstream list(a.configs);
   for (std::string name; std::getline(list, name, ',');) {
     const BenchShape& s = bench_shape(name);
     if (a.precision) {
-      bench_model(ctx, s, *a.precision, a, t_start, first);
+      both(s, *a.precision, first);
     } else if (name == "L") {
-      bench_model(ctx, s, Precision::TF32, a, t_start, first);
-      bench_model(ctx, s, Precision::FP32, a, t_start, false);
+      both(s, Precision::TF32, first);
+      both(s, Precision::FP32, false);
     } else {
-      bench_model(ctx, s, Precision::FP32, a, t_start, first);
+      both(s, Precision::FP32, first);
     }
     first = false;
   }
   std::printf("(* first step s: from process start, so it includes the configurations timed before it)\n");
+  if (a.carry) std::printf("(c: train.state = 'carry', the same batch of consecutive windows with the states carried)\n");
+  for (const std::string& r : ratios) std::printf("%s\n", r.c_str());
   if (a.optimizer) {
     for (size_t n : {size_t(25'000'000), size_t(100'000'000)}) bench_optimizer(ctx, n, a.steps);
   }

@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
                                                 "and every CPU available)");
   bench->add_flag("--reference", bargs.reference, "with --device cpu: also the reference model's step (one thread)");
   bench->add_flag("--carry", bargs.carry,
-                  "with --device cpu: also the step with train.state = 'carry' (consecutive windows, states carried)");
+                  "also the step with train.state = 'carry' (consecutive windows, states carried) and its ratio to the "
+                  "zero-state step");
   StreamBenchOptions sopt;
   bool bench_stream = false, no_torch = false;
   std::string stream_instruments = "1,100,5000";
@@ -269,8 +270,9 @@ int main(int argc, char** argv) {
         if (bench->get_option("--warmup")->count() == 0) bargs.warmup = 3;
         return run_cpu_bench(bargs);
       }
-      require(bargs.threads.empty() && !bargs.reference && !bargs.carry,
-              "bench: --threads, --reference and --carry go with --device cpu");
+      require(bargs.threads.empty() && !bargs.reference, "bench: --threads and --reference go with --device cpu");
+      require(!bargs.carry || (!bench_stream && !bargs.predict && bargs.models.empty()),
+              "bench: --carry times the training step (with --configs), not --stream, --predict or --models");
       bargs.precision = precision_flag(bench_precision, bench_tf32);
       if (bench_stream) {  // the CPU side runs without a GPU
         std::stringstream configs(bench_configs->count() ? bargs.configs : "S,M"), inst(stream_instruments);

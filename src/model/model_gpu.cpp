@@ -119,13 +119,22 @@ void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 // stay fp32. The bf16 operands are written by their producers: the norms (hn, gout, hfn, and dh's copy),
 // the backward's dzx by its three producers (gated norm, softplus, conv); the two whose producer is outside
 // the model (x, dout) by one cast each.
-void GpuModel::forward(const float* P, const float* x, const bf16* P16) {
+void GpuModel::forward(const float* P, const float* x, const bf16* P16, const CarryState<float>* carry) {
   const bool h16 = is_bf16();
   require(!h16 || P16 != nullptr, "GpuModel::forward: bf16 precision needs the weights' bf16 copy");
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   x_ = x, P_ = P, P16_ = P16;
+  // Carry: the conv's in windows copied (zeros for a null pointer) before any layer writes an out window.
+  const size_t nconv = carry_conv_floats(c, B_), nssm = carry_ssm_floats(c, B_);
+  carried_ = carry != nullptr;
+  if (carry) {
+    if (conv_in_.size() == 0) conv_in_ = DeviceBuffer<float>(size_t(c.NL) * nconv);
+    if (carry->conv_in)
+      MLALPHA_CUDA_CHECK(cudaMemcpyAsync(conv_in_.data(), carry->conv_in, conv_in_.bytes(), cudaMemcpyDeviceToDevice, st));
+    else MLALPHA_CUDA_CHECK(cudaMemsetAsync(conv_in_.data(), 0, conv_in_.bytes(), st));
+  }
   if (h16) gpu::cast_bf16(x, x16_.data(), size_t(M_) * c.F, st);
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
   // input projection, layer l reads h_l = resid(l) and writes h_{l+1} = h_l + mixer(h_l) to resid(l + 1),
@@ -140,12 +149,17 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16) {
     else gpu::rmsnorm_fwd(s.norm, norm_in, a.hn.data(), a.rstd.data(), st);
     linear_fwd(gemm_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, nullptr, nullptr, a.zx.data(), st);
     const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    gpu::conv1d_silu_fwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, a.xbc.data(), st);
+    gpu::conv1d_silu_fwd(s.conv,
+                         {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
+                          .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
+                          .window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr},
+                         a.xbc.data(), st);
     gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     gpu::ssd_fwd(s.ssd,
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
-                  .Dskip = P + o.D},
+                  .Dskip = P + o.D, .h0 = carry && carry->ssm_in ? carry->ssm_in + l * nssm : nullptr,
+                  .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr},
                  a.y.data(), a.states.data(), st);
     const GatedNormInputs<float> gnorm_in{.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w};
     if (h16) gpu::gated_rmsnorm_fwd(s.gnorm, gnorm_in, a.gout16.data(), a.grstd.data(), st);
@@ -217,7 +231,10 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                  ws, st);
     gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
                          {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, p_dt, st, dzx16.dt, &colsums_);
-    gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b}, dxbc_.data(),
+    // The forward's in window (no dwindow0 asked: the gradient stops at the window's boundary); the SSD reads
+    // its h0 from the saved chunk states.
+    const float* window0 = carried_ ? conv_in_.data() + l * carry_conv_floats(c, B_) : nullptr;
+    gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b, .window0 = window0}, dxbc_.data(),
                          {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, p_conv, st, dzx16.xBC,
                          &colsums_);
     linear_bwd(gemm_, s.in_proj, {}, o.in_proj_w, dzx_op, {.dx = dhn_.data()}, st);

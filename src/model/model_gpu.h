@@ -11,6 +11,7 @@
 #include "core/context.h"
 #include "core/device_buffer.h"
 #include "core/side_stream.h"
+#include "model/layer_shapes.h"
 #include "model/layout.h"
 #include "ops/linear/linear.h"
 
@@ -26,7 +27,13 @@ class GpuModel {
   // params (table.total()), x (B, L, F): both device memory; x must stay valid until backward().
   // params16 (table.total()): the weights in bf16 (the optimizer's copy), required in BF16 precision and
   // ignored otherwise; it must stay valid until backward().
-  void forward(const float* params, const float* x, const __nv_bfloat16* params16 = nullptr);
+  // carry (train.state = "carry"; model/layer_shapes.h), when non-null: device pointers to the in states (a null
+  // one: zeros) and the out states, which may be the in buffers themselves: the in states are copied into the
+  // model's own buffers first (the backward recomputes the conv's pre-activation from window0; the SSD saves h0
+  // as its first chunk state), so nothing but the out states is written and nothing needs to outlive the call.
+  // Null: no state (today's forward, the same launches).
+  void forward(const float* params, const float* x, const __nv_bfloat16* params16 = nullptr,
+               const CarryState<float>* carry = nullptr);
   // y (B, L, K) device targets; loss() (1) and count() (1) stay in device memory. loss_out (1), when
   // non-null, receives the loss instead of loss_value() (a population keeps one per member).
   void loss(const float* y, const LossParams& lp, float* loss_out = nullptr);
@@ -92,6 +99,13 @@ class GpuModel {
   // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), and the
   // bf16 copies of the GEMM operands x (M, F), dout (M, K), dh (M, D).
   DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_;
+  // Carry: the conv's in windows of the current forward, copied (the out windows may overwrite the caller's in
+  // buffer, and the conv's window_last must not be its window0). The SSM's h0 needs no copy: ssd_fwd saves it as
+  // the first chunk state, which ssd_bwd reads, and its h_last may be its h0. Allocated by the first forward that
+  // carries (an eager one: GpuTrainer runs its first step eagerly), not counted in activation_bytes(); a forward
+  // without carry leaves carried_ false and the backward reads no window.
+  DeviceBuffer<float> conv_in_;  // (NL, B, W − 1, conv_dim)
+  bool carried_ = false;
 };
 
 }  // namespace mlalpha

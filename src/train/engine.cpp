@@ -16,13 +16,6 @@ std::vector<Member> check_engine(const ModelConfig& mc, const std::vector<Engine
   require(!members.empty(), "an engine needs at least one member");
   require(names.size() == members.size(), "check_engine: " + std::to_string(members.size()) + " members but " +
                                               std::to_string(names.size()) + " names");
-  // Carried states are wired into the CPU model only (the GPU ops take them; the GPU model does not yet).
-  if (engine_on_gpu(o))
-    for (const EngineMember& em : members)
-      require(em.train.state != StateMode::Carry,
-              "train.state = 'carry' trains on the CPU in this version (run.device = 'cpu', --device cpu); the GPU "
-              "model does not carry states between windows yet: train on the CPU, or with train.state = 'zero' on "
-              "the GPU");
   std::vector<Member> checked;
   for (size_t m = 0; m < members.size(); ++m) {
     require(members[m].panel != nullptr, names[m] + ": no training panel");
@@ -39,10 +32,6 @@ std::vector<Member> check_engine(const ModelConfig& mc, const std::vector<Engine
 
 std::unique_ptr<Engine> make_engine(const std::vector<Member>& members, const EngineOptions& o) {
   require(!members.empty(), "an engine needs at least one member");
-  if (engine_on_gpu(o))
-    for (const Member& m : members)
-      require(m.train().state != StateMode::Carry, "train.state = 'carry' trains on the CPU in this version "
-                                                   "(run.device = 'cpu')");
   if (engine_on_gpu(o)) return make_gpu_engine(members, o);
   return make_cpu_engine(members, o.compute);
 }

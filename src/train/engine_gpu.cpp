@@ -5,6 +5,8 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "dist/nccl.h"
+#include "predict/predict.h"
+#include "predict/predict_gpu.h"
 #include "train/engine.h"
 #include "train/population_trainer.h"
 
@@ -51,7 +53,7 @@ GpuTrainerOptions trainer_options(const EngineOptions& o) {
 class GpuEngine : public Engine {
  public:
   GpuEngine(const std::vector<Member>& members, const EngineOptions& o)
-      : ctx_(session_device(o.dist)), tr_(ctx_, members, trainer_options(o)) {}
+      : members_(members), ctx_(session_device(o.dist)), tr_(ctx_, members, trainer_options(o)) {}
   const char* name() const override { return "gpu"; }
   int members() const override { return tr_.members(); }
   void step() override { tr_.step(); }
@@ -62,16 +64,24 @@ class GpuEngine : public Engine {
   std::vector<float> predict(int m, const WindowPlan& plan, const std::vector<float>* params) override {
     return tr_.predict(m, plan, params);
   }
-  // check_engine refuses train.state = "carry" on the GPU before any engine is made; this is its second guard.
-  std::vector<float> predict_carry(int, int, int, const std::vector<float>*) override {
-    throw Error("the GPU engine does not evaluate in mode carry in this version (train.state = 'carry' trains on the "
-                "CPU: run.device = 'cpu')");
+  // Mode carry as `predict --mode carry` runs it on the GPU (predict.h): one forward per instrument over its
+  // present rows, compacted, in tiles of CpuTrainer::predict_carry's size, on the trainer's stream after its steps.
+  std::vector<float> predict_carry(int m, int t0, int t1, const std::vector<float>* params) override {
+    const Member& em = members_.at(size_t(m));
+    const Panel& p = em.panel();
+    const CarryInput in = carry_input(p, t0, t1);
+    if (in.plan.windows.empty()) return carry_output(in, {}, p);
+    const std::vector<float> live = params ? std::vector<float>() : tr_.params(m);
+    const std::vector<float> got = predict_gpu(ctx_, tr_.layout(), params ? *params : live, in.compact, in.plan,
+                                               prediction_tile(em.train(), p.N, in.plan.L), tr_.precision());
+    return carry_output(in, got, p);
   }
   TrainState state(int m) override { return tr_.state(m); }
   void load_state(int m, const TrainState& s) override { tr_.load_state(m, s); }
   void freeze(int m) override { tr_.freeze(m); }
 
  private:
+  std::vector<Member> members_;
   Context ctx_;
   PopulationTrainer tr_;
 };

@@ -27,6 +27,7 @@
 #include "core/cuda_graph.h"
 #include "core/device_arena.h"
 #include "core/mapped_buffer.h"
+#include "data/carry_sampler_gpu.h"
 #include "data/panel.h"
 #include "mlalpha/config.h"
 #include "model/layout.h"
@@ -135,6 +136,10 @@ class PopulationTrainer {
  private:
   void enqueue_step();
   struct Dataset;
+  struct MemberCarry;
+  void setup_carry(const std::vector<Member>& members);
+  void save_carry(int m, TrainState& s);
+  void load_carry(int m, const TrainState& s);
   GatherParams rank_gather_params(int m) const;  // member m's sampler on this rank
   void reduce_over_ranks(cudaStream_t st);
   void wait_device(const char* what);
@@ -182,6 +187,16 @@ class PopulationTrainer {
   std::vector<int64_t> enqueued_, synced_, first_step_;  // (E) each
   bool warmed_up_ = false;
   CudaGraphExec graph_exec_;
+  // train.state = "carry" (docs/decisions.md "Stateful training"): member m's sampler of consecutive windows on
+  // the device and its lanes' carried states, layer-major as CpuTrainer's (NL, B, W − 1, conv_dim) and (NL, B,
+  // H, P, N): the forward reads and writes them in place, a reset kernel zeroes the lanes the sampler resets
+  // before it, and a skipped step zeroes them all after the optimizer's skip flag is known. Null for a zero-state
+  // member. They leave the device only for state() (a checkpoint).
+  struct MemberCarry {
+    std::unique_ptr<DeviceCarrySampler> sampler;
+    DeviceBuffer<float> conv, ssm;
+  };
+  std::vector<std::unique_ptr<MemberCarry>> carry_;  // (E)
 };
 
 }  // namespace mlalpha

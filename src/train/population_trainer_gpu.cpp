@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "core/rng.h"
+#include "data/carry_sampler_gpu.h"
 #include "data/sampler.h"
+#include "model/layer_shapes.h"
 #include "dist/nccl.h"
 #include "ops/cast/cast.h"
 #include "train/schedule.h"
@@ -207,7 +209,48 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const std::vector<Member>& me
   enqueued_.assign(size_t(E_), 0);
   synced_.assign(size_t(E_), 0);
   first_step_.assign(size_t(E_), 1);
+  setup_carry(members);
   MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());  // setup done before the first step
+}
+
+// train.state = "carry": each such member's device sampler and its lanes' states (zeros: every lane's first window
+// is a reset). Data-parallel ranks share one sampler over world · B lanes, rank r drawing lanes [r·B, (r + 1)·B)
+// (carry_sampler_gpu.h); the members of one panel and range share its present rows, on the host and the device.
+void PopulationTrainer::setup_carry(const std::vector<Member>& members) {
+  carry_.resize(size_t(E_));
+  struct Shared {
+    int data, t_begin, t_end;
+    std::shared_ptr<const PresentRows> host;
+    std::shared_ptr<const DeviceRows> device;
+  };
+  std::vector<Shared> shared;
+  const ModelConfig& mc = layout_.cfg;
+  const int world = opt_.comm ? opt_.comm->world() : 1, rank = opt_.comm ? opt_.comm->rank() : 0;
+  for (int m = 0; m < E_; ++m) {
+    const TrainConfig& t = tc_[size_t(m)];
+    if (t.state != StateMode::Carry) continue;
+    const Member& mem = members[size_t(m)];
+    const GatherParams& g = mem.gather();
+    const int t_begin = g.t_begin, t_end = g.t_begin + g.T, di = data_of_[size_t(m)];
+    auto it = std::find_if(shared.begin(), shared.end(), [&](const Shared& x) {
+      return x.data == di && x.t_begin == t_begin && x.t_end == t_end;
+    });
+    if (it == shared.end()) {
+      Shared x{di, t_begin, t_end, present_rows(mem.panel(), t_begin, t_end), nullptr};
+      x.device = std::make_shared<const DeviceRows>(*x.host);
+      shared.push_back(std::move(x));
+      it = shared.end() - 1;
+    }
+    const int B = mem.batch();
+    auto c = std::make_unique<MemberCarry>();
+    c->sampler = std::make_unique<DeviceCarrySampler>(it->host, it->device, mem.panel(), B, rank * B, world * B, t.L,
+                                                      t.burn_in, t.seed);
+    c->conv = DeviceBuffer<float>(size_t(mc.NL) * carry_conv_floats(mc, B));
+    c->ssm = DeviceBuffer<float>(size_t(mc.NL) * carry_ssm_floats(mc, B));
+    c->conv.fill_bytes(0, ctx_.stream());
+    c->ssm.fill_bytes(0, ctx_.stream());
+    carry_[size_t(m)] = std::move(c);
+  }
 }
 
 PopulationTrainer::~PopulationTrainer() = default;
@@ -236,10 +279,26 @@ void PopulationTrainer::enqueue_step() {
     const float* P = arena_.params.data() + size_t(m) * n_;
     const __nv_bfloat16* P16 = params16_.size() ? params16_.data() + size_t(m) * n_ : nullptr;
     // The sampler reads the member's step counter from device memory, so every replay draws new windows.
-    gpu::gather_batch(rank_gather_params(m), d.x.data(), d.y.data(), &state_.data()[m].step, lane.xb.data(),
-                      lane.yb.data(), lane.ctx(ctx_).stream());
-    model.forward(P, lane.xb.data(), P16);
-    model.loss(lane.yb.data(), model.loss_params(t, t.cross_section(d.N)), losses_.data() + m);
+    const long long* step = &state_.data()[m].step;
+    LossParams lp = model.loss_params(t, t.cross_section(d.N));
+    if (MemberCarry* c = carry_[size_t(m)].get()) {
+      // Consecutive windows: the lanes the sampler resets start from zero, the others from the states the last
+      // step ended with; the forward overwrites them with this window's final states. The sampler masks the
+      // burn-in rows itself (after a reset only), so the loss takes none.
+      cudaStream_t ls = lane.ctx(ctx_).stream();
+      const ModelConfig& mc = layout_.cfg;
+      c->sampler->gather(step, d.x.data(), d.y.data(), lane.xb.data(), lane.yb.data(), ls);
+      c->sampler->reset(step, mc.NL, carry_conv_floats(mc, 1), carry_ssm_floats(mc, 1), c->conv.data(), c->ssm.data(),
+                        ls);
+      const CarryState<float> cs{c->conv.data(), c->ssm.data(), c->conv.data(), c->ssm.data()};
+      model.forward(P, lane.xb.data(), P16, &cs);
+      lp.burn_in = 0;
+    } else {
+      gpu::gather_batch(rank_gather_params(m), d.x.data(), d.y.data(), step, lane.xb.data(), lane.yb.data(),
+                        lane.ctx(ctx_).stream());
+      model.forward(P, lane.xb.data(), P16);
+    }
+    model.loss(lane.yb.data(), lp, losses_.data() + m);
     model.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr, P16);
   }
   for (int j = 1; j < lanes; ++j) {  // every member's gradients are in before the norm reads them
@@ -251,6 +310,11 @@ void PopulationTrainer::enqueue_step() {
   gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n_), E_, state_.data(), st);
   gpu::grad_clip_scale(optim_.data(), E_, state_.data(), losses_.data(), frozen_.data(), ring_.device(), opt_.ring_size,
                        st);
+  // A skipped step (non-finite norm) zeroes the member's carried states, as CpuTrainer does: its batch may have
+  // left non-finite ones.
+  for (int m = 0; m < E_; ++m)
+    if (MemberCarry* c = carry_[size_t(m)].get(); c && !frozen_host_[size_t(m)])
+      gpu::carry_clear_if(&state_.data()[m].skip, c->conv.data(), c->conv.size(), c->ssm.data(), c->ssm.size(), st);
   gpu::adamw_step_devscale(arena_.params.data(), arena_.grads.data(), arena_.m.data(), arena_.v.data(),
                            arena_.decay.data(), n_, E_, optim_.data(), state_.data(), st,
                            params16_.size() ? params16_.data() : nullptr);
@@ -280,6 +344,10 @@ void PopulationTrainer::wait_device(const char* what) {
 
 void PopulationTrainer::step() {
   if (first_active() < 0) return;  // every member is frozen: nothing to do
+  // Carry: the window table of each member's next step goes up before the step (a copy at an epoch's start only).
+  for (int m = 0; m < E_; ++m)
+    if (carry_[size_t(m)] && !frozen_host_[size_t(m)])
+      carry_[size_t(m)]->sampler->prepare(enqueued_[size_t(m)], ctx_.stream());
   // The first step runs eagerly: it creates the cuBLASLt plans (allocation-free afterwards) and is a
   // real step. Later steps replay one captured graph.
   if (!opt_.graph || !warmed_up_) {
@@ -335,7 +403,65 @@ TrainState PopulationTrainer::state(int m) {
   s.adam_step = d.adam_step;
   s.skipped_total = d.skipped_total;
   s.seed = tc_[size_t(m)].seed;
+  save_carry(m, s);
   return s;
+}
+
+namespace {
+// The lanes of every rank (carry_sampler_gpu.h, pack_rank_lanes): a collective, every rank calls it.
+std::vector<float> gather_rank_lanes(dist::Communicator& comm, const std::vector<float>& own, int NL, cudaStream_t st,
+                                     std::chrono::milliseconds timeout) {
+  DeviceBuffer<float> buf(2 * own.size() * size_t(comm.world()));
+  buf.upload(pack_rank_lanes(own, NL, comm.world(), comm.rank()));
+  comm.all_reduce_sum(buf.data(), buf.size(), st);
+  comm.wait_or_abort(st, timeout, "the carried states' gather over the ranks");
+  return unpack_rank_lanes(buf.download());
+}
+}  // namespace
+
+// A carry member's states into its TrainState (after the device is done), all ranks' lanes in a data-parallel run:
+// the layout of one trainer of world · B lanes, so `last` is one format however many GPUs wrote it.
+void PopulationTrainer::save_carry(int m, TrainState& s) {
+  const MemberCarry* c = carry_[size_t(m)].get();
+  if (!c) return;
+  s.carry_conv = c->conv.download();
+  s.carry_ssm = c->ssm.download();
+  if (opt_.comm && opt_.comm->world() > 1) {
+    const int NL = layout_.cfg.NL;
+    s.carry_conv = gather_rank_lanes(*opt_.comm, s.carry_conv, NL, ctx_.stream(), opt_.dist_timeout);
+    s.carry_ssm = gather_rank_lanes(*opt_.comm, s.carry_ssm, NL, ctx_.stream(), opt_.dist_timeout);
+  }
+}
+
+// Member m's carried states from `s` (checked before anything is written): this rank's lanes of them.
+void PopulationTrainer::load_carry(int m, const TrainState& s) {
+  const std::string who = "PopulationTrainer::load_state" + (E_ > 1 ? " (member " + std::to_string(m) + ")" : "");
+  check_carry_sizes(s, layout_.cfg, who);
+  const bool has_carry = !s.carry_ssm.empty();
+  MemberCarry* c = carry_[size_t(m)].get();
+  if (!c) {
+    require(!has_carry, who + ": the state holds carried states (a train.state = 'carry' run's), but this trainer has "
+                              "train.state = 'zero'; resume it with train.state = 'carry'");
+    return;
+  }
+  // A state of step 0 (train.init's weights) has none yet: the lanes start from zero, as a fresh run's do.
+  require(has_carry || s.step == 0, who + ": train.state = 'carry', but the state of step " + std::to_string(s.step) +
+                                        " holds no carried states (saved by a zero-state run?); resume it with the "
+                                        "train.state it was trained with");
+  const int world = opt_.comm ? opt_.comm->world() : 1, rank = opt_.comm ? opt_.comm->rank() : 0;
+  const size_t NL = size_t(layout_.cfg.NL);
+  if (!has_carry) {
+    c->conv.fill_bytes(0, ctx_.stream());
+    c->ssm.fill_bytes(0, ctx_.stream());
+    return;
+  }
+  require(s.carry_conv.size() == c->conv.size() * size_t(world) && s.carry_ssm.size() == c->ssm.size() * size_t(world),
+          who + ": the carried states are of " + std::to_string(s.carry_ssm.size()) + " SSM floats, this trainer's " +
+              std::to_string(world) + " × " + std::to_string(c->ssm.size()) +
+              " (lanes of another train.batch or another number of GPUs)");
+  // Layer l of the saved states holds world · B lanes; this rank's are the B from rank · B on.
+  c->conv.upload(rank_lanes(s.carry_conv, int(NL), world, rank));
+  c->ssm.upload(rank_lanes(s.carry_ssm, int(NL), world, rank));
 }
 
 std::vector<float> PopulationTrainer::predict(int m, const WindowPlan& plan, const std::vector<float>* params) {
@@ -368,6 +494,7 @@ void PopulationTrainer::load_state(int m, const TrainState& s) {
   require(m >= 0 && m < E_, "PopulationTrainer::load_state: no member " + std::to_string(m));
   check_train_state(s, n_, tc_[size_t(m)].seed, "load_state");
   wait_device("the GPU's steps");  // no step in flight reads the buffers being replaced
+  load_carry(m, s);
   arena_.params.upload(s.params.data(), n_, size_t(m) * n_);
   arena_.m.upload(s.m.data(), n_, size_t(m) * n_);
   arena_.v.upload(s.v.data(), n_, size_t(m) * n_);

@@ -33,6 +33,13 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   e.batch = M * (mc.F + mc.K) * kFloat;
   e.other = double(gpu::grad_norm_blocks(layout.table.total())) * kFloat + sizeof(DeviceStepState) +
             double(ring_slots) * sizeof(StepRecord);
+  if (tc.state == StateMode::Carry) {
+    // The lanes' states and the model's copy of the conv windows; the two epoch tables (an int4 a window of the
+    // epoch, at most N·T / L of them, + B padding slots; their pinned staging is host memory), the present rows.
+    const double states = double(mc.NL) * double(carry_conv_floats(mc, B) * 2 + carry_ssm_floats(mc, B)) * kFloat;
+    const double slots = double(N) * T / tc.L + B;
+    e.other += states + 2 * slots * 4 * sizeof(int) + (double(N) * T + N + 1) * sizeof(int);
+  }
   const double windows = double(N) * (double(T) / std::max(1, tc.L - tc.burn_in) + 1);
   e.prediction = double(N) * T * mc.K * kFloat + windows * 4 * sizeof(int) +
                  total * (kFloat + (tc.precision == Precision::BF16 ? 2 : 0));

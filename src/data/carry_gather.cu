@@ -1,0 +1,106 @@
+// Device twin of CarrySampler::gather and of CpuTrainer's lane resets (carry_gather.h).
+#include "data/carry_gather.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+
+namespace mlalpha::gpu {
+
+namespace {
+constexpr int kCarryThreads = 256;
+constexpr int kCarrySlice = 8 * kCarryThreads;  // floats of one lane's window a block copies (grid.y slices)
+
+// The slot of lane b at step `step`: epoch e = step / S in table e mod 2, its step s = step mod S.
+__device__ int4 carry_slot(const CarryTables& t, long long S, long long step, int b) {
+  const long long e = step / S, s = step - e * S;
+  const int4* table = (e & 1) ? t.table[1] : t.table[0];  // a select: an indexed parameter array goes to the stack
+  return table[size_t(b) * size_t(S) + size_t(s)];
+}
+
+// Grid (B, slices): block (b, z) writes floats [z·kCarrySlice, (z + 1)·kCarrySlice) of lane b's L·F features and
+// of its L·K targets; row r of the window is present row first + r of its instrument.
+__global__ void __launch_bounds__(kCarryThreads) carry_gather_kernel(CarryGatherParams p, CarryTables t,
+                                                                     const long long* __restrict__ step,
+                                                                     const float* __restrict__ x,
+                                                                     const float* __restrict__ y,
+                                                                     float* __restrict__ xb, float* __restrict__ yb) {
+  const int b = blockIdx.x;
+  const int4 w = carry_slot(t, p.S, *step, b);
+  const float nan = __int_as_float(0x7fc00000);  // std::numeric_limits<float>::quiet_NaN()'s bits
+  const size_t nx = size_t(p.L) * p.F, ny = size_t(p.L) * p.K;
+  const size_t j0 = size_t(blockIdx.y) * kCarrySlice;
+  const int* rows = w.x >= 0 ? t.rows + t.offsets[w.x] + w.y : nullptr;
+  for (size_t j = j0 + threadIdx.x; j < j0 + kCarrySlice && j < nx; j += kCarryThreads) {
+    const int r = int(j / size_t(p.F)), f = int(j - size_t(r) * p.F);
+    xb[size_t(b) * nx + j] = rows ? x[(size_t(w.x) * p.T + size_t(rows[r])) * p.F + f] : 0.0f;
+  }
+  for (size_t j = j0 + threadIdx.x; j < j0 + kCarrySlice && j < ny; j += kCarryThreads) {
+    const int r = int(j / size_t(p.K)), k = int(j - size_t(r) * p.K);
+    const bool masked = !rows || (w.z != 0 && r < p.burn_in);
+    yb[size_t(b) * ny + j] = masked ? nan : y[(size_t(w.x) * p.T + size_t(rows[r])) * p.K + k];
+  }
+}
+
+// Grid (NL · B): block (l, b) zeroes layer l's states of lane b when its window starts from zero.
+__global__ void __launch_bounds__(kCarryThreads) carry_reset_kernel(CarryGatherParams p, CarryTables t,
+                                                                    const long long* __restrict__ step,
+                                                                    size_t conv_lane, size_t ssm_lane,
+                                                                    float* __restrict__ conv, float* __restrict__ ssm) {
+  const int b = int(blockIdx.x % unsigned(p.B));
+  if (carry_slot(t, p.S, *step, b).z == 0) return;
+  float* c = conv + size_t(blockIdx.x) * conv_lane;  // (l·B + b)·conv_lane: the layer-major layout
+  float* s = ssm + size_t(blockIdx.x) * ssm_lane;
+  for (size_t i = threadIdx.x; i < conv_lane; i += kCarryThreads) c[i] = 0.0f;
+  for (size_t i = threadIdx.x; i < ssm_lane; i += kCarryThreads) s[i] = 0.0f;
+}
+
+__global__ void __launch_bounds__(kCarryThreads) carry_clear_kernel(const int* __restrict__ flag, float* __restrict__ a,
+                                                                    size_t na, float* __restrict__ c, size_t nc) {
+  if (*flag == 0) return;
+  const size_t stride = size_t(gridDim.x) * kCarryThreads;
+  for (size_t i = size_t(blockIdx.x) * kCarryThreads + threadIdx.x; i < na + nc; i += stride) {
+    if (i < na) a[i] = 0.0f;
+    else c[i - na] = 0.0f;
+  }
+}
+
+void check_carry(const CarryGatherParams& p, const CarryTables& t, const char* what) {
+  require(p.B >= 1 && p.L >= 1 && p.S >= 1 && p.N >= 1 && p.T >= 1 && p.F >= 1 && p.K >= 1 && p.burn_in >= 0,
+          std::string(what) + ": need B, L, S, N, T, F, K >= 1 and burn_in >= 0, got B = " + std::to_string(p.B) +
+              ", L = " + std::to_string(p.L) + ", S = " + std::to_string(p.S) + ", N = " + std::to_string(p.N) +
+              ", T = " + std::to_string(p.T) + ", F = " + std::to_string(p.F) + ", K = " + std::to_string(p.K) +
+              ", burn_in = " + std::to_string(p.burn_in));
+  require(t.table[0] && t.table[1] && t.offsets && t.rows, std::string(what) + ": an epoch table or row list is null");
+}
+}  // namespace
+
+void carry_gather(const CarryGatherParams& p, const CarryTables& t, const long long* step, const float* x,
+                  const float* y, float* xb, float* yb, cudaStream_t stream) {
+  check_carry(p, t, "carry_gather");
+  const size_t n = size_t(p.L) * size_t(std::max(p.F, p.K));
+  const size_t slices = (n + kCarrySlice - 1) / kCarrySlice;
+  require(slices <= 65535, "carry_gather: window too large for one grid (L · max(F, K) > 65535 · 2048)");
+  carry_gather_kernel<<<dim3(unsigned(p.B), unsigned(slices)), kCarryThreads, 0, stream>>>(p, t, step, x, y, xb, yb);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
+void carry_reset(const CarryGatherParams& p, const CarryTables& t, const long long* step, int NL, size_t conv_lane,
+                 size_t ssm_lane, float* conv, float* ssm, cudaStream_t stream) {
+  check_carry(p, t, "carry_reset");
+  require(NL >= 1 && size_t(NL) * size_t(p.B) <= 0x7fffffffu, "carry_reset: NL · B out of range");
+  carry_reset_kernel<<<unsigned(NL * p.B), kCarryThreads, 0, stream>>>(p, t, step, conv_lane, ssm_lane, conv, ssm);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
+void carry_clear_if(const int* flag, float* conv, size_t n_conv, float* ssm, size_t n_ssm, cudaStream_t stream) {
+  const size_t n = n_conv + n_ssm;
+  if (n == 0) return;
+  const unsigned blocks = unsigned(std::min<size_t>((n + kCarryThreads - 1) / kCarryThreads, 1024));
+  carry_clear_kernel<<<blocks, kCarryThreads, 0, stream>>>(flag, conv, n_conv, ssm, n_ssm);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace mlalpha::gpu
