@@ -38,8 +38,8 @@ struct CpuTrainerOptions {
   // The fast model's threads from a pool shared with other trainers stepped in turn (a population's members;
   // compute.threads() is then not used). It must outlive the trainer.
   cpu::ThreadPool* pool = nullptr;
-  // train.state = "carry": the present rows of the member's panel over its training range, shared by the members
-  // of one panel (a population's); null: the trainer finds them.
+  // train.state = "carry" with windows: the present rows of the member's panel over its training range, shared by
+  // the members of one panel (a population's); null: the trainer finds them.
   std::shared_ptr<const PresentRows> present = nullptr;
 };
 

@@ -36,7 +36,8 @@ bool same(const TimeCarryWindow& a, const TimeCarryWindow& b) {
 
 TEST(TimeCarrySampler, CrossSectionsShareDatesAndWalkTheRangeInOrder) {
   // (N, T, L, dates, G): G < N with N prime and not, G = N, more cross-sections than windows, T a multiple of L.
-  const int shapes[][5] = {{7, 100, 8, 3, 4}, {12, 203, 16, 2, 5}, {5, 90, 7, 4, 5}, {6, 40, 9, 6, 2}, {4, 64, 8, 3, 3}};
+  const int shapes[][5] = {
+      {7, 100, 8, 3, 4}, {12, 203, 16, 2, 5}, {5, 90, 7, 4, 5}, {6, 40, 9, 6, 2}, {4, 64, 8, 3, 3}};
   for (const auto& sh : shapes) {
     const TimeCarryParams p{sh[0], sh[1], sh[2], sh[3], sh[4], 17};
     const std::string what = "N " + std::to_string(p.N) + " T " + std::to_string(p.T) + " L " + std::to_string(p.L) +
