@@ -2,12 +2,13 @@
 # Carry-trained vs zero-state-trained on the real daily panel (scripts/real_panel.py builds data/sp500.csv), both
 # scored on the test range in mode carry (and window, for reference): docs/benchmarks.md, "Stateful training on a
 # real daily panel". Usage: scripts/real_panel_bench.sh <ml-alpha binary> <panel.csv> <out folder> [windows|time]
+# Environment: SEEDS (1 2 3), STEPS (1500), INSTRUMENTS (16, time batches' G), FEATURES (a TOML list; all eight).
 set -euo pipefail
 bin=$1 csv=$2 out=$3 mode=${4:-windows}
 steps=${STEPS:-1500}
 data=(--set 'data.source="csv"' --set "data.csv=\"$csv\"" --set 'data.time_column="date"'
       --set 'data.instrument_column="ticker"'
-      --set 'data.feature_columns=["r1","r5","r20","r60","hl","oc","vchg","vol20"]'
+      --set "data.feature_columns=${FEATURES:-[\"r1\",\"r5\",\"r20\",\"r60\",\"hl\",\"oc\",\"vchg\",\"vol20\"]}"
       --set 'data.target_columns=["fwd5"]' --set 'data.feature_norm="zscore"' --set 'data.target_norm="zscore"'
       --set split.train_end=0.7 --set split.valid_end=0.85 --set split.gap=5)
 if [ "$mode" = time ]; then
