@@ -89,11 +89,6 @@ void TrainConfig::validate() const {
   require(loss != LossKind::IC || batch_mode == BatchMode::Time,
           "train.loss = 'ic' correlates predictions across the instruments of one date, so it needs "
           "train.batch = \"time\" (cross-sectional batches), got train.batch = " + std::to_string(B));
-  // Carried states follow one instrument per lane; a time batch's lanes are the instruments of one date, whose
-  // windows would have to stay date-aligned (a missing row a zero-filled row), which this version does not do.
-  require(state != StateMode::Carry || batch_mode == BatchMode::Windows,
-          "train.state = 'carry' trains with train.batch = <windows per step> in this version; train.batch = \"time\" "
-          "(cross-sectional batches) trains with train.state = 'zero'");
 }
 
 int TrainConfig::cross_section(int N) const {

@@ -119,4 +119,34 @@ void CarrySampler::gather(int64_t step, const Panel& p, int burn_in, float* xb, 
   }
 }
 
+void gather_time_carry(const TimeCarryParams& tp, const Panel& p, int t_begin, int64_t step, int burn_in, float* xb,
+                       float* yb, unsigned char* reset) {
+  require(tp.L >= 1 && tp.L <= tp.T && tp.dates >= 1 && tp.G >= 1 && tp.G <= tp.N && tp.N == p.N,
+          "gather_time_carry: need 1 <= L <= T, dates >= 1, 1 <= G <= N = the panel's " + std::to_string(p.N) +
+              ", got L = " + std::to_string(tp.L) + ", T = " + std::to_string(tp.T) + ", dates = " +
+              std::to_string(tp.dates) + ", G = " + std::to_string(tp.G) + ", N = " + std::to_string(tp.N));
+  require(t_begin >= 0 && int64_t(t_begin) + tp.T <= p.T,
+          "gather_time_carry: the range [" + std::to_string(t_begin) + ", " + std::to_string(int64_t(t_begin) + tp.T) +
+              ") is not inside the panel's " + std::to_string(p.T) + " steps");
+  require(step >= 0, "gather_time_carry: step " + std::to_string(step) + " < 0");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const size_t F = size_t(p.F), K = size_t(p.K), L = size_t(tp.L);
+  const int B = tp.dates * tp.G;
+  for (int b = 0; b < B; ++b) {
+    const TimeCarryWindow w = time_carry_window(tp, step, b);
+    reset[b] = w.reset ? 1 : 0;
+    float* xo = xb + size_t(b) * L * F;
+    float* yo = yb + size_t(b) * L * K;
+    if (w.instrument < 0) {
+      std::fill(xo, xo + L * F, 0.0f);
+      std::fill(yo, yo + L * K, nan);
+      continue;
+    }
+    const size_t row = size_t(w.instrument) * size_t(p.T) + size_t(t_begin) + size_t(w.start);
+    std::copy_n(p.x.data() + row * F, L * F, xo);
+    std::copy_n(p.y.data() + row * K, L * K, yo);
+    if (w.reset) std::fill(yo, yo + size_t(std::min(burn_in, tp.L)) * K, nan);
+  }
+}
+
 }  // namespace mlalpha

@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "data/carry_sampler_time.h"
 #include "data/panel.h"
 
 namespace mlalpha {
@@ -85,5 +86,15 @@ class CarrySampler {
   int64_t W_ = 0, S_ = 0;
   mutable Epoch cache_;  // the last epoch asked for: a cache of a pure function, so the results do not depend on it
 };
+
+// Time batches with carried states (carry_sampler_time.h), on the host: the batch of `step`, xb (B, L, F), yb (B, L, K)
+// with B = p.dates · p.G, from the panel's x (N, T, F), y (N, T, K) over its dates [t_begin, t_begin + p.T) (the
+// training range, read in place), each window's L dates copied as the panel holds them (a missing row as its fill,
+// its target NaN); the target of a row t < burn_in of a window after a reset set to NaN (masked); reset (B)
+// written: 1 where the lane's state must be zeroed before the window. Padding windows: x zeros, targets NaN.
+// Throws mlalpha::Error (before writing) unless 1 <= L <= p.T, 1 <= G <= N = panel.N, dates >= 1 and the range is
+// inside the panel.
+void gather_time_carry(const TimeCarryParams& p, const Panel& panel, int t_begin, int64_t step, int burn_in, float* xb,
+                       float* yb, unsigned char* reset);
 
 }  // namespace mlalpha

@@ -20,11 +20,12 @@ class CpuEngine : public Engine {
  public:
   CpuEngine(const std::vector<Member>& members, const Compute& compute) : members_(members) {
     if (!compute.reference()) pool_ = std::make_unique<cpu::ThreadPool>(compute.threads());
-    // Carry: the members of one panel and training range share its present rows (the sampler's lists).
+    // Carry: the members of one panel and training range share its present rows (the sampler's lists; time
+    // batches keep the dates aligned and have none).
     std::map<std::tuple<const Panel*, int, int>, std::shared_ptr<const PresentRows>> present;
     for (const Member& m : members) {
       CpuTrainerOptions opt{compute, pool_.get(), nullptr};
-      if (m.train().state == StateMode::Carry) {
+      if (m.train().state == StateMode::Carry && m.train().batch_mode == BatchMode::Windows) {
         const GatherParams& g = m.gather();
         auto& rows = present[{&m.panel(), g.t_begin, g.t_begin + g.T}];
         if (!rows) rows = present_rows(m.panel(), g.t_begin, g.t_begin + g.T);

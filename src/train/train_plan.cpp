@@ -33,9 +33,10 @@ void validate_training(const ModelConfig& mc, const TrainConfig& tc, const Panel
               std::to_string(data.T) + " time steps of the data");
   require(tc.L <= end - range.begin, "train.seq_len = " + std::to_string(tc.L) + " exceeds the series length T = " +
                                          std::to_string(end - range.begin));
-  // Carry: some instrument must have a whole window of present rows in the range (the sampler's own check,
-  // made here before anything is written).
-  if (tc.state == StateMode::Carry) CarrySampler::check_range(data, range.begin, end, tc.L);
+  // Carry with windows: some instrument must have a whole window of present rows in the range (the sampler's own
+  // check, made here before anything is written). Time batches walk the range's dates, of which it has L.
+  if (tc.state == StateMode::Carry && tc.batch_mode == BatchMode::Windows)
+    CarrySampler::check_range(data, range.begin, end, tc.L);
   if (tc.batch_mode == BatchMode::Time) {
     const int64_t B = int64_t(tc.dates) * tc.cross_section(data.N);
     require(B * tc.L * std::max(mc.F, mc.K) <= std::numeric_limits<int>::max(),

@@ -72,8 +72,13 @@ CpuTrainer::CpuTrainer(const Member& member, const CpuTrainerOptions& opt)
     require(!present || (present->t_begin == t_begin && present->t_end == t_end &&
                          present->rows.size() == size_t(data_.N)),
             "CpuTrainer: the shared present rows are of another range or panel");
-    if (!present) present = present_rows(data_, t_begin, t_end);
-    carry_ = std::make_unique<CarrySampler>(std::move(present), B, tc_.L, tc_.seed);
+    if (gather_.dates > 0) {  // time batches: date-aligned lanes, no row lists
+      time_carry_ = std::make_unique<TimeCarryParams>(
+          TimeCarryParams{data_.N, gather_.T, tc_.L, gather_.dates, gather_.G, tc_.seed});
+    } else {
+      if (!present) present = present_rows(data_, t_begin, t_end);
+      carry_ = std::make_unique<CarrySampler>(std::move(present), B, tc_.L, tc_.seed);
+    }
     carry_conv_.assign(size_t(mc.NL) * carry_conv_floats(mc, B), 0.0f);
     carry_ssm_.assign(size_t(mc.NL) * carry_ssm_floats(mc, B), 0.0f);
     reset_.assign(size_t(B), 1);
@@ -108,8 +113,10 @@ StepRecord CpuTrainer::step() {
   // takes none.
   int burn_in = tc_.burn_in;
   CarryState<float> carry;
-  if (carry_) {
-    carry_->gather(step_, data_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
+  const bool carried = carry_ || time_carry_;
+  if (carried) {
+    if (carry_) carry_->gather(step_, data_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
+    else gather_time_carry(*time_carry_, data_, g.t_begin, step_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
     reset_lanes();
     burn_in = 0;
     // in and out the same buffers: the models copy the in states before they write the out ones
@@ -121,10 +128,10 @@ StepRecord CpuTrainer::step() {
   const LossParams lp{g.B, tc_.L, c.K, tc_.loss, tc_.huber_delta, burn_in, tc_.cross_section(data_.N)};
   ref::LossResult<float> loss;
   if (fast_) {
-    fast_->forward(params_.data(), xb_.data(), g.B, tc_.L, carry_ ? &carry : nullptr);
+    fast_->forward(params_.data(), xb_.data(), g.B, tc_.L, carried ? &carry : nullptr);
     loss = fast_->loss(yb_.data(), lp);
   } else {
-    ref_->forward(params_.data(), xb_.data(), g.B, tc_.L, carry_ ? &carry : nullptr);
+    ref_->forward(params_.data(), xb_.data(), g.B, tc_.L, carried ? &carry : nullptr);
     loss = ref_->loss(yb_.data(), lp);
   }
   const Clock::time_point t1 = Clock::now();
@@ -196,7 +203,7 @@ void CpuTrainer::load_state(const TrainState& s) {
   // A carry run continues from the states its lanes carried; a state of step 0 (train.init's weights) has none
   // yet: the lanes start from zero, as a fresh run's do.
   const bool has_carry = !s.carry_ssm.empty();
-  if (carry_) {
+  if (carry_ || time_carry_) {
     require(has_carry || s.step == 0,
             "CpuTrainer::load_state: train.state = 'carry', but the state of step " + std::to_string(s.step) +
                 " holds no carried states (saved by a zero-state run?); resume it with the train.state it was trained with");

@@ -1,7 +1,8 @@
 #pragma once
 // The CPU training step (DESIGN section 2 on the CPU backend): sample → forward → loss → backward →
 // global norm → clip → AdamW with the scheduled lr. With train.state = "carry" the batch's lanes walk consecutive
-// windows (data/carry_sampler.h) and each lane's conv windows and SSM states go from one step's forward into the
+// windows (data/carry_sampler.h; with time batches, all lanes of a cross-section on the same dates:
+// data/carry_sampler_time.h) and each lane's conv windows and SSM states go from one step's forward into the
 // next's (zeroed where the sampler resets the lane), part of the trainer's state. `ml-alpha train`'s step on a machine without a GPU: the
 // fast CPU model (src/cpu: OpenBLAS, all cores) by default, or the reference model (RefModel<float>, one
 // thread, the ref:: optimizer passes), the oracle the GPU trainer's tests compare with.
@@ -37,8 +38,8 @@ struct CpuTrainerOptions {
   // The fast model's threads from a pool shared with other trainers stepped in turn (a population's members;
   // compute.threads() is then not used). It must outlive the trainer.
   cpu::ThreadPool* pool = nullptr;
-  // train.state = "carry": the present rows of the member's panel over its training range, shared by the members
-  // of one panel (a population's); null: the trainer finds them.
+  // train.state = "carry" with windows: the present rows of the member's panel over its training range, shared by
+  // the members of one panel (a population's); null: the trainer finds them.
   std::shared_ptr<const PresentRows> present = nullptr;
 };
 
@@ -95,9 +96,11 @@ class CpuTrainer {
   std::unique_ptr<cpu::CpuModel> fast_;     // one of the two
   std::unique_ptr<RefModel<float>> ref_;
   std::vector<float> params_, grads_, m_, v_, xb_, yb_;
-  // train.state = "carry": the sampler of consecutive windows, the lanes' states (layer-major, CarryState) and
-  // which lanes start from zero this step.
+  // train.state = "carry": the sampler of consecutive windows (windows mode; time mode: time_carry_, the pure
+  // functions of data/carry_sampler_time.h), the lanes' states (layer-major, CarryState) and which lanes start
+  // from zero this step.
   std::unique_ptr<CarrySampler> carry_;
+  std::unique_ptr<TimeCarryParams> time_carry_;
   std::vector<float> carry_conv_, carry_ssm_;  // (NL, B, W − 1, conv_dim), (NL, B, H, P, N)
   std::vector<unsigned char> reset_;           // (B)
   std::vector<double> norm_partials_;       // (cpu::norm_blocks(params)): the fast global norm's scratch

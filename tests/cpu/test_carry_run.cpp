@@ -4,9 +4,10 @@
 // - a population keeps its states per member: member r is bitwise the solo run of seed + r;
 // - validation and test score in mode carry, the checkpoint records the state, and a model loaded from it
 //   predicts in carry by default;
-// - refusals before anything is written: time batches.
+// - time batches with the IC loss: stopped and resumed, bitwise as the straight run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -107,14 +108,28 @@ TEST_F(CarryRun, EvaluatesInCarryModeAndSaysSoInTheCheckpoint) {
   EXPECT_TRUE(load_checkpoint(z.folds[0].dir + "/last.safetensors").state.carry_ssm.empty());
 }
 
-TEST_F(CarryRun, TimeBatchesAreRefusedBeforeAnythingIsWritten) {
-  try {
-    run(config("time", {"train.batch=\"time\"", "train.dates=2"}));
-    FAIL() << "carry with time batches ran";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("train.state = 'carry'"), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(fs::exists(at("time")));
+// Time batches with the IC loss and carried states (data/carry_sampler_time.h) through the run: stopped and resumed,
+// the run ends bitwise as the straight one, and its test scores in mode carry.
+TEST_F(CarryRun, TimeBatchesWithTheIcLossResumeBitwise) {
+  const std::vector<std::string> tb = {"train.batch=\"time\"", "train.dates=2", "train.instruments=3",
+                                       "train.loss=\"ic\"", "run.metric=\"ic\""};
+  std::vector<std::string> split = tb;
+  split.push_back("run.stop_after=10");
+  const RunResult straight = run(config("time", tb));
+  run(config("time-split", split));
+  RunOptions o;
+  o.resume = at("time-split").string();
+  const RunResult resumed = run(parse_run_config("", "test", {}), nullptr, o);
+  expect_same_state(at("time/last.safetensors"), at("time-split/last.safetensors"));
+  EXPECT_EQ(straight.folds[0].test.mean.ic, resumed.folds[0].test.mean.ic);
+  EXPECT_TRUE(std::isfinite(straight.folds[0].test.mean.ic));
+  const Model m = Model::load(straight.folds[0].dir + "/best.safetensors");
+  EXPECT_EQ(m.train_config().batch_mode, BatchMode::Time);
+  EXPECT_EQ(default_predict_mode(m.train_config()), PredictMode::carry);
+  const Panel p = load_panel(m.data_config());
+  const TimeRange test_range = split_range(straight.folds[0].split, "test", p.T);
+  EXPECT_DOUBLE_EQ(m.evaluate(p, test_range, test::on_cpu(2), {}, PredictMode::carry).mean.ic,
+                   straight.folds[0].test.mean.ic);
 }
 
 }  // namespace
