@@ -30,6 +30,7 @@ struct BenchArgs {
   std::string threads;            // cpu: the thread counts timed, "1,16" ("" = 1 and every CPU available)
   bool reference = false;         // cpu: also the reference model's step (one thread)
   bool carry = false;             // also the step with train.state = "carry" (the lanes' states carried), on either device
+  bool time_batches = false;      // every trained step with train.batch = "time" (bench_time_batches), on either device
   // --predict: predict's throughput over a panel of N,T,F with windows of predict_seq_len rows, the last
   // predict_dates dates (0: all).
   bool predict = false;
@@ -61,12 +62,15 @@ const BenchShape& bench_shape(const std::string& name);
 // replay, a synthetic panel. `total_steps` is every step the caller will run (it sets the LR schedule
 // and the log interval, so no step logs). state: train.state (carry: consecutive windows, states carried).
 std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps,
-                                               StateMode state = StateMode::Zero);
+                                               StateMode state = StateMode::Zero, bool time_batches = false);
 struct ModelConfig;
 struct TrainConfig;
 // The model and training settings make_bench_trainer uses for `s`.
 ModelConfig bench_model_config(const BenchShape& s);
 TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps);
+// tc with time batches of the same B windows: B / 16 dates × the bench panel's 16 instruments (the IC loss's
+// cross-sections). Throws unless B is a multiple of 16.
+TrainConfig bench_time_batches(TrainConfig tc, const BenchShape& s);
 // make_bench_trainer's synthetic panel for `s`.
 struct Panel;
 Panel bench_panel(const BenchShape& s);

@@ -94,13 +94,16 @@ int run_cpu_bench(const BenchArgs& a) {
     require(!threads.empty(), "bench: --threads is empty");
   }
   const std::vector<std::string> configs = split_list(a.configs);
-  for (const std::string& name : configs) bench_shape(name);  // every name checked before the first timing
+  for (const std::string& name : configs)  // every name (and its time batches) checked before the first timing
+    if (a.time_batches) bench_time_batches({}, bench_shape(name));
+    else bench_shape(name);
   std::printf("ml-alpha bench --device cpu: the CPU trainer's step (gather the batch, zero the gradients, forward, loss, "
               "backward, global norm, clip, AdamW), median of %d steps (S and larger: %d) after %d warm-up\n",
               a.steps, std::max(5, a.steps / 3), a.warmup);
   const std::string name = cpu_model_name();
   std::printf("CPU: %s, %d CPUs available to this process\nBLAS: %s\n\n", name.empty() ? "?" : name.c_str(), available,
               cpu::blas_description().c_str());
+  if (a.time_batches) std::printf("Every step with time batches: B / 16 dates × 16 instruments, the IC loss.\n\n");
   std::printf("| model     | config  | thr | step          | fwd ms   | bwd ms   | optim ms | tokens/s   | scaling |\n"
               "|---|---|---|---|---|---|---|---|---|\n");
   std::vector<std::string> checks;
@@ -110,7 +113,8 @@ int run_cpu_bench(const BenchArgs& a) {
     const int steps = large ? std::max(5, a.steps / 3) : a.steps;
     const Panel panel = bench_panel(s);
     const ModelConfig mc = bench_model_config(s);
-    const TrainConfig tc = bench_train_config(s, 2 + a.warmup + steps);
+    const TrainConfig tc = a.time_batches ? bench_time_batches(bench_train_config(s, 2 + a.warmup + steps), s)
+                                          : bench_train_config(s, 2 + a.warmup + steps);
     // The bits do not depend on the thread count: two steps' weights on each, against the first.
     std::vector<float> first;
     std::string verdict = std::string(s.name) + ": the weights after 2 steps, against " + std::to_string(threads[0]) +

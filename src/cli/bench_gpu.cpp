@@ -45,7 +45,8 @@ std::vector<float> time_calls(cudaStream_t st, int steps, F&& f) {
 double bench_model(Context& ctx, const BenchShape& s, Precision precision, const BenchArgs& a, double t_start, bool first,
                    bool carry = false) {
   const std::unique_ptr<GpuTrainer> trainer =
-      make_bench_trainer(ctx, s, precision, 1 + a.warmup + a.steps, carry ? StateMode::Carry : StateMode::Zero);
+      make_bench_trainer(ctx, s, precision, 1 + a.warmup + a.steps, carry ? StateMode::Carry : StateMode::Zero,
+                         a.time_batches);
   GpuTrainer& tr = *trainer;
   tr.step();
   const StepRecord r1 = tr.record(1);
@@ -99,9 +100,10 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
 }  // namespace
 
 std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s, Precision precision, int64_t total_steps,
-                                               StateMode state) {
+                                               StateMode state, bool time_batches) {
   const Panel data = bench_panel(s);  // the trainer keeps a device copy
   TrainConfig tc = bench_train_config(s, total_steps);
+  if (time_batches) tc = bench_time_batches(tc, s);
   tc.precision = precision;
   tc.state = state;
   return std::make_unique<GpuTrainer>(ctx, bench_model_config(s), tc, data, GpuTrainerOptions{true, 0});
@@ -109,6 +111,10 @@ std::unique_ptr<GpuTrainer> make_bench_trainer(Context& ctx, const BenchShape& s
 
 int run_bench(const BenchArgs& a, double t_start) {
   require(a.steps >= 1 && a.warmup >= 0, "bench: --steps must be >= 1 and --warmup >= 0");
+  if (a.time_batches) {  // every configuration's time batches checked before the first output
+    std::stringstream names(a.configs);
+    for (std::string name; std::getline(names, name, ',');) bench_time_batches({}, bench_shape(name));
+  }
   Context ctx(0);
   const std::string precision = a.precision ? to_string(*a.precision) : "fp32 (L: tf32, then fp32)";
   std::printf("ml-alpha bench on %s; %s; median of %d steps after %d warm-up steps (CUDA events, graph replay)\n",
@@ -142,6 +148,7 @@ int run_bench(const BenchArgs& a, double t_start) {
   }
   std::printf("(* first step s: from process start, so it includes the configurations timed before it)\n");
   if (a.carry) std::printf("(c: train.state = 'carry', the same batch of consecutive windows with the states carried)\n");
+  if (a.time_batches) std::printf("(every step with time batches: B / 16 dates × 16 instruments, the IC loss)\n");
   for (const std::string& r : ratios) std::printf("%s\n", r.c_str());
   if (a.optimizer) {
     for (size_t n : {size_t(25'000'000), size_t(100'000'000)}) bench_optimizer(ctx, n, a.steps);

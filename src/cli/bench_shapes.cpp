@@ -43,6 +43,19 @@ TrainConfig bench_train_config(const BenchShape& s, int64_t total_steps) {
   return tc;
 }
 
-Panel bench_panel(const BenchShape& s) { return make_synthetic({16, s.L + 512, s.F, 1, 0.1f, 1, 0}); }
+constexpr int kBenchInstruments = 16;
+
+TrainConfig bench_time_batches(TrainConfig tc, const BenchShape& s) {
+  require(s.B % kBenchInstruments == 0, std::string("bench --time-batches: configuration ") + s.name + " has B = " +
+                                            std::to_string(s.B) + " windows, not a multiple of the bench panel's " +
+                                            std::to_string(kBenchInstruments) + " instruments (a date's cross-section)");
+  tc.batch_mode = BatchMode::Time;
+  tc.dates = s.B / kBenchInstruments;
+  tc.instruments = kBenchInstruments;
+  tc.loss = LossKind::IC;
+  return tc;
+}
+
+Panel bench_panel(const BenchShape& s) { return make_synthetic({kBenchInstruments, s.L + 512, s.F, 1, 0.1f, 1, 0}); }
 
 }  // namespace mlalpha

@@ -205,6 +205,9 @@ int main(int argc, char** argv) {
   bench->add_flag("--carry", bargs.carry,
                   "also the step with train.state = 'carry' (consecutive windows, states carried) and its ratio to the "
                   "zero-state step");
+  bench->add_flag("--time-batches", bargs.time_batches,
+                  "train every timed step with train.batch = 'time': B / 16 dates × the bench panel's 16 instruments, "
+                  "the IC loss (with --carry: the time-batch carry schedule)");
   StreamBenchOptions sopt;
   bool bench_stream = false, no_torch = false;
   std::string stream_instruments = "1,100,5000";
@@ -273,6 +276,8 @@ int main(int argc, char** argv) {
       require(bargs.threads.empty() && !bargs.reference, "bench: --threads and --reference go with --device cpu");
       require(!bargs.carry || (!bench_stream && !bargs.predict && bargs.models.empty()),
               "bench: --carry times the training step (with --configs), not --stream, --predict or --models");
+      require(!bargs.time_batches || (!bench_stream && !bargs.predict && bargs.models.empty()),
+              "bench: --time-batches times the training step (with --configs), not --stream, --predict or --models");
       bargs.precision = precision_flag(bench_precision, bench_tf32);
       if (bench_stream) {  // the CPU side runs without a GPU
         std::stringstream configs(bench_configs->count() ? bargs.configs : "S,M"), inst(stream_instruments);

@@ -32,15 +32,18 @@ __global__ void __launch_bounds__(kCarryThreads) carry_gather_kernel(CarryGather
   const float nan = __int_as_float(0x7fc00000);  // std::numeric_limits<float>::quiet_NaN()'s bits
   const size_t nx = size_t(p.L) * p.F, ny = size_t(p.L) * p.K;
   const size_t j0 = size_t(blockIdx.y) * kCarrySlice;
-  const int* rows = w.x >= 0 ? t.rows + t.offsets[w.x] + w.y : nullptr;
+  const bool real = w.x >= 0;
+  // Row r of the window is time step first + r (time batches) or the instrument's present row first + r.
+  const int* rows = real && !p.dated ? t.rows + t.offsets[w.x] + w.y : nullptr;
+  const auto time_of = [&](int r) { return size_t(p.dated ? w.y + r : rows[r]); };
   for (size_t j = j0 + threadIdx.x; j < j0 + kCarrySlice && j < nx; j += kCarryThreads) {
     const int r = int(j / size_t(p.F)), f = int(j - size_t(r) * p.F);
-    xb[size_t(b) * nx + j] = rows ? x[(size_t(w.x) * p.T + size_t(rows[r])) * p.F + f] : 0.0f;
+    xb[size_t(b) * nx + j] = real ? x[(size_t(w.x) * p.T + time_of(r)) * p.F + f] : 0.0f;
   }
   for (size_t j = j0 + threadIdx.x; j < j0 + kCarrySlice && j < ny; j += kCarryThreads) {
     const int r = int(j / size_t(p.K)), k = int(j - size_t(r) * p.K);
-    const bool masked = !rows || (w.z != 0 && r < p.burn_in);
-    yb[size_t(b) * ny + j] = masked ? nan : y[(size_t(w.x) * p.T + size_t(rows[r])) * p.K + k];
+    const bool masked = !real || (w.z != 0 && r < p.burn_in);
+    yb[size_t(b) * ny + j] = masked ? nan : y[(size_t(w.x) * p.T + time_of(r)) * p.K + k];
   }
 }
 
@@ -73,7 +76,8 @@ void check_carry(const CarryGatherParams& p, const CarryTables& t, const char* w
               ", L = " + std::to_string(p.L) + ", S = " + std::to_string(p.S) + ", N = " + std::to_string(p.N) +
               ", T = " + std::to_string(p.T) + ", F = " + std::to_string(p.F) + ", K = " + std::to_string(p.K) +
               ", burn_in = " + std::to_string(p.burn_in));
-  require(t.table[0] && t.table[1] && t.offsets && t.rows, std::string(what) + ": an epoch table or row list is null");
+  require(t.table[0] && t.table[1] && (p.dated || (t.offsets && t.rows)),
+          std::string(what) + ": an epoch table or row list is null");
 }
 }  // namespace
 

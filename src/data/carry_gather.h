@@ -20,12 +20,14 @@ struct CarryGatherParams {
   int B = 0, L = 0;
   long long S = 0;  // steps an epoch (CarrySampler::epoch_steps)
   int burn_in = 0;  // rows t < burn_in of a window after a reset get NaN targets (the loss's mask)
+  int dated = 0;    // 1: time batches — a slot's `first` is the time step of its window's first row and the rows
+                    // are consecutive dates (carry_sampler_time.h); no row lists. 0: `first` indexes the present rows
 };
 
 namespace gpu {
 
 // The epoch tables and the present rows: table[e mod 2] (B·S) the windows of the epoch of *step; offsets (N + 1)
-// and rows (offsets[N]): instrument i's present time steps, ascending, at rows[offsets[i] ..].
+// and rows (offsets[N]): instrument i's present time steps, ascending, at rows[offsets[i] ..] (null with dated).
 struct CarryTables {
   const int4* table[2] = {nullptr, nullptr};  // (B·S) each
   const int* offsets = nullptr;               // (N + 1)
@@ -34,7 +36,8 @@ struct CarryTables {
 
 // xb (B, L, F), yb (B, L, K) of step *step (device memory, the steps taken before it): lane b's window is its
 // slot's L present rows from `first` on; a padding window's x zeros and targets NaN; a window after a reset has
-// NaN targets in its first burn_in rows. The copy CarrySampler::gather makes on the host, float for float.
+// NaN targets in its first burn_in rows. The copy CarrySampler::gather makes on the host, float for float (with
+// p.dated, the L dates from `first` on: gather_time_carry's copy).
 void carry_gather(const CarryGatherParams& p, const CarryTables& t, const long long* step, const float* x,
                   const float* y, float* xb, float* yb, cudaStream_t stream);
 

@@ -26,7 +26,7 @@ DeviceRows::DeviceRows(const PresentRows& r) : t_begin(r.t_begin), t_end(r.t_end
 DeviceCarrySampler::DeviceCarrySampler(std::shared_ptr<const PresentRows> present,
                                        std::shared_ptr<const DeviceRows> device_rows, const Panel& panel, int B,
                                        int lane0, int lanes_total, int L, int burn_in, uint64_t seed)
-    : sampler_(present, lanes_total, L, seed), rows_(std::move(device_rows)), lane0_(lane0) {
+    : sampler_(std::in_place, present, lanes_total, L, seed), rows_(std::move(device_rows)), lane0_(lane0) {
   require(rows_ && present && rows_->t_begin == present->t_begin && rows_->t_end == present->t_end &&
               rows_->offsets.size() == present->rows.size() + 1,
           "DeviceCarrySampler: the device rows are of another range or panel");
@@ -34,12 +34,44 @@ DeviceCarrySampler::DeviceCarrySampler(std::shared_ptr<const PresentRows> presen
           "DeviceCarrySampler: lanes [" + std::to_string(lane0) + ", " + std::to_string(lane0 + B) +
               ") are not inside the sampler's " + std::to_string(lanes_total));
   p_.N = panel.N, p_.T = panel.T, p_.F = panel.F, p_.K = panel.K;
-  p_.B = B, p_.L = L, p_.S = sampler_.epoch_steps(), p_.burn_in = burn_in;
-  const size_t slots = size_t(B) * size_t(p_.S);
+  p_.B = B, p_.L = L, p_.S = sampler_->epoch_steps(), p_.burn_in = burn_in;
+  make_tables();
+}
+
+DeviceCarrySampler::DeviceCarrySampler(const TimeCarryParams& time, int t_begin, const Panel& panel, int B, int lane0,
+                                       int burn_in)
+    : time_(time), t_begin_(t_begin), lane0_(lane0) {
+  require(time.N == panel.N && time.L >= 1 && time.L <= time.T && time.dates >= 1 && time.G >= 1 &&
+              time.G <= time.N && t_begin >= 0 && int64_t(t_begin) + time.T <= panel.T,
+          "DeviceCarrySampler: the time-batch schedule (N = " + std::to_string(time.N) + ", T = " +
+              std::to_string(time.T) + " from " + std::to_string(t_begin) + ", L = " + std::to_string(time.L) +
+              ", dates = " + std::to_string(time.dates) + ", G = " + std::to_string(time.G) +
+              ") does not fit the panel's " + std::to_string(panel.N) + " instruments and " +
+              std::to_string(panel.T) + " steps");
+  const int total = time.dates * time.G;
+  require(B >= 1 && lane0 >= 0 && lane0 + B <= total && lane0 % time.G == 0 && B % time.G == 0,
+          "DeviceCarrySampler: lanes [" + std::to_string(lane0) + ", " + std::to_string(lane0 + B) +
+              ") are not whole cross-sections of the schedule's " + std::to_string(total) + " lanes");
+  p_.N = panel.N, p_.T = panel.T, p_.F = panel.F, p_.K = panel.K;
+  p_.B = B, p_.L = time.L, p_.S = time_carry_epoch_steps(time), p_.burn_in = burn_in, p_.dated = 1;
+  make_tables();
+}
+
+void DeviceCarrySampler::make_tables() {
+  const size_t slots = size_t(p_.B) * size_t(p_.S);
   for (int k = 0; k < 2; ++k) {
     table_[k] = DeviceBuffer<int4>(slots);
     staging_[k] = MappedBuffer<int4>(slots);
   }
+}
+
+int4 DeviceCarrySampler::slot(int64_t step, int lane) const {
+  if (time_) {
+    const TimeCarryWindow w = time_carry_window(*time_, step, lane);
+    return int4{w.instrument, t_begin_ + w.start, w.reset ? 1 : 0, 0};
+  }
+  const CarryWindow w = sampler_->window(step, lane);
+  return int4{w.instrument, w.first, w.reset ? 1 : 0, 0};
 }
 
 void DeviceCarrySampler::prepare(int64_t step, cudaStream_t stream) {
@@ -51,10 +83,7 @@ void DeviceCarrySampler::prepare(int64_t step, cudaStream_t stream) {
   copied_[k].synchronize();
   int4* out = const_cast<int4*>(staging_[k].host());
   for (int b = 0; b < p_.B; ++b)
-    for (int64_t s = 0; s < p_.S; ++s) {
-      const CarryWindow w = sampler_.window(e * p_.S + s, lane0_ + b);
-      out[size_t(b) * size_t(p_.S) + size_t(s)] = int4{w.instrument, w.first, w.reset ? 1 : 0, 0};
-    }
+    for (int64_t s = 0; s < p_.S; ++s) out[size_t(b) * size_t(p_.S) + size_t(s)] = slot(e * p_.S + s, lane0_ + b);
   // Ordered on the step's stream after every step enqueued before it, which read the other table or this one's
   // epoch e − 2, long done.
   MLALPHA_CUDA_CHECK(cudaMemcpyAsync(table_[k].data(), out,
@@ -64,6 +93,7 @@ void DeviceCarrySampler::prepare(int64_t step, cudaStream_t stream) {
 }
 
 gpu::CarryTables DeviceCarrySampler::tables() const {
+  if (!rows_) return {{table_[0].data(), table_[1].data()}, nullptr, nullptr};
   return {{table_[0].data(), table_[1].data()}, rows_->offsets.data(), rows_->rows.data()};
 }
 

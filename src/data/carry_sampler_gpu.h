@@ -6,10 +6,16 @@
 // stream, into the device table of that epoch's parity before it enqueues the epoch's first step; the step's
 // kernels pick the table and the slot from the step counter in device memory. The present-row lists go up once.
 //
+// Time batches (carry_sampler_time.h) fill the same tables: a slot's `first` is then its window's first time index
+// of the panel and its rows are consecutive dates (CarryGatherParams::dated), so no row lists go up.
+//
 // Several GPUs: the sampler spans world · B lanes and rank r draws lanes [r·B, (r + 1)·B) of it, so the ranks
 // share one epoch (every window once) and each keeps its own lanes' states; a world of one is the plain sampler.
+// With time batches the world's lanes are world · D cross-sections, so a rank holds whole cross-sections (the IC
+// loss's groups) and the ranks walk different runs of the range.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/cuda_event.h"
@@ -17,6 +23,7 @@
 #include "core/mapped_buffer.h"
 #include "data/carry_gather.h"
 #include "data/carry_sampler.h"
+#include "data/carry_sampler_time.h"
 
 namespace mlalpha {
 
@@ -35,6 +42,9 @@ class DeviceCarrySampler {
   // CarrySampler::gather applies it.
   DeviceCarrySampler(std::shared_ptr<const PresentRows> present, std::shared_ptr<const DeviceRows> device_rows,
                      const Panel& panel, int B, int lane0, int lanes_total, int L, int burn_in, uint64_t seed);
+  // Time batches: lanes [lane0, lane0 + B) of the schedule `time` (its dates · G lanes) over the training range
+  // that starts at time step t_begin of `panel` (N, T, F, K).
+  DeviceCarrySampler(const TimeCarryParams& time, int t_begin, const Panel& panel, int B, int lane0, int burn_in);
 
   int lanes() const { return p_.B; }
   int64_t epoch_steps() const { return p_.S; }
@@ -50,9 +60,13 @@ class DeviceCarrySampler {
 
  private:
   gpu::CarryTables tables() const;
+  void make_tables();
+  int4 slot(int64_t step, int lane) const;  // lane's window at step, as a table holds it
 
-  CarrySampler sampler_;
-  std::shared_ptr<const DeviceRows> rows_;
+  std::optional<CarrySampler> sampler_;  // windows mode
+  std::optional<TimeCarryParams> time_;  // time batches
+  int t_begin_ = 0;                      // time batches: the range's first time step
+  std::shared_ptr<const DeviceRows> rows_;  // windows mode
   CarryGatherParams p_;
   int lane0_;
   DeviceBuffer<int4> table_[2];   // (B·S) each: epochs of even and odd number

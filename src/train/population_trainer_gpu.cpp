@@ -231,6 +231,19 @@ void PopulationTrainer::setup_carry(const std::vector<Member>& members) {
     if (t.state != StateMode::Carry) continue;
     const Member& mem = members[size_t(m)];
     const GatherParams& g = mem.gather();
+    const int B = mem.batch();
+    auto c = std::make_unique<MemberCarry>();
+    c->conv = DeviceBuffer<float>(size_t(mc.NL) * carry_conv_floats(mc, B));
+    c->ssm = DeviceBuffer<float>(size_t(mc.NL) * carry_ssm_floats(mc, B));
+    c->conv.fill_bytes(0, ctx_.stream());
+    c->ssm.fill_bytes(0, ctx_.stream());
+    if (g.dates > 0) {
+      // Time batches: date-aligned lanes, no row lists; the world's lanes are world · D cross-sections of G.
+      const TimeCarryParams tp{mem.panel().N, g.T, t.L, world * g.dates, g.G, t.seed};
+      c->sampler = std::make_unique<DeviceCarrySampler>(tp, g.t_begin, mem.panel(), B, rank * B, t.burn_in);
+      carry_[size_t(m)] = std::move(c);
+      continue;
+    }
     const int t_begin = g.t_begin, t_end = g.t_begin + g.T, di = data_of_[size_t(m)];
     auto it = std::find_if(shared.begin(), shared.end(), [&](const Shared& x) {
       return x.data == di && x.t_begin == t_begin && x.t_end == t_end;
@@ -241,14 +254,8 @@ void PopulationTrainer::setup_carry(const std::vector<Member>& members) {
       shared.push_back(std::move(x));
       it = shared.end() - 1;
     }
-    const int B = mem.batch();
-    auto c = std::make_unique<MemberCarry>();
     c->sampler = std::make_unique<DeviceCarrySampler>(it->host, it->device, mem.panel(), B, rank * B, world * B, t.L,
                                                       t.burn_in, t.seed);
-    c->conv = DeviceBuffer<float>(size_t(mc.NL) * carry_conv_floats(mc, B));
-    c->ssm = DeviceBuffer<float>(size_t(mc.NL) * carry_ssm_floats(mc, B));
-    c->conv.fill_bytes(0, ctx_.stream());
-    c->ssm.fill_bytes(0, ctx_.stream());
     carry_[size_t(m)] = std::move(c);
   }
 }

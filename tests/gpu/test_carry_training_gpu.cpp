@@ -18,6 +18,7 @@
 #include "core/context.h"
 #include "data/carry_sampler.h"
 #include "data/carry_sampler_gpu.h"
+#include "data/carry_sampler_time.h"
 #include "data/synthetic.h"
 #include "gpu_util.h"
 #include "model/layer_shapes.h"
@@ -119,6 +120,52 @@ TEST(CarrySamplerGpu, GatherAndResetEqualTheCpuSamplerOverEpochs) { check_gather
 TEST(CarrySamplerGpu, ARanksLanesAreItsShareOfTheWorldsSampler) {
   check_gather(3, 3, 6);  // rank 1 of 2
   check_gather(0, 3, 6);  // rank 0 of 2
+}
+
+// Time batches: lanes [lane0, lane0 + B) of a schedule of `dates` cross-sections of G against gather_time_carry of
+// all of them, bit for bit, over three epochs and more; the panel's missing rows are in the windows as the panel
+// holds them (date-aligned), and the range starts inside the panel.
+void check_time_gather(int lane0, int B, int dates, int G) {
+  Panel p = ragged(7, 90, 3);
+  const int L = 8, burn_in = 3, t0 = 5, T = 77;  // T mod L = 5: the phase moves
+  const TimeCarryParams tp{p.N, T, L, dates, G, 17};
+  Context ctx;
+  DeviceCarrySampler dev(tp, t0, p, B, lane0, burn_in);
+  ASSERT_EQ(dev.epoch_steps(), time_carry_epoch_steps(tp));
+  const auto x = to_device(p.x), y = to_device(p.y);
+  DeviceBuffer<long long> step(1);
+  DeviceBuffer<float> xb(size_t(B) * L * p.F), yb(size_t(B) * L * p.K);
+  const int total = dates * G;
+  std::vector<float> cx(size_t(total) * L * p.F), cy(size_t(total) * L * p.K);
+  std::vector<unsigned char> reset(static_cast<size_t>(total));
+  int resets = 0, padding = 0;
+  for (int64_t s = 0; s < 3 * dev.epoch_steps() + 2; ++s) {
+    dev.prepare(s, ctx.stream());
+    const long long sv = s;
+    step.upload(&sv, 1);
+    xb.fill_bytes(0xFF, ctx.stream());
+    yb.fill_bytes(0xFF, ctx.stream());
+    dev.gather(step.data(), x.data(), y.data(), xb.data(), yb.data(), ctx.stream());
+    ctx.synchronize();
+    gather_time_carry(tp, p, t0, s, burn_in, cx.data(), cy.data(), reset.data());
+    const size_t nx = size_t(L) * p.F, ny = size_t(L) * p.K;
+    ASSERT_TRUE(bits_equal(xb.download(), std::vector<float>(cx.begin() + lane0 * nx, cx.begin() + (lane0 + B) * nx)))
+        << "x of step " << s;
+    ASSERT_TRUE(bits_equal(yb.download(), std::vector<float>(cy.begin() + lane0 * ny, cy.begin() + (lane0 + B) * ny)))
+        << "y of step " << s;
+    for (int b = lane0; b < lane0 + B; ++b) {
+      resets += reset[size_t(b)];
+      padding += time_carry_window(tp, s, b).instrument < 0;
+    }
+  }
+  EXPECT_GT(resets, 0);
+  EXPECT_GT(padding, 0);  // 9 windows an epoch over 2 or 4 runs: the last run's tail is padding
+}
+
+TEST(CarrySamplerGpu, TimeBatchesGatherTheCpuSchedule) {
+  check_time_gather(0, 8, 2, 4);   // one rank, G < N
+  check_time_gather(4, 4, 4, 4);   // rank 1 of 4: a cross-section of its own
+  check_time_gather(0, 14, 2, 7);  // G = N
 }
 
 // ---- the model
@@ -265,6 +312,14 @@ CarryCase carry_case(int steps) {
   return s;
 }
 
+// Time batches with the IC loss: 2 cross-sections of 4 of the 6 instruments, date-aligned (the ragged panel's
+// missing rows inside the windows), epochs of a few steps.
+CarryCase time_case(int steps) {
+  CarryCase s = carry_case(steps);
+  s.tc.batch_mode = BatchMode::Time, s.tc.dates = 2, s.tc.instruments = 4, s.tc.loss = LossKind::IC;
+  return s;
+}
+
 std::vector<float> train_gpu(const CarryCase& s, bool graph, int steps) {
   Context ctx;
   GpuTrainer tr(ctx, s.mc, s.tc, s.data, {graph, 0});
@@ -275,9 +330,9 @@ std::vector<float> train_gpu(const CarryCase& s, bool graph, int steps) {
 // The GPU carry trainer against the CPU one (the reference model): the same windows and states step by step, so
 // the same losses and skip flags, and weights within the trainers' parity; its states in the TrainState too. One
 // run with an Inf in the panel: the steps that sample it are skipped on both, and the states zeroed on both.
-TEST(CarryTrainerGpu, MatchesTheCpuTrainer) {
+void expect_matches_cpu(bool time_batches) {
   for (bool poison : {false, true}) {
-    CarryCase s = carry_case(12);
+    CarryCase s = time_batches ? time_case(12) : carry_case(12);
     if (poison) s.data.x[(size_t(4) * s.data.T + 60) * s.data.F + 1] = std::numeric_limits<float>::infinity();
     const int steps = 12;
     CpuTrainer cpu(s.mc, s.tc, s.data, {}, {.compute = test::on_cpu_reference()});
@@ -309,6 +364,9 @@ TEST(CarryTrainerGpu, MatchesTheCpuTrainer) {
   }
 }
 
+TEST(CarryTrainerGpu, MatchesTheCpuTrainer) { expect_matches_cpu(false); }
+TEST(CarryTrainerGpu, TimeBatchesMatchTheCpuTrainer) { expect_matches_cpu(true); }
+
 TEST(CarryTrainerGpu, GraphReplayEqualsEagerBitwise) {
   for (Precision pr : {Precision::FP32, Precision::BF16}) {
     CarryCase s = carry_case(30);
@@ -324,8 +382,9 @@ TEST(CarryTrainerGpu, GraphReplayEqualsEagerBitwise) {
 // N steps = k steps, state(), a new trainer, load_state, N − k steps: the same weights, moments and states bit for
 // bit (k inside an epoch, N past several); the same weights with the states dropped diverge.
 TEST(CarryTrainerGpu, ResumedRunContinuesBitForBit) {
-  for (Precision pr : {Precision::FP32, Precision::BF16}) {
-    CarryCase s = carry_case(25);
+  for (int c = 0; c < 3; ++c) {
+    const Precision pr = c == 1 ? Precision::BF16 : Precision::FP32;
+    CarryCase s = c == 2 ? time_case(25) : carry_case(25);  // case 2: time batches with the IC loss
     s.tc.precision = pr;
     const int N = 25, k = 9;
     Context ctx;
