@@ -116,11 +116,18 @@ StepRecord CpuTrainer::step() {
   const bool carried = carry_ || time_carry_;
   if (carried) {
     if (carry_) carry_->gather(step_, data_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
-    else gather_time_carry(*time_carry_, data_, g.t_begin, step_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
+    else {
+      // Time batches skip an instrument's missing dates: present rows first, the model told which (RowMap).
+      lane_rows_.resize(size_t(g.B));
+      lane_dates_.resize(size_t(g.B) * tc_.L);
+      gather_time_carry(*time_carry_, data_, g.t_begin, step_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data(),
+                        lane_rows_.data(), lane_dates_.data());
+    }
     reset_lanes();
     burn_in = 0;
     // in and out the same buffers: the models copy the in states before they write the out ones
     carry = {carry_conv_.data(), carry_ssm_.data(), carry_conv_.data(), carry_ssm_.data()};
+    if (time_carry_) carry.rows = lane_rows_.data(), carry.dates = lane_dates_.data();
   } else {
     gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
   }
