@@ -21,7 +21,7 @@ struct CarryGatherParams {
   long long S = 0;  // steps an epoch (CarrySampler::epoch_steps)
   int burn_in = 0;  // rows t < burn_in of a window after a reset get NaN targets (the loss's mask)
   int dated = 0;    // 1: time batches — a slot's `first` is the time step of its window's first row and the rows
-                    // are consecutive dates (carry_sampler_time.h); no row lists. 0: `first` indexes the present rows
+                    // are consecutive dates (carry_sampler_time.h). 0: `first` indexes the present rows
 };
 
 namespace gpu {

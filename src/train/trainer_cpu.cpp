@@ -72,7 +72,7 @@ CpuTrainer::CpuTrainer(const Member& member, const CpuTrainerOptions& opt)
     require(!present || (present->t_begin == t_begin && present->t_end == t_end &&
                          present->rows.size() == size_t(data_.N)),
             "CpuTrainer: the shared present rows are of another range or panel");
-    if (gather_.dates > 0) {  // time batches: date-aligned lanes, no row lists
+    if (gather_.dates > 0) {  // time batches: date-aligned lanes, presence read from the panel by the gather
       time_carry_ = std::make_unique<TimeCarryParams>(
           TimeCarryParams{data_.N, gather_.T, tc_.L, gather_.dates, gather_.G, tc_.seed});
     } else {
