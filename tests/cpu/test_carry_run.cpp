@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "carry_run_util.h"
 #include "compute_util.h"
 #include "mlalpha/model.h"
 #include "mlalpha/run.h"
@@ -27,13 +28,7 @@ namespace {
 class CarryRun : public ::testing::Test {
  protected:
   RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> ov = {"run.device=\"cpu\"", "run.threads=2", "data.instruments=5", "data.timesteps=400",
-                                   "data.n_features=3", "data.memory=50", "model.d_model=16", "model.head_dim=8",
-                                   "train.batch=3", "train.seq_len=16", "train.steps=24", "train.warmup=2",
-                                   "train.log_every=4", "run.eval_every=8", "train.state=\"carry\"",
-                                   "run.out_dir=\"" + (tmp_.path / name).string() + "\""};
-    ov.insert(ov.end(), extra.begin(), extra.end());
-    return parse_run_config("", "test", ov);
+    return test::carry_run_config(tmp_.path / name, "cpu", extra);
   }
   RunResult run(const RunConfig& c, std::vector<std::string>* messages = nullptr, RunOptions o = {}) {
     o.callback = [messages](const RunEvent& e) {
@@ -45,18 +40,6 @@ class CarryRun : public ::testing::Test {
   fs::path at(const std::string& rel) const { return tmp_.path / rel; }
   test::TempDir tmp_;
 };
-
-// The states a checkpoint's sidecar holds, with its weights and moments: equal bit for bit.
-void expect_same_state(const fs::path& a, const fs::path& b) {
-  const Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
-  EXPECT_EQ(x.state.step, y.state.step) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.params, y.state.params)) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.m, y.state.m)) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.v, y.state.v)) << a << " vs " << b;
-  ASSERT_FALSE(x.state.carry_ssm.empty()) << a << ": a carry run's last checkpoint holds its lanes' states";
-  EXPECT_TRUE(test::same_bits(x.state.carry_ssm, y.state.carry_ssm)) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.carry_conv, y.state.carry_conv)) << a << " vs " << b;
-}
 
 TEST_F(CarryRun, AResumedRunEndsAsTheStraightOne) {
   const std::vector<std::string> wf = {"split.walk_forward_folds=2", "split.walk_forward_train_size=160", "split.walk_forward_test_size=60"};
@@ -70,7 +53,7 @@ TEST_F(CarryRun, AResumedRunEndsAsTheStraightOne) {
   o.resume = at("split").string();
   run(parse_run_config("", "test", {}), nullptr, o);
   for (const char* fold : {"fold-0", "fold-1"})
-    expect_same_state(at(std::string("straight/") + fold + "/last.safetensors"),
+    test::expect_same_carry_state(at(std::string("straight/") + fold + "/last.safetensors"),
                       at(std::string("split/") + fold + "/last.safetensors"));
   EXPECT_EQ(test::read_bytes(at("straight/oos_pred.csv")), test::read_bytes(at("split/oos_pred.csv")));
 }
@@ -78,7 +61,7 @@ TEST_F(CarryRun, AResumedRunEndsAsTheStraightOne) {
 TEST_F(CarryRun, PopulationMembersKeepTheirOwnStates) {
   run(config("pop", {"train.models=2"}));
   run(config("solo", {"train.seed=2"}));  // member 1 trains with seed + 1
-  expect_same_state(at("pop/member-01/last.safetensors"), at("solo/last.safetensors"));
+  test::expect_same_carry_state(at("pop/member-01/last.safetensors"), at("solo/last.safetensors"));
   const Checkpoint m0 = load_checkpoint(at("pop/member-00/last.safetensors").string());
   const Checkpoint m1 = load_checkpoint(at("pop/member-01/last.safetensors").string());
   EXPECT_NE(m0.state.carry_ssm, m1.state.carry_ssm);
@@ -120,7 +103,7 @@ TEST_F(CarryRun, TimeBatchesWithTheIcLossResumeBitwise) {
   RunOptions o;
   o.resume = at("time-split").string();
   const RunResult resumed = run(parse_run_config("", "test", {}), nullptr, o);
-  expect_same_state(at("time/last.safetensors"), at("time-split/last.safetensors"));
+  test::expect_same_carry_state(at("time/last.safetensors"), at("time-split/last.safetensors"));
   EXPECT_EQ(straight.folds[0].test.mean.ic, resumed.folds[0].test.mean.ic);
   EXPECT_TRUE(std::isfinite(straight.folds[0].test.mean.ic));
   const Model m = Model::load(straight.folds[0].dir + "/best.safetensors");

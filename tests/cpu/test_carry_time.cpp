@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "carry_resume_util.h"
 #include "compute_util.h"
 #include "core/error.h"
 #include "data/carry_sampler.h"
@@ -333,35 +334,12 @@ TEST(TimeCarryTraining, ResumedRunContinuesBitForBit) {
     if (reference) s.tc.dates = 2, s.tc.instruments = 5;  // the reference is one thread of plain loops
     const Compute compute = reference ? test::on_cpu_reference() : test::on_cpu(2);
     const int N = reference ? 8 : 11, k = 4;
-    CpuTrainer whole(s.mc, s.tc, s.data, {}, {.compute = compute});
-    std::vector<float> losses;
-    for (int i = 0; i < N; ++i) losses.push_back(whole.step().loss);
-    test::TempDir dir;
-    {
-      CpuTrainer first(s.mc, s.tc, s.data, {}, {.compute = compute});
-      for (int i = 0; i < k; ++i) ASSERT_EQ(first.step().loss, losses[size_t(i)]);
-      CheckpointMeta meta{s.mc, s.tc, {}, {}, {}, {}};
-      save_checkpoint(dir / "last.safetensors", first.layout(), first.state(), meta);
-    }
-    const Checkpoint ck = load_checkpoint(dir / "last.safetensors", s.mc);
-    EXPECT_EQ(ck.meta.train.state, StateMode::Carry);
-    EXPECT_EQ(ck.meta.train.batch_mode, BatchMode::Time);
-    CpuTrainer second(s.mc, s.tc, s.data, {}, {.compute = compute});
-    second.load_state(ck.state);
-    for (int i = k; i < N; ++i) ASSERT_EQ(second.step().loss, losses[size_t(i)]) << "step " << i + 1;
-    const TrainState a = whole.state(), b = second.state();
-    EXPECT_EQ(a.params, b.params);
-    EXPECT_EQ(a.m, b.m);
-    EXPECT_EQ(a.v, b.v);
-    EXPECT_EQ(a.carry_conv, b.carry_conv);
-    EXPECT_EQ(a.carry_ssm, b.carry_ssm);
+    test::CarryResume r;
+    test::expect_carry_resume_bitwise(s.mc, s.tc, s.data, compute, N, k, &r);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(r.saved.meta.train.batch_mode, BatchMode::Time);
     // Step k + 1 continues the lanes' states (it is no epoch's first step at either shape): without them it differs.
-    TrainState stateless = ck.state;
-    std::fill(stateless.carry_ssm.begin(), stateless.carry_ssm.end(), 0.0f);
-    std::fill(stateless.carry_conv.begin(), stateless.carry_conv.end(), 0.0f);
-    CpuTrainer third(s.mc, s.tc, s.data, {}, {.compute = compute});
-    third.load_state(stateless);
-    EXPECT_NE(third.step().loss, losses[size_t(k)]) << (reference ? "reference" : "fast");
+    EXPECT_NE(r.cold[0], r.straight[size_t(k)]) << (reference ? "reference" : "fast");
   }
 }
 

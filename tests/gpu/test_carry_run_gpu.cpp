@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "carry_run_util.h"
 #include "compute_util.h"
 #include "core/error.h"
 #include "dist/nccl.h"
@@ -32,29 +33,12 @@ namespace {
 class CarryRunGpu : public ::testing::Test {
  protected:
   RunConfig config(const std::string& name, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> ov = {"run.device=\"gpu\"", "data.instruments=5", "data.timesteps=400",
-                                   "data.n_features=3", "data.memory=50", "model.d_model=16", "model.head_dim=8",
-                                   "train.batch=3", "train.seq_len=16", "train.steps=24", "train.warmup=2",
-                                   "train.log_every=4", "run.eval_every=8", "train.state=\"carry\"",
-                                   "run.out_dir=\"" + (tmp_.path / name).string() + "\""};
-    ov.insert(ov.end(), extra.begin(), extra.end());
-    return parse_run_config("", "test", ov);
+    return test::carry_run_config(tmp_.path / name, "gpu", extra);
   }
   RunResult run(const RunConfig& c, RunOptions o = {}) { return run_training(c, o); }
   fs::path at(const std::string& rel) const { return tmp_.path / rel; }
   test::TempDir tmp_;
 };
-
-void expect_same_state(const fs::path& a, const fs::path& b) {
-  const Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
-  EXPECT_EQ(x.state.step, y.state.step) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.params, y.state.params)) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.m, y.state.m)) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.v, y.state.v)) << a << " vs " << b;
-  ASSERT_FALSE(x.state.carry_ssm.empty()) << a << ": a carry run's last checkpoint holds its lanes' states";
-  EXPECT_TRUE(test::same_bits(x.state.carry_ssm, y.state.carry_ssm)) << a << " vs " << b;
-  EXPECT_TRUE(test::same_bits(x.state.carry_conv, y.state.carry_conv)) << a << " vs " << b;
-}
 
 TEST_F(CarryRunGpu, AResumedRunEndsAsTheStraightOne) {
   for (const char* precision : {"fp32", "bf16"}) {
@@ -69,7 +53,7 @@ TEST_F(CarryRunGpu, AResumedRunEndsAsTheStraightOne) {
     o.resume = at("split-" + p).string();
     run(parse_run_config("", "test", {}), o);
     for (const char* fold : {"fold-0", "fold-1"})
-      expect_same_state(at("straight-" + p + "/" + fold + "/last.safetensors"),
+      test::expect_same_carry_state(at("straight-" + p + "/" + fold + "/last.safetensors"),
                         at("split-" + p + "/" + fold + "/last.safetensors"));
     EXPECT_EQ(test::read_bytes(at("straight-" + p + "/oos_pred.csv")), test::read_bytes(at("split-" + p + "/oos_pred.csv")))
         << precision;
@@ -79,7 +63,7 @@ TEST_F(CarryRunGpu, AResumedRunEndsAsTheStraightOne) {
 TEST_F(CarryRunGpu, PopulationMembersKeepTheirOwnStates) {
   run(config("pop", {"train.models=2"}));
   run(config("solo", {"train.seed=2"}));  // member 1 trains with seed + 1
-  expect_same_state(at("pop/member-01/last.safetensors"), at("solo/last.safetensors"));
+  test::expect_same_carry_state(at("pop/member-01/last.safetensors"), at("solo/last.safetensors"));
   const Checkpoint m0 = load_checkpoint(at("pop/member-00/last.safetensors").string());
   const Checkpoint m1 = load_checkpoint(at("pop/member-01/last.safetensors").string());
   EXPECT_NE(m0.state.carry_ssm, m1.state.carry_ssm);
@@ -97,12 +81,12 @@ TEST_F(CarryRunGpu, AWorldOfOneEqualsThePlainRunAndResumes) {
   RunOptions o;
   o.data_parallel = true;
   run(config("dp"), o);
-  expect_same_state(at("plain/last.safetensors"), at("dp/last.safetensors"));
+  test::expect_same_carry_state(at("plain/last.safetensors"), at("dp/last.safetensors"));
   run(config("dp-split", {"run.stop_after=10"}), o);
   RunOptions r = o;
   r.resume = at("dp-split").string();
   run(parse_run_config("", "test", {}), r);
-  expect_same_state(at("plain/last.safetensors"), at("dp-split/last.safetensors"));
+  test::expect_same_carry_state(at("plain/last.safetensors"), at("dp-split/last.safetensors"));
 }
 
 // The GPU engine scores validation and test in mode carry: the loaded best model's carry-mode test mse (on the GPU)
