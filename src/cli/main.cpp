@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <sstream>
 #include <string>
@@ -32,6 +33,17 @@ CLI::Validator fold_check() {
   return CLI::Validator(
       [](std::string& v) { return !v.empty() && v[0] == '-' ? "folds count from 0 (the first fold), got " + v : std::string(); },
       "", "fold");
+}
+
+// A failed command leaves with its status without the libraries' exit handlers: what the command did was undone as
+// the error unwound (files, locks, the run folder), and OpenBLAS's handler joins its worker threads, which start
+// before main and take a work buffer each: under an address-space limit too small for one (ulimit -v, the
+// refusal of cpu/blas.h's check_blas_address_space) a worker retries that allocation forever, and the join would
+// hang after the message.
+[[noreturn]] void fail(int status) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(status);
 }
 
 }  // namespace
@@ -240,7 +252,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     // Flag errors read like every other error, and exit 1 like them.
     std::fprintf(stderr, "ml-alpha: error: %s\nRun with --help for more information.\n", e.what());
-    return 1;
+    fail(1);
   }
   try {
     if (*train) {
@@ -304,7 +316,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);  // what was printed before the error comes first
     std::fprintf(stderr, "ml-alpha: error: %s\n", e.what());
-    return 1;
+    fail(1);
   }
   return 0;
 }
