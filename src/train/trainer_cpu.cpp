@@ -187,7 +187,7 @@ std::vector<float> CpuTrainer::predict(const Panel& p, const WindowPlan& plan, i
 std::vector<float> CpuTrainer::predict_carry(const Panel& p, int t0, int t1, const std::vector<float>* params) {
   const CarryInput in = carry_input(p, t0, t1);
   if (in.plan.windows.empty()) return carry_output(in, {}, p);
-  return carry_output(in, predict(in.compact, in.plan, prediction_tile(tc_, p.N, in.plan.L), params), p);
+  return carry_output(in, predict(in.compact, in.plan, carry_prediction_tile(tc_, p.N, in.plan.L), params), p);
 }
 
 TrainState CpuTrainer::state() const {
