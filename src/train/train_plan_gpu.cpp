@@ -40,6 +40,8 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
     const double states = double(mc.NL) * double(carry_conv_floats(mc, B) * 2 + carry_ssm_floats(mc, B)) * kFloat;
     const double slots = double(N) * T / tc.L + B;
     e.other += states + 2 * slots * 4 * sizeof(int) + (double(N) * T + N + 1) * sizeof(int);
+    // Time batches: each lane's row map ((B) counts + (B, L) dates) and the model's date-ordered out and dout.
+    if (tc.batch_mode == BatchMode::Time) e.other += (B + M) * sizeof(int) + 2 * M * mc.K * kFloat;
   }
   const double windows = double(N) * (double(T) / std::max(1, tc.L - tc.burn_in) + 1);
   e.prediction = double(N) * T * mc.K * kFloat + windows * 4 * sizeof(int) +
