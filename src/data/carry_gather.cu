@@ -20,19 +20,54 @@ __device__ int4 carry_slot(const CarryTables& t, long long S, long long step, in
   return table[size_t(b) * size_t(S) + size_t(s)];
 }
 
+// The first index of rows[0 .. n) (ascending) whose value is >= v (n when none).
+__device__ int carry_lower_bound(const int* rows, int n, int v) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (rows[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 // Grid (B, slices): block (b, z) writes floats [z·kCarrySlice, (z + 1)·kCarrySlice) of lane b's L·F features and
 // of its L·K targets; row r of the window is present row first + r of its instrument.
 __global__ void __launch_bounds__(kCarryThreads) carry_gather_kernel(CarryGatherParams p, CarryTables t,
                                                                      const long long* __restrict__ step,
                                                                      const float* __restrict__ x,
                                                                      const float* __restrict__ y,
-                                                                     float* __restrict__ xb, float* __restrict__ yb) {
+                                                                     float* __restrict__ xb, float* __restrict__ yb,
+                                                                     int* __restrict__ lane_rows,
+                                                                     int* __restrict__ lane_dates) {
   const int b = blockIdx.x;
   const int4 w = carry_slot(t, p.S, *step, b);
   const float nan = __int_as_float(0x7fc00000);  // std::numeric_limits<float>::quiet_NaN()'s bits
   const size_t nx = size_t(p.L) * p.F, ny = size_t(p.L) * p.K;
   const size_t j0 = size_t(blockIdx.y) * kCarrySlice;
   const bool real = w.x >= 0;
+  if (lane_rows) {  // time batches skipping missing dates: the present rows of [first, first + L) come first
+    const int* r0 = real ? t.rows + t.offsets[w.x] : nullptr;
+    const int lo = real ? carry_lower_bound(r0, t.offsets[w.x + 1] - t.offsets[w.x], w.y) : 0;
+    const int hi = real ? lo + carry_lower_bound(r0 + lo, t.offsets[w.x + 1] - t.offsets[w.x] - lo, w.y + p.L) : 0;
+    const int n = hi - lo;
+    for (size_t j = j0 + threadIdx.x; j < j0 + kCarrySlice && j < nx; j += kCarryThreads) {
+      const int r = int(j / size_t(p.F)), f = int(j - size_t(r) * p.F);
+      xb[size_t(b) * nx + j] = r < n ? x[(size_t(w.x) * p.T + size_t(r0[lo + r])) * p.F + f] : 0.0f;
+    }
+    for (size_t j = j0 + threadIdx.x; j < j0 + kCarrySlice && j < ny; j += kCarryThreads) {
+      const int r = int(j / size_t(p.K)), k = int(j - size_t(r) * p.K);
+      const int at = real ? carry_lower_bound(r0 + lo, n, w.y + r) : 0;  // date r's row, if it has one
+      const bool present = at < n && r0[lo + at] == w.y + r;
+      const bool masked = !present || (w.z != 0 && r < p.burn_in);
+      yb[size_t(b) * ny + j] = masked ? nan : y[(size_t(w.x) * p.T + size_t(w.y + r)) * p.K + k];
+    }
+    if (blockIdx.y == 0) {
+      if (threadIdx.x == 0) lane_rows[b] = n;
+      for (int r = threadIdx.x; r < p.L; r += kCarryThreads) lane_dates[size_t(b) * p.L + r] = r < n ? r0[lo + r] - w.y : -1;
+    }
+    return;
+  }
   // Row r of the window is time step first + r (time batches) or the instrument's present row first + r.
   const int* rows = real && !p.dated ? t.rows + t.offsets[w.x] + w.y : nullptr;
   const auto time_of = [&](int r) { return size_t(p.dated ? w.y + r : rows[r]); };
@@ -82,12 +117,15 @@ void check_carry(const CarryGatherParams& p, const CarryTables& t, const char* w
 }  // namespace
 
 void carry_gather(const CarryGatherParams& p, const CarryTables& t, const long long* step, const float* x,
-                  const float* y, float* xb, float* yb, cudaStream_t stream) {
+                  const float* y, float* xb, float* yb, cudaStream_t stream, int* lane_rows, int* lane_dates) {
   check_carry(p, t, "carry_gather");
+  require((lane_rows == nullptr) == (lane_dates == nullptr) && (!lane_rows || (p.dated && t.offsets && t.rows)),
+          "carry_gather: lane rows and dates go together, with time batches (dated) and the present-row lists");
   const size_t n = size_t(p.L) * size_t(std::max(p.F, p.K));
   const size_t slices = (n + kCarrySlice - 1) / kCarrySlice;
   require(slices <= 65535, "carry_gather: window too large for one grid (L · max(F, K) > 65535 · 2048)");
-  carry_gather_kernel<<<dim3(unsigned(p.B), unsigned(slices)), kCarryThreads, 0, stream>>>(p, t, step, x, y, xb, yb);
+  carry_gather_kernel<<<dim3(unsigned(p.B), unsigned(slices)), kCarryThreads, 0, stream>>>(p, t, step, x, y, xb, yb,
+                                                                                           lane_rows, lane_dates);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

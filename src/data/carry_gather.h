@@ -21,13 +21,14 @@ struct CarryGatherParams {
   long long S = 0;  // steps an epoch (CarrySampler::epoch_steps)
   int burn_in = 0;  // rows t < burn_in of a window after a reset get NaN targets (the loss's mask)
   int dated = 0;    // 1: time batches — a slot's `first` is the time step of its window's first row and the rows
-                    // are consecutive dates (carry_sampler_time.h); no row lists. 0: `first` indexes the present rows
+                    // are consecutive dates (carry_sampler_time.h). 0: `first` indexes the present rows
 };
 
 namespace gpu {
 
 // The epoch tables and the present rows: table[e mod 2] (B·S) the windows of the epoch of *step; offsets (N + 1)
-// and rows (offsets[N]): instrument i's present time steps, ascending, at rows[offsets[i] ..] (null with dated).
+// and rows (offsets[N]): instrument i's present time steps, ascending, at rows[offsets[i] ..] (with dated: read
+// only when the gather compacts, lane_rows non-null).
 struct CarryTables {
   const int4* table[2] = {nullptr, nullptr};  // (B·S) each
   const int* offsets = nullptr;               // (N + 1)
@@ -38,8 +39,12 @@ struct CarryTables {
 // slot's L present rows from `first` on; a padding window's x zeros and targets NaN; a window after a reset has
 // NaN targets in its first burn_in rows. The copy CarrySampler::gather makes on the host, float for float (with
 // p.dated, the L dates from `first` on: gather_time_carry's copy).
+// With p.dated and lane_rows (B), lane_dates (B, L) non-null: an instrument's missing dates skipped, as
+// gather_time_carry writes them with its rows and dates (present rows first, targets on their dates, the RowMap of
+// ops/carry_rows/carry_rows.h), float for float and int for int. Null in windows mode.
 void carry_gather(const CarryGatherParams& p, const CarryTables& t, const long long* step, const float* x,
-                  const float* y, float* xb, float* yb, cudaStream_t stream);
+                  const float* y, float* xb, float* yb, cudaStream_t stream, int* lane_rows = nullptr,
+                  int* lane_dates = nullptr);
 
 // Zeroes the carried states of the lanes whose window of step *step starts from zero (its slot's reset flag):
 // conv (NL, B, conv_lane), ssm (NL, B, ssm_lane), conv_lane = (W − 1)·conv_dim, ssm_lane = H·P·N.

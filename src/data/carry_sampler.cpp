@@ -120,7 +120,7 @@ void CarrySampler::gather(int64_t step, const Panel& p, int burn_in, float* xb, 
 }
 
 void gather_time_carry(const TimeCarryParams& tp, const Panel& p, int t_begin, int64_t step, int burn_in, float* xb,
-                       float* yb, unsigned char* reset) {
+                       float* yb, unsigned char* reset, int* rows, int* dates) {
   require(tp.L >= 1 && tp.L <= tp.T && tp.dates >= 1 && tp.G >= 1 && tp.G <= tp.N && tp.N == p.N,
           "gather_time_carry: need 1 <= L <= T, dates >= 1, 1 <= G <= N = the panel's " + std::to_string(p.N) +
               ", got L = " + std::to_string(tp.L) + ", T = " + std::to_string(tp.T) + ", dates = " +
@@ -129,6 +129,7 @@ void gather_time_carry(const TimeCarryParams& tp, const Panel& p, int t_begin, i
           "gather_time_carry: the range [" + std::to_string(t_begin) + ", " + std::to_string(int64_t(t_begin) + tp.T) +
               ") is not inside the panel's " + std::to_string(p.T) + " steps");
   require(step >= 0, "gather_time_carry: step " + std::to_string(step) + " < 0");
+  require((rows == nullptr) == (dates == nullptr), "gather_time_carry: rows without dates, or dates without rows");
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const size_t F = size_t(p.F), K = size_t(p.K), L = size_t(tp.L);
   const int B = tp.dates * tp.G;
@@ -140,11 +141,31 @@ void gather_time_carry(const TimeCarryParams& tp, const Panel& p, int t_begin, i
     if (w.instrument < 0) {
       std::fill(xo, xo + L * F, 0.0f);
       std::fill(yo, yo + L * K, nan);
+      if (rows) rows[b] = 0, std::fill(dates + size_t(b) * L, dates + size_t(b + 1) * L, -1);
       continue;
     }
     const size_t row = size_t(w.instrument) * size_t(p.T) + size_t(t_begin) + size_t(w.start);
-    std::copy_n(p.x.data() + row * F, L * F, xo);
-    std::copy_n(p.y.data() + row * K, L * K, yo);
+    if (!rows) {
+      std::copy_n(p.x.data() + row * F, L * F, xo);
+      std::copy_n(p.y.data() + row * K, L * K, yo);
+    } else {
+      // The present rows first, in date order, then zero padding rows; the targets stay on their dates, NaN
+      // where the instrument has no row.
+      int n = 0;
+      for (int r = 0; r < tp.L; ++r) {
+        const int t = t_begin + w.start + r;
+        if (input_row(p, w.instrument, t) & kRowFeatures) {
+          std::copy_n(p.x.data() + (row + size_t(r)) * F, F, xo + size_t(n) * F);
+          std::copy_n(p.y.data() + (row + size_t(r)) * K, K, yo + size_t(r) * K);
+          dates[size_t(b) * L + size_t(n++)] = r;
+        } else {
+          std::fill(yo + size_t(r) * K, yo + size_t(r + 1) * K, nan);
+        }
+      }
+      rows[b] = n;
+      std::fill(xo + size_t(n) * F, xo + L * F, 0.0f);
+      std::fill(dates + size_t(b) * L + size_t(n), dates + size_t(b + 1) * L, -1);
+    }
     if (w.reset) std::fill(yo, yo + size_t(std::min(burn_in, tp.L)) * K, nan);
   }
 }

@@ -94,7 +94,12 @@ class CarrySampler {
 // written: 1 where the lane's state must be zeroed before the window. Padding windows: x zeros, targets NaN.
 // Throws mlalpha::Error (before writing) unless 1 <= L <= p.T, 1 <= G <= N = panel.N, dates >= 1 and the range is
 // inside the panel.
+// With rows (B) and dates (B, L) (the trainers' call; ops/carry_rows/carry_rows.h's RowMap): an instrument's
+// missing dates are skipped, as the stream skips them. Lane b's n_b present rows of the window (input_row &
+// kRowFeatures, as CarrySampler counts them) go to xb's first rows in date order, its rows n_b .. L − 1 are zeros
+// (padding, which the model's state passes unchanged); yb stays in date order, NaN at a date without a present
+// row; rows[b] = n_b, dates[b, r] = the date offset of present row r < n_b, −1 after (a padding window: n_b = 0).
 void gather_time_carry(const TimeCarryParams& p, const Panel& panel, int t_begin, int64_t step, int burn_in, float* xb,
-                       float* yb, unsigned char* reset);
+                       float* yb, unsigned char* reset, int* rows = nullptr, int* dates = nullptr);
 
 }  // namespace mlalpha

@@ -38,9 +38,13 @@ DeviceCarrySampler::DeviceCarrySampler(std::shared_ptr<const PresentRows> presen
   make_tables();
 }
 
-DeviceCarrySampler::DeviceCarrySampler(const TimeCarryParams& time, int t_begin, const Panel& panel, int B, int lane0,
-                                       int burn_in)
-    : time_(time), t_begin_(t_begin), lane0_(lane0) {
+DeviceCarrySampler::DeviceCarrySampler(const TimeCarryParams& time, int t_begin,
+                                       std::shared_ptr<const DeviceRows> device_rows, const Panel& panel, int B,
+                                       int lane0, int burn_in)
+    : time_(time), t_begin_(t_begin), rows_(std::move(device_rows)), lane0_(lane0) {
+  require(rows_ && rows_->t_begin == t_begin && rows_->t_end == t_begin + time.T &&
+              rows_->offsets.size() == size_t(panel.N) + 1,
+          "DeviceCarrySampler: the device rows are of another range or panel");
   require(time.N == panel.N && time.L >= 1 && time.L <= time.T && time.dates >= 1 && time.G >= 1 &&
               time.G <= time.N && t_begin >= 0 && int64_t(t_begin) + time.T <= panel.T,
           "DeviceCarrySampler: the time-batch schedule (N = " + std::to_string(time.N) + ", T = " +
@@ -98,8 +102,9 @@ gpu::CarryTables DeviceCarrySampler::tables() const {
 }
 
 void DeviceCarrySampler::gather(const long long* step, const float* x, const float* y, float* xb, float* yb,
-                                cudaStream_t stream) const {
-  gpu::carry_gather(p_, tables(), step, x, y, xb, yb, stream);
+                                cudaStream_t stream, int* lane_rows, int* lane_dates) const {
+  require(!p_.dated || (lane_rows && lane_dates), "DeviceCarrySampler::gather: time batches write the lanes' rows");
+  gpu::carry_gather(p_, tables(), step, x, y, xb, yb, stream, lane_rows, lane_dates);
 }
 
 void DeviceCarrySampler::reset(const long long* step, int NL, size_t conv_lane, size_t ssm_lane, float* conv,

@@ -7,7 +7,8 @@
 // kernels pick the table and the slot from the step counter in device memory. The present-row lists go up once.
 //
 // Time batches (carry_sampler_time.h) fill the same tables: a slot's `first` is then its window's first time index
-// of the panel and its rows are consecutive dates (CarryGatherParams::dated), so no row lists go up.
+// of the panel and its rows are consecutive dates (CarryGatherParams::dated); the present-row lists tell the
+// gather which of those dates an instrument has (it skips the others, as gather_time_carry does).
 //
 // Several GPUs: the sampler spans world · B lanes and rank r draws lanes [r·B, (r + 1)·B) of it, so the ranks
 // share one epoch (every window once) and each keeps its own lanes' states; a world of one is the plain sampler.
@@ -43,8 +44,9 @@ class DeviceCarrySampler {
   DeviceCarrySampler(std::shared_ptr<const PresentRows> present, std::shared_ptr<const DeviceRows> device_rows,
                      const Panel& panel, int B, int lane0, int lanes_total, int L, int burn_in, uint64_t seed);
   // Time batches: lanes [lane0, lane0 + B) of the schedule `time` (its dates · G lanes) over the training range
-  // that starts at time step t_begin of `panel` (N, T, F, K).
-  DeviceCarrySampler(const TimeCarryParams& time, int t_begin, const Panel& panel, int B, int lane0, int burn_in);
+  // that starts at time step t_begin of `panel` (N, T, F, K); device_rows: the present rows of that range.
+  DeviceCarrySampler(const TimeCarryParams& time, int t_begin, std::shared_ptr<const DeviceRows> device_rows,
+                     const Panel& panel, int B, int lane0, int burn_in);
 
   int lanes() const { return p_.B; }
   int64_t epoch_steps() const { return p_.S; }
@@ -53,8 +55,11 @@ class DeviceCarrySampler {
   // otherwise). The host waits only when it is two epochs ahead of the device (its staging buffer still in use).
   void prepare(int64_t step, cudaStream_t stream);
   // Inside the step: the batch of the step *step (device memory, 1), then the lanes' resets (carry_gather.h).
+  // Time batches also write the lanes' present rows (lane_rows, lane_dates: carry_gather.h), required there.
   void gather(const long long* step, const float* x /* (N, T, F) */, const float* y /* (N, T, K) */,
-              float* xb /* (B, L, F) */, float* yb /* (B, L, K) */, cudaStream_t stream) const;
+              float* xb /* (B, L, F) */, float* yb /* (B, L, K) */, cudaStream_t stream, int* lane_rows /* (B) */ = nullptr,
+              int* lane_dates /* (B, L) */ = nullptr) const;
+  bool dated() const { return p_.dated != 0; }
   void reset(const long long* step, int NL, size_t conv_lane, size_t ssm_lane, float* conv /* (NL, B, conv_lane) */,
              float* ssm /* (NL, B, ssm_lane) */, cudaStream_t stream) const;
 
@@ -66,7 +71,7 @@ class DeviceCarrySampler {
   std::optional<CarrySampler> sampler_;  // windows mode
   std::optional<TimeCarryParams> time_;  // time batches
   int t_begin_ = 0;                      // time batches: the range's first time step
-  std::shared_ptr<const DeviceRows> rows_;  // windows mode
+  std::shared_ptr<const DeviceRows> rows_;  // the range's present rows
   CarryGatherParams p_;
   int lane0_;
   DeviceBuffer<int4> table_[2];   // (B·S) each: epochs of even and odd number

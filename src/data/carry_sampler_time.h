@@ -17,9 +17,9 @@
 // Step `step` is step s = step mod S of epoch e = ⌊step / S⌋ (S does not depend on the draws). A lane's state
 // resets to zero at s = 0 (every lane, at the epoch boundary and where a run starts mid-range) and on padding;
 // whole cross-sections reset together, so train.burn_in masks the same rows of every lane of one.
-// Missing rows stay in the window as the panel holds them (the prepared panel's fill, target NaN): the dates must
-// stay aligned across the cross-section, so a lane's state runs over an instrument's missing dates, where the
-// stream and `predict --mode carry` skip them (the cost: docs/decisions.md).
+// The dates stay aligned across the cross-section for the loss, but a lane's state skips its instrument's missing
+// dates, as the stream and `predict --mode carry` do: the gather puts the window's present rows first and tells
+// the model which (gather_time_carry's row maps; docs/decisions.md).
 //
 // Everything here is a pure function of (seed, step, lane) and the shape, MLALPHA_HD so a device gather can call
 // the same code; the host gather is carry_sampler.h's gather_time_carry.

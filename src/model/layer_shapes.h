@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "mlalpha/config_types.h"
+#include "ops/carry_rows/carry_rows.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
@@ -49,6 +50,12 @@ struct CarryState {
   const T* ssm_in = nullptr;   // (NL, B, H, P, N)
   T* conv_out = nullptr;       // (NL, B, W − 1, conv_dim) written when non-null
   T* ssm_out = nullptr;        // (NL, B, H, P, N) written when non-null
+  // Lanes with fewer rows than L (time batches over missing dates; ops/carry_rows/carry_rows.h): lane b's first
+  // rows[b] rows are present, the rest padding that moves no state (Δ masked to 0 there, the out states taken
+  // after the last present row), and loss() takes its targets in date order, the predictions moved to
+  // dates[b, r] first. Both null (every lane full): the bits of a window without them. Device pointers on the GPU.
+  const int* rows = nullptr;   // (B)
+  const int* dates = nullptr;  // (B, L)
 };
 // Floats of one layer's conv window and SSM state for B windows.
 inline size_t carry_conv_floats(const ModelConfig& c, int B) { return size_t(B) * (c.W - 1) * c.conv_dim(); }

@@ -183,12 +183,18 @@ void CpuModel::run_forward(const float* P, const float* x, bool cache, float* ou
     gemm_rows(pool, Op::T, M, s.proj, s.D, a.hn.data(), s.D, P + o.in_proj_w, s.D, 0.0f, zx, s.proj, pad_);
     const float* window0 = carry && carry->conv_in ? carry->conv_in + l * nconv : nullptr;
     float* window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr;
+    const RowMap map{B_, L_, carry ? carry->rows : nullptr, carry ? carry->dates : nullptr};
     rows([&](Rows r, int) {
       conv_silu_fwd(r, s.conv,
-                    {.x = z.xBC, .wT = a.convT.data(), .bias = P + o.conv_b, .window0 = window0, .window_last = window_last},
+                    {.x = z.xBC, .wT = a.convT.data(), .bias = P + o.conv_b, .window0 = window0,
+                     .window_last = map.rows ? nullptr : window_last},
                     a.xbc.data());
       dt_fwd(r, s.dt, {.dt = z.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
     });
+    if (map.rows) {  // lanes with padding rows: the window after the last present row, Δ = 0 past it
+      if (window_last) ref::window_tail<float>(s.conv, map, z.xBC, window0, window_last);
+      ref::mask_rows<float>(map, s.H, s.H, a.delta.data());
+    }
     const XbcCols<const float> xb = xbc_cols<const float>(s, a.xbc.data());
     ssd_forward(pool, sp,
                 {.x = xb.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xb.B, .Cm = xb.C, .Dskip = P + o.D,
@@ -225,7 +231,14 @@ const std::vector<float>& CpuModel::forward(const float* P, const float* x, int 
     if (carry->ssm_in) std::copy(carry->ssm_in, carry->ssm_in + nssm, ssm_in_.begin());
     else std::fill(ssm_in_.begin(), ssm_in_.end(), 0.0f);
     own = {.conv_in = conv_in_.data(), .ssm_in = ssm_in_.data(), .conv_out = carry->conv_out, .ssm_out = carry->ssm_out};
+    check((carry->rows == nullptr) == (carry->dates == nullptr), "CpuModel::forward: CarryState rows without dates");
+    if (carry->rows) {
+      rows_.assign(carry->rows, carry->rows + B);
+      dates_.assign(carry->dates, carry->dates + M);
+      own.rows = rows_.data(), own.dates = dates_.data();
+    }
   }
+  if (!carry || !carry->rows) rows_.clear(), dates_.clear();
   run_forward(P, x_.data(), true, out_.data(), carry ? &own : nullptr);
   have_grad_ = false;
   return out_;
@@ -242,7 +255,18 @@ ref::LossResult<float> CpuModel::loss(const float* y, const LossParams& lp) {
   check(!out_.empty() && lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K,
           "CpuModel::loss: call forward() first, with the loss's shape");
   dout_.resize(out_.size());
-  const ref::LossResult<float> r = ref::loss_fwd_bwd<float>(lp, {.out = out_.data(), .y = y}, dout_.data());
+  if (rows_.empty()) {
+    const ref::LossResult<float> r = ref::loss_fwd_bwd<float>(lp, {.out = out_.data(), .y = y}, dout_.data());
+    have_grad_ = true;
+    return r;
+  }
+  // Present rows first: the loss sees the predictions at their dates (y's order), its gradient goes back.
+  const RowMap map{B_, L_, rows_.data(), dates_.data()};
+  outd_.resize(out_.size());
+  doutd_.resize(out_.size());
+  ref::rows_to_dates<float>(map, lay_.cfg.K, out_.data(), outd_.data());
+  const ref::LossResult<float> r = ref::loss_fwd_bwd<float>(lp, {.out = outd_.data(), .y = y}, doutd_.data());
+  ref::dates_to_rows<float>(map, lay_.cfg.K, doutd_.data(), dout_.data());
   have_grad_ = true;
   return r;
 }
@@ -297,6 +321,7 @@ void CpuModel::backward(const float* P, float* Gr, float* dx) {
                  a.states.data(), dyb,
                  {.dx = gxb.x, .ddelta = ddelta_.data(), .dA_log = nullptr, .dB = gxb.B, .dC = gxb.C, .dD = nullptr},
                  ssd_dA_.data(), ssd_dD_.data(), ssd_scratch_.data());
+    if (!rows_.empty()) ref::mask_rows<float>({B_, L_, rows_.data(), dates_.data()}, s.H, s.H, ddelta_.data());
     reduce_partials(pool, ssd_dA_.data(), B_, s.H, Gr + o.A_log);
     reduce_partials(pool, ssd_dD_.data(), B_, s.H, Gr + o.D);
     // Δ = softplus(dt + dt_bias), then the conv's pre-activation gradient with its weight partials

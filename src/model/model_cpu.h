@@ -89,6 +89,8 @@ class CpuModel {
   std::vector<float> x_, h_, hfn_, rstdf_, out_, dout_;
   std::vector<float> conv_in_, ssm_in_;  // the last training forward's carried in states, layer-major
   bool carried_ = false;                 // whether that forward had them (else zeros: today's ops)
+  std::vector<int> rows_, dates_;        // its present rows (CarryState::rows, dates; empty: every lane full)
+  std::vector<float> outd_, doutd_;      // out and its gradient in date order (with rows_)
   std::vector<LayerActs> acts_;
   // backward
   std::vector<float> dh_, dhfn_, dg_, dy_, dzx_, dxbc_, dpre_, ddelta_, dhn_;

@@ -129,6 +129,12 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
   // Carry: the conv's in windows copied (zeros for a null pointer) before any layer writes an out window.
   const size_t nconv = carry_conv_floats(c, B_), nssm = carry_ssm_floats(c, B_);
   carried_ = carry != nullptr;
+  require(!carry || (carry->rows == nullptr) == (carry->dates == nullptr), "GpuModel::forward: CarryState rows without dates");
+  map_ = RowMap{B_, L_, carry ? carry->rows : nullptr, carry ? carry->dates : nullptr};
+  if (map_.rows && outd_.size() == 0) {
+    outd_ = DeviceBuffer<float>(size_t(M_) * c.K);
+    doutd_ = DeviceBuffer<float>(size_t(M_) * c.K);
+  }
   if (carry) {
     if (conv_in_.size() == 0) conv_in_ = DeviceBuffer<float>(size_t(c.NL) * nconv);
     if (carry->conv_in)
@@ -152,9 +158,13 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
     gpu::conv1d_silu_fwd(s.conv,
                          {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
                           .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
-                          .window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr},
+                          .window_last = carry && carry->conv_out && !map_.rows ? carry->conv_out + l * nconv : nullptr},
                          a.xbc.data(), st);
     gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
+    if (map_.rows) {  // padding rows: Δ = 0 moves no state; the conv's window ends at the last present row
+      if (carry->conv_out) gpu::window_tail(s.conv, map_, zx.xBC, conv_in_.data() + l * nconv, carry->conv_out + l * nconv, st);
+      gpu::mask_rows(map_, s.H, s.H, a.delta.data(), st);
+    }
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     gpu::ssd_fwd(s.ssd,
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
@@ -176,8 +186,17 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
 
 void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
-  gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
-                    {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
+  if (!map_.rows) {
+    gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
+                      {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
+    return;
+  }
+  // Present rows first: the loss sees the predictions at their dates (y's order), its gradient goes back.
+  cudaStream_t st = ctx_.stream();
+  gpu::rows_to_dates(map_, lay_.cfg.K, out_.data(), outd_.data(), st);
+  gpu::loss_fwd_bwd(lp, {.out = outd_.data(), .y = y},
+                    {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = doutd_.data()}, ws_.data(), st);
+  gpu::dates_to_rows(map_, lay_.cfg.K, doutd_.data(), dout_.data(), st);
 }
 
 void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
@@ -229,6 +248,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                  {.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B, .dC = dxbc.C,
                   .dD = Gr + o.D},
                  ws, st);
+    if (map_.rows) gpu::mask_rows(map_, s.H, s.H, ddelta_.data(), st);
     gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
                          {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, p_dt, st, dzx16.dt, &colsums_);
     // The forward's in window (no dwindow0 asked: the gradient stops at the window's boundary); the SSD reads

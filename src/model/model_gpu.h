@@ -106,6 +106,10 @@ class GpuModel {
   // without carry leaves carried_ false and the backward reads no window.
   DeviceBuffer<float> conv_in_;  // (NL, B, W − 1, conv_dim)
   bool carried_ = false;
+  // The last forward's present rows (CarryState::rows, dates: device pointers the caller keeps until backward();
+  // null: every lane full) and, allocated by the first forward with them, out and dout in date order.
+  RowMap map_;
+  DeviceBuffer<float> outd_, doutd_;  // (B, L, K)
 };
 
 }  // namespace mlalpha

@@ -21,6 +21,11 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L,
   const bool conv_in = carry && carry->conv_in, ssm_in = carry && carry->ssm_in;
   conv_in_.assign(conv_in ? carry->conv_in : nullptr, conv_in ? carry->conv_in + c.NL * nconv : nullptr);
   ssm_in_.assign(ssm_in ? carry->ssm_in : nullptr, ssm_in ? carry->ssm_in + c.NL * nssm : nullptr);
+  require(!carry || (carry->rows == nullptr) == (carry->dates == nullptr), "RefModel::forward: CarryState rows without dates");
+  const bool mapped = carry && carry->rows;
+  rows_.assign(mapped ? carry->rows : nullptr, mapped ? carry->rows + B : nullptr);
+  dates_.assign(mapped ? carry->dates : nullptr, mapped ? carry->dates + size_t(s.M) : nullptr);
+  const RowMap map{B, L, mapped ? rows_.data() : nullptr, mapped ? dates_.data() : nullptr};
   x_.assign(x, x + size_t(s.M) * c.F);
   h_.resize(size_t(s.M) * s.D);
   ref::linear_fwd<T>(s.input, {.x = x, .w = P + lay_.in_w, .b = P + lay_.in_b}, h_.data());
@@ -39,10 +44,16 @@ const std::vector<T>& RefModel<T>::forward(const T* P, const T* x, int B, int L,
     ref::conv1d_silu_fwd<T>(s.conv,
                             {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
                              .window0 = conv_in ? conv_in_.data() + l * nconv : nullptr,
-                             .window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr},
+                             .window_last = carry && carry->conv_out && !mapped ? carry->conv_out + l * nconv : nullptr},
                             a.xbc.data());
     a.delta.resize(size_t(s.M) * s.H);
     ref::dt_softplus_fwd<T>(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data());
+    if (mapped) {  // padding rows: Δ = 0 moves no state; the conv's window ends at the last present row
+      if (carry->conv_out)
+        ref::window_tail<T>(s.conv, map, zx.xBC, conv_in ? conv_in_.data() + l * nconv : nullptr,
+                            carry->conv_out + l * nconv);
+      ref::mask_rows<T>(map, s.H, s.H, a.delta.data());
+    }
     a.y.resize(size_t(s.M) * s.di);
     const XbcCols<const T> xbc = xbc_cols<const T>(s, a.xbc.data());
     (chunked_ ? ref::ssd_fwd_chunked<T> : ref::ssd_fwd_recurrent<T>)(
@@ -71,7 +82,14 @@ template <typename T>
 ref::LossResult<T> RefModel<T>::loss(const T* y, const LossParams& lp) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "RefModel::loss: shape differs from the last forward");
   dout_.resize(out_.size());
-  return ref::loss_fwd_bwd<T>(lp, {.out = out_.data(), .y = y}, dout_.data());
+  if (rows_.empty()) return ref::loss_fwd_bwd<T>(lp, {.out = out_.data(), .y = y}, dout_.data());
+  // Present rows first: the loss sees the predictions at their dates (y's order), its gradient goes back.
+  const RowMap map{B_, L_, rows_.data(), dates_.data()};
+  std::vector<T> outd(out_.size()), doutd(out_.size());
+  ref::rows_to_dates<T>(map, lay_.cfg.K, out_.data(), outd.data());
+  const ref::LossResult<T> r = ref::loss_fwd_bwd<T>(lp, {.out = outd.data(), .y = y}, doutd.data());
+  ref::dates_to_rows<T>(map, lay_.cfg.K, doutd.data(), dout_.data());
+  return r;
 }
 
 template <typename T>
@@ -106,6 +124,7 @@ void RefModel<T>::backward(const T* P, T* Gr, T* dx) {
         dy.data(),
         {.dx = gxbc.x, .ddelta = ddelta.data(), .dA_log = Gr + o.A_log, .dB = gxbc.B, .dC = gxbc.C,
          .dD = Gr + o.D});
+    if (!rows_.empty()) ref::mask_rows<T>({B_, L_, rows_.data(), dates_.data()}, s.H, s.H, ddelta.data());
     ref::dt_softplus_bwd<T>(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta.data(),
                             {.ddt = gzx.dt, .ddt_bias = Gr + o.dt_bias});
     ref::conv1d_silu_bwd<T>(s.conv,

@@ -36,6 +36,7 @@ class RefModel {
   int B_ = 0, L_ = 0;
   std::vector<T> x_, h_, hfn_, rstdf_, out_, dout_;
   std::vector<T> conv_in_, ssm_in_;  // the last forward's carried in states (empty: zeros), layer-major
+  std::vector<int> rows_, dates_;    // the last forward's present rows (CarryState::rows, dates; empty: full)
   std::vector<LayerActs> acts_;
 };
 

@@ -81,6 +81,15 @@ int prediction_tile(const TrainConfig& tc, int N, int L) {
   return std::max(tc.windows_per_step(N), (kPredictTileRows + L - 1) / L);
 }
 
+double carry_tile_rows(const TrainConfig& tc, int N) {
+  return std::max(double(tc.windows_per_step(N)) * tc.L, double(kPredictTileRows));
+}
+
+int carry_prediction_tile(const TrainConfig& tc, int N, int L) {
+  require(L >= 1, "carry_prediction_tile: L must be >= 1");
+  return std::max(1, int(carry_tile_rows(tc, N) / L));
+}
+
 CarryInput carry_input(const Panel& p, int t0, int t1) {
   require(0 <= t0 && t0 <= t1 && t1 <= p.T, "predict: time range [" + std::to_string(t0) + ", " + std::to_string(t1) +
                                                 ") is not inside [0, " + std::to_string(p.T) + ")");
@@ -128,7 +137,7 @@ std::vector<float> predict_carry(const Compute& compute, const ModelLayout& layo
   const CarryInput in = carry_input(p, t0, t1);
   if (in.plan.windows.empty()) return carry_output(in, {}, p);
   const std::vector<float> got =
-      predict_with(compute, layout, params, in.compact, in.plan, prediction_tile(tc, p.N, in.plan.L));
+      predict_with(compute, layout, params, in.compact, in.plan, carry_prediction_tile(tc, p.N, in.plan.L));
   return carry_output(in, got, p);
 }
 

@@ -48,6 +48,11 @@ std::vector<float> predict_with(const Compute& compute, const ModelLayout& layou
 // input starts (the tile's shape picks the GEMM algorithms).
 constexpr int kPredictTileRows = 32768;
 int prediction_tile(const TrainConfig& tc, int N, int L);
+// Windows per tile of mode carry, whose windows are as long as the instrument with the most present rows (a long
+// panel: thousands): as many as fit in carry_tile_rows(tc, N) rows, at least one, so the model of a carry
+// prediction is never larger than the training batch's (or a kPredictTileRows tile) however long the panel.
+double carry_tile_rows(const TrainConfig& tc, int N);
+int carry_prediction_tile(const TrainConfig& tc, int N, int L);
 
 // Mode `carry` (docs/data.md, "What a date's prediction is"): (N, T, K), NaN outside [t0, t1) and at rows the
 // instrument did not have. Each instrument's state is carried from its first present row over its present rows

@@ -55,7 +55,8 @@ void PredictSession::load(const Panel& p, TimeRange range, PredictMode mode) {
   }
   s.count(&PredictStats::panels_loaded);
   if (s.plan.windows.empty()) return;  // nothing to predict: no model, no upload
-  const int B = prediction_tile(s.tc, p.N, s.plan.L);
+  const int B = mode == PredictMode::carry ? carry_prediction_tile(s.tc, p.N, s.plan.L)
+                                            : prediction_tile(s.tc, p.N, s.plan.L);
   if (!s.compute.gpu()) {
     if (!s.compute.reference() && !s.cpu_model) {
       s.cpu_model = std::make_unique<cpu::CpuModel>(s.layout, cpu::CpuOptions{.threads = s.compute.threads()});

@@ -73,7 +73,7 @@ class GpuEngine : public Engine {
     if (in.plan.windows.empty()) return carry_output(in, {}, p);
     const std::vector<float> live = params ? std::vector<float>() : tr_.params(m);
     const std::vector<float> got = predict_gpu(ctx_, tr_.layout(), params ? *params : live, in.compact, in.plan,
-                                               prediction_tile(em.train(), p.N, in.plan.L), tr_.precision());
+                                               carry_prediction_tile(em.train(), p.N, in.plan.L), tr_.precision());
     return carry_output(in, got, p);
   }
   TrainState state(int m) override { return tr_.state(m); }

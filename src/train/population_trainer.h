@@ -195,6 +195,7 @@ class PopulationTrainer {
   struct MemberCarry {
     std::unique_ptr<DeviceCarrySampler> sampler;
     DeviceBuffer<float> conv, ssm;
+    DeviceBuffer<int> lane_rows, lane_dates;  // time batches: (B), (B, L) the lanes' present rows (RowMap)
   };
   std::vector<std::unique_ptr<MemberCarry>> carry_;  // (E)
 };

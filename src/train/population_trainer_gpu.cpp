@@ -237,13 +237,6 @@ void PopulationTrainer::setup_carry(const std::vector<Member>& members) {
     c->ssm = DeviceBuffer<float>(size_t(mc.NL) * carry_ssm_floats(mc, B));
     c->conv.fill_bytes(0, ctx_.stream());
     c->ssm.fill_bytes(0, ctx_.stream());
-    if (g.dates > 0) {
-      // Time batches: date-aligned lanes, no row lists; the world's lanes are world · D cross-sections of G.
-      const TimeCarryParams tp{mem.panel().N, g.T, t.L, world * g.dates, g.G, t.seed};
-      c->sampler = std::make_unique<DeviceCarrySampler>(tp, g.t_begin, mem.panel(), B, rank * B, t.burn_in);
-      carry_[size_t(m)] = std::move(c);
-      continue;
-    }
     const int t_begin = g.t_begin, t_end = g.t_begin + g.T, di = data_of_[size_t(m)];
     auto it = std::find_if(shared.begin(), shared.end(), [&](const Shared& x) {
       return x.data == di && x.t_begin == t_begin && x.t_end == t_end;
@@ -253,6 +246,16 @@ void PopulationTrainer::setup_carry(const std::vector<Member>& members) {
       x.device = std::make_shared<const DeviceRows>(*x.host);
       shared.push_back(std::move(x));
       it = shared.end() - 1;
+    }
+    if (g.dates > 0) {
+      // Time batches: date-aligned lanes (the world's lanes are world · D cross-sections of G), each lane's
+      // present rows first (the rows tell the gather which dates an instrument has).
+      const TimeCarryParams tp{mem.panel().N, g.T, t.L, world * g.dates, g.G, t.seed};
+      c->sampler = std::make_unique<DeviceCarrySampler>(tp, g.t_begin, it->device, mem.panel(), B, rank * B, t.burn_in);
+      c->lane_rows = DeviceBuffer<int>(size_t(B));
+      c->lane_dates = DeviceBuffer<int>(size_t(B) * t.L);
+      carry_[size_t(m)] = std::move(c);
+      continue;
     }
     c->sampler = std::make_unique<DeviceCarrySampler>(it->host, it->device, mem.panel(), B, rank * B, world * B, t.L,
                                                       t.burn_in, t.seed);
@@ -294,10 +297,13 @@ void PopulationTrainer::enqueue_step() {
       // burn-in rows itself (after a reset only), so the loss takes none.
       cudaStream_t ls = lane.ctx(ctx_).stream();
       const ModelConfig& mc = layout_.cfg;
-      c->sampler->gather(step, d.x.data(), d.y.data(), lane.xb.data(), lane.yb.data(), ls);
+      c->sampler->gather(step, d.x.data(), d.y.data(), lane.xb.data(), lane.yb.data(), ls,
+                         c->sampler->dated() ? c->lane_rows.data() : nullptr,
+                         c->sampler->dated() ? c->lane_dates.data() : nullptr);
       c->sampler->reset(step, mc.NL, carry_conv_floats(mc, 1), carry_ssm_floats(mc, 1), c->conv.data(), c->ssm.data(),
                         ls);
-      const CarryState<float> cs{c->conv.data(), c->ssm.data(), c->conv.data(), c->ssm.data()};
+      CarryState<float> cs{c->conv.data(), c->ssm.data(), c->conv.data(), c->ssm.data()};
+      if (c->sampler->dated()) cs.rows = c->lane_rows.data(), cs.dates = c->lane_dates.data();
       model.forward(P, lane.xb.data(), P16, &cs);
       lp.burn_in = 0;
     } else {

@@ -18,6 +18,7 @@
 #include "model/layer_shapes.h"
 #include "model/layout.h"
 #include "ops/loss/loss.h"
+#include "predict/predict.h"
 
 namespace mlalpha {
 
@@ -127,6 +128,11 @@ MemoryEstimate estimate_cpu_training(const ModelConfig& mc, const TrainConfig& t
   // Every buffer the fast model sizes for this batch (its forward cache, backward buffers and per-thread SSD
   // scratch), and the global norm's partials.
   e.activations = double(cpu::CpuModel::floats_needed(mc, B, tc.L, compute.threads(), true)) * kFloat;
+  // Mode carry's validation grows the model's forward buffers to a tile of carry_tile_rows rows (predict.h).
+  if (tc.state == StateMode::Carry) {
+    const int rows = int(carry_tile_rows(tc, N));
+    e.prediction = double(cpu::CpuModel::floats_needed(mc, 1, rows, compute.threads(), false)) * kFloat;
+  }
   e.other += double(cpu::norm_blocks(layout.table.total())) * sizeof(double);
   return e;
 }

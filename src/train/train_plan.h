@@ -71,7 +71,8 @@ struct MemoryEstimate {
   double batch = 0;        // the gathered batch xb (B, L, F), yb (B, L, K)
   double other = 0;        // norm partials, step state, the step-record ring
   double prediction = 0;   // (GPU) validation and test predictions: the kept rows of a panel, the window
-                           // table, a second set of weights (the best ones) and its bf16 copy
+                           // table, a second set of weights (the best ones) and its bf16 copy; (both) with
+                           // train.state = "carry", the forward model of mode carry's tiles
   double total() const { return params + activations + workspaces + dataset + batch + other + prediction; }
 };
 

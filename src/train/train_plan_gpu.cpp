@@ -7,6 +7,7 @@
 #include "core/cuda_check.h"
 #include "model/layer_shapes.h"
 #include "model/layout.h"
+#include "predict/predict.h"
 #include "train/optim.h"
 #include "train/train_plan.h"
 
@@ -39,10 +40,22 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
     const double states = double(mc.NL) * double(carry_conv_floats(mc, B) * 2 + carry_ssm_floats(mc, B)) * kFloat;
     const double slots = double(N) * T / tc.L + B;
     e.other += states + 2 * slots * 4 * sizeof(int) + (double(N) * T + N + 1) * sizeof(int);
+    // Time batches: each lane's row map ((B) counts + (B, L) dates) and the model's date-ordered out and dout.
+    if (tc.batch_mode == BatchMode::Time) e.other += (B + M) * sizeof(int) + 2 * M * mc.K * kFloat;
   }
   const double windows = double(N) * (double(T) / std::max(1, tc.L - tc.burn_in) + 1);
   e.prediction = double(N) * T * mc.K * kFloat + windows * 4 * sizeof(int) +
                  total * (kFloat + (tc.precision == Precision::BF16 ? 2 : 0));
+  if (tc.state == StateMode::Carry) {
+    // Validation and test in mode carry (GpuEngine::predict_carry): a forward model beside the trainer's, of a
+    // tile of at most carry_tile_rows rows, or one window of the longest instrument's present rows (≤ T).
+    const int rows = int(std::max(carry_tile_rows(tc, N), double(T)));
+    const LayerShapes sp(mc, 1, rows);
+    e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision) +
+                     double(mc.NL) * double(gpu::ssd_saved_floats(sp.ssd)) +
+                     double(gpu_scratch_floats(sp, 1, rows, mc.K) + GradPartials(sp, mc.NL).total)) * kFloat +
+                    double(Context::kWorkspaceBytes);
+  }
   return e;
 }
 

@@ -72,7 +72,7 @@ CpuTrainer::CpuTrainer(const Member& member, const CpuTrainerOptions& opt)
     require(!present || (present->t_begin == t_begin && present->t_end == t_end &&
                          present->rows.size() == size_t(data_.N)),
             "CpuTrainer: the shared present rows are of another range or panel");
-    if (gather_.dates > 0) {  // time batches: date-aligned lanes, no row lists
+    if (gather_.dates > 0) {  // time batches: date-aligned lanes, presence read from the panel by the gather
       time_carry_ = std::make_unique<TimeCarryParams>(
           TimeCarryParams{data_.N, gather_.T, tc_.L, gather_.dates, gather_.G, tc_.seed});
     } else {
@@ -116,11 +116,18 @@ StepRecord CpuTrainer::step() {
   const bool carried = carry_ || time_carry_;
   if (carried) {
     if (carry_) carry_->gather(step_, data_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
-    else gather_time_carry(*time_carry_, data_, g.t_begin, step_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data());
+    else {
+      // Time batches skip an instrument's missing dates: present rows first, the model told which (RowMap).
+      lane_rows_.resize(size_t(g.B));
+      lane_dates_.resize(size_t(g.B) * tc_.L);
+      gather_time_carry(*time_carry_, data_, g.t_begin, step_, tc_.burn_in, xb_.data(), yb_.data(), reset_.data(),
+                        lane_rows_.data(), lane_dates_.data());
+    }
     reset_lanes();
     burn_in = 0;
     // in and out the same buffers: the models copy the in states before they write the out ones
     carry = {carry_conv_.data(), carry_ssm_.data(), carry_conv_.data(), carry_ssm_.data()};
+    if (time_carry_) carry.rows = lane_rows_.data(), carry.dates = lane_dates_.data();
   } else {
     gather_batch(g, data_.x.data(), data_.y.data(), step_, xb_.data(), yb_.data());
   }
@@ -180,7 +187,7 @@ std::vector<float> CpuTrainer::predict(const Panel& p, const WindowPlan& plan, i
 std::vector<float> CpuTrainer::predict_carry(const Panel& p, int t0, int t1, const std::vector<float>* params) {
   const CarryInput in = carry_input(p, t0, t1);
   if (in.plan.windows.empty()) return carry_output(in, {}, p);
-  return carry_output(in, predict(in.compact, in.plan, prediction_tile(tc_, p.N, in.plan.L), params), p);
+  return carry_output(in, predict(in.compact, in.plan, carry_prediction_tile(tc_, p.N, in.plan.L), params), p);
 }
 
 TrainState CpuTrainer::state() const {

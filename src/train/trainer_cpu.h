@@ -103,6 +103,7 @@ class CpuTrainer {
   std::unique_ptr<TimeCarryParams> time_carry_;
   std::vector<float> carry_conv_, carry_ssm_;  // (NL, B, W − 1, conv_dim), (NL, B, H, P, N)
   std::vector<unsigned char> reset_;           // (B)
+  std::vector<int> lane_rows_, lane_dates_;    // time carry: (B), (B, L) each lane's present rows (RowMap)
   std::vector<double> norm_partials_;       // (cpu::norm_blocks(params)): the fast global norm's scratch
   std::vector<unsigned char> decay_;
   int64_t step_ = 0, skipped_ = 0;

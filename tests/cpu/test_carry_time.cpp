@@ -26,6 +26,8 @@
 #include "data/synthetic.h"
 #include "mlalpha/config.h"
 #include "test_files.h"
+#include "model/model_step.h"
+#include "test_util.h"
 #include "train/trainer_cpu.h"
 
 namespace mlalpha {
@@ -121,14 +123,16 @@ TEST(TimeCarrySampler, PureFunctionOfSeedStepAndLane) {
 }
 
 // A panel with missing rows: instrument i misses the dates t with (t + i) % 9 == 0 (features filled 0, targets NaN,
-// as a prepared panel holds them).
+// and the raw rows' presence recorded, as a prepared panel holds them).
 Panel gappy_panel(int N, int T, int F, uint64_t seed) {
   Panel p = make_synthetic({N, T, F, 1, 0.1f, seed});
+  p.input_rows.assign(size_t(N) * T, kRowFeatures | kRowTargets);
   for (int i = 0; i < N; ++i)
     for (int t = 0; t < T; ++t)
       if ((t + i) % 9 == 0) {
         for (int f = 0; f < F; ++f) p.x[(size_t(i) * T + t) * F + f] = 0.0f;
         p.y[size_t(i) * T + t] = std::numeric_limits<float>::quiet_NaN();
+        p.input_rows[size_t(i) * T + t] = 0;
       }
   return p;
 }
@@ -183,6 +187,56 @@ TEST(TimeCarrySampler, GatherReadsTheRangeInPlaceAndMasksTheBurnIn) {
   EXPECT_EQ(xb, before);
 }
 
+// With the lanes' row maps (the trainers' call): each lane's present rows first in date order and zero padding
+// after, rows[b] their count and dates[b, r] their date offsets (−1 after), the targets on their dates (NaN at a
+// missing one, and in the burn-in after a reset), every output poisoned before; the same windows and resets as
+// without the maps.
+TEST(TimeCarrySampler, GatherSkipsMissingRows) {
+  const Panel p = gappy_panel(6, 120, 3, 3);
+  const int t_begin = 10, burn_in = 3;
+  const TimeCarryParams tp{p.N, 100, 12, 3, 4, 21};
+  const int B = tp.dates * tp.G, L = tp.L;
+  std::vector<float> xb(size_t(B) * L * p.F), yb(size_t(B) * L), xo(xb.size()), yo(yb.size());
+  std::vector<unsigned char> reset(static_cast<size_t>(B)), reset_o(static_cast<size_t>(B));
+  std::vector<int> rows(static_cast<size_t>(B)), dates(static_cast<size_t>(B) * L);
+  int gaps = 0, padding = 0;
+  for (int64_t step = 0; step < 2 * time_carry_epoch_steps(tp); ++step) {
+    std::fill(xb.begin(), xb.end(), -7.0f);
+    std::fill(yb.begin(), yb.end(), -7.0f);
+    std::fill(rows.begin(), rows.end(), -7);
+    std::fill(dates.begin(), dates.end(), -7);
+    gather_time_carry(tp, p, t_begin, step, burn_in, xb.data(), yb.data(), reset.data(), rows.data(), dates.data());
+    gather_time_carry(tp, p, t_begin, step, burn_in, xo.data(), yo.data(), reset_o.data());
+    EXPECT_EQ(reset, reset_o);
+    for (int b = 0; b < B; ++b) {
+      const TimeCarryWindow w = time_carry_window(tp, step, b);
+      int n = 0;
+      for (int t = 0; t < L; ++t) {
+        const float yv = yb[size_t(b) * L + t];
+        const bool present = w.instrument >= 0 && (input_row(p, w.instrument, t_begin + w.start + t) & kRowFeatures);
+        if (!present || (w.reset && t < burn_in)) ASSERT_TRUE(std::isnan(yv)) << "step " << step << " lane " << b;
+        else ASSERT_TRUE(same_float(yv, yo[size_t(b) * L + t])) << "step " << step << " lane " << b;
+        if (!present) continue;
+        ASSERT_EQ(dates[size_t(b) * L + size_t(n)], t);
+        for (int f = 0; f < p.F; ++f)  // present row n is date t's row
+          ASSERT_EQ(xb[(size_t(b) * L + size_t(n)) * p.F + f], xo[(size_t(b) * L + t) * p.F + f]);
+        ++n;
+      }
+      ASSERT_EQ(rows[size_t(b)], n) << "step " << step << " lane " << b;
+      for (int r = n; r < L; ++r) {
+        ASSERT_EQ(dates[size_t(b) * L + r], -1);
+        for (int f = 0; f < p.F; ++f) ASSERT_EQ(xb[(size_t(b) * L + r) * p.F + f], 0.0f);
+      }
+      gaps += w.instrument >= 0 && n < L;
+      padding += w.instrument < 0;
+    }
+  }
+  EXPECT_GT(gaps, 0);
+  EXPECT_GT(padding, 0);
+  EXPECT_THROW(gather_time_carry(tp, p, t_begin, 0, 0, xb.data(), yb.data(), reset.data(), rows.data(), nullptr),
+               Error);
+}
+
 // ---- the trainer
 
 struct TimeSetup {
@@ -229,6 +283,47 @@ TEST(TimeCarryTraining, IcLossLearnsTheCrossSectionWithCarriedStates) {
     sum += std::abs(v);
   }
   EXPECT_GT(sum, 0.0) << "the lanes carry states";
+}
+
+// A lane's carried state after a window with missing dates is the stream's over the same present rows: one step of
+// the trainer (the states come from the weights before its update) against a CpuStepper of the B lanes' instruments
+// fed the window's L dates with the panel's presence as its mask (an absent row leaves a stream's state as it was).
+// The stream fed every date (the fill rows too) ends elsewhere: what the trainer carried before the row maps.
+TEST(TimeCarryTraining, StatesAfterGapsAreTheStreams) {
+  for (bool reference : {true, false}) {
+    const TimeSetup s = time_setup();
+    CpuTrainer tr(s.mc, s.tc, s.data, {}, {.compute = reference ? test::on_cpu_reference() : test::on_cpu(2)});
+    const std::vector<float> p0 = tr.state().params;
+    tr.step();
+    const TrainState after = tr.state();
+    const int B = s.tc.dates * s.tc.instruments, L = s.tc.L;
+    const Panel& p = s.data;
+    const int T = p.T;  // the trainer's range: the whole panel (TrainRange {})
+    const TimeCarryParams tp{p.N, T, L, s.tc.dates, s.tc.instruments, s.tc.seed};
+    CpuStepper exact(tr.layout(), p0, B, {.threads = 1, .reference = true});
+    CpuStepper filled(tr.layout(), p0, B, {.threads = 1, .reference = true});
+    std::vector<float> x(size_t(B) * p.F), out(size_t(B) * s.mc.K);
+    std::vector<uint8_t> mask(static_cast<size_t>(B)), all(static_cast<size_t>(B), 1);
+    int gaps = 0;
+    for (int r = 0; r < L; ++r) {
+      for (int b = 0; b < B; ++b) {
+        const TimeCarryWindow w = time_carry_window(tp, 0, b);
+        ASSERT_TRUE(w.reset);
+        const int i = w.instrument < 0 ? 0 : w.instrument, t = w.start + r;
+        std::copy_n(p.x.begin() + (size_t(i) * T + t) * p.F, p.F, x.begin() + size_t(b) * p.F);
+        mask[size_t(b)] = w.instrument >= 0 && (input_row(p, i, t) & kRowFeatures) ? 1 : 0;
+        gaps += w.instrument >= 0 && !mask[size_t(b)];
+      }
+      exact.step(x.data(), mask.data(), out.data());
+      filled.step(x.data(), all.data(), out.data());
+    }
+    ASSERT_GT(gaps, 0) << "the windows have missing dates";
+    const StepState se = exact.export_state(), sf = filled.export_state();
+    const std::string what = reference ? "reference" : "fast";
+    EXPECT_TRUE(test::rel_l2_close(after.carry_ssm, se.ssm, 1e-4, what + " SSM states against the stream's"));
+    EXPECT_TRUE(test::rel_l2_close(after.carry_conv, se.conv, 1e-5, what + " conv windows against the stream's"));
+    EXPECT_FALSE(test::rel_l2_close(after.carry_ssm, sf.ssm, 1e-2, what + " (the stream over fill rows)"));
+  }
 }
 
 // N steps = k steps, save, load, N − k steps, bit for bit, with k inside an epoch (S = ⌈⌊300 / 32⌋ / 4⌉ = 3 steps)

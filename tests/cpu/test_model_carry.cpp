@@ -7,6 +7,8 @@
 // - zero in states are no states, bit for bit (the zero-state training path is today's).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "model/layer_shapes.h"
 #include "model/model_cpu.h"
 #include "model/model_ref.h"
+#include "ops/carry_rows/carry_rows.h"
 #include "test_util.h"
 #include "tolerances.h"
 
@@ -225,6 +228,158 @@ TEST(ModelCarry, ZeroStatesAreNoStates) {
   };
   const auto fnone = run_fast(nullptr);
   EXPECT_EQ(run_fast(&fzeros), fnone);
+}
+
+// ---- lanes with padding rows (CarryState::rows, dates: time batches skipping missing dates)
+
+// Three lanes of L = 9: full, 4 present rows, 2 (fewer than the conv's W − 1 = 3: the out window takes rows of
+// window0); the padding rows hold random inputs, which must not matter.
+const int kPadB = 3, kPadL = 9;
+const std::vector<int> kPadRows = {9, 4, 2};
+std::vector<int> pad_dates() {
+  std::vector<int> d(size_t(kPadB) * kPadL, -1);
+  for (int r = 0; r < kPadL; ++r) d[size_t(r)] = r;
+  const int lane1[] = {0, 2, 3, 7}, lane2[] = {1, 8};
+  for (int r = 0; r < 4; ++r) d[size_t(kPadL) + r] = lane1[r];
+  for (int r = 0; r < 2; ++r) d[size_t(2 * kPadL) + r] = lane2[r];
+  return d;
+}
+
+// Each lane's out states and present rows' outputs against a forward over its present rows alone (B = 1, L = n_b)
+// from the same in states: the state runs over present rows only, as the stream's does. The recurrent SSD in
+// double: padding rows (Δ = 0) leave the state as it was, so within 1e-13; the chunked one within its tolerance.
+TEST(ModelCarry, PaddingRowsMoveNoState) {
+  const ModelLayout lay(small_fd_config());
+  const ModelConfig& c = lay.cfg;
+  for (bool chunked : {false, true}) {
+    auto rng = make_rng(chunked ? 301 : 300);
+    const auto params = fd_params(lay, rng);
+    const auto x = random_vec<double>(size_t(kPadB) * kPadL * c.F, rng, -1.5, 1.5);
+    States s0(c, kPadB, 0.0), out(c, kPadB, kNaN);
+    s0.conv = random_vec<double>(s0.conv.size(), rng);
+    s0.ssm = random_vec<double>(s0.ssm.size(), rng);
+    const std::vector<int> dates = pad_dates();
+    CarryState<double> cs{s0.conv.data(), s0.ssm.data(), out.conv.data(), out.ssm.data()};
+    cs.rows = kPadRows.data(), cs.dates = dates.data();
+    RefModel<double> model(lay, chunked);
+    const std::vector<double> y = model.forward(params.data(), x.data(), kPadB, kPadL, &cs);
+    const double tol = chunked ? tol::kChunkedVsRecurrent : 1e-13;
+    const size_t nconv = carry_conv_floats(c, 1), nssm = carry_ssm_floats(c, 1);
+    for (int b = 0; b < kPadB; ++b) {
+      const int n = kPadRows[size_t(b)];
+      const std::string what = std::string(chunked ? "chunked" : "recurrent") + " lane " + std::to_string(b);
+      States one_in(c, 1, 0.0), one_out(c, 1, kNaN);
+      for (int l = 0; l < c.NL; ++l) {
+        std::copy_n(s0.conv.begin() + (size_t(l) * kPadB + b) * nconv, nconv, one_in.conv.begin() + size_t(l) * nconv);
+        std::copy_n(s0.ssm.begin() + (size_t(l) * kPadB + b) * nssm, nssm, one_in.ssm.begin() + size_t(l) * nssm);
+      }
+      const std::vector<double> xb(x.begin() + size_t(b) * kPadL * c.F, x.begin() + (size_t(b) * kPadL + n) * c.F);
+      const CarryState<double> one{one_in.conv.data(), one_in.ssm.data(), one_out.conv.data(), one_out.ssm.data()};
+      RefModel<double> alone(lay, chunked);
+      const std::vector<double> ya = alone.forward(params.data(), xb.data(), 1, n, &one);
+      const std::vector<double> yb(y.begin() + size_t(b) * kPadL * c.K, y.begin() + (size_t(b) * kPadL + n) * c.K);
+      EXPECT_TRUE(rel_l2_close(yb, ya, tol, what + " outputs"));
+      std::vector<double> conv_b, ssm_b;
+      for (int l = 0; l < c.NL; ++l) {
+        conv_b.insert(conv_b.end(), out.conv.begin() + (size_t(l) * kPadB + b) * nconv,
+                      out.conv.begin() + (size_t(l) * kPadB + b + 1) * nconv);
+        ssm_b.insert(ssm_b.end(), out.ssm.begin() + (size_t(l) * kPadB + b) * nssm,
+                     out.ssm.begin() + (size_t(l) * kPadB + b + 1) * nssm);
+      }
+      EXPECT_EQ(conv_b, one_out.conv) << what << ": the conv window is a copy of inputs";
+      EXPECT_TRUE(rel_l2_close(ssm_b, one_out.ssm, tol, what + " SSM state"));
+    }
+  }
+}
+
+// With padding rows: the loss over targets in date order (NaN where a lane has no row), its gradients against
+// central finite differences (reference), and the fast model's against the reference's.
+TEST(ModelCarry, PaddingRowsGradients) {
+  const ModelLayout lay(small_fd_config());
+  const ModelConfig& c = lay.cfg;
+  auto rng = make_rng(310);
+  auto params = fd_params(lay, rng);
+  auto x = random_vec<double>(size_t(kPadB) * kPadL * c.F, rng, -1.5, 1.5);
+  auto y = random_vec<double>(size_t(kPadB) * kPadL * c.K, rng);
+  const std::vector<int> dates = pad_dates();
+  for (int b = 0; b < kPadB; ++b)  // dates without a present row have NaN targets, as the gather writes them
+    for (int t = 0; t < kPadL; ++t) {
+      bool has = false;
+      for (int r = 0; r < kPadRows[size_t(b)]; ++r) has |= dates[size_t(b) * kPadL + r] == t;
+      if (!has) std::fill_n(y.begin() + (size_t(b) * kPadL + t) * c.K, c.K, kNaN);
+    }
+  States s0(c, kPadB, 0.0);
+  s0.conv = random_vec<double>(s0.conv.size(), rng);
+  s0.ssm = random_vec<double>(s0.ssm.size(), rng);
+  CarryState<double> cs{s0.conv.data(), s0.ssm.data(), nullptr, nullptr};
+  cs.rows = kPadRows.data(), cs.dates = dates.data();
+  for (LossKind loss : {LossKind::MSE, LossKind::IC}) {
+    const LossParams lp{kPadB, kPadL, c.K, loss, 1.0f, 0, loss == LossKind::IC ? kPadB : 0};
+    RefModel<double> model(lay);
+    auto f = [&] {
+      model.forward(params.data(), x.data(), kPadB, kPadL, &cs);
+      return model.loss(y.data(), lp).loss;
+    };
+    const double l0 = f();
+    ASSERT_TRUE(std::isfinite(l0));
+    std::vector<double> grads(params.size(), 0.0), dx(x.size());
+    model.backward(params.data(), grads.data(), dx.data());
+    const std::string tag = loss == LossKind::IC ? " (IC, padding rows)" : " (MSE, padding rows)";
+    fd_check_every_tensor(lay, params, grads, f, tag);
+    EXPECT_TRUE(fd_check({"input x", &x, dx}, f, 24));
+    for (int b = 0; b < kPadB; ++b)  // a padding row's input reaches no loss
+      for (int r = kPadRows[size_t(b)]; r < kPadL; ++r)
+        for (int k = 0; k < c.F; ++k) EXPECT_EQ(dx[(size_t(b) * kPadL + r) * c.F + k], 0.0) << tag;
+
+    cpu::CpuModel fast(lay, {.threads = 2});
+    const auto pf = cast_vec<float>(params), xf = cast_vec<float>(x), yf = cast_vec<float>(y);
+    const auto conv = cast_vec<float>(s0.conv), ssm = cast_vec<float>(s0.ssm);
+    CarryState<float> cf{conv.data(), ssm.data(), nullptr, nullptr};
+    cf.rows = kPadRows.data(), cf.dates = dates.data();
+    fast.forward(pf.data(), xf.data(), kPadB, kPadL, &cf);
+    EXPECT_NEAR(fast.loss(yf.data(), lp).loss, l0, tol::kCpuFastRelL2 * (1 + std::abs(l0)));
+    std::vector<float> gf(params.size(), 0.0f);
+    fast.backward(pf.data(), gf.data(), nullptr);
+    for (const auto& t : lay.table.tensors()) {
+      const std::vector<float> a(gf.begin() + t.offset, gf.begin() + t.offset + t.numel);
+      const std::vector<double> r(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
+      EXPECT_TRUE(rel_l2_close(a, r, tol::kCpuFastRelL2, t.name + tag));
+    }
+  }
+}
+
+// The row ops' reference: window_tail at n_b = L is the conv's window_last; dates_to_rows is rows_to_dates'
+// adjoint (⟨rows_to_dates(u), v⟩ = ⟨u, dates_to_rows(v)⟩ for random u, v).
+TEST(ModelCarry, RowOpsReference) {
+  auto rng = make_rng(320);
+  const Conv1dParams p{kPadB, kPadL, 5, 4, 7};
+  const auto xin = random_vec<double>(size_t(kPadB) * kPadL * p.ld_x, rng);
+  const auto w0 = random_vec<double>(size_t(kPadB) * (p.W - 1) * p.C, rng);
+  const auto w = random_vec<double>(size_t(p.C) * p.W, rng), bias = random_vec<double>(size_t(p.C), rng);
+  std::vector<double> y(size_t(kPadB) * kPadL * p.C), last(w0.size(), kNaN), tail(w0.size(), kNaN);
+  ref::conv1d_silu_fwd<double>(p, {.x = xin.data(), .w = w.data(), .bias = bias.data(), .window0 = w0.data(),
+                                   .window_last = last.data()}, y.data());
+  const std::vector<int> full(size_t(kPadB), kPadL), dates = pad_dates();
+  ref::window_tail<double>(p, {kPadB, kPadL, full.data(), dates.data()}, xin.data(), w0.data(), tail.data());
+  EXPECT_EQ(tail, last);
+  const RowMap m{kPadB, kPadL, kPadRows.data(), dates.data()};
+  const int K = 2;
+  const auto u = random_vec<double>(size_t(kPadB) * kPadL * K, rng), v = random_vec<double>(u.size(), rng);
+  std::vector<double> ud(u.size(), kNaN), vr(u.size(), kNaN);
+  ref::rows_to_dates<double>(m, K, u.data(), ud.data());
+  ref::dates_to_rows<double>(m, K, v.data(), vr.data());
+  double a = 0, b = 0;
+  for (size_t i = 0; i < u.size(); ++i) a += ud[i] * v[i], b += u[i] * vr[i];
+  EXPECT_NEAR(a, b, 1e-12 * (1 + std::abs(a)));
+  EXPECT_NE(a, 0.0);
+  std::vector<double> masked = u;
+  ref::mask_rows<double>(m, K, K, masked.data());
+  for (int bb = 0; bb < kPadB; ++bb)
+    for (int r = 0; r < kPadL; ++r)
+      for (int k = 0; k < K; ++k) {
+        const size_t i = (size_t(bb) * kPadL + r) * K + k;
+        EXPECT_EQ(masked[i], r < kPadRows[size_t(bb)] ? u[i] : 0.0);
+      }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/layout.h"
+#include "predict/predict.h"
 #include "test_util.h"
 #include "train/train_plan.h"
 
@@ -45,6 +46,32 @@ TEST(TrainMemory, EstimateCountsTheBuffers) {
   const MemoryEstimate c = estimate_cpu_training(s.mc, s.tc, s.data.N);
   EXPECT_EQ(c.params, g.params);
   EXPECT_EQ(c.dataset, 0.0);  // the CPU trainer reads the panel in place
+}
+
+// train.state = "carry" validates in mode carry: a forward model of carry_tile_rows rows (or the longest
+// instrument's T rows) beside the trainer's, counted under predictions on both backends; its tile never holds more
+// rows than that, however long the windows.
+TEST(TrainMemory, CarryCountsTheCarryPredictionModel) {
+  Shapes s = overfit_setup();
+  const MemoryEstimate zero = estimate_gpu_training(s.mc, s.tc, s.data.N, s.data.T, 1024);
+  const MemoryEstimate zero_cpu = estimate_cpu_training(s.mc, s.tc, s.data.N);
+  s.tc.state = StateMode::Carry;
+  const double rows = carry_tile_rows(s.tc, s.data.N);
+  EXPECT_EQ(rows, double(kPredictTileRows));  // 4 × 32 training rows: the tile's floor
+  const MemoryEstimate carry = estimate_gpu_training(s.mc, s.tc, s.data.N, s.data.T, 1024);
+  const double model = carry.prediction - zero.prediction;
+  EXPECT_GT(model, rows * activation_floats_per_row(s.mc, s.tc.precision) * 4);
+  EXPECT_LT(model, 2.0 * rows * activation_floats_per_row(s.mc, s.tc.precision) * 4 + 64.0 * (1 << 20));
+  const MemoryEstimate carry_cpu = estimate_cpu_training(s.mc, s.tc, s.data.N);
+  EXPECT_EQ(zero_cpu.prediction, 0.0);
+  EXPECT_GT(carry_cpu.prediction, rows * s.mc.D * 4);
+  // The tile: windows of L rows fill carry_tile_rows; one window when L is longer still.
+  EXPECT_EQ(carry_prediction_tile(s.tc, s.data.N, 64), kPredictTileRows / 64);
+  EXPECT_EQ(carry_prediction_tile(s.tc, s.data.N, 5000), kPredictTileRows / 5000);
+  EXPECT_EQ(carry_prediction_tile(s.tc, s.data.N, 40000), 1);
+  s.tc.B = 512, s.tc.L = 256;  // a training batch above the floor sets the rows
+  EXPECT_EQ(carry_tile_rows(s.tc, s.data.N), 512.0 * 256);
+  EXPECT_EQ(carry_prediction_tile(s.tc, s.data.N, 1000), 131);
 }
 
 TEST(TrainMemory, TooLargeForTheGpuSaysHowMuch) {

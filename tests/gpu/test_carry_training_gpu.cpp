@@ -123,14 +123,16 @@ TEST(CarrySamplerGpu, ARanksLanesAreItsShareOfTheWorldsSampler) {
 }
 
 // Time batches: lanes [lane0, lane0 + B) of a schedule of `dates` cross-sections of G against gather_time_carry of
-// all of them, bit for bit, over three epochs and more; the panel's missing rows are in the windows as the panel
-// holds them (date-aligned), and the range starts inside the panel. Returns the padding windows it saw.
-int check_time_gather(int lane0, int B, int dates, int G) {
+// all of them, bit for bit (and the lanes' present rows int for int), over three epochs and more; the panel's
+// missing rows are skipped (present rows first, targets on their dates), and the range starts inside the panel.
+// Returns the padding windows it saw; gaps_seen: the real windows that had missing dates.
+int check_time_gather(int lane0, int B, int dates, int G, int* gaps_seen = nullptr) {
   Panel p = ragged(7, 90, 3);
   const int L = 8, burn_in = 3, t0 = 5, T = 77;  // T mod L = 5: the phase moves
   const TimeCarryParams tp{p.N, T, L, dates, G, 17};
   Context ctx;
-  DeviceCarrySampler dev(tp, t0, p, B, lane0, burn_in);
+  const auto dev_rows = std::make_shared<const DeviceRows>(*present_rows(p, t0, t0 + T));
+  DeviceCarrySampler dev(tp, t0, dev_rows, p, B, lane0, burn_in);
   EXPECT_EQ(dev.epoch_steps(), time_carry_epoch_steps(tp));
   const auto x = to_device(p.x), y = to_device(p.y);
   DeviceBuffer<long long> step(1);
@@ -138,16 +140,25 @@ int check_time_gather(int lane0, int B, int dates, int G) {
   const int total = dates * G;
   std::vector<float> cx(size_t(total) * L * p.F), cy(size_t(total) * L * p.K);
   std::vector<unsigned char> reset(static_cast<size_t>(total));
-  int resets = 0, padding = 0;
+  std::vector<int> crows(static_cast<size_t>(total)), cdates(static_cast<size_t>(total) * L);
+  DeviceBuffer<int> lane_rows(static_cast<size_t>(B)), lane_dates(static_cast<size_t>(B) * L);
+  int resets = 0, padding = 0, gaps = 0;
   for (int64_t s = 0; s < 3 * dev.epoch_steps() + 2; ++s) {
     dev.prepare(s, ctx.stream());
     const long long sv = s;
     step.upload(&sv, 1);
     xb.fill_bytes(0xFF, ctx.stream());
     yb.fill_bytes(0xFF, ctx.stream());
-    dev.gather(step.data(), x.data(), y.data(), xb.data(), yb.data(), ctx.stream());
+    lane_rows.fill_bytes(0xFF, ctx.stream());
+    lane_dates.fill_bytes(0xFF, ctx.stream());
+    dev.gather(step.data(), x.data(), y.data(), xb.data(), yb.data(), ctx.stream(), lane_rows.data(), lane_dates.data());
     ctx.synchronize();
-    gather_time_carry(tp, p, t0, s, burn_in, cx.data(), cy.data(), reset.data());
+    gather_time_carry(tp, p, t0, s, burn_in, cx.data(), cy.data(), reset.data(), crows.data(), cdates.data());
+    const std::vector<int> grows = lane_rows.download(), gdates = lane_dates.download();
+    EXPECT_EQ(grows, std::vector<int>(crows.begin() + lane0, crows.begin() + lane0 + B)) << "rows of step " << s;
+    EXPECT_EQ(gdates, std::vector<int>(cdates.begin() + size_t(lane0) * L, cdates.begin() + size_t(lane0 + B) * L))
+        << "dates of step " << s;
+    for (int b = 0; b < B; ++b) gaps += grows[size_t(b)] > 0 && grows[size_t(b)] < L;
     const size_t nx = size_t(L) * p.F, ny = size_t(L) * p.K;
     const bool same_x = bits_equal(xb.download(), std::vector<float>(cx.begin() + lane0 * nx, cx.begin() + (lane0 + B) * nx));
     const bool same_y = bits_equal(yb.download(), std::vector<float>(cy.begin() + lane0 * ny, cy.begin() + (lane0 + B) * ny));
@@ -160,15 +171,18 @@ int check_time_gather(int lane0, int B, int dates, int G) {
     }
   }
   EXPECT_GT(resets, 0);
+  if (gaps_seen) *gaps_seen = gaps;
   return padding;
 }
 
 // 9 windows an epoch: over 2 runs the second run's tail is padding (step 4 of 5), over 4 runs the last one's.
 TEST(CarrySamplerGpu, TimeBatchesGatherTheCpuSchedule) {
-  EXPECT_GT(check_time_gather(0, 8, 2, 4), 0);    // one rank, G < N
-  EXPECT_EQ(check_time_gather(4, 4, 4, 4), 0);    // rank 1 of 4 (a cross-section of its own): windows 3 .. 5
-  EXPECT_GT(check_time_gather(12, 4, 4, 4), 0);   // rank 3 of 4: windows 9 .. 11, past the epoch's 9: padding
-  EXPECT_GT(check_time_gather(0, 14, 2, 7), 0);   // G = N
+  int gaps[3] = {0, 0, 0};
+  EXPECT_GT(check_time_gather(0, 8, 2, 4, &gaps[0]), 0);    // one rank, G < N
+  EXPECT_EQ(check_time_gather(4, 4, 4, 4, &gaps[1]), 0);    // rank 1 of 4 (a cross-section of its own): windows 3 .. 5
+  EXPECT_GT(check_time_gather(12, 4, 4, 4), 0);             // rank 3 of 4: windows 9 .. 11, past the epoch's 9: padding
+  EXPECT_GT(check_time_gather(0, 14, 2, 7, &gaps[2]), 0);   // G = N
+  for (int g : gaps) EXPECT_GT(g, 0) << "windows with missing dates, skipped";
 }
 
 // ---- the model
@@ -257,8 +271,10 @@ TEST(ModelCarryGpu, NullCarryIsTheStatelessForwardBitForBit) {
 }
 
 // The GPU model's gradients with nonzero in states (in and out the same buffers, as the trainer hands them)
-// against the reference model's, and the out states against the reference's.
-TEST(ModelCarryGpu, GradientsWithCarriedStatesMatchTheReference) {
+// against the reference model's, and the out states against the reference's. With padding rows: lanes of 41, 17
+// and 2 present rows (RowMap: the loss on targets in date order, NaN at a date without a row; the padding rows hold
+// random inputs), the map uploaded as the device gather writes it; also the loss against the reference's.
+void expect_carried_gradients_match(bool padded) {
   const ModelConfig c = small_model(5);
   const ModelLayout lay(c);
   const std::vector<float> params = init_params(lay, 5);
@@ -268,10 +284,18 @@ TEST(ModelCarryGpu, GradientsWithCarriedStatesMatchTheReference) {
   const std::vector<float> conv0 = random_vector(size_t(c.NL) * carry_conv_floats(c, B), 0.5f, 11);
   const std::vector<float> ssm0 = random_vector(size_t(c.NL) * carry_ssm_floats(c, B), 0.3f, 12);
   const LossParams lp{B, L, c.K, LossKind::MSE, 1.0f, 0, 1};
+  std::vector<int> rows = {L, 17, 2}, dates(size_t(B) * L, -1);
+  for (int b = 0; b < B; ++b)
+    for (int r = 0; r < rows[size_t(b)]; ++r) dates[size_t(b) * L + r] = b == 0 ? r : (r * 7 + b) * L / (7 * rows[size_t(b)] + 1);
+  for (int b = 1; b < B && padded; ++b)
+    for (int t = 0; t < L; ++t)
+      if (std::find(dates.begin() + b * L, dates.begin() + b * L + rows[size_t(b)], t) == dates.begin() + b * L + rows[size_t(b)])
+        std::fill_n(y.begin() + (size_t(b) * L + t) * c.K, c.K, std::numeric_limits<float>::quiet_NaN());
   // Reference.
   RefModel<float> ref(lay);
   std::vector<float> rconv = conv0, rssm = ssm0, rgrad(params.size(), 0.0f);
-  const CarryState<float> rcs{rconv.data(), rssm.data(), rconv.data(), rssm.data()};
+  CarryState<float> rcs{rconv.data(), rssm.data(), rconv.data(), rssm.data()};
+  if (padded) rcs.rows = rows.data(), rcs.dates = dates.data();
   ref.forward(params.data(), x.data(), B, L, &rcs);
   ref.loss(y.data(), lp);
   ref.backward(params.data(), rgrad.data(), nullptr);
@@ -282,10 +306,17 @@ TEST(ModelCarryGpu, GradientsWithCarriedStatesMatchTheReference) {
   auto conv = to_device(conv0), ssm = to_device(ssm0);
   DeviceBuffer<float> g(params.size());
   g.fill_bytes(0, ctx.stream());
-  const CarryState<float> cs{conv.data(), ssm.data(), conv.data(), ssm.data()};
+  DeviceBuffer<int> drows(rows.size()), ddates(dates.size());
+  drows.upload(rows.data(), rows.size());
+  ddates.upload(dates.data(), dates.size());
+  CarryState<float> cs{conv.data(), ssm.data(), conv.data(), ssm.data()};
+  if (padded) cs.rows = drows.data(), cs.dates = ddates.data();
   m.forward(P.data(), X.data(), nullptr, &cs);
-  m.loss(Y.data(), lp);
+  DeviceBuffer<float> dloss(1);
+  m.loss(Y.data(), lp, dloss.data());
   m.backward(P.data(), g.data(), nullptr);
+  const float rloss = ref.loss(y.data(), lp).loss;  // the reference's again (backward above used the same)
+  EXPECT_NEAR(dloss.download()[0], rloss, 1e-4 * (1 + std::abs(rloss)));
   const std::vector<float> grad = from_device(g);
   EXPECT_TRUE(rel_l2_close(conv.download(), rconv, tol::kModelParityRelL2, "out conv windows"));
   EXPECT_TRUE(rel_l2_close(ssm.download(), rssm, tol::kModelParityRelL2, "out SSM states"));
@@ -295,6 +326,9 @@ TEST(ModelCarryGpu, GradientsWithCarriedStatesMatchTheReference) {
     EXPECT_TRUE(rel_l2_close(a, r, tol::kModelParityRelL2, t.name));
   }
 }
+
+TEST(ModelCarryGpu, GradientsWithCarriedStatesMatchTheReference) { expect_carried_gradients_match(false); }
+TEST(ModelCarryGpu, PaddingRowsMatchTheReference) { expect_carried_gradients_match(true); }
 
 // ---- the trainer
 
