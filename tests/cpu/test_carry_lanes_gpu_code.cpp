@@ -12,6 +12,7 @@
 #include "data/carry_sampler.h"
 #include "data/carry_sampler_gpu.h"
 #include "data/synthetic.h"
+#include "test_util.h"
 
 namespace mlalpha {
 namespace {
@@ -25,10 +26,6 @@ std::vector<float> states_of(int rank, int NL, size_t per_layer) {
   uint32_t nan_bits = 0x7fc01234u + uint32_t(rank);  // a NaN with a payload
   std::memcpy(&v[1], &nan_bits, 4);
   return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(CarryLanes, GatheredStatesAreEveryRanksLanesBitForBit) {
@@ -48,7 +45,7 @@ TEST(CarryLanes, GatheredStatesAreEveryRanksLanesBitForBit) {
     }
     const std::vector<float> all = unpack_rank_lanes(sum);
     ASSERT_EQ(all.size(), size_t(NL) * per_layer * world);
-    EXPECT_TRUE(same_bits(all, unpack_rank_lanes(rsum))) << "world " << world;
+    EXPECT_TRUE(test::same_bits(all, unpack_rank_lanes(rsum))) << "world " << world;
     // Layer-major with the ranks' lanes in rank order: one trainer of world · B lanes' layout.
     for (int r = 0; r < world; ++r) {
       const std::vector<float> own = states_of(r, NL, per_layer);
@@ -57,7 +54,7 @@ TEST(CarryLanes, GatheredStatesAreEveryRanksLanesBitForBit) {
                               per_layer * sizeof(float)),
                   0)
             << "world " << world << " rank " << r << " layer " << l;
-      EXPECT_TRUE(same_bits(rank_lanes(all, NL, world, r), own)) << "world " << world << " rank " << r;
+      EXPECT_TRUE(test::same_bits(rank_lanes(all, NL, world, r), own)) << "world " << world << " rank " << r;
     }
   }
 }

@@ -19,13 +19,10 @@ namespace mlalpha {
 namespace {
 
 using test::from_device;
+using test::same_bits;
 using test::poisoned;
 using test::random_vec;
 using test::to_device;
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct Map {
   std::vector<int> rows, dates;

@@ -50,10 +50,6 @@ std::vector<float> random_vector(size_t n, double scale, uint64_t salt) {
   return random_vec<float>(n, rng, -scale, scale);
 }
 
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // ---- the device sampler
 
 // Lanes [lane0, lane0 + B) of a sampler over `total` lanes, over three epochs and more: xb, yb (poisoned before
@@ -99,9 +95,9 @@ void check_gather(int lane0, int B, int total) {
     cpu.gather(s, p, burn_in, cx.data(), cy.data(), reset.data());
     const std::vector<float> gx = xb.download(), gy = yb.download(), gc = conv.download(), gs = ssm.download();
     const size_t nx = size_t(L) * p.F, ny = size_t(L) * p.K;
-    ASSERT_TRUE(bits_equal(gx, std::vector<float>(cx.begin() + lane0 * nx, cx.begin() + (lane0 + B) * nx)))
+    ASSERT_TRUE(test::same_bits(gx, std::vector<float>(cx.begin() + lane0 * nx, cx.begin() + (lane0 + B) * nx)))
         << "x of step " << s;
-    ASSERT_TRUE(bits_equal(gy, std::vector<float>(cy.begin() + lane0 * ny, cy.begin() + (lane0 + B) * ny)))
+    ASSERT_TRUE(test::same_bits(gy, std::vector<float>(cy.begin() + lane0 * ny, cy.begin() + (lane0 + B) * ny)))
         << "y of step " << s;
     for (int l = 0; l < mc.NL; ++l)
       for (int b = 0; b < B; ++b) {
@@ -160,8 +156,8 @@ int check_time_gather(int lane0, int B, int dates, int G, int* gaps_seen = nullp
         << "dates of step " << s;
     for (int b = 0; b < B; ++b) gaps += grows[size_t(b)] > 0 && grows[size_t(b)] < L;
     const size_t nx = size_t(L) * p.F, ny = size_t(L) * p.K;
-    const bool same_x = bits_equal(xb.download(), std::vector<float>(cx.begin() + lane0 * nx, cx.begin() + (lane0 + B) * nx));
-    const bool same_y = bits_equal(yb.download(), std::vector<float>(cy.begin() + lane0 * ny, cy.begin() + (lane0 + B) * ny));
+    const bool same_x = test::same_bits(xb.download(), std::vector<float>(cx.begin() + lane0 * nx, cx.begin() + (lane0 + B) * nx));
+    const bool same_y = test::same_bits(yb.download(), std::vector<float>(cy.begin() + lane0 * ny, cy.begin() + (lane0 + B) * ny));
     EXPECT_TRUE(same_x) << "x of step " << s;
     EXPECT_TRUE(same_y) << "y of step " << s;
     if (!same_x || !same_y) return -1;
@@ -247,7 +243,7 @@ TEST(ModelCarryGpu, HandedOverStatesEqualOneForwardOverBoth) {
       // Without the states window 2 is another computation: the states reached the output (measured in fp32,
       // after a first window long enough to leave a state that matters).
       const DevModel cold = gpu_forward(ctx, lay, B, L2, pr, params, x2, nullptr, nullptr);
-      EXPECT_FALSE(bits_equal(cold.out, b.out)) << what;
+      EXPECT_FALSE(test::same_bits(cold.out, b.out)) << what;
       if (pr == Precision::FP32 && L1 > 30) EXPECT_FALSE(rel_l2_close(cold.out, w2, 1e-3, what + ": zero-state window 2"));
     }
 }
@@ -265,8 +261,8 @@ TEST(ModelCarryGpu, NullCarryIsTheStatelessForwardBitForBit) {
     const DevModel null_in = gpu_forward(ctx, lay, B, L, pr, params, x, nullptr, nullptr);
     const std::vector<float> zc(size_t(c.NL) * carry_conv_floats(c, B), 0.0f), zs(size_t(c.NL) * carry_ssm_floats(c, B), 0.0f);
     const DevModel zeros = gpu_forward(ctx, lay, B, L, pr, params, x, &zc, &zs);
-    EXPECT_TRUE(bits_equal(none.out, null_in.out)) << to_string(pr);
-    EXPECT_TRUE(bits_equal(none.out, zeros.out)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(none.out, null_in.out)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(none.out, zeros.out)) << to_string(pr);
   }
 }
 
@@ -411,10 +407,10 @@ TEST(CarryTrainerGpu, GraphReplayEqualsEagerBitwise) {
     CarryCase s = carry_case(30);
     s.tc.precision = pr;
     const auto eager = train_gpu(s, false, 30), graph = train_gpu(s, true, 30), again = train_gpu(s, true, 30);
-    EXPECT_TRUE(bits_equal(eager, graph)) << to_string(pr);
-    EXPECT_TRUE(bits_equal(graph, again)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(eager, graph)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(graph, again)) << to_string(pr);
     s.tc.state = StateMode::Zero;  // the carried states changed the training
-    EXPECT_FALSE(bits_equal(train_gpu(s, true, 30), graph)) << to_string(pr);
+    EXPECT_FALSE(test::same_bits(train_gpu(s, true, 30), graph)) << to_string(pr);
   }
 }
 
@@ -442,11 +438,11 @@ TEST(CarryTrainerGpu, ResumedRunContinuesBitForBit) {
     for (int i = k; i < N; ++i) second.step();
     const TrainState r = second.state();
     EXPECT_EQ(r.step, w.step);
-    EXPECT_TRUE(bits_equal(r.params, w.params)) << to_string(pr);
-    EXPECT_TRUE(bits_equal(r.m, w.m)) << to_string(pr);
-    EXPECT_TRUE(bits_equal(r.v, w.v)) << to_string(pr);
-    EXPECT_TRUE(bits_equal(r.carry_conv, w.carry_conv)) << to_string(pr);
-    EXPECT_TRUE(bits_equal(r.carry_ssm, w.carry_ssm)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(r.params, w.params)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(r.m, w.m)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(r.v, w.v)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(r.carry_conv, w.carry_conv)) << to_string(pr);
+    EXPECT_TRUE(test::same_bits(r.carry_ssm, w.carry_ssm)) << to_string(pr);
     // The same weights without the carried states: another run.
     TrainState cold = mid;
     std::fill(cold.carry_conv.begin(), cold.carry_conv.end(), 0.0f);
@@ -454,7 +450,7 @@ TEST(CarryTrainerGpu, ResumedRunContinuesBitForBit) {
     GpuTrainer third(ctx, s.mc, s.tc, s.data, {true, 0});
     third.load_state(cold);
     for (int i = k; i < N; ++i) third.step();
-    EXPECT_FALSE(bits_equal(third.params(), w.params)) << to_string(pr);
+    EXPECT_FALSE(test::same_bits(third.params(), w.params)) << to_string(pr);
     // A zero-state state is refused by a carry trainer past step 0, and a carry state by a zero-state trainer.
     TrainState none = mid;
     none.carry_conv.clear(), none.carry_ssm.clear();
@@ -487,8 +483,8 @@ TEST(CarryTrainerGpu, PopulationMembersEqualSoloRuns) {
     GpuTrainer tr(sctx, solo.mc, solo.tc, solo.data, {true, 0});
     for (int i = 0; i < 20; ++i) tr.step();
     const TrainState o = tr.state();
-    EXPECT_TRUE(bits_equal(p.params, o.params)) << "member " << m;
-    EXPECT_TRUE(bits_equal(p.carry_ssm, o.carry_ssm)) << "member " << m;
+    EXPECT_TRUE(test::same_bits(p.params, o.params)) << "member " << m;
+    EXPECT_TRUE(test::same_bits(p.carry_ssm, o.carry_ssm)) << "member " << m;
     EXPECT_EQ(p.carry_ssm.empty(), m == 2);
   }
 }
