@@ -153,8 +153,9 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
     else gpu::rmsnorm_fwd(s.norm, norm_in, a.hn.data(), a.rstd.data(), st);
     if (h16) gpu::linear_fwd(gemm_, s.in_proj, {a.hn16.data(), P16 + o.in_proj_w, nullptr}, a.zx16.data(), st);
     else linear_fwd(gemm_, s.in_proj, {a.hn.data(), nullptr}, o.in_proj_w, nullptr, nullptr, a.zx.data(), st);
-    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    const ZxCols<const bf16> zx16 = zx_cols<const bf16>(s, a.zx16.data());
+    // zx in the precision's buffer (the other is empty: its slices stay null)
+    const ZxCols<const float> zx = h16 ? ZxCols<const float>{} : zx_cols<const float>(s, a.zx.data());
+    const ZxCols<const bf16> zx16 = h16 ? zx_cols<const bf16>(s, a.zx16.data()) : ZxCols<const bf16>{};
     const Conv1dInputs<float> conv_in{.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
                                       .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
                                       .window_last = carry && carry->conv_out ? carry->conv_out + l * nconv : nullptr};
@@ -230,8 +231,8 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     if (l < c.NL - 1) side_.join(st, 1);
     // The activations' column slices and the same slices of their gradient buffers; in bf16 in_proj's dy
     // exists only in bf16 (dzx16_), written by its three producers.
-    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    const ZxCols<const bf16> zx16 = zx_cols<const bf16>(s, a.zx16.data());
+    const ZxCols<const float> zx = h16 ? ZxCols<const float>{} : zx_cols<const float>(s, a.zx.data());
+    const ZxCols<const bf16> zx16 = h16 ? zx_cols<const bf16>(s, a.zx16.data()) : ZxCols<const bf16>{};
     const ZxCols<float> dzx = h16 ? ZxCols<float>{} : zx_cols(s, dzx_.data());
     const ZxCols<bf16> dzx16 = h16 ? zx_cols(s, dzx16_.data()) : ZxCols<bf16>{};
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
