@@ -46,7 +46,8 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     if (is_bf16()) a.hn16 = alloc16(M * s.D);
     else a.hn = alloc(M * s.D);
     a.rstd = alloc(M);
-    a.zx = alloc(M * s.proj);
+    if (is_bf16()) a.zx16 = alloc16(M * s.proj);
+    else a.zx = alloc(M * s.proj);
     a.xbc = alloc(M * s.cd);
     a.delta = alloc(M * s.H);
     a.y = alloc(M * s.di);
@@ -65,7 +66,8 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
   count_ = DeviceBuffer<int>(1);
   dhfn_ = alloc(M * s.D);
   dh_ = alloc(M * s.D);
-  dg_ = alloc(M * s.di);
+  if (is_bf16()) dg16_ = alloc16(M * s.di);
+  else dg_ = alloc(M * s.di);
   dy_ = alloc(M * s.di);
   if (!is_bf16()) dzx_ = alloc(M * s.proj);  // bf16: dzx16_ only
   dxbc_ = alloc(M * s.cd);
@@ -115,10 +117,12 @@ void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 
 // BF16 (docs/decisions.md "bf16"): every GEMM on bf16 operands (the weights' bf16 copy P16, activations and
 // gradients rounded to bf16 where they are written) with fp32 accumulation; the residual stream, the norms'
-// statistics, conv, softplus, the SSD's decays and states and every gradient that is not a GEMM operand
-// stay fp32. The bf16 operands are written by their producers: the norms (hn, gout, hfn, and dh's copy),
-// the backward's dzx by its three producers (gated norm, softplus, conv); the two whose producer is outside
-// the model (x, dout) by one cast each.
+// statistics, the math of conv, softplus and the gated norm, the SSD's inputs, decays and states and every
+// gradient that is not a GEMM operand stay fp32. The bf16 operands are written by their producers: the norms
+// (hn, gout, hfn, and dh's copy), the backward's dzx by its three producers (gated norm, softplus, conv); the two
+// whose producer is outside the model (x, dout) by one cast each. Two GEMM outputs are stored in bf16 because
+// only element-wise ops read them: in_proj's zx (read by conv, softplus, the gated norm) and out_proj's dx
+// (read by the gated norm's backward), each the fp32 sum rounded once in the GEMM's epilogue.
 void GpuModel::forward(const float* P, const float* x, const bf16* P16, const CarryState<float>* carry) {
   const bool h16 = is_bf16();
   require(!h16 || P16 != nullptr, "GpuModel::forward: bf16 precision needs the weights' bf16 copy");
@@ -153,16 +157,28 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
     const RmsNormInputs<float> norm_in{.x = h, .w = P + o.norm_w};
     if (h16) gpu::rmsnorm_fwd(s.norm, norm_in, a.hn16.data(), a.rstd.data(), st);
     else gpu::rmsnorm_fwd(s.norm, norm_in, a.hn.data(), a.rstd.data(), st);
-    linear_fwd(gemm_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, nullptr, nullptr, a.zx.data(), st);
-    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
-    gpu::conv1d_silu_fwd(s.conv,
-                         {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
-                          .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
-                          .window_last = carry && carry->conv_out && !map_.rows ? carry->conv_out + l * nconv : nullptr},
-                         a.xbc.data(), st);
-    gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
+    if (h16) gpu::linear_fwd(gemm_, s.in_proj, {a.hn16.data(), P16 + o.in_proj_w, nullptr}, a.zx16.data(), st);
+    else linear_fwd(gemm_, s.in_proj, {a.hn.data(), nullptr}, o.in_proj_w, nullptr, nullptr, a.zx.data(), st);
+    // zx in the precision's buffer (the other is empty: its slices stay null)
+    const ZxCols<const float> zx = h16 ? ZxCols<const float>{} : zx_cols<const float>(s, a.zx.data());
+    const ZxCols<const bf16> zx16 = h16 ? zx_cols<const bf16>(s, a.zx16.data()) : ZxCols<const bf16>{};
+    const Conv1dInputs<float> conv_in{
+        .x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b,
+        .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
+        .window_last = carry && carry->conv_out && !map_.rows ? carry->conv_out + l * nconv : nullptr};
+    if (h16) {
+      gpu::conv1d_silu_fwd(s.conv, zx16.xBC, conv_in, a.xbc.data(), st);
+      gpu::dt_softplus_fwd(s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
+    } else {
+      gpu::conv1d_silu_fwd(s.conv, conv_in, a.xbc.data(), st);
+      gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
+    }
     if (map_.rows) {  // padding rows: Δ = 0 moves no state; the conv's window ends at the last present row
-      if (carry->conv_out) gpu::window_tail(s.conv, map_, zx.xBC, conv_in_.data() + l * nconv, carry->conv_out + l * nconv, st);
+      if (carry->conv_out) {
+        float* tail = carry->conv_out + l * nconv;
+        if (h16) gpu::window_tail(s.conv, map_, zx16.xBC, conv_in_.data() + l * nconv, tail, st);
+        else gpu::window_tail(s.conv, map_, zx.xBC, conv_in_.data() + l * nconv, tail, st);
+      }
       gpu::mask_rows(map_, s.H, s.H, a.delta.data(), st);
     }
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
@@ -171,9 +187,12 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
                   .Dskip = P + o.D, .h0 = carry && carry->ssm_in ? carry->ssm_in + l * nssm : nullptr,
                   .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr},
                  a.y.data(), a.states.data(), st);
-    const GatedNormInputs<float> gnorm_in{.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w};
-    if (h16) gpu::gated_rmsnorm_fwd(s.gnorm, gnorm_in, a.gout16.data(), a.grstd.data(), st);
-    else gpu::gated_rmsnorm_fwd(s.gnorm, gnorm_in, a.gout.data(), a.grstd.data(), st);
+    if (h16)
+      gpu::gated_rmsnorm_fwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y.data(), .z = zx16.z, .w = P + o.gnorm_w},
+                             a.gout16.data(), a.grstd.data(), st);
+    else
+      gpu::gated_rmsnorm_fwd(s.gnorm, GatedNormInputs<float>{.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w},
+                             a.gout.data(), a.grstd.data(), st);
     // h_{l+1} (M, D) = h_l + gout · out_projᵀ: the residual add is the GEMM epilogue (C = h_l, beta = 1,
     // D = h_{l+1}, out of place), so the mixer output is never stored and no add kernel runs.
     linear_fwd(gemm_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, nullptr, h, resid(l + 1), st);
@@ -226,7 +245,9 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const LayerActs& a = acts_[l];
     float* lp = part + parts.layer(l);  // this layer's partials: norm, gnorm, dt, conv
     float *p_norm = lp, *p_gnorm = lp + parts.norm, *p_dt = p_gnorm + parts.gnorm, *p_conv = p_dt + parts.dt;
-    linear_bwd(gemm_, s.out_proj, {}, o.out_proj_w, dh, {.dx = dg_.data()}, st);
+    // dg (M, di) = dh · W_out: in bf16 (dg16_) in BF16, read only by the gated norm's backward
+    if (h16) gpu::linear_bwd_dx(gemm_, s.out_proj, P16 + o.out_proj_w, dh16_.data(), dg16_.data(), st);
+    else linear_bwd(gemm_, s.out_proj, {}, o.out_proj_w, dh, {.dx = dg_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, dh, {.dw = Gr + o.out_proj_w},
                side_.get());
@@ -234,13 +255,19 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     if (l < c.NL - 1) side_.join(st, 1);
     // The activations' column slices and the same slices of their gradient buffers; in bf16 in_proj's dy
     // exists only in bf16 (dzx16_), written by its three producers.
-    const ZxCols<const float> zx = zx_cols<const float>(s, a.zx.data());
+    const ZxCols<const float> zx = h16 ? ZxCols<const float>{} : zx_cols<const float>(s, a.zx.data());
+    const ZxCols<const bf16> zx16 = h16 ? zx_cols<const bf16>(s, a.zx16.data()) : ZxCols<const bf16>{};
     const ZxCols<float> dzx = h16 ? ZxCols<float>{} : zx_cols(s, dzx_.data());
     const ZxCols<bf16> dzx16 = h16 ? zx_cols(s, dzx16_.data()) : ZxCols<bf16>{};
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
-    gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
-                           {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, p_gnorm, st, dzx16.z, &colsums_);
+    if (h16)
+      gpu::gated_rmsnorm_bwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y.data(), .z = zx16.z, .w = P + o.gnorm_w},
+                             a.grstd.data(), dg16_.data(), {.dy = dy_.data(), .dw = Gr + o.gnorm_w}, p_gnorm, st,
+                             dzx16.z, &colsums_);
+    else
+      gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
+                             {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, p_gnorm, st, nullptr, &colsums_);
     gpu::ssd_bwd(s.ssd,
                  {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
                   .Dskip = P + o.D},
@@ -249,14 +276,22 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                   .dD = Gr + o.D},
                  ws, st);
     if (map_.rows) gpu::mask_rows(map_, s.H, s.H, ddelta_.data(), st);
-    gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
-                         {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, p_dt, st, dzx16.dt, &colsums_);
+    if (h16)
+      gpu::dt_softplus_bwd(s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
+                           {.ddt_bias = Gr + o.dt_bias}, p_dt, st, dzx16.dt, &colsums_);
+    else
+      gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
+                           {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, p_dt, st, nullptr, &colsums_);
     // The forward's in window (no dwindow0 asked: the gradient stops at the window's boundary); the SSD reads
     // its h0 from the saved chunk states.
     const float* window0 = carried_ ? conv_in_.data() + l * carry_conv_floats(c, B_) : nullptr;
-    gpu::conv1d_silu_bwd(s.conv, {.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b, .window0 = window0}, dxbc_.data(),
-                         {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b}, p_conv, st, dzx16.xBC,
-                         &colsums_);
+    const Conv1dInputs<float> conv_in{.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b, .window0 = window0};
+    if (h16)
+      gpu::conv1d_silu_bwd(s.conv, zx16.xBC, conv_in, dxbc_.data(), {.dw = Gr + o.conv_w, .dbias = Gr + o.conv_b},
+                           p_conv, st, dzx16.xBC, &colsums_);
+    else
+      gpu::conv1d_silu_bwd(s.conv, conv_in, dxbc_.data(), {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b},
+                           p_conv, st, nullptr, &colsums_);
     linear_bwd(gemm_, s.in_proj, {}, o.in_proj_w, dzx_op, {.dx = dhn_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, dzx_op, {.dw = Gr + o.in_proj_w},

@@ -58,8 +58,9 @@ class GpuModel {
     // h_in (M, D): the layer's input h_l, written by the previous layer's out_proj (by the input
     // projection for l = 0) and read in place by this layer's forward and backward.
     DeviceBuffer<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states;
-    // BF16: hn (M, D) and gout (M, di) are only GEMM operands, so they are stored in bf16 instead.
-    DeviceBuffer<bf16> hn16, gout16;
+    // BF16: hn (M, D) and gout (M, di) are only GEMM operands, so they are stored in bf16 instead; in_proj writes
+    // zx (M, proj) in bf16 (zx16), which conv, softplus and the gated norm read as bf16.
+    DeviceBuffer<bf16> hn16, gout16, zx16;
   };
   DeviceBuffer<float> alloc(size_t n);
   DeviceBuffer<bf16> alloc16(size_t n);
@@ -96,9 +97,10 @@ class GpuModel {
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
   DeviceBuffer<float> partials_;  // GradPartials(shapes, NL).total: the backward's parameter partials
   gpu::ColsumBatch colsums_;      // their sums, recorded by the ops and run at the end of backward()
-  // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), and the
-  // bf16 copies of the GEMM operands x (M, F), dout (M, K), dh (M, D).
-  DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_;
+  // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), out_proj's
+  // dx dg (M, di) in bf16 instead of dg_ (the gated norm's backward reads it as bf16), and the bf16 copies of the
+  // GEMM operands x (M, F), dout (M, K), dh (M, D).
+  DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_, dg16_;
   // Carry: the conv's in windows of the current forward, copied (the out windows may overwrite the caller's in
   // buffer, and the conv's window_last must not be its window0). The SSM's h0 needs no copy: ssd_fwd saves it as
   // the first chunk state, which ssd_bwd reads, and its h_last may be its h0. Allocated by the first forward that

@@ -2,7 +2,10 @@
 // bf16_round (core/bf16.h, round to nearest even) of the fp32 value the fp32 path computes, so each is
 // checked bitwise against the fp32 kernel's output rounded on the host: the cast op (ties, subnormals,
 // ±Inf, NaN, unaligned tails), RMSNorm's forward and its backward's dx copy, the gated norm's forward, and
-// AdamW's weight copy (a skipped step leaves it alone).
+// AdamW's weight copy (a skipped step leaves it alone). The bf16 activations: in_proj's zx and out_proj's dx
+// written in bf16 by cuBLASLt against the rounding of the same GEMM's fp32 output, and the element-wise ops
+// that read them (conv1d + SiLU, softplus, the gated norm, forward and backward) bitwise the fp32 ops given the
+// same values as floats, and against the CPU reference in double.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +22,10 @@
 #include "ops/conv1d/conv1d.h"
 #include "ops/dt_softplus/dt_softplus.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/linear/linear.h"
 #include "ops/rmsnorm/rmsnorm.h"
+#include "../tolerances.h"
+#include "core/context.h"
 #include "train/optim.h"
 
 namespace mlalpha {
@@ -60,6 +66,33 @@ std::vector<float> from_device16(const DeviceBuffer<__nv_bfloat16>& d, size_t of
                                            << ") = " << r;
   }
   return ::testing::AssertionSuccess();
+}
+
+// Host floats rounded to bf16 (bf16_round), as the bf16 values themselves on the device.
+std::vector<float> rounded(std::vector<float> v) {
+  for (float& x : v) x = bf16_round(x);
+  return v;
+}
+DeviceBuffer<__nv_bfloat16> to_device16(const std::vector<float>& v) {  // v's values rounded to bf16
+  std::vector<__nv_bfloat16> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float r = bf16_round(v[i]);
+    uint32_t b;
+    std::memcpy(&b, &r, 4);
+    const uint16_t u = uint16_t(b >> 16);
+    std::memcpy(&h[i], &u, 2);
+  }
+  DeviceBuffer<__nv_bfloat16> d(h.size());
+  d.upload(h);
+  return d;
+}
+// Distance in bf16 ulps between two bf16 values held as floats (same sign assumed where both are nonzero).
+int ulps16(float a, float b) {
+  uint32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  const auto ord = [](uint32_t u) { return (u & 0x80000000u) ? -int64_t((u & 0x7fffffffu) >> 16) : int64_t(u >> 16); };
+  return int(std::llabs(ord(x) - ord(y)));
 }
 
 TEST(Bf16Gpu, CastRoundsToNearestEven) {
@@ -187,6 +220,263 @@ TEST(Bf16Gpu, InProjDyProducersWriteRoundedSlices) {
       }
     }
   EXPECT_TRUE(rounded_bitwise(g_used, w_used, "dzx16"));
+}
+
+// in_proj's zx and out_proj's dx in bf16 (cuBLASLt's D type bf16): each element is the round-to-nearest-even of the
+// fp32 sum that the same GEMM writes with an fp32 output. The two outputs are separate plans (the heuristic may
+// pick another kernel, another summation order), so the test measures how many elements differ and by how many
+// bf16 ulps, prints it, and requires <= kMaxUlps. Shapes: S's and M's in_proj and out_proj, and ragged ones.
+TEST(Bf16Gpu, GemmBf16OutputIsTheRoundedFp32Output) {
+  constexpr int kMaxUlps = 1;
+  Context ctx;
+  gpu::Gemm g(ctx, Precision::BF16);
+  struct Shape { const char* what; int M, IN, OUT; bool dx; };
+  const Shape shapes[] = {{"S in_proj", 16384, 128, 648, false}, {"M in_proj", 16384, 256, 1160, false},
+                          {"S out_proj dx", 16384, 256, 128, true}, {"M out_proj dx", 16384, 512, 256, true},
+                          {"ragged in_proj", 333, 40, 88, false}, {"ragged dx", 77, 24, 16, true}};
+  uint64_t salt = 100;
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(sh.what);
+    auto rng = test::make_rng(salt++);
+    const LinearParams p{sh.M, sh.IN, sh.OUT};
+    // forward: y (M, OUT) = x (M, IN) · wᵀ; dx: dx (M, IN) = dy (M, OUT) · w
+    const size_t nin = size_t(sh.M) * (sh.dx ? sh.OUT : sh.IN), nout = size_t(sh.M) * (sh.dx ? sh.IN : sh.OUT);
+    const auto a = to_device16(random_vec<float>(nin, rng));
+    const auto w = to_device16(random_vec<float>(size_t(sh.OUT) * sh.IN, rng, -0.2, 0.2));
+    auto y32 = poisoned(nout);
+    auto y16 = poisoned16(nout);
+    if (sh.dx) {
+      gpu::linear_bwd(g, p, gpu::LinearInputsBf16{nullptr, w.data(), nullptr}, gpu::LinearDyBf16{a.data(), nullptr},
+                      {.dx = y32.data()}, nullptr,
+                      ctx.stream());
+      gpu::linear_bwd_dx(g, p, w.data(), a.data(), y16.data(), ctx.stream());
+    } else {
+      gpu::linear_fwd(g, p, gpu::LinearInputsBf16{a.data(), w.data(), nullptr}, y32.data(), ctx.stream());
+      gpu::linear_fwd(g, p, gpu::LinearInputsBf16{a.data(), w.data(), nullptr}, y16.data(), ctx.stream());
+    }
+    ctx.synchronize();
+    const auto want = from_device(y32), got = from_device16(y16);
+    size_t differ = 0;
+    int worst = 0;
+    for (size_t i = 0; i < nout; ++i) {
+      const int u = ulps16(got[i], bf16_round(want[i]));
+      differ += u != 0;
+      worst = std::max(worst, u);
+    }
+    std::printf("bf16-output GEMM, %s (M %d, IN %d, OUT %d): %zu of %zu elements differ from the rounded fp32 "
+                "output, at most %d bf16 ulp\n", sh.what, sh.M, sh.IN, sh.OUT, differ, nout, worst);
+    EXPECT_LE(worst, kMaxUlps);
+  }
+  for (const std::string& d : g.plan_descriptions()) std::printf("  plan: %s\n", d.c_str());
+  // a bias has no place in the bf16 output (no epilogue for it is planned)
+  DeviceBuffer<float> b(8);
+  auto y = poisoned16(8 * 8);
+  const auto x = to_device16(std::vector<float>(64, 1.f));
+  EXPECT_THROW(gpu::linear_fwd(g, LinearParams{8, 8, 8}, gpu::LinearInputsBf16{x.data(), x.data(), b.data()}, y.data(),
+                               ctx.stream()),
+               Error);
+}
+
+// The element-wise ops reading bf16 activations (in_proj's zx: conv's xBC, softplus's dt, the gated norm's z; out_proj's
+// bf16 dx: the gated norm's dout): given bf16 values, every output is bitwise the fp32 op's on the same values as
+// floats (the bf16 outputs its rounding), the columns outside the slices untouched, and all against the CPU
+// reference in double on those values (fresh random inputs, outputs poisoned). float4 / 8-byte and scalar paths.
+std::vector<float> strided(size_t rows, int cols, int ld, const std::vector<float>& v) {  // NaN outside the slice
+  std::vector<float> out(rows * ld, std::numeric_limits<float>::quiet_NaN());
+  for (size_t r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[r * ld + c] = v[r * cols + c];
+  return out;
+}
+// got (bf16 values as floats) against the double reference: each within a bf16 rounding (2^-8 relative) plus the
+// fp32 elementwise tolerance.
+::testing::AssertionResult close16(const std::vector<float>& got, const std::vector<double>& ref, const char* what) {
+  return test::all_close(got, ref, tol::kGpuElemAbs, std::ldexp(1.0, -8) + tol::kGpuElemRel, what);
+}
+
+TEST(Bf16Gpu, ConvReadsBf16Input) {
+  const Conv1dParams shapes[] = {{3, 300, 384, 4, 648},  // S: xBC of zx (float4 / 8-byte path)
+                                 {2, 131, 640, 4, 1160},  // M's channels
+                                 {2, 45, 37, 4, 50},      // scalar path
+                                 {2, 70, 68, 8, 72}};     // W = 8
+  uint64_t salt = 40;
+  for (const Conv1dParams& p : shapes) {
+    for (const bool with_window : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(p.B) + " L=" + std::to_string(p.L) + " C=" + std::to_string(p.C) +
+                   " W=" + std::to_string(p.W) + (with_window ? " window0" : ""));
+      auto rng = test::make_rng(salt++);
+      const size_t rows = size_t(p.B) * p.L, nx = rows * p.ld_x, ny = rows * p.C, nw = size_t(p.C) * p.W;
+      const size_t nwin = size_t(p.B) * (p.W - 1) * p.C;
+      const auto xr = strided(rows, p.C, p.ld_x, rounded(random_vec<float>(ny, rng, -3, 3)));  // bf16 values
+      const auto w = random_vec<float>(nw, rng), bias = random_vec<float>(p.C, rng), dy = random_vec<float>(ny, rng);
+      const auto win = random_vec<float>(nwin, rng);
+      const auto x32 = to_device(xr), w_g = to_device(w), b_g = to_device(bias), dy_g = to_device(dy),
+                 win_g = to_device(win);
+      const auto x16 = to_device16(xr);  // NaN stays NaN in the unused columns
+      const Conv1dInputs<float> in32{.x = x32.data(), .w = w_g.data(), .bias = b_g.data(),
+                                     .window0 = with_window ? win_g.data() : nullptr};
+      Conv1dInputs<float> in16 = in32;
+      in16.x = nullptr;
+      auto y32 = poisoned(ny), y16 = poisoned(ny), wl32 = poisoned(nwin), wl16 = poisoned(nwin);
+      in16.window_last = with_window ? wl16.data() : nullptr;
+      Conv1dInputs<float> in32w = in32;
+      in32w.window_last = with_window ? wl32.data() : nullptr;
+      gpu::conv1d_silu_fwd(p, in32w, y32.data(), nullptr);
+      gpu::conv1d_silu_fwd(p, x16.data(), in16, y16.data(), nullptr);
+      const size_t nws = gpu::conv1d_silu_bwd_workspace_floats(p);
+      auto ws = poisoned(nws);
+      auto dw32 = to_device(std::vector<float>(nw, 0.f)), db32 = to_device(std::vector<float>(p.C, 0.f));
+      auto dw16 = to_device(std::vector<float>(nw, 0.f)), db16 = to_device(std::vector<float>(p.C, 0.f));
+      auto dx32 = poisoned(nx);
+      auto dx16 = poisoned16(nx);
+      gpu::conv1d_silu_bwd(p, in32, dy_g.data(), {.dx = dx32.data(), .dw = dw32.data(), .dbias = db32.data()}, ws.data(),
+                           nullptr);
+      gpu::conv1d_silu_bwd(p, x16.data(), in16, dy_g.data(), {.dw = dw16.data(), .dbias = db16.data()}, ws.data(),
+                           nullptr, dx16.data());
+      const auto y = from_device(y16);
+      EXPECT_TRUE(test::same_bits(y, from_device(y32))) << "y";
+      if (with_window) EXPECT_TRUE(test::same_bits(from_device(wl16), from_device(wl32))) << "window_last";
+      EXPECT_TRUE(test::same_bits(from_device(dw16), from_device(dw32))) << "dw";
+      EXPECT_TRUE(test::same_bits(from_device(db16), from_device(db32))) << "dbias";
+      const auto dx = from_device16(dx16), dxw = from_device(dx32);
+      std::vector<float> dx_used, dxw_used;
+      std::vector<double> dx_ref_used;
+      // the double reference on the same (bf16) values
+      const auto xd = test::cast_vec<double>(xr), wd = test::cast_vec<double>(w), bd = test::cast_vec<double>(bias),
+                 dyd = test::cast_vec<double>(dy), wind = test::cast_vec<double>(win);
+      std::vector<double> y_ref(ny), dx_ref(nx, 0.0), dw_ref(nw, 0.0), db_ref(p.C, 0.0);
+      const Conv1dInputs<double> ind{.x = xd.data(), .w = wd.data(), .bias = bd.data(),
+                                     .window0 = with_window ? wind.data() : nullptr};
+      ref::conv1d_silu_fwd<double>(p, ind, y_ref.data());
+      ref::conv1d_silu_bwd<double>(p, ind, dyd.data(), {.dx = dx_ref.data(), .dw = dw_ref.data(), .dbias = db_ref.data()});
+      for (size_t r = 0; r < rows; ++r)
+        for (int c = 0; c < p.ld_x; ++c) {
+          const size_t i = r * p.ld_x + c;
+          if (c < p.C) {
+            dx_used.push_back(dx[i]), dxw_used.push_back(dxw[i]), dx_ref_used.push_back(dx_ref[i]);
+          } else {
+            ASSERT_TRUE(std::isnan(dx[i])) << "dx column " << c << " (outside the slice) was written";
+          }
+        }
+      EXPECT_TRUE(rounded_bitwise(dx_used, dxw_used, "dx16"));
+      EXPECT_TRUE(test::all_close(y, y_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "y vs reference"));
+      EXPECT_TRUE(close16(dx_used, dx_ref_used, "dx16 vs reference"));
+      EXPECT_TRUE(test::rel_l2_close(from_device(dw16), dw_ref, tol::kGpuReduceRelL2, "dw vs reference"));
+      EXPECT_TRUE(test::rel_l2_close(from_device(db16), db_ref, tol::kGpuReduceRelL2, "dbias vs reference"));
+    }
+  }
+}
+
+TEST(Bf16Gpu, SoftplusReadsBf16Input) {
+  for (const auto& [M, H, ld] : {std::tuple{16384, 8, 648}, std::tuple{1000, 40, 45}, std::tuple{7, 3, 3}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " H=" + std::to_string(H) + " ld=" + std::to_string(ld));
+    const DtParams p{M, H, ld, 1e-3f, 0.5f};  // both clamps active somewhere
+    auto rng = test::make_rng(uint64_t(M) + H);
+    const auto dtr = strided(M, H, ld, rounded(random_vec<float>(size_t(M) * H, rng, -8, 3)));
+    const auto bias = random_vec<float>(H, rng, -2, 1), dd = random_vec<float>(size_t(M) * H, rng);
+    const auto dt32 = to_device(dtr), b_g = to_device(bias), dd_g = to_device(dd);
+    const auto dt16 = to_device16(dtr);
+    auto d32 = poisoned(size_t(M) * H), d16 = poisoned(size_t(M) * H);
+    gpu::dt_softplus_fwd(p, DtInputs<float>{.dt = dt32.data(), .dt_bias = b_g.data()}, d32.data(), nullptr);
+    gpu::dt_softplus_fwd(p, gpu::DtInputsBf16{.dt = dt16.data(), .dt_bias = b_g.data()}, d16.data(), nullptr);
+    auto ws = poisoned(gpu::dt_softplus_bwd_workspace_floats(p));
+    auto db32 = to_device(std::vector<float>(H, 0.f)), db16 = to_device(std::vector<float>(H, 0.f));
+    auto ddt32 = poisoned(size_t(M) * ld);
+    auto ddt16 = poisoned16(size_t(M) * ld);
+    gpu::dt_softplus_bwd(p, DtInputs<float>{.dt = dt32.data(), .dt_bias = b_g.data()}, dd_g.data(),
+                         {.ddt = ddt32.data(), .ddt_bias = db32.data()}, ws.data(), nullptr);
+    gpu::dt_softplus_bwd(p, gpu::DtInputsBf16{.dt = dt16.data(), .dt_bias = b_g.data()}, dd_g.data(),
+                         {.ddt_bias = db16.data()}, ws.data(), nullptr, ddt16.data());
+    const auto delta = from_device(d16);
+    EXPECT_TRUE(test::same_bits(delta, from_device(d32))) << "delta";
+    EXPECT_TRUE(test::same_bits(from_device(db16), from_device(db32))) << "ddt_bias";
+    const auto dtd = test::cast_vec<double>(dtr), bd = test::cast_vec<double>(bias), ddd = test::cast_vec<double>(dd);
+    std::vector<double> delta_ref(size_t(M) * H), ddt_ref(size_t(M) * ld, 0.0), db_ref(H, 0.0);
+    ref::dt_softplus_fwd<double>({M, H, ld, 1e-3, 0.5}, {dtd.data(), bd.data()}, delta_ref.data());
+    ref::dt_softplus_bwd<double>({M, H, ld, 1e-3, 0.5}, {dtd.data(), bd.data()}, ddd.data(),
+                                 {ddt_ref.data(), db_ref.data()});
+    const auto g16 = from_device16(ddt16), g32 = from_device(ddt32);
+    std::vector<float> got, want;
+    std::vector<double> ref_used;
+    for (int m = 0; m < M; ++m)
+      for (int c = 0; c < ld; ++c) {
+        const size_t i = size_t(m) * ld + c;
+        if (c < H) got.push_back(g16[i]), want.push_back(g32[i]), ref_used.push_back(ddt_ref[i]);
+        else ASSERT_TRUE(std::isnan(g16[i])) << "ddt column " << c << " (outside the slice) was written";
+      }
+    EXPECT_TRUE(rounded_bitwise(got, want, "ddt16"));
+    EXPECT_TRUE(test::all_close(delta, delta_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "delta vs reference"));
+    EXPECT_TRUE(close16(got, ref_used, "ddt16 vs reference"));
+    EXPECT_TRUE(test::rel_l2_close(from_device(db16), db_ref, tol::kGpuReduceRelL2, "ddt_bias vs reference"));
+  }
+}
+
+TEST(Bf16Gpu, GatedNormReadsBf16Inputs) {
+  for (const auto& [M, Dn, G, ld] : {std::tuple{16384, 256, 1, 648}, std::tuple{300, 512, 4, 1160},
+                                     std::tuple{65, 30, 3, 33}}) {
+    for (const bool dout16 : {false, true}) {
+      SCOPED_TRACE("M=" + std::to_string(M) + " Dn=" + std::to_string(Dn) + " G=" + std::to_string(G) +
+                   (dout16 ? " bf16 dout" : " fp32 dout"));
+      const GatedNormParams p{M, Dn, G, ld, 1e-5f};
+      const size_t n = size_t(M) * Dn;
+      auto rng = test::make_rng(uint64_t(M) * 3 + Dn + dout16);
+      const auto y = random_vec<float>(n, rng);
+      const auto zr = strided(M, Dn, ld, rounded(random_vec<float>(n, rng, -4, 4)));
+      const auto w = random_vec<float>(Dn, rng, 0.5, 1.5);
+      auto dout = random_vec<float>(n, rng);
+      if (dout16) dout = rounded(dout);
+      const auto y_g = to_device(y), z32 = to_device(zr), w_g = to_device(w), do32 = to_device(dout);
+      const auto z16 = to_device16(zr), do16 = to_device16(dout);
+      auto out32 = poisoned(n), rstd32 = poisoned(size_t(M) * G), rstd16 = poisoned(size_t(M) * G);
+      auto out16 = poisoned16(n);
+      gpu::gated_rmsnorm_fwd(p, GatedNormInputs<float>{.y = y_g.data(), .z = z32.data(), .w = w_g.data()}, out32.data(),
+                             rstd32.data(), nullptr);
+      gpu::gated_rmsnorm_fwd(p, gpu::GatedNormInputsBf16{.y = y_g.data(), .z = z16.data(), .w = w_g.data()},
+                             out16.data(), rstd16.data(), nullptr);
+      const auto rstd = from_device(rstd16);
+      EXPECT_TRUE(test::same_bits(rstd, from_device(rstd32))) << "rstd";
+      EXPECT_TRUE(rounded_bitwise(from_device16(out16), from_device(out32), "out16"));
+      auto ws = poisoned(gpu::gated_rmsnorm_bwd_workspace_floats(p));
+      auto dy32 = poisoned(n), dy16 = poisoned(n), dz32 = poisoned(size_t(M) * ld);
+      auto dz16 = poisoned16(size_t(M) * ld);
+      auto dw32 = to_device(std::vector<float>(Dn, 0.f)), dw16 = to_device(std::vector<float>(Dn, 0.f));
+      gpu::gated_rmsnorm_bwd(p, GatedNormInputs<float>{.y = y_g.data(), .z = z32.data(), .w = w_g.data()},
+                             rstd32.data(), do32.data(), {.dy = dy32.data(), .dz = dz32.data(), .dw = dw32.data()},
+                             ws.data(), nullptr);
+      const gpu::GatedNormInputsBf16 in16{.y = y_g.data(), .z = z16.data(), .w = w_g.data()};
+      if (dout16)
+        gpu::gated_rmsnorm_bwd(p, in16, rstd16.data(), do16.data(), {.dy = dy16.data(), .dw = dw16.data()}, ws.data(),
+                               nullptr, dz16.data());
+      else
+        gpu::gated_rmsnorm_bwd(p, in16, rstd16.data(), do32.data(), {.dy = dy16.data(), .dw = dw16.data()}, ws.data(),
+                               nullptr, dz16.data());
+      const auto dy = from_device(dy16);
+      EXPECT_TRUE(test::same_bits(dy, from_device(dy32))) << "dy";
+      EXPECT_TRUE(test::same_bits(from_device(dw16), from_device(dw32))) << "dw";
+      // the double reference on the same values
+      const auto yd = test::cast_vec<double>(y), zd = test::cast_vec<double>(zr), wd = test::cast_vec<double>(w),
+                 dd = test::cast_vec<double>(dout);
+      std::vector<double> out_ref(n), rstd_ref(size_t(M) * G), dy_ref(n), dz_ref(size_t(M) * ld, 0.0), dw_ref(Dn, 0.0);
+      const GatedNormParams pd = p;
+      ref::gated_rmsnorm_fwd<double>(pd, {yd.data(), zd.data(), wd.data()}, out_ref.data(), rstd_ref.data());
+      ref::gated_rmsnorm_bwd<double>(pd, {yd.data(), zd.data(), wd.data()}, rstd_ref.data(), dd.data(),
+                                     {dy_ref.data(), dz_ref.data(), dw_ref.data()});
+      const auto g16 = from_device16(dz16), g32 = from_device(dz32);
+      std::vector<float> got, want;
+      std::vector<double> ref_used;
+      for (int m = 0; m < M; ++m)
+        for (int c = 0; c < ld; ++c) {
+          const size_t i = size_t(m) * ld + c;
+          if (c < Dn) got.push_back(g16[i]), want.push_back(g32[i]), ref_used.push_back(dz_ref[i]);
+          else ASSERT_TRUE(std::isnan(g16[i])) << "dz column " << c << " (outside the slice) was written";
+        }
+      EXPECT_TRUE(rounded_bitwise(got, want, "dz16"));
+      EXPECT_TRUE(close16(from_device16(out16), out_ref, "out16 vs reference"));
+      EXPECT_TRUE(test::all_close(rstd, rstd_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "rstd vs reference"));
+      EXPECT_TRUE(test::all_close(dy, dy_ref, tol::kGpuElemAbs, tol::kGpuElemRel, "dy vs reference"));
+      EXPECT_TRUE(close16(got, ref_used, "dz16 vs reference"));
+      EXPECT_TRUE(test::rel_l2_close(from_device(dw16), dw_ref, tol::kGpuReduceRelL2, "dw vs reference"));
+    }
+  }
 }
 
 // AdamW with the copy: the fp32 results are those of the plain kernel, bitwise, and the copy is their

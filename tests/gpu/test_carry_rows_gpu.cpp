@@ -2,6 +2,7 @@
 // or zero floats): random lanes with every count of present rows 0 .. L (random dates, ascending), a strided
 // matrix (ld > C: the other columns untouched), W − 1 > some lanes' rows (window0 read) and a null window0;
 // outputs poisoned before each run.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,6 +77,17 @@ void check(int B, int L, int C, int ld, int W, int K, bool with_window0, uint64_
   auto tail_g = poisoned(w0.size());
   gpu::window_tail(p, d, a0.data(), with_window0 ? w0_g.data() : nullptr, tail_g.data(), nullptr);
   EXPECT_TRUE(same_bits(from_device(tail_g), tail_ref)) << "window_tail";
+  // bf16 precision's input (in_proj's bf16 output): the tail of the same values widened, bit for bit
+  std::vector<__nv_bfloat16> a16(a.size());
+  std::vector<float> a16f(a.size());
+  for (size_t i = 0; i < a.size(); ++i) a16[i] = __float2bfloat16_rn(a[i]), a16f[i] = __bfloat162float(a16[i]);
+  std::vector<float> tail16_ref(w0.size());
+  ref::window_tail<float>(p, h, a16f.data(), with_window0 ? w0.data() : nullptr, tail16_ref.data());
+  DeviceBuffer<__nv_bfloat16> a16_g(a16.size());
+  a16_g.upload(a16.data(), a16.size());
+  auto tail16_g = poisoned(w0.size());
+  gpu::window_tail(p, d, a16_g.data(), with_window0 ? w0_g.data() : nullptr, tail16_g.data(), nullptr);
+  EXPECT_TRUE(same_bits(from_device(tail16_g), tail16_ref)) << "window_tail, bf16 input";
 
   // rows_to_dates, dates_to_rows
   const auto out = random_vec<float>(size_t(B) * L * K, rng, -2.0, 2.0);

@@ -145,8 +145,8 @@ TEST(DtSoftplusGpu, Deterministic) {
 }
 
 TEST(DtSoftplusGpu, RejectsBadParams) {
-  EXPECT_THROW(gpu::dt_softplus_fwd(DtParams{4, 8, 7, 0.0f, kInf}, {}, nullptr, nullptr), Error);
-  EXPECT_THROW(gpu::dt_softplus_fwd(DtParams{4, 8, 8, 1.0f, 0.5f}, {}, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::dt_softplus_fwd(DtParams{4, 8, 7, 0.0f, kInf}, DtInputs<float>{}, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::dt_softplus_fwd(DtParams{4, 8, 8, 1.0f, 0.5f}, DtInputs<float>{}, nullptr, nullptr), Error);
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 // The present-row ops of carry_rows.h on the GPU: elementwise copies, one thread an element (grid-stride).
+#include <cuda_bf16.h>
+
 #include <string>
 
 #include "core/cuda_check.h"
@@ -24,7 +26,11 @@ __global__ void __launch_bounds__(kRowsThreads) mask_rows_kernel(RowMap m, int C
   }
 }
 
-__global__ void __launch_bounds__(kRowsThreads) window_tail_kernel(Conv1dParams p, RowMap m, const float* __restrict__ x,
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename TX>
+__global__ void __launch_bounds__(kRowsThreads) window_tail_kernel(Conv1dParams p, RowMap m, const TX* __restrict__ x,
                                                                    const float* __restrict__ window0,
                                                                    float* __restrict__ window_last) {
   const int W1 = p.W - 1;
@@ -34,7 +40,7 @@ __global__ void __launch_bounds__(kRowsThreads) window_tail_kernel(Conv1dParams 
     const int c = int(i - slot * p.C), b = int(slot / size_t(W1)), j = int(slot - size_t(b) * W1);
     const int t = m.rows[b] - W1 + j;
     float v = 0.0f;
-    if (t >= 0) v = x[(size_t(b) * p.L + t) * p.ld_x + c];
+    if (t >= 0) v = widen(x[(size_t(b) * p.L + t) * p.ld_x + c]);
     else if (window0) v = window0[(size_t(b) * W1 + W1 + t) * p.C + c];
     window_last[i] = v;
   }
@@ -78,8 +84,10 @@ void mask_rows(const RowMap& m, int C, int ld, float* a, cudaStream_t stream) {
   MLALPHA_CHECK_LAUNCH(stream);
 }
 
-void window_tail(const Conv1dParams& p, const RowMap& m, const float* x, const float* window0, float* window_last,
-                 cudaStream_t stream) {
+namespace {
+template <typename TX>
+void launch_window_tail(const Conv1dParams& p, const RowMap& m, const TX* x, const float* window0, float* window_last,
+                        cudaStream_t stream) {
   check_map(m, "window_tail");
   require(p.B == m.B && p.L == m.L && p.C >= 1 && p.ld_x >= p.C && p.W >= 1,
           "window_tail: the conv's (B, L) differ from the row map's, or C, ld_x, W are out of range");
@@ -87,6 +95,17 @@ void window_tail(const Conv1dParams& p, const RowMap& m, const float* x, const f
   window_tail_kernel<<<rows_blocks(size_t(p.B) * (p.W - 1) * p.C), kRowsThreads, 0, stream>>>(p, m, x, window0,
                                                                                                 window_last);
   MLALPHA_CHECK_LAUNCH(stream);
+}
+}  // namespace
+
+void window_tail(const Conv1dParams& p, const RowMap& m, const float* x, const float* window0, float* window_last,
+                 cudaStream_t stream) {
+  launch_window_tail(p, m, x, window0, window_last, stream);
+}
+
+void window_tail(const Conv1dParams& p, const RowMap& m, const __nv_bfloat16* x, const float* window0,
+                 float* window_last, cudaStream_t stream) {
+  launch_window_tail(p, m, x, window0, window_last, stream);
 }
 
 void rows_to_dates(const RowMap& m, int K, const float* out, float* outd, cudaStream_t stream) {

@@ -46,6 +46,9 @@ namespace gpu {
 void mask_rows(const RowMap& m, int C, int ld, float* a, cudaStream_t stream);
 void window_tail(const Conv1dParams& p, const RowMap& m, const float* x, const float* window0, float* window_last,
                  cudaStream_t stream);
+// bf16 precision: x is in_proj's bf16 output, each value widened exactly (the conv's bf16 input, conv1d.h).
+void window_tail(const Conv1dParams& p, const RowMap& m, const __nv_bfloat16* x, const float* window0,
+                 float* window_last, cudaStream_t stream);
 void rows_to_dates(const RowMap& m, int K, const float* out, float* outd, cudaStream_t stream);
 void dates_to_rows(const RowMap& m, int K, const float* doutd, float* dout, cudaStream_t stream);
 }  // namespace gpu

@@ -81,6 +81,25 @@ __device__ __forceinline__ void load_quads(const float* __restrict__ row, int n,
   }
 }
 
+// The same load from a bf16 row, each value widened exactly to fp32 (bf16 precision's activations: the z columns
+// of in_proj's output, out_proj's dx). kVec: one 8-byte load per quad (n % 4 == 0, row 8-byte aligned).
+template <bool kVec, int kThreads, int kQuads>
+__device__ __forceinline__ void load_quads(const __nv_bfloat16* __restrict__ row, int n, int lane,
+                                           float (&v)[kQuads][4]) {
+#pragma unroll
+  for (int k = 0; k < kQuads; ++k) {
+    const int c = 4 * (lane + k * kThreads);
+    if constexpr (kVec) {
+      uint2 t = make_uint2(0u, 0u);
+      if (c < n) t = *reinterpret_cast<const uint2*>(row + c);
+      unpack_bf16x4(t, v[k]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[k][j] = c + j < n ? __bfloat162float(row[c + j]) : 0.f;
+    }
+  }
+}
+
 // row[4q + j] = v[k][j] for the columns < n (same map and preconditions as load_quads). kShared: row is in
 // shared memory (__stwb is a global-memory store: on a shared address it faults with
 // cudaErrorInvalidAddressSpace).

@@ -36,6 +36,7 @@
 
 #include "core/cuda_check.h"
 #include "ops/activations.h"
+#include "ops/common/bf16_pack.cuh"
 #include "ops/common/colsum.cuh"
 #include "ops/common/row_team.cuh"
 #include "ops/conv1d/conv1d.h"
@@ -72,6 +73,20 @@ __device__ __forceinline__ void load_quad(const float* __restrict__ p, int nc, b
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[j] = ok && j < nc ? p[j] : 0.f;
+  }
+}
+
+// The same from bf16 x (bf16 mode: x is the bf16 in_proj output), each value widened exactly to fp32; kVec: one
+// 8-byte load (nc == 4, p 8-byte aligned: the 16-byte check on the host covers it).
+template <bool kVec>
+__device__ __forceinline__ void load_quad(const __nv_bfloat16* __restrict__ p, int nc, bool ok, float (&v)[4]) {
+  if constexpr (kVec) {
+    uint2 t = make_uint2(0u, 0u);
+    if (ok) t = *reinterpret_cast<const uint2*>(p);
+    unpack_bf16x4(t, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = ok && j < nc ? __bfloat162float(p[j]) : 0.f;
   }
 }
 
@@ -115,16 +130,22 @@ __device__ __forceinline__ void load_taps(const float* __restrict__ w /* (C, W) 
 
 // The register window's first W − 1 rows for the tile starting at t0: xs[i] = x at t0 − (W−1) + i, or before
 // t = 0 window0's row W − 1 + t0 − back (t0 = 0 then) when one is given, else 0.
-template <int W, int N, bool kVec>
-__device__ __forceinline__ void load_halo(const float* __restrict__ xq /* x[b, t0, c] */, size_t ldx, int t0,
+// TX: x's type (float, or bf16 in bf16 mode); window0 is fp32 always (the carried state).
+template <int W, int N, bool kVec, typename TX>
+__device__ __forceinline__ void load_halo(const TX* __restrict__ xq /* x[b, t0, c] */, size_t ldx, int t0,
                                           const float* __restrict__ win /* window0[b, 0, c] or null */, int C, int nc,
                                           float (&xs)[N][4]) {
 #pragma unroll
   for (int i = 0; i < W - 1; ++i) {
     const int back = W - 1 - i;  // rows before t0
     const bool in_x = t0 >= back;
-    const float* src = in_x ? xq - back * ldx : win ? win + size_t(W - 1 + t0 - back) * C : xq;
-    load_quad<kVec>(src, nc, in_x || win, xs[i]);
+    if constexpr (std::is_same_v<TX, float>) {
+      const float* src = in_x ? xq - back * ldx : win ? win + size_t(W - 1 + t0 - back) * C : xq;
+      load_quad<kVec>(src, nc, in_x || win, xs[i]);
+    } else {  // x and the window differ in type: two loads, one of them predicated off
+      if (in_x) load_quad<kVec>(xq - back * ldx, nc, true, xs[i]);
+      else load_quad<kVec>(win ? win + size_t(W - 1 + t0 - back) * C : nullptr, nc, win != nullptr, xs[i]);
+    }
   }
 }
 
@@ -141,10 +162,10 @@ __device__ __forceinline__ void pre_act(const float (&wk)[W][4], const float (&b
   }
 }
 
-// forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c])
-template <int W, bool kVec>
+// forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c]). TX: float, or bf16 in bf16 mode.
+template <int W, bool kVec, typename TX>
 __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
-    conv1d_silu_fwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
+    conv1d_silu_fwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
                            const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
                            const float* __restrict__ window0 /* (B, W−1, C) or null */,
                            float* __restrict__ y /* (B, L, C) */) {
@@ -157,8 +178,8 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
   float wk[W][4], bc[4];
   load_taps<W>(w, bias, c, nc, wk, bc);
   const size_t ldx = size_t(p.ld_x);
-  const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;  // x[b, t0, c]
-  float* yq = y + (size_t(b) * p.L + t0) * p.C + c;        // y[b, t0, c]
+  const TX* xq = x + (size_t(b) * p.L + t0) * ldx + c;  // x[b, t0, c]
+  float* yq = y + (size_t(b) * p.L + t0) * p.C + c;     // y[b, t0, c]
   // xs[i] = x at t0 + g − (W−1) + i for the group starting at step g (window0 or zero before t = 0)
   float xs[W - 1 + G][4];
   load_halo<W, W - 1 + G, kVec>(xq, ldx, t0, window0 ? window0 + size_t(b) * (W - 1) * p.C + c : nullptr, p.C, nc,
@@ -188,9 +209,9 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
 //   dpre[t] = dy[t] · SiLU'(pre[t]) (0 for t >= L);  dx[s] = Σ_k w[k] · dpre[s+(W−1)−k];
 //   dw[k] += Σ_t dpre[t] · x[t−(W−1)+k];  dbias += Σ_t dpre[t];  x before t = 0: window0 (or 0), and
 //   dwindow0[j] = dx[j − (W−1)] by the same sum (first tile only).
-template <int W, bool kVec, typename TDx>
+template <int W, bool kVec, typename TDx, typename TX>
 __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
-    conv1d_silu_bwd_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
+    conv1d_silu_bwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
                            const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
                            const float* __restrict__ dy /* (B, L, C) */, TDx* __restrict__ dx /* (B, L, ld_x) */,
                            const float* __restrict__ window0 /* (B, W−1, C) or null */,
@@ -212,7 +233,7 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     float wk[W][4], bc[4];
     load_taps<W>(w, bias, c, nc, wk, bc);
     const size_t ldx = size_t(p.ld_x);
-    const float* xq = x + (size_t(b) * p.L + t0) * ldx + c;     // x[b, t0, c]
+    const TX* xq = x + (size_t(b) * p.L + t0) * ldx + c;        // x[b, t0, c]
     const float* dyq = dy + (size_t(b) * p.L + t0) * p.C + c;   // dy[b, t0, c]
     TDx* dxq = dx + (size_t(b) * p.L + t0) * ldx + c;           // dx[b, t0, c]
     float xs[W - 1 + G][4];  // xs[i] = x at t0 + g − (W−1) + i (window0 or zero before t = 0)
@@ -220,13 +241,18 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     load_halo<W, W - 1 + G, kVec>(xq, ldx, t0, window0 ? window0 + size_t(b) * (W - 1) * p.C + c : nullptr, p.C,
                                   nc, xs);
     // Software pipeline: the next group's rows are loaded while this group is computed, so a thread keeps
-    // its loads in flight through the arithmetic (G rows of x and of dy, 16 bytes each).
-    float nx[G][4], ndy[G][4];
+    // its loads in flight through the arithmetic (G rows of x and of dy, 16 bytes each). bf16 x on the 8-byte
+    // path stays packed until it is used (2 registers a row, not 4: unpacked at load, W = 4 spilled 16 bytes).
+    constexpr bool kPacked = kVec && !std::is_same_v<TX, float>;
+    float nx[kPacked ? 1 : G][4], ndy[G][4];
+    uint2 nxp[kPacked ? G : 1];
     auto load_group = [&](int g) {
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const bool ok = g + u < ne;
-        load_quad<kVec>(xq + size_t(g + u) * ldx, nc, ok, nx[u]);
+        if constexpr (kPacked)
+          nxp[u] = ok ? *reinterpret_cast<const uint2*>(xq + size_t(g + u) * ldx) : make_uint2(0u, 0u);
+        else load_quad<kVec>(xq + size_t(g + u) * ldx, nc, ok, nx[u]);
         load_quad<kVec>(dyq + size_t(g + u) * p.C, nc, ok, ndy[u]);
       }
     };
@@ -234,9 +260,14 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     for (int g = 0; g < ns; g += G) {
       float dyv[G][4];
 #pragma unroll
-      for (int u = 0; u < G; ++u)
+      for (int u = 0; u < G; ++u) {
+        if constexpr (kPacked) unpack_bf16x4(nxp[u], xs[W - 1 + u]);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) xs[W - 1 + u][j] = nx[u][j], dyv[u][j] = ndy[u][j];
+        for (int j = 0; j < 4; ++j) {
+          if constexpr (!kPacked) xs[W - 1 + u][j] = nx[u][j];
+          dyv[u][j] = ndy[u][j];
+        }
+      }
       if (g + G < ns) load_group(g + G);
 #pragma unroll
       for (int u = 0; u < G; ++u) {
@@ -313,7 +344,8 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
 
 // window_last[b, j, c] = the input at time s = L − (W−1) + j: x for s ≥ 0, else window0's row W − 1 + s (or 0).
 // One thread an element (B · (W−1) · C of them, a few KB: not worth the quads).
-__global__ void window_last_kernel(Conv1dParams p, const float* __restrict__ x /* (B, L, ld_x) */,
+template <typename TX>
+__global__ void window_last_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
                                    const float* __restrict__ window0 /* (B, W−1, C) or null */,
                                    float* __restrict__ window_last /* (B, W−1, C) */) {
   const int W1 = p.W - 1;
@@ -321,7 +353,7 @@ __global__ void window_last_kernel(Conv1dParams p, const float* __restrict__ x /
   for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x) {
     const int c = int(e % p.C), j = int((e / p.C) % W1), b = int(e / (size_t(p.C) * W1));
     const int s = p.L - W1 + j;
-    window_last[e] = s >= 0        ? x[(size_t(b) * p.L + s) * p.ld_x + c]
+    window_last[e] = s >= 0        ? to_f32(x[(size_t(b) * p.L + s) * p.ld_x + c])
                      : window0     ? window0[(size_t(b) * W1 + W1 + s) * p.C + c]
                                    : 0.f;
   }
@@ -365,8 +397,10 @@ bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
-  const float *x = in.x, *w = in.w, *bias = in.bias, *win = in.window0;
+namespace {
+template <typename TX>
+void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
+  const float *w = in.w, *bias = in.bias, *win = in.window0;
   check_params(p);
   require(!in.window_last || in.window_last != in.window0,
           "conv1d_silu_fwd: window_last must not be window0 (conv1d.h)");
@@ -385,11 +419,20 @@ void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float
     constexpr int W = decltype(wc)::value;
     const dim3 grid = grid_of(p), block(kQuads, kTiles);
     if (vec)
-      conv1d_silu_fwd_kernel<W, true><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
+      conv1d_silu_fwd_kernel<W, true, TX><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     else
-      conv1d_silu_fwd_kernel<W, false><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
+      conv1d_silu_fwd_kernel<W, false, TX><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     MLALPHA_CHECK_LAUNCH(stream);
   });
+}
+}  // namespace
+
+void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
+  fwd(p, in.x, in, y, stream);
+}
+void conv1d_silu_fwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, float* y,
+                     cudaStream_t stream) {
+  fwd(p, x16, in, y, stream);
 }
 
 size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
@@ -399,10 +442,10 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
 }
 
 namespace {
-template <typename TDx>
-void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, TDx* dx, float* dw, float* dbias,
-         float* dwindow0, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
-  const float *x = in.x, *w = in.w, *bias = in.bias, *win = in.window0;
+template <typename TDx, typename TX>
+void bwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, const float* dy, TDx* dx, float* dw,
+         float* dbias, float* dwindow0, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
+  const float *w = in.w, *bias = in.bias, *win = in.window0;
   check_params(p);
   if (p.B == 0 || p.C == 0) return;
   if (p.L == 0) {  // dx empty; dw, dbias += empty sums; the window reaches no output
@@ -422,10 +465,10 @@ void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, 
   dispatch_width(p.W, [&](auto wc) {
     constexpr int W = decltype(wc)::value;
     if (vec)
-      conv1d_silu_bwd_kernel<W, true>
+      conv1d_silu_bwd_kernel<W, true, TDx, TX>
           <<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, win, dwindow0, part_w, part_b);
     else
-      conv1d_silu_bwd_kernel<W, false>
+      conv1d_silu_bwd_kernel<W, false, TDx, TX>
           <<<grid, block, 0, stream>>>(p, x, w, bias, dy, dx, win, dwindow0, part_w, part_b);
     MLALPHA_CHECK_LAUNCH(stream);
   });
@@ -437,8 +480,14 @@ void bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy, 
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
                      const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
                      ColsumBatch* defer) {
-  if (dx16) bwd(p, in, dy, dx16, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
-  else bwd(p, in, dy, g.dx, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
+  if (dx16) bwd(p, in.x, in, dy, dx16, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
+  else bwd(p, in.x, in, dy, g.dx, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
+}
+void conv1d_silu_bwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, const float* dy,
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
+                     ColsumBatch* defer) {
+  require(p.L == 0 || p.B == 0 || p.C == 0 || dx16, "conv1d_silu_bwd: bf16 x writes dx in bf16 only (dx16)");
+  bwd(p, x16, in, dy, dx16, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

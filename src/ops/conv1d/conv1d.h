@@ -57,6 +57,11 @@ constexpr int kConv1dMaxW = 8;
 // y (B, L, C) written.
 void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float* y, cudaStream_t stream);
 
+// bf16 precision: x16 (B, L, ld_x) is the bf16 in_proj output, read in place of in.x (not read) and widened
+// exactly to fp32 (the math, the window and y stay fp32): bitwise the fp32 op given x's values as floats.
+void conv1d_silu_fwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, float* y,
+                     cudaStream_t stream);
+
 // Floats of scratch conv1d_silu_bwd needs: one partial of dw (C, W) and of dbias (C) per block of
 // 128 time steps of one sequence, i.e. B · ceil(L / 128) · (W + 1) · C (all dw partials, then all dbias).
 size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
@@ -72,6 +77,10 @@ size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p);
 void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const float* dy,
                      const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream,
                      __nv_bfloat16* dx16 = nullptr, ColsumBatch* defer = nullptr);
+// bf16 x (x16 in place of in.x, as the forward's): dx written in bf16 only (dx16, required; g.dx not read).
+void conv1d_silu_bwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, const float* dy,
+                     const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
+                     ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

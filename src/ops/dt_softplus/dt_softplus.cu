@@ -5,6 +5,7 @@
 
 #include "core/cuda_check.h"
 #include "ops/activations.h"
+#include "ops/common/bf16_pack.cuh"
 #include "ops/common/colsum.cuh"
 #include "ops/dt_softplus/dt_softplus.h"
 
@@ -18,23 +19,25 @@ constexpr int kTileH = 32, kRowSlices = 8;  // backward block: 32 heads × 8 row
 // The ref's clamp, written the same way: NaN passes through, hi = +inf never clamps.
 __device__ __forceinline__ float clamp_ref(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+// TIn: float, or __nv_bfloat16 in bf16 mode (dt is then the bf16 in_proj output), widened exactly to fp32.
+template <typename TIn>
 __global__ void __launch_bounds__(kThreads)
-    dt_softplus_fwd_kernel(int M, int H, int ld_dt, float lo, float hi, const float* __restrict__ dt,
+    dt_softplus_fwd_kernel(int M, int H, int ld_dt, float lo, float hi, const TIn* __restrict__ dt,
                            const float* __restrict__ dt_bias, float* __restrict__ delta) {
   const long long idx = (long long)blockIdx.x * kThreads + threadIdx.x;
   if (idx >= (long long)M * H) return;
   const int m = int(idx / H), h = int(idx % H);
-  delta[idx] = clamp_ref(softplus(dt[size_t(m) * ld_dt + h] + dt_bias[h]), lo, hi);
+  delta[idx] = clamp_ref(softplus(to_f32(dt[size_t(m) * ld_dt + h]) + dt_bias[h]), lo, hi);
 }
 
 // g = ddelta · σ(u) where lo ≤ softplus(u) ≤ hi, else 0 (u > 20: softplus is the identity, slope 1, as the
 // ref); ddt = g; partial[block][h] = Σ_rows g, the row slices of a head added in a fixed order.
-// TOut: float, or __nv_bfloat16 in bf16 mode (ddt is then only in_proj's GEMM operand dy).
+// TOut: float, or __nv_bfloat16 in bf16 mode (ddt is then only in_proj's GEMM operand dy); TIn as the forward's.
 __device__ __forceinline__ void store_as(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-template <typename TOut>
+template <typename TOut, typename TIn>
 __global__ void __launch_bounds__(kTileH* kRowSlices)
-    dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const float* __restrict__ dt,
+    dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const TIn* __restrict__ dt,
                            const float* __restrict__ dt_bias, const float* __restrict__ ddelta,
                            TOut* __restrict__ ddt /* (M, ld_dt) */, float* __restrict__ partial /* (gridDim.x, H) */) {
   __shared__ float s[kRowSlices][kTileH];
@@ -45,7 +48,7 @@ __global__ void __launch_bounds__(kTileH* kRowSlices)
   if (h < H) {
     const float b = dt_bias[h];
     for (int m = row0 + threadIdx.y; m < row_end; m += kRowSlices) {
-      const float u = dt[size_t(m) * ld_dt + h] + b;
+      const float u = to_f32(dt[size_t(m) * ld_dt + h]) + b;
       const float v = softplus(u);
       const bool pass = v >= lo && v <= hi;
       const float g = pass ? ddelta[size_t(m) * H + h] * (u > 20.f ? 1.f : sigmoid(u)) : 0.f;
@@ -72,8 +75,9 @@ void check_params(const DtParams& p, const char* who) {
 
 }  // namespace
 
-void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta, cudaStream_t stream) {
-  const float *dt = in.dt, *dt_bias = in.dt_bias;
+namespace {
+template <typename TIn>
+void fwd(const DtParams& p, const TIn* dt, const float* dt_bias, float* delta, cudaStream_t stream) {
   check_params(p, "gpu::dt_softplus_fwd");
   const long long n = (long long)p.M * p.H;
   if (n == 0) return;
@@ -82,13 +86,21 @@ void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta,
   dt_softplus_fwd_kernel<<<unsigned(grid), kThreads, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, delta);
   MLALPHA_CHECK_LAUNCH(stream);
 }
+}  // namespace
+
+void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta, cudaStream_t stream) {
+  fwd(p, in.dt, in.dt_bias, delta, stream);
+}
+void dt_softplus_fwd(const DtParams& p, const DtInputsBf16& in, float* delta, cudaStream_t stream) {
+  fwd(p, in.dt, in.dt_bias, delta, stream);
+}
 
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p) { return size_t(bwd_blocks(p)) * size_t(p.H); }
 
-void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
-                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16, ColsumBatch* defer) {
-  const float *dt = in.dt, *dt_bias = in.dt_bias;
-  float *ddt = g.ddt, *ddt_bias = g.ddt_bias;
+namespace {
+template <typename TIn>
+void bwd(const DtParams& p, const TIn* dt, const float* dt_bias, const float* ddelta, float* ddt, float* ddt_bias,
+         float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16, ColsumBatch* defer) {
   check_params(p, "gpu::dt_softplus_bwd");
   if (p.M == 0) return;  // ddt_bias += 0
   require(workspace != nullptr, "gpu::dt_softplus_bwd: workspace is null (needs dt_softplus_bwd_workspace_floats)");
@@ -104,6 +116,17 @@ void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* 
                                                        workspace);
   MLALPHA_CHECK_LAUNCH(stream);
   colsum_add_or_defer(defer, nb, p.H, workspace, ddt_bias, stream);
+}
+}  // namespace
+
+void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16, ColsumBatch* defer) {
+  bwd(p, in.dt, in.dt_bias, ddelta, g.ddt, g.ddt_bias, workspace, stream, ddt16, defer);
+}
+void dt_softplus_bwd(const DtParams& p, const DtInputsBf16& in, const float* ddelta, const DtGrads<float>& g,
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16, ColsumBatch* defer) {
+  require(p.M == 0 || ddt16, "gpu::dt_softplus_bwd: bf16 dt writes ddt in bf16 only (ddt16)");
+  bwd(p, in.dt, in.dt_bias, ddelta, static_cast<float*>(nullptr), g.ddt_bias, workspace, stream, ddt16, defer);
 }
 
 }  // namespace mlalpha::gpu

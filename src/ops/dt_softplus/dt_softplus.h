@@ -39,6 +39,13 @@ namespace gpu {
 // Same semantics as ref:: (float, device pointers); ld_dt >= H, lo <= hi.
 // delta (M, H) written
 void dt_softplus_fwd(const DtParams& p, const DtInputs<float>& in, float* delta, cudaStream_t stream);
+// bf16 precision: dt is the bf16 in_proj output, read as bf16 and widened exactly to fp32 (the math stays fp32):
+// bitwise the fp32 op given dt's values as floats.
+struct DtInputsBf16 {
+  const __nv_bfloat16* dt = nullptr;  // (M, ld_dt) first H columns used
+  const float* dt_bias = nullptr;     // (H)
+};
+void dt_softplus_fwd(const DtParams& p, const DtInputsBf16& in, float* delta, cudaStream_t stream);
 // Floats of scratch dt_softplus_bwd needs: one ddt_bias partial (H) per block of 64 rows.
 size_t dt_softplus_bwd_workspace_floats(const DtParams& p);
 // ddelta (M, H) -> g (DtGrads says what is written and what accumulated). workspace:
@@ -49,6 +56,9 @@ size_t dt_softplus_bwd_workspace_floats(const DtParams& p);
 void dt_softplus_bwd(const DtParams& p, const DtInputs<float>& in, const float* ddelta, const DtGrads<float>& g,
                      float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16 = nullptr,
                      ColsumBatch* defer = nullptr);
+// bf16 dt (DtInputsBf16): ddt written in bf16 only (ddt16, required; g.ddt not read).
+void dt_softplus_bwd(const DtParams& p, const DtInputsBf16& in, const float* ddelta, const DtGrads<float>& g,
+                     float* workspace, cudaStream_t stream, __nv_bfloat16* ddt16, ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -25,11 +25,12 @@ __device__ __forceinline__ float sigmoid_rcp(float z) { return __fdividef(1.f, 1
 
 // out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps). One (row, group) per team: the
 // forward needs no sums across rows, and short blocks balance best.
-// TOut: float, or __nv_bfloat16 in bf16 mode (out is then only out_proj's GEMM operand).
-template <class Tm, bool kVec, typename TOut>
+// TOut: float, or __nv_bfloat16 in bf16 mode (out is then only out_proj's GEMM operand). TZ: float, or
+// __nv_bfloat16 in bf16 mode (z is then the bf16 in_proj output), widened exactly to fp32 as it is loaded.
+template <class Tm, bool kVec, typename TOut, typename TZ>
 __global__ void __launch_bounds__(Tm::kBlock)
     gated_rmsnorm_fwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
-                             const float* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
+                             const TZ* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
                              TOut* __restrict__ out /* (M, Dn) */, float* __restrict__ rstd /* (M, G) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
   __shared__ float slots[2][Tm::kBlock / 32];
@@ -74,12 +75,13 @@ constexpr int bwd_min_blocks() {
 //   SiLU(z) = z·σ, SiLU'(z) = σ·(1 + z·(1 − σ)) (ops/activations.h);  partial[block] = Σ_rows dout·u·r.
 // Everything but c is known before the team's sum, so the output pass keeps four values per column in
 // registers (r·w·dout, u, SiLU(z), y·SiLU'(z)) and dw is accumulated before the barrier.
-// TDz: float, or __nv_bfloat16 in bf16 mode (dz is then only in_proj's GEMM operand dy).
-template <class Tm, bool kVec, typename TDz>
+// TDz: float, or __nv_bfloat16 in bf16 mode (dz is then only in_proj's GEMM operand dy). TZ, TDout: float, or
+// __nv_bfloat16 in bf16 mode (z the bf16 in_proj output, dout out_proj's bf16 dx), widened exactly as loaded.
+template <class Tm, bool kVec, typename TDz, typename TZ, typename TDout>
 __global__ void __launch_bounds__(Tm::kBlock, (bwd_min_blocks<Tm, kVec>()))
     gated_rmsnorm_bwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
-                             const float* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
-                             const float* __restrict__ rstd /* (M, G) */, const float* __restrict__ dout /* (M, Dn) */,
+                             const TZ* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
+                             const float* __restrict__ rstd /* (M, G) */, const TDout* __restrict__ dout /* (M, Dn) */,
                              float* __restrict__ dy /* (M, Dn) */, TDz* __restrict__ dz /* (M, ld_z) */,
                              float* __restrict__ partial /* (gridDim.x, Dn) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
@@ -160,9 +162,9 @@ bool vec_ok(const GatedNormParams& p, std::initializer_list<const void*> ptrs) {
 }  // namespace
 
 namespace {
-template <typename TOut>
-void fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, TOut* out, float* rstd, cudaStream_t stream) {
-  const float *y = in.y, *z = in.z, *w = in.w;
+template <typename TOut, typename TZ>
+void fwd(const GatedNormParams& p, const float* y, const TZ* z, const float* w, TOut* out, float* rstd,
+         cudaStream_t stream) {
   check_params(p, "gpu::gated_rmsnorm_fwd");
   if (p.M == 0) return;
   const bool vec = vec_ok(p, {y, z, w, out});
@@ -170,9 +172,9 @@ void fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, TOut* out, 
     using Tm = decltype(tm);
     const dim3 grid((p.M + Tm::kTeams - 1) / Tm::kTeams, p.G);
     if (vec)
-      gated_rmsnorm_fwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
+      gated_rmsnorm_fwd_kernel<Tm, true, TOut, TZ><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
     else
-      gated_rmsnorm_fwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
+      gated_rmsnorm_fwd_kernel<Tm, false, TOut, TZ><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, out, rstd);
     MLALPHA_CHECK_LAUNCH(stream);
   });
 }
@@ -180,11 +182,15 @@ void fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, TOut* out, 
 
 void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, float* out, float* rstd,
                        cudaStream_t stream) {
-  fwd(p, in, out, rstd, stream);
+  fwd(p, in.y, in.z, in.w, out, rstd, stream);
 }
 void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, __nv_bfloat16* out, float* rstd,
                        cudaStream_t stream) {
-  fwd(p, in, out, rstd, stream);
+  fwd(p, in.y, in.z, in.w, out, rstd, stream);
+}
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputsBf16& in, __nv_bfloat16* out, float* rstd,
+                       cudaStream_t stream) {
+  fwd(p, in.y, in.z, in.w, out, rstd, stream);
 }
 
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
@@ -192,10 +198,9 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
 }
 
 namespace {
-template <typename TDz>
-void bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd, const float* dout, float* dy,
-         TDz* dz, float* dw, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
-  const float *y = in.y, *z = in.z, *w = in.w;
+template <typename TDz, typename TZ, typename TDout>
+void bwd(const GatedNormParams& p, const float* y, const TZ* z, const float* w, const float* rstd, const TDout* dout,
+         float* dy, TDz* dz, float* dw, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
   check_params(p, "gpu::gated_rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, nothing written
   require(workspace != nullptr, "gpu::gated_rmsnorm_bwd: workspace is null (needs gated_rmsnorm_bwd_workspace_floats)");
@@ -205,9 +210,11 @@ void bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float
     using Tm = decltype(tm);
     const dim3 grid(nb, p.G);
     if (vec)
-      gated_rmsnorm_bwd_kernel<Tm, true><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
+      gated_rmsnorm_bwd_kernel<Tm, true, TDz, TZ, TDout>
+          <<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
     else
-      gated_rmsnorm_bwd_kernel<Tm, false><<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
+      gated_rmsnorm_bwd_kernel<Tm, false, TDz, TZ, TDout>
+          <<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
     MLALPHA_CHECK_LAUNCH(stream);
   });
   colsum_add_or_defer(defer, nb, p.Dn, workspace, dw, stream);
@@ -217,8 +224,20 @@ void bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float
 void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
                        const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
                        __nv_bfloat16* dz16, ColsumBatch* defer) {
-  if (dz16) bwd(p, in, rstd, dout, g.dy, dz16, g.dw, workspace, stream, defer);
-  else bwd(p, in, rstd, dout, g.dy, g.dz, g.dw, workspace, stream, defer);
+  if (dz16) bwd(p, in.y, in.z, in.w, rstd, dout, g.dy, dz16, g.dw, workspace, stream, defer);
+  else bwd(p, in.y, in.z, in.w, rstd, dout, g.dy, g.dz, g.dw, workspace, stream, defer);
+}
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd, const float* dout,
+                       const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dz16,
+                       ColsumBatch* defer) {
+  require(p.M == 0 || dz16, "gpu::gated_rmsnorm_bwd: bf16 z writes dz in bf16 only (dz16)");
+  bwd(p, in.y, in.z, in.w, rstd, dout, g.dy, dz16, g.dw, workspace, stream, defer);
+}
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd,
+                       const __nv_bfloat16* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
+                       __nv_bfloat16* dz16, ColsumBatch* defer) {
+  require(p.M == 0 || dz16, "gpu::gated_rmsnorm_bwd: bf16 z writes dz in bf16 only (dz16)");
+  bwd(p, in.y, in.z, in.w, rstd, dout, g.dy, dz16, g.dw, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

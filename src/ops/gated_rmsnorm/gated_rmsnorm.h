@@ -50,6 +50,15 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& i
 // The same with out rounded to bf16 as it is stored (the bf16 mode's out_proj operand).
 void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, __nv_bfloat16* out, float* rstd,
                        cudaStream_t stream);
+// bf16 precision: z is the bf16 in_proj output, read as bf16 and widened exactly to fp32 (all math stays fp32);
+// out in bf16 (out_proj's operand). The result is bitwise that of the fp32 op given z's values as floats.
+struct GatedNormInputsBf16 {
+  const float* y = nullptr;          // (M, Dn)
+  const __nv_bfloat16* z = nullptr;  // (M, ld_z) first Dn columns
+  const float* w = nullptr;          // (Dn)
+};
+void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputsBf16& in, __nv_bfloat16* out, float* rstd,
+                       cudaStream_t stream);
 // Floats of scratch gated_rmsnorm_bwd needs: one dw partial (Dn) per block of 16 rows.
 size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);
 // rstd (M, G), dout (M, Dn) -> g (GatedNormGrads says what is written and what accumulated).
@@ -61,6 +70,15 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p);
 void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputs<float>& in, const float* rstd,
                        const float* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
                        __nv_bfloat16* dz16 = nullptr, ColsumBatch* defer = nullptr);
+// bf16 precision: bf16 z (GatedNormInputsBf16) and dout fp32 or bf16 (out_proj's dx written in bf16), each widened
+// exactly as it is loaded; dz written in bf16 only (dz16, required; g.dz not read). Bitwise the fp32 op's results
+// given the same values as floats, dz then rounded.
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd, const float* dout,
+                       const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dz16,
+                       ColsumBatch* defer = nullptr);
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd,
+                       const __nv_bfloat16* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
+                       __nv_bfloat16* dz16, ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

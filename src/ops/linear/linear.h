@@ -126,6 +126,15 @@ void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, 
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
                 const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer = nullptr);
 
+// bf16 activations (docs/decisions.md "bf16 mixed precision"): the same GEMMs with a bf16 output, the fp32
+// accumulation rounded to nearest even once in cuBLASLt's epilogue; no bias, no residual. Plans keyed by the
+// output type too; split-K only with an fp32 (compute-type) reduction.
+// y (M, OUT) = x · wᵀ in bf16 (in_proj's zx).
+void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, __nv_bfloat16* y, cudaStream_t stream);
+// dx (M, IN) = dy · w in bf16 (out_proj's dx, the gated norm's dout); w (OUT, IN) and dy (M, OUT) in bf16.
+void linear_bwd_dx(Gemm& g, const LinearParams& p, const __nv_bfloat16* w, const __nv_bfloat16* dy,
+                   __nv_bfloat16* dx, cudaStream_t stream);
+
 // The two non-GEMM pieces (linear.cu), usable on their own:
 // y (M, OUT) += b (OUT) broadcast over rows (used when cuBLASLt offers no BIAS-epilogue algorithm).
 void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream_t stream);

@@ -109,24 +109,25 @@ struct Preference {
   }
 };
 
-// Key: GEMM, m, n, k, precision, operand type, bias present, alignments of A, B, C, D and the bias.
-using PlanKey = std::array<int64_t, 12>;
+// Key: GEMM, m, n, k, precision, operand type, bias present, alignments of A, B, C, D and the bias, output type.
+using PlanKey = std::array<int64_t, 13>;
 
 // The arithmetic of one GEMM: fp32 operands in 3xTF32 / CUDA-core fp32 or in tf32, or bf16 operands.
 enum class Arith { kFp32, kTf32, kBf16 };
 const char* arith_name(Arith a) { return a == Arith::kFp32 ? "fp32" : a == Arith::kTf32 ? "tf32" : "bf16"; }
 
-std::string describe(const GemmShape& s, Arith arith) {
+std::string describe(const GemmShape& s, Arith arith, bool out16 = false) {
   static const char* names[] = {"forward y = x·Wᵀ", "dx = dy·W", "dW += dyᵀ·x", "residual forward y = r + x·Wᵀ"};
   return std::string(names[int(s.op)]) + " (column-major m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-         " k=" + std::to_string(s.k) + ", " + arith_name(arith) + ")";
+         " k=" + std::to_string(s.k) + ", " + arith_name(arith) + (out16 ? ", bf16 output" : "") + ")";
 }
 
-// First heuristic result that runs in our workspace and does not reduce split-K in place, preferring one
-// with the `preferred` configuration (linear_algos_gpu.cpp) when given (*from_table says whether it was
-// found); false if none.
+// First heuristic result that runs in our workspace and does not reduce split-K in place (nor, when `reject`
+// says so, in the output type), preferring one with the `preferred` configuration (linear_algos_gpu.cpp) when
+// given (*from_table says whether it was found); false if none.
 bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
-               uint32_t scheme_mask, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out, bool* from_table) {
+               uint32_t scheme_mask, uint32_t reject, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out,
+               bool* from_table) {
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(g.workspace_bytes));
   pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, scheme_mask);
@@ -148,7 +149,7 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
     size_t written = 0;
     MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
                                                               &scheme, sizeof(scheme), &written));
-    if (scheme & CUBLASLT_REDUCTION_SCHEME_INPLACE) continue;
+    if (scheme & (CUBLASLT_REDUCTION_SCHEME_INPLACE | reject)) continue;
     if (first < 0) first = i;
     if (!preferred || linear_detail::has_config(results[i].algo, *preferred)) {
       *out = results[i].algo;
@@ -163,9 +164,11 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
 }
 
 // bf16 operands accumulate in fp32 (CUBLAS_COMPUTE_32F with CUDA_R_16BF A and B, fp32 C and D: the
-// tensor cores' bf16 rate, fp32 sums); fp32 operands in exact fp32 or tf32.
+// tensor cores' bf16 rate, fp32 sums); fp32 operands in exact fp32 or tf32. out16: C and D in bf16 (bf16
+// operands only, no bias), the fp32 sum rounded once in the epilogue; split-K then reduces only in the compute
+// type (fp32): an OUTPUT_TYPE reduction would round each partial to bf16 before the sum.
 Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, uint32_t al_b, uint32_t al_c,
-               uint32_t al_d, const float* bias) {
+               uint32_t al_d, const float* bias, bool out16 = false) {
   Plan pl;
   const cublasComputeType_t compute = arith == Arith::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cudaDataType_t ab = arith == Arith::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -175,22 +178,25 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
   MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, ab, s.a_rows, s.a_cols, int64_t(s.a_rows)));
   MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, ab, s.b_rows, s.b_cols, int64_t(s.b_rows)));
-  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.d, CUDA_R_32F, s.m, s.n, int64_t(s.m)));
+  MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.d, out16 ? CUDA_R_16BF : CUDA_R_32F, s.m, s.n, int64_t(s.m)));
 
   // Preferred: only deterministic out-of-place split-K (NONE has no bit of its own). Some library versions
   // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
   // rejects INPLACE whatever the mask.
-  const uint32_t kOutOfPlace = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  const uint32_t reject = out16 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) : 0u;
+  const uint32_t kOutOfPlace =
+      CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | (out16 ? 0u : uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE));
   // The offline table (linear_algos_gpu.cpp) was measured for fp32 operands only.
   const AlgoConfig* preferred =
       arith == Arith::kBf16 ? nullptr : linear_detail::preferred_algo(s.op, s.m, s.n, s.k, arith == Arith::kTf32);
   bool from_table = false;
   auto pick = [&] {
     const bool ok =
-        pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, preferred, &pl.algo, &from_table) ||
-        pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, preferred, &pl.algo, &from_table);
+        pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, reject, preferred, &pl.algo, &from_table) ||
+        pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, reject, preferred, &pl.algo,
+                  &from_table);
     if (ok)
-      pl.what = describe(s, arith) + ": " + linear_detail::config_string(pl.algo) +
+      pl.what = describe(s, arith, out16) + ": " + linear_detail::config_string(pl.algo) +
                 (from_table ? " (offline table)" : " (heuristic's first)");
     return ok;
   };
@@ -211,7 +217,7 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
     MLALPHA_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &null_bias, sizeof(null_bias)));
   }
-  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, arith) +
+  require(pick(), "linear: cuBLASLt has no deterministic algorithm for " + describe(s, arith, out16) +
                       " within a workspace of " + std::to_string(g.workspace_bytes) + " bytes");
   return pl;
 }
@@ -253,15 +259,22 @@ namespace {
 
 // D = op(A)·op(B) + beta·C (+ bias per row of the column-major D when bias is non-null); C = D when C is
 // null (in place: beta = 0 writes D, beta = 1 accumulates onto it). A and B are fp32 (Arith kFp32 / kTf32)
-// or bf16 (kBf16); C, D and the bias are fp32 always.
+// or bf16 (kBf16); C, D and the bias are fp32, except with D16 (bf16 operands, beta = 0, no bias, D null):
+// D16 is written in bf16, the fp32 sum rounded in cuBLASLt's epilogue.
 void run_gemm(Gemm& g, const GemmShape& s, Arith arith, const void* A, const void* B, float beta, const float* C,
-              float* D, const float* bias, const LinearParams& p, cudaStream_t stream) {
+              float* D, const float* bias, const LinearParams& p, cudaStream_t stream,
+              __nv_bfloat16* D16 = nullptr) {
   require(g.cache != nullptr, "linear: Gemm used after it was moved from");
-  if (!C) C = D;
-  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C), al_d = alignment_of(D);
+  const bool out16 = D16 != nullptr;
+  require(!out16 || (arith == Arith::kBf16 && beta == 0.f && !bias && !C && !D),
+          "linear: a bf16 output needs bf16 operands, no bias and no C");
+  void* Dv = out16 ? static_cast<void*>(D16) : static_cast<void*>(D);
+  const void* Cv = C ? static_cast<const void*>(C) : Dv;
+  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(Cv), al_d = alignment_of(Dv);
   const PlanKey key = {int64_t(s.op),   int64_t(s.m), int64_t(s.n), int64_t(s.k), int64_t(arith), int64_t(g.precision),
                        int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
-                       bias ? int64_t(alignment_of(bias)) : 0};
+                       bias ? int64_t(alignment_of(bias)) : 0, int64_t(out16)};
+  if (!C) C = D;
   auto it = g.cache->plans.find(key);
   const bool fp32_operands = arith == Arith::kFp32;
   const Gemm3Params own = fp32_operands ? gemm3_params(s, static_cast<const float*>(A), static_cast<const float*>(B),
@@ -276,7 +289,7 @@ void run_gemm(Gemm& g, const GemmShape& s, Arith arith, const void* A, const voi
       pl.what = describe(s, arith) + ": " + pl.own_config.describe();
       it = g.cache->plans.emplace(key, std::move(pl)).first;
     } else {
-      it = g.cache->plans.emplace(key, make_plan(g, s, arith, al_a, al_b, al_c, al_d, bias)).first;
+      it = g.cache->plans.emplace(key, make_plan(g, s, arith, al_a, al_b, al_c, al_d, bias, out16)).first;
     }
   }
   Plan& pl = it->second;
@@ -287,7 +300,7 @@ void run_gemm(Gemm& g, const GemmShape& s, Arith arith, const void* A, const voi
   if (pl.bias_epilogue)  // same alignment class as at planning time (it is part of the key)
     MLALPHA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.f;
-  MLALPHA_CUBLAS_CHECK(cublasLtMatmul(g.lt, pl.desc, &alpha, A, pl.a, B, pl.b, &beta, C, pl.d, D, pl.d, &pl.algo,
+  MLALPHA_CUBLAS_CHECK(cublasLtMatmul(g.lt, pl.desc, &alpha, A, pl.a, B, pl.b, &beta, Cv, pl.d, Dv, pl.d, &pl.algo,
                                       g.workspace, g.workspace_bytes, stream));
   if (bias && !pl.bias_epilogue) linear_add_bias(p, bias, D, stream);
 }
@@ -302,12 +315,12 @@ void check_shape(const LinearParams& p) {
 }
 
 // The launchers' shared bodies; x, w, dy are fp32 or bf16 as `arith` says, `who` names the launcher in errors.
-// y (M, OUT) = x · wᵀ + b, plus r when non-null (the residual form).
+// y (M, OUT) = x · wᵀ + b, plus r when non-null (the residual form); y16 in place of y: the bf16 output.
 void fwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void* w, const float* b, const float* r,
-         float* y, cudaStream_t stream, const char* who) {
+         float* y, cudaStream_t stream, const char* who, __nv_bfloat16* y16 = nullptr) {
   check_shape(p);
   if (p.M == 0) return;
-  require(x && w && y, std::string(who) + ": x, w and y must be non-null");
+  require(x && w && (y || y16), std::string(who) + ": x, w and y must be non-null");
   const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
   if (r) {
     const auto rb = reinterpret_cast<std::uintptr_t>(r), yb = reinterpret_cast<std::uintptr_t>(y);
@@ -317,7 +330,7 @@ void fwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void*
   }
   // yᵀ (OUT, M) = op_T(w stored (IN, OUT)) · (x stored (IN, M)) [+ 1 · (r stored (OUT, M))]
   const GemmShape s{r ? GemmOp::kFwdAdd : GemmOp::kFwd, CUBLAS_OP_T, CUBLAS_OP_N, OUT, M, IN, IN, OUT, IN, M};
-  run_gemm(g, s, arith, w, x, r ? 1.f : 0.f, r, y, b, p, stream);
+  run_gemm(g, s, arith, w, x, r ? 1.f : 0.f, r, y, b, p, stream, y16);
 }
 
 // dx, dw from dy (the GEMMs' operand type), db from dy32 (fp32).
@@ -376,6 +389,23 @@ void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, 
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
                 const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
   bwd(g, p, Arith::kBf16, in.x, in.w, dy.bf16, dy.fp32, grads, workspace, stream, defer, "linear_bwd (bf16)");
+}
+
+void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, __nv_bfloat16* y, cudaStream_t stream) {
+  require(in.b == nullptr, "linear_fwd (bf16 output): no bias (the GEMM's output is its only write)");
+  require(p.M == 0 || y != nullptr, "linear_fwd (bf16 output): y must be non-null");
+  fwd(g, p, Arith::kBf16, in.x, in.w, nullptr, nullptr, nullptr, stream, "linear_fwd (bf16 output)", y);
+}
+
+void linear_bwd_dx(Gemm& g, const LinearParams& p, const __nv_bfloat16* w, const __nv_bfloat16* dy,
+                   __nv_bfloat16* dx, cudaStream_t stream) {
+  check_shape(p);
+  if (p.M == 0) return;
+  require(w && dy && dx, "linear_bwd_dx (bf16 output): w, dy and dx must be non-null");
+  const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
+  // dxᵀ (IN, M) = (w stored (IN, OUT)) · (dy stored (OUT, M)), as bwd()'s dx
+  const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
+  run_gemm(g, s, Arith::kBf16, w, dy, 0.f, nullptr, nullptr, nullptr, p, stream, dx);
 }
 
 }  // namespace mlalpha::gpu
