@@ -3,6 +3,8 @@
 // colsum_add (ops/common/colsum.cuh) adds the partials in a fixed order.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "core/cuda_check.h"
 #include "ops/activations.h"
 #include "ops/common/bf16_pack.cuh"
@@ -13,8 +15,13 @@ namespace mlalpha::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBwdRows = 64;                // rows per backward block: fixed by the shape only
-constexpr int kTileH = 32, kRowSlices = 8;  // backward block: 32 heads × 8 row slices
+constexpr int kBwdRows = 64;  // rows per backward block: fixed by the shape only
+// Backward block: kTile heads × kThreads / kTile row slices. kTile = 8 where H ≤ 8 (the models' shapes: S and M have
+// 8 heads), so no lane idles; 32 heads a tile otherwise. With 32 columns at H = 8 three lanes in four idled and each
+// thread walked 8 rows in turn (S: 9.4 µs a call, latency-bound, H100).
+template <int kTile>
+constexpr int kRowSlices = kThreads / kTile;
+int bwd_tile(int H) { return H <= 8 ? 8 : 32; }
 
 // The ref's clamp, written the same way: NaN passes through, hi = +inf never clamps.
 __device__ __forceinline__ float clamp_ref(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -35,19 +42,20 @@ __global__ void __launch_bounds__(kThreads)
 // TOut: float, or __nv_bfloat16 in bf16 mode (ddt is then only in_proj's GEMM operand dy); TIn as the forward's.
 __device__ __forceinline__ void store_as(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-template <typename TOut, typename TIn>
-__global__ void __launch_bounds__(kTileH* kRowSlices)
+template <int kTile, typename TOut, typename TIn>
+__global__ void __launch_bounds__(kThreads)
     dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const TIn* __restrict__ dt,
                            const float* __restrict__ dt_bias, const float* __restrict__ ddelta,
                            TOut* __restrict__ ddt /* (M, ld_dt) */, float* __restrict__ partial /* (gridDim.x, H) */) {
-  __shared__ float s[kRowSlices][kTileH];
-  const int h = blockIdx.y * kTileH + threadIdx.x;
+  constexpr int kSlices = kRowSlices<kTile>;
+  __shared__ float s[kSlices][kTile];
+  const int h = blockIdx.y * kTile + threadIdx.x;
   const int row0 = blockIdx.x * kBwdRows;
   const int row_end = min(M, row0 + kBwdRows);
   float acc = 0.f;
   if (h < H) {
     const float b = dt_bias[h];
-    for (int m = row0 + threadIdx.y; m < row_end; m += kRowSlices) {
+    for (int m = row0 + threadIdx.y; m < row_end; m += kSlices) {
       const float u = to_f32(dt[size_t(m) * ld_dt + h]) + b;
       const float v = softplus(u);
       const bool pass = v >= lo && v <= hi;
@@ -105,15 +113,16 @@ void bwd(const DtParams& p, const TIn* dt, const float* dt_bias, const float* dd
   if (p.M == 0) return;  // ddt_bias += 0
   require(workspace != nullptr, "gpu::dt_softplus_bwd: workspace is null (needs dt_softplus_bwd_workspace_floats)");
   const int nb = bwd_blocks(p);
-  const int tiles = (p.H + kTileH - 1) / kTileH;
-  require(tiles <= 65535, "gpu::dt_softplus_bwd: H too large");
-  const dim3 grid(nb, tiles), block(kTileH, kRowSlices);
-  if (ddt16)
-    dt_softplus_bwd_kernel<<<grid, block, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, ddelta, ddt16,
-                                                       workspace);
-  else
-    dt_softplus_bwd_kernel<<<grid, block, 0, stream>>>(p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, ddelta, ddt,
-                                                       workspace);
+  auto launch = [&](auto tile, auto* out) {
+    constexpr int kTile = decltype(tile)::value;
+    const int tiles = (p.H + kTile - 1) / kTile;
+    require(tiles <= 65535, "gpu::dt_softplus_bwd: H too large");
+    dt_softplus_bwd_kernel<kTile><<<dim3(nb, tiles), dim3(kTile, kRowSlices<kTile>), 0, stream>>>(
+        p.M, p.H, p.ld_dt, p.lo, p.hi, dt, dt_bias, ddelta, out, workspace);
+  };
+  const bool narrow = bwd_tile(p.H) == 8;
+  if (ddt16) narrow ? launch(std::integral_constant<int, 8>{}, ddt16) : launch(std::integral_constant<int, 32>{}, ddt16);
+  else narrow ? launch(std::integral_constant<int, 8>{}, ddt) : launch(std::integral_constant<int, 32>{}, ddt);
   MLALPHA_CHECK_LAUNCH(stream);
   colsum_add_or_defer(defer, nb, p.H, workspace, ddt_bias, stream);
 }

@@ -88,6 +88,10 @@ void ssd_fwd_chunked(const SsdParams& p, const SsdInputs<T>& in, T* y);
 // States are recomputed per chunk of Q steps, from in.h0. The final state gets no adjoint (g_L = 0).
 template <typename T>
 void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdGrads<T>& g);
+// The same, and dA_log_terms (H) += |A_h| · Σ_{b,t} |Δ_t a_t r_t|, the magnitudes of dA_log's terms: the scale of
+// its rounding error in any summation order where the signed sum cancels (a test's bound).
+template <typename T>
+void ssd_bwd(const SsdParams& p, const SsdInputs<T>& in, const T* dy, const SsdGrads<T>& g, T* dA_log_terms);
 }  // namespace ref
 
 namespace gpu {
