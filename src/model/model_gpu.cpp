@@ -50,7 +50,8 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     else a.zx = alloc(M * s.proj);
     a.xbc = alloc(M * s.cd);
     a.delta = alloc(M * s.H);
-    a.y = alloc(M * s.di);
+    if (is_bf16()) a.y16 = alloc16(M * s.di);
+    else a.y = alloc(M * s.di);
     if (is_bf16()) a.gout16 = alloc16(M * s.di);
     else a.gout = alloc(M * s.di);
     a.grstd = alloc(M * c.G);
@@ -182,13 +183,13 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
       gpu::mask_rows(map_, s.H, s.H, a.delta.data(), st);
     }
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
-    gpu::ssd_fwd(s.ssd,
-                 {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
-                  .Dskip = P + o.D, .h0 = carry && carry->ssm_in ? carry->ssm_in + l * nssm : nullptr,
-                  .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr},
-                 a.y.data(), a.states.data(), st);
+    const SsdInputs<float> ssd_in{.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
+                                  .Dskip = P + o.D, .h0 = carry && carry->ssm_in ? carry->ssm_in + l * nssm : nullptr,
+                                  .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr};
+    if (h16) gpu::ssd_fwd_bf16(s.ssd, ssd_in, a.y16.data(), a.states.data(), st);
+    else gpu::ssd_fwd(s.ssd, ssd_in, a.y.data(), a.states.data(), st);
     if (h16)
-      gpu::gated_rmsnorm_fwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y.data(), .z = zx16.z, .w = P + o.gnorm_w},
+      gpu::gated_rmsnorm_fwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y16.data(), .z = zx16.z, .w = P + o.gnorm_w},
                              a.gout16.data(), a.grstd.data(), st);
     else
       gpu::gated_rmsnorm_fwd(s.gnorm, GatedNormInputs<float>{.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w},
@@ -262,7 +263,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
     if (h16)
-      gpu::gated_rmsnorm_bwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y.data(), .z = zx16.z, .w = P + o.gnorm_w},
+      gpu::gated_rmsnorm_bwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y16.data(), .z = zx16.z, .w = P + o.gnorm_w},
                              a.grstd.data(), dg16_.data(), {.dy = dy_.data(), .dw = Gr + o.gnorm_w}, p_gnorm, st,
                              dzx16.z, &colsums_);
     else

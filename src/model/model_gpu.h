@@ -59,8 +59,9 @@ class GpuModel {
     // projection for l = 0) and read in place by this layer's forward and backward.
     DeviceBuffer<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states;
     // BF16: hn (M, D) and gout (M, di) are only GEMM operands, so they are stored in bf16 instead; in_proj writes
-    // zx (M, proj) in bf16 (zx16), which conv, softplus and the gated norm read as bf16.
-    DeviceBuffer<bf16> hn16, gout16, zx16;
+    // zx (M, proj) in bf16 (zx16), which conv, softplus and the gated norm read as bf16; y (M, di) in bf16 (y16),
+    // which the SSD writes and the gated norm alone reads.
+    DeviceBuffer<bf16> hn16, gout16, zx16, y16;
   };
   DeviceBuffer<float> alloc(size_t n);
   DeviceBuffer<bf16> alloc16(size_t n);

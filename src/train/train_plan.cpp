@@ -97,12 +97,12 @@ constexpr double kFloat = sizeof(float);
 // What forward saves for backward (per layer: h_in, hn, rstd, zx, xbc, delta, y, gout, grstd; then h, hfn, rstdf, out) and backward's
 // gradients of activations (dout, dhfn, dh, dg, dy, dzx, dxbc, ddelta, dhn), as GpuModel allocates them.
 // bf16 (a half float each): hn, gout, hfn and dzx are stored only in bf16 (GEMM operands and nothing else), zx
-// (in_proj's output) and dg (out_proj's dx) only in bf16 (GEMM outputs that only element-wise ops read), and the
-// GEMM operands x, dout and dh get bf16 copies (GpuModel).
+// (in_proj's output) and dg (out_proj's dx) only in bf16 (GEMM outputs that only element-wise ops read), y (the
+// SSD's output, read by the gated norm alone) only in bf16, and the GEMM operands x, dout and dh get bf16 copies.
 double activation_floats_per_row(const ModelConfig& c, Precision precision) {
   const double D = c.D, di = c.d_inner(), H = c.H(), cd = c.conv_dim(), proj = c.in_proj_dim();
-  const double h = precision == Precision::BF16 ? 0.5 : 1.0;  // hn, zx, gout, hfn; dg, dzx
-  const double per_layer = D + h * D + 1 + h * proj + cd + H + di + h * di + c.G;
+  const double h = precision == Precision::BF16 ? 0.5 : 1.0;  // hn, zx, y, gout, hfn; dg, dzx
+  const double per_layer = D + h * D + 1 + h * proj + cd + H + h * di + h * di + c.G;
   const double head = D + h * D + 1 + c.K;
   double grads = c.K + D + D + h * di + di + h * proj + cd + H + D;
   if (precision == Precision::BF16) grads += 0.5 * (c.F + c.K + D);

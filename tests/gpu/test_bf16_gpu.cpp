@@ -419,18 +419,18 @@ TEST(Bf16Gpu, GatedNormReadsBf16Inputs) {
       const GatedNormParams p{M, Dn, G, ld, 1e-5f};
       const size_t n = size_t(M) * Dn;
       auto rng = test::make_rng(uint64_t(M) * 3 + Dn + dout16);
-      const auto y = random_vec<float>(n, rng);
+      const auto y = rounded(random_vec<float>(n, rng));  // y and z as the SSD and in_proj write them in bf16
       const auto zr = strided(M, Dn, ld, rounded(random_vec<float>(n, rng, -4, 4)));
       const auto w = random_vec<float>(Dn, rng, 0.5, 1.5);
       auto dout = random_vec<float>(n, rng);
       if (dout16) dout = rounded(dout);
       const auto y_g = to_device(y), z32 = to_device(zr), w_g = to_device(w), do32 = to_device(dout);
-      const auto z16 = to_device16(zr), do16 = to_device16(dout);
+      const auto y16 = to_device16(y), z16 = to_device16(zr), do16 = to_device16(dout);
       auto out32 = poisoned(n), rstd32 = poisoned(size_t(M) * G), rstd16 = poisoned(size_t(M) * G);
       auto out16 = poisoned16(n);
       gpu::gated_rmsnorm_fwd(p, GatedNormInputs<float>{.y = y_g.data(), .z = z32.data(), .w = w_g.data()}, out32.data(),
                              rstd32.data(), nullptr);
-      gpu::gated_rmsnorm_fwd(p, gpu::GatedNormInputsBf16{.y = y_g.data(), .z = z16.data(), .w = w_g.data()},
+      gpu::gated_rmsnorm_fwd(p, gpu::GatedNormInputsBf16{.y = y16.data(), .z = z16.data(), .w = w_g.data()},
                              out16.data(), rstd16.data(), nullptr);
       const auto rstd = from_device(rstd16);
       EXPECT_TRUE(test::same_bits(rstd, from_device(rstd32))) << "rstd";
@@ -442,7 +442,7 @@ TEST(Bf16Gpu, GatedNormReadsBf16Inputs) {
       gpu::gated_rmsnorm_bwd(p, GatedNormInputs<float>{.y = y_g.data(), .z = z32.data(), .w = w_g.data()},
                              rstd32.data(), do32.data(), {.dy = dy32.data(), .dz = dz32.data(), .dw = dw32.data()},
                              ws.data(), nullptr);
-      const gpu::GatedNormInputsBf16 in16{.y = y_g.data(), .z = z16.data(), .w = w_g.data()};
+      const gpu::GatedNormInputsBf16 in16{.y = y16.data(), .z = z16.data(), .w = w_g.data()};
       if (dout16)
         gpu::gated_rmsnorm_bwd(p, in16, rstd16.data(), do16.data(), {.dy = dy16.data(), .dw = dw16.data()}, ws.data(),
                                nullptr, dz16.data());

@@ -2,6 +2,7 @@
 // including B = 1, L = 1, L not a multiple of Q, Q > L, G > 1 (also H not a multiple of G), odd P and N,
 // N padded inside the kernel, the 'S' layer shape, strong decays and a long sequence, in fp32 and in the tf32
 // and bf16 modes; plus determinism in each mode.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -262,6 +263,41 @@ TEST(SsdGpu, SegmentedStateWalks) {
   EXPECT_EQ(0, std::memcmp(a.dxbc.data(), b.dxbc.data(), a.dxbc.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(a.ddelta.data(), b.ddelta.data(), a.ddelta.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(a.dA_log.data(), b.dA_log.data(), a.dA_log.size() * sizeof(float)));
+}
+
+// bf16 precision's y (ssd_fwd_bf16): each element the round to nearest even of the fp32 y the same call
+// writes, on the walks and on the chunk-parallel path, and the saved states the same bits.
+TEST(SsdGpu, Bf16OutputIsTheRoundedY) {
+  const Shape s_layer{4, 256, 8, 32, 1, 64, 64}, m_head{2, 200, 2, 64, 1, 64, 128}, ragged{3, 70, 3, 7, 2, 3, 32, 1};
+  uint64_t salt = 720;
+  for (const auto& [s, algo] : {std::pair{s_layer, SsdAlgo::kWalk}, std::pair{m_head, SsdAlgo::kWalk},
+                                std::pair{s_layer, SsdAlgo::kChunked}, std::pair{ragged, SsdAlgo::kChunked}}) {
+    {
+      Inputs in = make_inputs(s, salt++);
+      in.p.precision = Precision::BF16;
+      in.p.algo = algo;
+      const SsdParams& p = in.p;
+      SCOPED_TRACE(name(s) + (algo == SsdAlgo::kWalk ? " walk" : " chunked"));
+      const size_t n = size_t(p.B) * p.L * p.H * p.P;
+      auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D);
+      const SsdInputs<float> args{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                                  .Bm = xbc.data() + in.bo, .Cm = xbc.data() + in.co, .Dskip = D.data()};
+      auto y = poisoned(n), st32 = poisoned(gpu::ssd_saved_floats(p)), st16 = poisoned(gpu::ssd_saved_floats(p));
+      DeviceBuffer<__nv_bfloat16> y16(n);
+      y16.fill_bytes(0xFF);
+      gpu::ssd_fwd(p, args, y.data(), st32.data(), nullptr);
+      gpu::ssd_fwd_bf16(p, args, y16.data(), st16.data(), nullptr);
+      const std::vector<float> want = from_device(y);
+      const std::vector<__nv_bfloat16> got = y16.download();
+      size_t differ = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const __nv_bfloat16 r = __float2bfloat16_rn(want[i]);
+        differ += std::memcmp(&r, &got[i], sizeof r) != 0;
+      }
+      EXPECT_EQ(differ, 0u) << "of " << n << " elements";
+      EXPECT_TRUE(test::same_bits(from_device(st16), from_device(st32))) << "saved states";
+    }
+  }
 }
 
 // The reduced-precision modes on the model's shapes, a ragged one, strong decay and a long sequence.

@@ -26,10 +26,10 @@ __device__ __forceinline__ float sigmoid_rcp(float z) { return __fdividef(1.f, 1
 // out = u · r ⊙ w with u = y·SiLU(z), r = rsqrt(mean_group(u²) + eps). One (row, group) per team: the
 // forward needs no sums across rows, and short blocks balance best.
 // TOut: float, or __nv_bfloat16 in bf16 mode (out is then only out_proj's GEMM operand). TZ: float, or
-// __nv_bfloat16 in bf16 mode (z is then the bf16 in_proj output), widened exactly to fp32 as it is loaded.
+// __nv_bfloat16 in bf16 mode (z the bf16 in_proj output, y the SSD's bf16 output), widened exactly as loaded.
 template <class Tm, bool kVec, typename TOut, typename TZ>
 __global__ void __launch_bounds__(Tm::kBlock)
-    gated_rmsnorm_fwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
+    gated_rmsnorm_fwd_kernel(GatedNormParams p, const TZ* __restrict__ y /* (M, Dn) */,
                              const TZ* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
                              TOut* __restrict__ out /* (M, Dn) */, float* __restrict__ rstd /* (M, G) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
@@ -76,10 +76,11 @@ constexpr int bwd_min_blocks() {
 // Everything but c is known before the team's sum, so the output pass keeps four values per column in
 // registers (r·w·dout, u, SiLU(z), y·SiLU'(z)) and dw is accumulated before the barrier.
 // TDz: float, or __nv_bfloat16 in bf16 mode (dz is then only in_proj's GEMM operand dy). TZ, TDout: float, or
-// __nv_bfloat16 in bf16 mode (z the bf16 in_proj output, dout out_proj's bf16 dx), widened exactly as loaded.
+// __nv_bfloat16 in bf16 mode (y the SSD's and z in_proj's bf16 output, dout out_proj's bf16 dx), widened exactly as
+// loaded.
 template <class Tm, bool kVec, typename TDz, typename TZ, typename TDout>
 __global__ void __launch_bounds__(Tm::kBlock, (bwd_min_blocks<Tm, kVec>()))
-    gated_rmsnorm_bwd_kernel(GatedNormParams p, const float* __restrict__ y /* (M, Dn) */,
+    gated_rmsnorm_bwd_kernel(GatedNormParams p, const TZ* __restrict__ y /* (M, Dn) */,
                              const TZ* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
                              const float* __restrict__ rstd /* (M, G) */, const TDout* __restrict__ dout /* (M, Dn) */,
                              float* __restrict__ dy /* (M, Dn) */, TDz* __restrict__ dz /* (M, ld_z) */,
@@ -163,7 +164,7 @@ bool vec_ok(const GatedNormParams& p, std::initializer_list<const void*> ptrs) {
 
 namespace {
 template <typename TOut, typename TZ>
-void fwd(const GatedNormParams& p, const float* y, const TZ* z, const float* w, TOut* out, float* rstd,
+void fwd(const GatedNormParams& p, const TZ* y, const TZ* z, const float* w, TOut* out, float* rstd,
          cudaStream_t stream) {
   check_params(p, "gpu::gated_rmsnorm_fwd");
   if (p.M == 0) return;
@@ -199,7 +200,7 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
 
 namespace {
 template <typename TDz, typename TZ, typename TDout>
-void bwd(const GatedNormParams& p, const float* y, const TZ* z, const float* w, const float* rstd, const TDout* dout,
+void bwd(const GatedNormParams& p, const TZ* y, const TZ* z, const float* w, const float* rstd, const TDout* dout,
          float* dy, TDz* dz, float* dw, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
   check_params(p, "gpu::gated_rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, nothing written

@@ -50,10 +50,10 @@ void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& i
 // The same with out rounded to bf16 as it is stored (the bf16 mode's out_proj operand).
 void gated_rmsnorm_fwd(const GatedNormParams& p, const GatedNormInputs<float>& in, __nv_bfloat16* out, float* rstd,
                        cudaStream_t stream);
-// bf16 precision: z is the bf16 in_proj output, read as bf16 and widened exactly to fp32 (all math stays fp32);
-// out in bf16 (out_proj's operand). The result is bitwise that of the fp32 op given z's values as floats.
+// bf16 precision: y (the SSD's output) and z (in_proj's) in bf16, read as bf16 and widened exactly to fp32 (all
+// math stays fp32); out in bf16 (out_proj's operand). Bitwise the fp32 op given y's and z's values as floats.
 struct GatedNormInputsBf16 {
-  const float* y = nullptr;          // (M, Dn)
+  const __nv_bfloat16* y = nullptr;  // (M, Dn)
   const __nv_bfloat16* z = nullptr;  // (M, ld_z) first Dn columns
   const float* w = nullptr;          // (Dn)
 };

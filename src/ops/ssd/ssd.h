@@ -139,6 +139,10 @@ void ssd_walk_bwd_force_cluster_heads(int cluster_heads);
 // y (B, L, H, P) written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first,
 // then each chunk's C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).
 void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream);
+// The same with y16 (B, L, H, P) written in bf16 instead of y (bf16 precision: the gated norm is y's only reader):
+// each element the round to nearest even of the fp32 y the call above writes, on both paths.
+void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, __nv_bfloat16* y16, float* saved,
+                  cudaStream_t stream);
 
 // The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer (ssd_saved_floats)
 // and dy (B, L, H, P), into g (SsdGrads says what is written and what accumulated); workspace:

@@ -73,7 +73,8 @@ struct Args {
   int seg_steps, nseg;     // the chunk-state walks (ssd_chunks.cu) in nseg segments of seg_steps steps
                            // (the last may be shorter); nseg = 1: one walk over all nchunks − 1 steps
   const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
-  float* y;       // (B, L, H, P) forward output
+  float* y;       // (B, L, H, P) forward output (null when y16 is set)
+  __nv_bfloat16* y16 = nullptr;  // (B, L, H, P) the forward output in bf16 (bf16 precision: the gated norm's input)
   float* states;  // (B, H, nchunks, P, N) state entering each chunk
   float* cb;      // (B, nchunks, G, T, T) each chunk's C_i·B_j for j ≤ i (0 above), row stride T: computed
                   // once per group (ssd_group.cu), shared by the group's heads in the forward and backward
@@ -534,6 +535,15 @@ __device__ __forceinline__ void for_pairs(int i0, int M, int j0, int Ncols, F f,
     }
 }
 // dst[0] = v0 and, if two, dst[1] = v1: as one 8-byte store where dst is 8-byte aligned.
+// y's two forms: the fp32 pair, or the pair rounded to bf16 (round to nearest even, as __float2bfloat16_rn).
+__device__ __forceinline__ void store_pair(__nv_bfloat16* dst, float v0, float v1, bool two) {
+  if (two && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
+  } else {
+    dst[0] = __float2bfloat16_rn(v0);
+    if (two) dst[1] = __float2bfloat16_rn(v1);
+  }
+}
 __device__ __forceinline__ void store_pair(float* dst, float v0, float v1, bool two) {
   if (two && (reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
     *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);

@@ -59,7 +59,10 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
     // (S_in C_t)[p], times e^{cs_t} below
     mm<kMode, false, true>(cs, sC, a.ldN, sS, a.ldN, 0, tc, p0, a.P, a.N);
     for_out(0, tc, p0, a.P, [&](int r, int cc, int t, int p) {
-      a.y[(row_of(a, b, t0 + t) * a.H + h) * a.P + p] = sdec[t] * cs[r][cc] + mx[r][cc] + Dh * sX[t * a.ldP + p];
+      const size_t o = (row_of(a, b, t0 + t) * a.H + h) * a.P + p;
+      const float v = sdec[t] * cs[r][cc] + mx[r][cc] + Dh * sX[t * a.ldP + p];
+      if (a.y16) a.y16[o] = __float2bfloat16_rn(v);
+      else a.y[o] = v;
     });
   }
 }
@@ -67,7 +70,9 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
 }  // namespace
 }  // namespace ssd_detail
 
-void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
+namespace {
+void fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16* y16, float* saved,
+         cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0) return;
@@ -81,10 +86,10 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
     return;
   }
   require(saved != nullptr, "ssd_fwd: saved is required (the chunk states, which ssd_bwd reads)");
-  if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, y, saved, stream);
+  if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, y, y16, saved, stream);
   Args a = make_layout(p);
   set_inputs(a, in);
-  a.y = y;
+  a.y = y, a.y16 = y16;
   a.states = saved, a.cb = saved + saved_cb_offset(a), a.wsE = saved + saved_e_offset(a);
   chunk_cb(a, stream);
   chunk_entry_states(a, stream);
@@ -94,6 +99,18 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
     };
     launch_kernel(a, pick, dim3(a.nchunks, p.H, p.B), kThreads, fwd_smem_bytes(a), stream);
   });
+}
+
+}  // namespace
+
+void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
+  fwd(p, in, y, nullptr, saved, stream);
+}
+
+void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, __nv_bfloat16* y16, float* saved,
+                  cudaStream_t stream) {
+  require(y16 != nullptr, "ssd_fwd_bf16: y16 is null");
+  fwd(p, in, nullptr, y16, saved, stream);
 }
 
 }  // namespace mlalpha::gpu

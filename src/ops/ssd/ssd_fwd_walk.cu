@@ -48,7 +48,9 @@ struct FwdShape {
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
 };
 
-template <MmaMode kMode, int kP, int kN>
+// kY16: y written in bf16 (a.y16; bf16 precision), a compile-time choice: a run-time branch in the output loop
+// cost the 'L' instance 12 bytes of spill.
+template <MmaMode kMode, int kP, int kN, bool kY16 = false>
 __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kMode, kP, kN>::kMinBlocks)
     fwd_walk_kernel(Args a) {
   using K = FwdShape<kMode, kP, kN>;
@@ -164,8 +166,11 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
         if (t < tc && p < a.P) {
           const float2 x2 = ld2(sX + t * K::ldP + p);
           const float din = sdin[t];
-          store_pair(a.y + ((row0 + t) * a.H + h) * a.P + p, din * zv[s][2 * hv] + yv[s][2 * hv] + Dh * x2.x,
-                     din * zv[s][2 * hv + 1] + yv[s][2 * hv + 1] + Dh * x2.y, p + 1 < a.P);
+          const size_t o = ((row0 + t) * a.H + h) * a.P + p;
+          const float v0 = din * zv[s][2 * hv] + yv[s][2 * hv] + Dh * x2.x;
+          const float v1 = din * zv[s][2 * hv + 1] + yv[s][2 * hv + 1] + Dh * x2.y;
+          if constexpr (kY16) store_pair(a.y16 + o, v0, v1, p + 1 < a.P);
+          else store_pair(a.y + o, v0, v1, p + 1 < a.P);
         }
       });
     }
@@ -181,16 +186,22 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
 
 }  // namespace
 
-void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
+void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16* y16, float* saved,
+                  cudaStream_t stream) {
   Args a = make_layout(p);
   set_inputs(a, in);
-  a.y = y, a.states = saved;
+  require(!y16 || a.mode == MmaMode::kBF16, "ssd_fwd_bf16: the walks write y in bf16 in bf16 precision only");
+  a.y = y, a.y16 = y16, a.states = saved;
   a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, saved});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
     const size_t smem = a.mode == MmaMode::kBF16 ? FwdShape<MmaMode::kBF16, kP, kN>::kBytes
                                                  : FwdShape<MmaMode::k3xTF32, kP, kN>::kBytes;
-    auto pick = [](auto mode) { return fwd_walk_kernel<decltype(mode)::value, kP, kN>; };
+    auto pick = [&](auto mode) {
+      constexpr MmaMode m = decltype(mode)::value;
+      if constexpr (m == MmaMode::kBF16) return a.y16 ? fwd_walk_kernel<m, kP, kN, true> : fwd_walk_kernel<m, kP, kN>;
+      else return fwd_walk_kernel<m, kP, kN>;
+    };
     launch_kernel(a, pick, dim3(a.H, a.B), FwdShape<MmaMode::kBF16, kP, kN>::kThreads, smem, stream);
   });
 }

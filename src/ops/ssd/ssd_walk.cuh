@@ -359,7 +359,9 @@ Workspace workspace(const SsdParams& p);
 // Args::vec4 for p and the pointers the walk reads or writes by rows.
 bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows);
 // ssd_fwd and ssd_bwd on the walks (ssd_fwd_walk.cu, ssd_bwd_walk.cu), after validation.
-void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream);
+// y16 non-null: y written in bf16 there instead (y not written).
+void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16* y16, float* saved,
+                  cudaStream_t stream);
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
                   const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 
