@@ -336,7 +336,8 @@ TEST(SsdGpu, WalkShapes) {
 }
 
 // The smallest walk shapes, for the sanitizers: clusters of 8 with a ragged chunk, partials with group_sum,
-// no cluster with scalar staging; clusters of 2 in place of 8 (whole groups, and partials in runs of 4).
+// no cluster with scalar staging; clusters of 2 in place of 8 (whole groups, and partials in runs of 4: summed in
+// the walk on the 'S' head, by group_sum's launch on the 'L' head's 8 pairs).
 TEST(SsdGpu, WalkSmall) {
   check_against_ref({1, 70, 8, 32, 1, 64, 64}, 901, Precision::BF16, SsdAlgo::kWalk);
   check_against_ref({1, 70, 8, 32, 1, 64, 64}, 902, Precision::FP32, SsdAlgo::kWalk);
