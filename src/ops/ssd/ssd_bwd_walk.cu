@@ -673,7 +673,7 @@ __device__ __forceinline__ V zero_v() {
 // Rows [rank R, rank R + R) of chunk c of dB and dC for (b, g): Σ over the group's partials in group_sum_kernel's
 // order (ssd_bwd.cu): a.gs_run > 1: runs of gs_run consecutive partials each summed from 0, the runs' sums added
 // from 0 (<true>); gs_run = 1: one sum from 0 (<false>) — the same additions on the same values, so the same bits.
-// V: float4 (Args::vec4: rows and quads 16-byte aligned) or float. kItems outputs a thread at once (1: more
+// V: float4 (Args::vec4: rows and quads 16-byte aligned) or float. kItems outputs a thread at once (2 or 4
 // spilled, above), their partials' loads 4 at a time in flight; __ldcg: written by other SMs (L2, not L1).
 template <class V, int kThreads>
 __device__ __forceinline__ void fold_slice(const Args& a, const BwdBlock& k, int c) {
