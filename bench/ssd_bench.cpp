@@ -266,11 +266,6 @@ int main(int argc, char** argv) {
                  "the reverse walk's heads a cluster: 0 the run-time choice (the largest of 8, 4, 2 dividing a group, "
                  "or 2 where those take two rounds and clusters of 2 one), else that size (the shape's or 2)")
       ->check(CLI::IsMember({0, 2, 4, 8}));
-  int force_gs = 0;
-  app.add_option("--bwd-group-sum", force_gs,
-                 "where the reverse walk's clusters leave dB, dC partials: 0 the rule (folded into the walk on S, M; "
-                 "group_sum's launch on L), 1 folded everywhere, -1 group_sum's launch everywhere (same bits)")
-      ->check(CLI::IsMember({-1, 0, 1}));
   app.add_flag("--state", state,
                "the forward carries a state (h0 in, h_last out), as truncated BPTT does; the backward asks no dh0");
   app.add_flag("--digest", digests,
@@ -282,7 +277,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);
   mlalpha::gpu::ssd_walk_bwd_force_cluster_heads(force_cs);
-  mlalpha::gpu::ssd_walk_bwd_force_group_sum(force_gs);
   if (members > 0) {
     try {
       std::printf("%-8s %-5s %-8s %4s %12s %12s %12s %12s %8s\n", "shape", "prec", "path", "E", "fwd E calls",

@@ -62,12 +62,11 @@ TEST(SsdGpuShapes, WalkRule) {
   EXPECT_THROW(gpu::ssd_uses_walk(big), Error);
   // The reverse walk's scratch: dA_log and dD partials per (b, h), and per-cluster dB, dC partials sized for
   // clusters of 2 wherever the largest cluster dividing a group has more heads (the walk may take 2 at run
-  // time: ssd_walk_bwd_cluster_heads), so the size depends on the shape alone; with partials, the folded group
-  // sum's counters, (B, G, chunks, the largest cluster's ranks).
+  // time: ssd_walk_bwd_cluster_heads), so the size depends on the shape alone.
   EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({64, 256, 8, 32, 1, 64, 64, 384})),
-            size_t(2) * 64 * 8 + size_t(2) * 64 * 256 * 4 * 64 + size_t(64) * 1 * 4 * 8);
+            size_t(2) * 64 * 8 + size_t(2) * 64 * 256 * 4 * 64);
   EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({8, 2048, 32, 64, 1, 128, 256, 2304})),
-            size_t(2) * 8 * 32 + size_t(2) * 8 * 2048 * 16 * 128 + size_t(8) * 1 * 32 * 8);
+            size_t(2) * 8 * 32 + size_t(2) * 8 * 2048 * 16 * 128);
   // 2 heads a group: clusters of 2 hold whole groups, no partials.
   EXPECT_EQ(gpu::ssd_bwd_workspace_floats(bf16({4, 64, 4, 16, 2, 16, 64, 4 * 16 + 2 * 2 * 16})),
             size_t(2) * 4 * 4);

@@ -379,8 +379,7 @@ TEST(SsdGpu, WalkShapes) {
 }
 
 // The smallest walk shapes, for the sanitizers: clusters of 8 with a ragged chunk, partials with group_sum,
-// no cluster with scalar staging; clusters of 2 in place of 8 (whole groups, and partials in runs of 4: summed in
-// the walk on the 'S' head, by group_sum's launch on the 'L' head's 8 pairs).
+// no cluster with scalar staging; clusters of 2 in place of 8 (whole groups, and partials in runs of 4).
 TEST(SsdGpu, WalkSmall) {
   check_against_ref({1, 70, 8, 32, 1, 64, 64}, 901, Precision::BF16, SsdAlgo::kWalk);
   check_against_ref({1, 70, 8, 32, 1, 64, 64}, 902, Precision::FP32, SsdAlgo::kWalk);
@@ -542,106 +541,6 @@ TEST(SsdGpu, MembersBatchedSameBitsAsSolo) {
     gpu::ssd_walk_bwd_force_cluster_heads(0);
     check_inputs_against_ref(all);
   }
-}
-
-// The reverse walk's group sum folded into the walk (ssd_bwd_walk.cu: the block that draws a slice's last ticket
-// adds the clusters' partials in group_sum's order) gives the bits of group_sum's launch: 'S' and 'M' heads (4 pairs
-// a group of 8: runs of 4), the 'L' head in pairs (8 partials, runs of 4) and in clusters of 8 (2 partials, runs
-// of 1), G = 2, a partial per head without clusters (scalar sums: N = 7), H not a multiple of G, ragged last
-// chunks, 3 members in one call; and a captured graph replayed twice over a scratch poisoned in between (the
-// counters are zeroed by the graph's memset, not by the allocation).
-TEST(SsdGpu, WalkFoldedGroupSumSameBits) {
-  auto same = [](const std::vector<float>& u, const std::vector<float>& v) {
-    return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
-  };
-  struct Case {
-    Shape s;
-    int cluster_heads;  // forced (0: the run-time choice)
-    int members;
-  };
-  const Case cases[] = {
-      {{2, 100, 8, 32, 1, 64, 64}, 2, 1},     // 'S' head, 4 pairs a group, a last chunk of 36
-      {{2, 200, 8, 64, 1, 64, 64}, 2, 1},     // 'M' head
-      {{1, 130, 16, 64, 1, 128, 64}, 2, 1},   // 'L' head, 8 pairs (runs of 4; beyond the rule's bytes: forced)
-      {{1, 130, 16, 64, 1, 128, 64}, 8, 1},   // 'L' head, 2 clusters of 8 (runs of 1)
-      {{2, 150, 16, 32, 2, 64, 64}, 2, 1},    // G = 2, 4 pairs a group
-      {{1, 60, 3, 5, 1, 7, 64, 1}, 0, 1},     // no clusters, a partial per head, odd N: scalar sums
-      {{2, 45, 3, 12, 2, 8, 16}, 0, 1},       // H not a multiple of G; T = 16
-      {{2, 100, 8, 32, 1, 64, 64}, 2, 3},     // 3 members in one call
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(name(c.s) + " clusters " + std::to_string(c.cluster_heads) + " members " +
-                 std::to_string(c.members));
-    Inputs in = make_inputs(c.s, 1200);
-    if (c.members > 1) {
-      std::vector<Inputs> solo;
-      for (int m = 0; m < c.members; ++m) solo.push_back(make_inputs(c.s, 1200 + 10 * uint64_t(m)));
-      in = batch_members(solo, size_t(c.s.H) + 3);
-    }
-    in.p.precision = Precision::BF16;
-    in.p.algo = SsdAlgo::kWalk;
-    gpu::ssd_walk_bwd_force_cluster_heads(c.cluster_heads);
-    gpu::ssd_walk_bwd_force_group_sum(-1);
-    const Outputs launch = run_gpu(in);
-    gpu::ssd_walk_bwd_force_group_sum(1);
-    const Outputs folded = run_gpu(in);
-    gpu::ssd_walk_bwd_force_group_sum(0);
-    const Outputs rule = run_gpu(in);
-    gpu::ssd_walk_bwd_force_cluster_heads(0);
-    EXPECT_TRUE(same(launch.dxbc, folded.dxbc));
-    EXPECT_TRUE(same(launch.dxbc, rule.dxbc));
-    EXPECT_TRUE(same(launch.ddelta, folded.ddelta));
-    EXPECT_TRUE(same(launch.dA_log, folded.dA_log));
-    EXPECT_TRUE(same(launch.dD, folded.dD));
-  }
-
-  // A graph of the folded backward, replayed twice; between the replays dx, dB, dC and the whole scratch (the
-  // counters with it) are poisoned, as the loss overwrites the model's shared scratch between steps.
-  Inputs in = make_inputs({2, 100, 8, 32, 1, 64, 64}, 1300);
-  in.p.precision = Precision::BF16;
-  in.p.algo = SsdAlgo::kWalk;
-  gpu::ssd_walk_bwd_force_cluster_heads(2);
-  gpu::ssd_walk_bwd_force_group_sum(-1);
-  const Outputs launch = run_gpu(in);
-  gpu::ssd_walk_bwd_force_group_sum(1);
-  const SsdParams& p = in.p;
-  const size_t rows = size_t(p.B) * p.L;
-  auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
-       dy = to_device(in.dy);
-  auto y = poisoned(rows * p.H * p.P), saved = poisoned(gpu::ssd_saved_floats(p));
-  const SsdInputs<float> args{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
-                              .Bm = xbc.data() + in.bo, .Cm = xbc.data() + in.co, .Dskip = D.data()};
-  gpu::ssd_fwd(p, args, y.data(), saved.data(), nullptr);
-  auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
-  auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
-  MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaStream_t stream = nullptr;
-  MLALPHA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  MLALPHA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  gpu::ssd_bwd(p, args, saved.data(), dy.data(),
-               {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(), .dB = dxbc.data() + in.bo,
-                .dC = dxbc.data() + in.co, .dD = dD.data()},
-               ws.data(), stream);
-  MLALPHA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  MLALPHA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    SCOPED_TRACE("replay " + std::to_string(replay));
-    dxbc.fill_bytes(0xFF);
-    ddelta.fill_bytes(0xFF);
-    ws.fill_bytes(0xFF);
-    MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
-    MLALPHA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    MLALPHA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    EXPECT_TRUE(same(launch.dxbc, from_device(dxbc)));
-    EXPECT_TRUE(same(launch.ddelta, from_device(ddelta)));
-  }
-  MLALPHA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  MLALPHA_CUDA_CHECK(cudaGraphDestroy(graph));
-  MLALPHA_CUDA_CHECK(cudaStreamDestroy(stream));
-  gpu::ssd_walk_bwd_force_group_sum(0);
-  gpu::ssd_walk_bwd_force_cluster_heads(0);
 }
 
 // The member-batched call is checked before anything is written: members must divide B, and the members'

@@ -117,8 +117,7 @@ size_t ssd_chunk_states_floats(const SsdParams& p);
 size_t ssd_saved_floats(const SsdParams& p);
 // Floats of the backward's scratch. Walks: per-(b, h) partials of dA_log and dD, and where a group's heads
 // do not fit one thread-block cluster, per-cluster dB and dC partials (B, L, H / cluster, N), sized for clusters
-// of 2 wherever the walk may take them at run time (ssd_walk_bwd_cluster_heads), then (B, G, chunks, cluster ranks)
-// ticket counters of the folded group sum (zeroed by the backward itself each call). Chunk-parallel
+// of 2 wherever the walk may take them at run time (ssd_walk_bwd_cluster_heads). Chunk-parallel
 // path: per-head DX diag(Δ) tiles of every chunk (B, ceil(L/T), H, T, T), the
 // adjoint state at chunk starts (B, H, ceil(L/T), P, N), per-head dB and dC partials (B, L, H, N) each (per
 // pair of heads on the 'L' head shape, which uses half), per-(b, h, chunk) partials of dA_log and dD.
@@ -136,11 +135,6 @@ int ssd_walk_bwd_cluster_heads(const SsdParams& p);
 // the choice. Call it between launches, not while a backward is being enqueued on another thread, and before
 // sizing the backward's scratch (clusters of 2 may need more of it).
 void ssd_walk_bwd_force_cluster_heads(int cluster_heads);
-// For tests and ml-alpha-ssd-bench (--bwd-group-sum): where the reverse walk's clusters leave per-cluster dB, dC
-// partials, 1 makes every later walk of this process add them itself (its last block a chunk slice), −1 through
-// group_sum's launch after it, 0 restores the rule (the fold where a slice's partials are small: S, M; not 'L').
-// dB and dC have the same bits either way. Same calling rules as above.
-void ssd_walk_bwd_force_group_sum(int mode);
 
 // y (B, L, H, P) written; saved: ssd_saved_floats(p) floats written (the state entering each chunk first,
 // then each chunk's C·Bᵀ; required: the chunks run in parallel from it, and ssd_bwd reads it).

@@ -20,10 +20,8 @@
 // its head's (T, N) dB and dC tiles (fp32) in its shared memory, and after a cluster barrier block r adds rows
 // [r T/cs, (r+1) T/cs) of all cs tiles through distributed shared memory (pairs of heads first, cluster_sums),
 // and stores them: dB, dC themselves when the cluster is the whole group, else one partial per cluster that
-// the walk's last block of each chunk slice adds in order (the folded group sum, below; group_sum's launch after
-// the walk where a slice's partials are large, 'L'). Without clusters (cs = 1) a head's tiles go straight to dB,
-// dC (one head a group) or to its partial. dA_log and dD: one partial per (b, h), summed over b in order by
-// param_reduce.
+// group_sum adds in order. Without clusters (cs = 1) a head's tiles go straight to dB, dC (one head a group) or
+// to its partial. dA_log and dD: one partial per (b, h), summed over b in order by param_reduce.
 // The largest cluster (cluster_heads) unless it takes two rounds and clusters of 2 take one (bwd_cluster_heads,
 // from cudaOccupancyMaxActiveClusters at run time; the sums keep one order, so the bits do not depend on it): a
 // cluster must fit in one GPC, and the H100 holds 62 of the packed 'S' block's 64 clusters of 8 at once (30 of
@@ -111,7 +109,7 @@ struct BwdShape {
   static constexpr size_t oRed = oEp + kWarps * kScal;
   // the block-sum slots and the step's two scalars: 16-byte rounded in the packed layout
   static constexpr size_t kRedBytes = kPacked ? ((kWarps + 2) * 4 + 15) / 16 * 16 : 64;
-  static_assert((kWarps + 4) * 4 <= kRedBytes, "block-sum slots, the step's two scalars and the fold's mask");
+  static_assert((kWarps + 2) * 4 <= kRedBytes, "block-sum slots and the step's two scalars");
   // Tiles: dy and C live through the whole step (the adjoint update reads them last). x, G_{c+1} and CB are
   // dead once v and dB are formed, and dB's exchange tile reuses their bytes; B, S_c and DX once dC is, and
   // dC's exchange tile reuses theirs.
@@ -163,7 +161,7 @@ struct BwdTiles {
   float* sout;   // (kGroups, 64) of sout
   float* sxv;    // (kGroups, 64) of x·v
   float* sEp;    // (kWarps, 64) E's column sums, one slot a warp
-  float* red;    // (kWarps + 4) block-sum slots, then c0's scale, G's decay, the folded sum's chunk mask (2)
+  float* red;    // (kWarps + 2) block-sum slots, then c0's scale and G's decay
   E* sDY;        // (64, ldP) dy
   E* sC;         // (64, ldN)
   E* sX;         // (64, ldP) x
@@ -622,124 +620,6 @@ __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typena
     wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
 }
 
-// ----- the folded group sum (Args::gs_count) -----
-// With clusters that are not whole groups, the group's dB, dC rows of a chunk are the sums of its clusters'
-// partials (cluster_sums wrote them: block r of a cluster rows [r R, r R + R), R = 64 / cs). Instead of a
-// group_sum launch after the walk (a DRAM round trip of every partial), the block that finishes a slice last sums
-// it: after the step's partial stores (ordered by the step's last barrier) one thread (lane 0 of the last warp;
-// warp 0 carries the scans) releases them (fence) and takes a ticket from the slice's counter (b, g, chunk, rank);
-// the block that drew the last one (the group's partials' count) marks the chunk in a shared mask. After the walk
-// it acquires (fence) and sums its chunks' slices in group_sum's order, from L2 where the partials still are.
-// Measured in ptxas -v (sm_90a) before choosing: summing inside the chunk loop, where the adjoint state G holds its
-// registers, spilled every bf16 instance (S 24 → 188 bytes); so did a ticket held in a register across a step
-// (read one step later: S 24 → 72) and a sum with 2 or 4 outputs a thread in flight (S 24 → 40, → 472), and a
-// __noinline__ sum (Args to the stack, 344 bytes a frame). This form has main's registers and spills in every
-// instance. Atomics touch the counters only: dB, dC are plain sums in a fixed order, whichever block adds them
-// (ssd_bwd_walk zeroes the counters before each launch).
-
-// The ticket counter of block k's slice of chunk c: (b, g, chunk, rank in the cluster), ranks of cluster_heads(H,
-// G) reserved a chunk (the scratch's layout: walk::workspace), cs of them used.
-__device__ __forceinline__ unsigned* slice_counter(const Args& a, const BwdBlock& k, int c) {
-  const int rank = k.cs > 1 ? int(__clusterRelativeBlockRank()) : 0;
-  return a.gs_count + ((size_t(k.b) * a.G + k.g) * a.nchunks + c) * k.cs + rank;
-}
-// The partials of block k's group: [first, first + count) of a row's H / cs (group_sum_kernel's h_lo, h_hi).
-__device__ __forceinline__ int2 group_partials(const Args& a, const BwdBlock& k) {
-  const int lo = (k.g * k.HK + a.G - 1) / a.G, hi = ((k.g + 1) * k.HK + a.G - 1) / a.G;
-  return make_int2(lo, hi - lo);
-}
-// The chunks whose slice this block sums: a bit each (kMaxWalkChunks = 64), in red[kWarps + 2 …], written by the
-// ticket-drawing thread only, read by all after the walk's last barrier.
-template <class K>
-__device__ __forceinline__ unsigned* won_mask(const BwdTiles<K>& s) {
-  return reinterpret_cast<unsigned*>(s.red + K::kWarps + 2);
-}
-template <class K>
-__device__ __forceinline__ void record_ticket(const Args& a, const BwdBlock& k, unsigned ticket, int c,
-                                              const BwdTiles<K>& s) {
-  if (ticket + 1 == unsigned(group_partials(a, k).y)) won_mask(s)[c >> 5] |= 1u << (c & 31);
-}
-
-__device__ __forceinline__ void add_to(float& s, float v) { s += v; }
-__device__ __forceinline__ void add_to(float4& s, const float4& v) {
-  s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-}
-template <class V>
-__device__ __forceinline__ V zero_v() {
-  if constexpr (sizeof(V) == sizeof(float4)) return make_float4(0.f, 0.f, 0.f, 0.f);
-  else return 0.f;
-}
-
-// Rows [rank R, rank R + R) of chunk c of dB and dC for (b, g): Σ over the group's partials in group_sum_kernel's
-// order (ssd_bwd.cu): a.gs_run > 1: runs of gs_run consecutive partials each summed from 0, the runs' sums added
-// from 0 (<true>); gs_run = 1: one sum from 0 (<false>) — the same additions on the same values, so the same bits.
-// V: float4 (Args::vec4: rows and quads 16-byte aligned) or float. kItems outputs a thread at once (2 or 4
-// spilled, above), their partials' loads 4 at a time in flight; __ldcg: written by other SMs (L2, not L1).
-template <class V, int kThreads>
-__device__ __forceinline__ void fold_slice(const Args& a, const BwdBlock& k, int c) {
-  constexpr int kW = sizeof(V) / sizeof(float), kItems = 1;
-  const int t0 = c * a.T, tc = min(a.T, a.L - t0);
-  const size_t row0 = size_t(k.b) * a.L + t0;
-  const int R = kRows / k.cs, lo = (k.cs > 1 ? int(__clusterRelativeBlockRank()) : 0) * R, rows = min(R, tc - lo);
-  if (rows <= 0) return;  // a short last chunk: no rows in this rank's slice (the block's threads alike)
-  const int2 parts = group_partials(a, k);
-  const int per_row = a.N / kW, items = 2 * rows * per_row, run = a.gs_run;
-  for (int i0 = threadIdx.x; i0 < items; i0 += kItems * kThreads) {
-    const float* src[kItems];
-    float* dst[kItems];
-    V sum[kItems], part[kItems];
-    int in_run[kItems];
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      const int it = min(i0 + j * kThreads, items - 1);  // past the end: the last item again, not stored
-      const int m = it / (rows * per_row), rem = it % (rows * per_row), t = lo + rem / per_row;
-      const int n = kW * (rem % per_row);
-      src[j] = (m == 0 ? a.wsB : a.wsC) + ((row0 + t) * k.HK + parts.x) * a.N + n;
-      dst[j] = (m == 0 ? a.dB : a.dC) + (row0 + t) * a.ld + size_t(k.g) * a.N + n;
-      sum[j] = zero_v<V>(), part[j] = zero_v<V>(), in_run[j] = 0;
-    }
-#pragma unroll 1
-    for (int p0 = 0; p0 < parts.y; p0 += 4) {
-      V v[kItems][4];
-#pragma unroll
-      for (int j = 0; j < kItems; ++j)
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (p0 + u < parts.y) v[j][u] = __ldcg(reinterpret_cast<const V*>(src[j] + size_t(p0 + u) * a.N));
-#pragma unroll
-      for (int j = 0; j < kItems; ++j)
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (p0 + u < parts.y) {
-            if (run == 1) {
-              add_to(sum[j], v[j][u]);
-            } else {
-              add_to(part[j], v[j][u]);
-              if (++in_run[j] == run || p0 + u + 1 == parts.y) {
-                add_to(sum[j], part[j]);
-                part[j] = zero_v<V>(), in_run[j] = 0;
-              }
-            }
-          }
-    }
-#pragma unroll
-    for (int j = 0; j < kItems; ++j)
-      if (i0 + j * kThreads < items) *reinterpret_cast<V*>(dst[j]) = sum[j];
-  }
-}
-
-// After the walk: the slices of every chunk this block drew the last ticket of.
-template <class K>
-__device__ __forceinline__ void fold_sums(const Args& a, const BwdBlock& k, const BwdTiles<K>& s) {
-  const unsigned* won = won_mask(s);
-#pragma unroll 1
-  for (int c = a.nchunks - 1; c >= 0; --c)
-    if ((won[c >> 5] >> (c & 31)) & 1u) {
-      if (a.vec4) fold_slice<float4, K::kThreads>(a, k, c);
-      else fold_slice<float, K::kThreads>(a, k, c);
-    }
-}
-
 template <MmaMode kMode, int kP, int kN, int kGroups>
 __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
                                   BwdShape<kMode, kP, kN, kGroups>::kMinBlocks) bwd_walk_kernel(Args a) {
@@ -755,10 +635,6 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
   float dt_next = 0.f;  // Δ at the first step of the chunk after this one
   float dD = 0.f;       // this thread's share of dD over the walk
   float dA = 0.f;       // warp 0: this lane's share of Σ_t Δ_t e_t over the walk
-  // The folded group sum: thread kArriver draws the block's ticket for each chunk it finishes (fold_slice above).
-  constexpr int kArriver = K::kThreads - 32;
-  const bool fold = a.gs_count != nullptr;
-  if (fold && threadIdx.x == kArriver) won_mask(s)[0] = 0u, won_mask(s)[1] = 0u;
 
   for (int c = a.nchunks - 1; c >= 0; --c) {
     const BwdChunk ch = bwd_chunk(a, k, c, dt_next);
@@ -793,20 +669,11 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
     // and e^{cs − cs_0}, which the next step's staging overwrites: the cluster barrier's arrive came before
     // it), and with clusters every block is done with this block's exchange tiles.
     __syncthreads();
-    if (fold && threadIdx.x == kArriver) {
-      __threadfence();  // release: the block's partial rows of chunk c (every thread's, before the barrier)
-      record_ticket<K>(a, k, atomicAdd(slice_counter(a, k, c), 1u), c, s);
-    }
     if (k.cs > 1) __cluster_barrier_wait();
     for_pairs_all(ws, [&](int s_, int hv, int p, int n) {
       st2(s.sG + p * K::ldN + n, G[s_][2 * hv], G[s_][2 * hv + 1]);
     });
     dt_next = dt_first;
-  }
-  if (fold) {  // acquire the other blocks' partials of the chunks this block drew the last ticket of, and sum them
-    if (threadIdx.x == kArriver && (won_mask(s)[0] | won_mask(s)[1]) != 0u) __threadfence();
-    __syncthreads();
-    fold_sums<K>(a, k, s);
   }
   if (a.dh0) {  // dh0 = a_0 G_0 from G's tile (dt_next is Δ_0 now); the registers' G is dead, so no pressure
     __syncthreads();
@@ -835,19 +702,8 @@ int bwd_walk_max_clusters(const SsdParams& p, int cs);  // below
 
 namespace {
 std::atomic<int> g_forced_cluster_heads{0};
-std::atomic<int> g_forced_group_sum{0};
 }  // namespace
 int forced_cluster_heads() { return g_forced_cluster_heads.load(); }
-int forced_group_sum() { return g_forced_group_sum.load(); }
-
-// The slice a chunk's last block sums: R = 64 / cs rows of dB and dC, from each of the group's partials.
-bool folds_group_sum(const SsdParams& p, int cs) {
-  if (whole_groups(p.H, p.G, cs)) return false;
-  const int forced = forced_group_sum();
-  if (forced != 0) return forced > 0;
-  const int parts = (p.H / cs + p.G - 1) / p.G;  // the most partials a group has
-  return size_t(kRows / cs) * p.N * 2 * parts * sizeof(float) <= kFoldMaxSliceBytes;
-}
 
 static int bwd_cluster_heads(const SsdParams& p) {
   const int cs = cluster_heads(p.H, p.G), forced = forced_cluster_heads();
@@ -886,14 +742,6 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
   a.wsB = partials ? workspace + w.b : nullptr, a.wsC = partials ? workspace + w.c : nullptr;
   a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
-  // The folded group sum's counters start at 0 every call: a memset (a graph node when captured), since the
-  // scratch is the model's shared op scratch, which the loss overwrites between steps (model_gpu.cpp).
-  const bool fold = partials && folds_group_sum(p, a.cluster_heads);
-  if (fold) {
-    a.gs_count = reinterpret_cast<unsigned*>(workspace + w.count), a.gs_run = run;
-    const size_t counters = size_t(p.B) * p.G * a.nchunks * a.cluster_heads;
-    MLALPHA_CUDA_CHECK(cudaMemsetAsync(a.gs_count, 0, counters * sizeof(unsigned), stream));
-  }
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
     constexpr int kG16 = bwd_groups(MmaMode::kBF16, kP, kN), kG32 = bwd_groups(MmaMode::k3xTF32, kP, kN);
@@ -908,8 +756,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
                   stream, dim3(a.cluster_heads, 1, 1));
   });
   const int rows = p.B * p.L;
-  if (partials && !fold)
-    group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, run, a.wsB, a.wsC, g.dB, g.dC, stream);
+  if (partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, run, a.wsB, a.wsC, g.dB, g.dC, stream);
   param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream, p.members, p.member_stride);
 }
 
@@ -953,10 +800,6 @@ void ssd_walk_bwd_force_cluster_heads(int cluster_heads) {
   require(cluster_heads == 0 || cluster_heads == 2 || cluster_heads == 4 || cluster_heads == 8,
           "ssd: the reverse walk's forced cluster size must be 0 (the run-time choice), 2, 4 or 8");
   ssd_detail::walk::g_forced_cluster_heads.store(cluster_heads);
-}
-void ssd_walk_bwd_force_group_sum(int mode) {
-  require(mode >= -1 && mode <= 1, "ssd: the reverse walk's forced group sum must be -1 (launch), 0 or 1 (fold)");
-  ssd_detail::walk::g_forced_group_sum.store(mode);
 }
 int ssd_walk_bwd_max_active_clusters(const SsdParams& p, int cluster_heads) {
   require(ssd_detail::uses_walk(p), "ssd: the reverse walk's cluster query for a shape that does not run the walks");

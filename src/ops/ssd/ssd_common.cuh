@@ -101,11 +101,6 @@ struct Args {
   // member_stride elements after the previous member's (member_B = B, member_stride = 0 for one model).
   int member_B;
   size_t member_stride;
-  // The reverse walk's folded group sum (ssd_bwd_walk.cu; null: group_sum's launch adds the partials, or there
-  // are none): a ticket counter per (b, group, chunk, cluster rank), zeroed before the launch, and group_sum's
-  // run of partials.
-  unsigned* gs_count;
-  int gs_run;
 };
 
 // Offset of batch row b's member in A_log, Dskip (Args::member_B, member_stride): 0 for one model.

@@ -152,10 +152,7 @@ Workspace workspace(const SsdParams& p) {
   w.b = w.d + round4(bh);
   const size_t part = w.partials ? round4(size_t(p.B) * p.L * (p.H / cs) * p.N) : 0;
   w.c = w.b + part;
-  w.count = w.c + part;
-  // The folded group sum's counters: a rank a block of the largest cluster the walk may take (or one, cs = 1).
-  const size_t counters = size_t(p.B) * p.G * make_layout(p).nchunks * std::max(cluster_heads(p.H, p.G), 1);
-  w.total = w.count + (w.partials ? round4(counters) : 0);
+  w.total = w.c + part;
   return w;
 }
 

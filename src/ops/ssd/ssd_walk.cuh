@@ -350,21 +350,11 @@ int forced_cluster_heads();
 // Whether the clusters of cs heads are whole groups (dB, dC written directly) or partials for group_sum.
 inline bool whole_groups(int H, int G, int cs) { return H % G == 0 && H / G == cs; }
 // The reverse walk's scratch (offsets in floats, 16-byte aligned): wsA, wsD (B, H); with partials (not whole
-// groups) wsB, wsC (B·L, H / cs, N) each, then the folded group sum's ticket counters (unsigned, (B, G, nchunks,
-// cluster rank), sized for the largest cluster, cluster_heads(H, G), or 1).
+// groups) wsB, wsC (B·L, H / cs, N) each.
 struct Workspace {
-  size_t a, d, b, c, count, total;
+  size_t a, d, b, c, total;
   bool partials;
 };
-// The folded group sum (ssd_bwd_walk.cu): whether a reverse walk with clusters of cs heads, whose partials are
-// not whole groups, sums them itself (its last-arriving block per (b, group, chunk, rank)) rather than through
-// group_sum's launch. A slice sum sits on the walk's chain once a chunk, so it is taken where a slice's partials
-// are at most kFoldMaxSliceBytes (S, M: 64 KiB; 'L', 16 partials a group: 512 KiB a chunk, keeps the launch).
-constexpr size_t kFoldMaxSliceBytes = 128 * 1024;
-bool folds_group_sum(const SsdParams& p, int cs);
-// ssd_walk_bwd_force_group_sum's value (0: folds_group_sum's rule; 1: fold wherever there are partials; −1:
-// group_sum's launch).
-int forced_group_sum();
 Workspace workspace(const SsdParams& p);
 // Args::vec4 for p and the pointers the walk reads or writes by rows.
 bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows);
