@@ -162,13 +162,14 @@ __device__ __forceinline__ void pre_act(const float (&wk)[W][4], const float (&b
   }
 }
 
-// forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c]). TX: float, or bf16 in bf16 mode.
-template <int W, bool kVec, typename TX>
+// forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c]). TX: float, or bf16 in bf16 mode. TY:
+// float, or bf16 where the SSD walks read xbc in bf16 (store_quad rounds the fp32 value to nearest even).
+template <int W, bool kVec, typename TX, typename TY>
 __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
     conv1d_silu_fwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
                            const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
                            const float* __restrict__ window0 /* (B, W−1, C) or null */,
-                           float* __restrict__ y /* (B, L, C) */) {
+                           TY* __restrict__ y /* (B, L, C) */) {
   constexpr int G = kFwdGroup;
   const int c = 4 * (blockIdx.x * kQuads + threadIdx.x);
   const int b = blockIdx.z;
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
   load_taps<W>(w, bias, c, nc, wk, bc);
   const size_t ldx = size_t(p.ld_x);
   const TX* xq = x + (size_t(b) * p.L + t0) * ldx + c;  // x[b, t0, c]
-  float* yq = y + (size_t(b) * p.L + t0) * p.C + c;     // y[b, t0, c]
+  TY* yq = y + (size_t(b) * p.L + t0) * p.C + c;        // y[b, t0, c]
   // xs[i] = x at t0 + g − (W−1) + i for the group starting at step g (window0 or zero before t = 0)
   float xs[W - 1 + G][4];
   load_halo<W, W - 1 + G, kVec>(xq, ldx, t0, window0 ? window0 + size_t(b) * (W - 1) * p.C + c : nullptr, p.C, nc,
@@ -398,8 +399,8 @@ bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
 }  // namespace
 
 namespace {
-template <typename TX>
-void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, float* y, cudaStream_t stream) {
+template <typename TX, typename TY>
+void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, TY* y, cudaStream_t stream) {
   const float *w = in.w, *bias = in.bias, *win = in.window0;
   check_params(p);
   require(!in.window_last || in.window_last != in.window0,
@@ -419,9 +420,9 @@ void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, floa
     constexpr int W = decltype(wc)::value;
     const dim3 grid = grid_of(p), block(kQuads, kTiles);
     if (vec)
-      conv1d_silu_fwd_kernel<W, true, TX><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
+      conv1d_silu_fwd_kernel<W, true, TX, TY><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     else
-      conv1d_silu_fwd_kernel<W, false, TX><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
+      conv1d_silu_fwd_kernel<W, false, TX, TY><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     MLALPHA_CHECK_LAUNCH(stream);
   });
 }
@@ -433,6 +434,11 @@ void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float
 void conv1d_silu_fwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, float* y,
                      cudaStream_t stream) {
   fwd(p, x16, in, y, stream);
+}
+void conv1d_silu_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in,
+                          __nv_bfloat16* y16, cudaStream_t stream) {
+  require(p.L == 0 || p.B == 0 || p.C == 0 || y16, "conv1d_silu_fwd_bf16: y16 must be non-null");
+  fwd(p, x16, in, y16, stream);
 }
 
 size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {

@@ -61,6 +61,11 @@ void conv1d_silu_fwd(const Conv1dParams& p, const Conv1dInputs<float>& in, float
 // exactly to fp32 (the math, the window and y stay fp32): bitwise the fp32 op given x's values as floats.
 void conv1d_silu_fwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, float* y,
                      cudaStream_t stream);
+// The same with y16 (B, L, C) written in bf16 instead of y: bf16 precision where the SSD takes the walks
+// (gpu::ssd_uses_walk), which read x, B, C in bf16 (SsdXbcBf16). Each element the round to nearest even of the
+// fp32 y the call above writes (the window_last, if asked, is the same fp32 copy of the inputs).
+void conv1d_silu_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in,
+                          __nv_bfloat16* y16, cudaStream_t stream);
 
 // Floats of scratch conv1d_silu_bwd needs: one partial of dw (C, W) and of dbias (C) per block of
 // 128 time steps of one sequence, i.e. B · ceil(L / 128) · (W + 1) · C (all dw partials, then all dbias).

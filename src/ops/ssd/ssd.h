@@ -63,6 +63,15 @@ struct SsdInputs {
                           // the next window's h0; no adjoint flows back through it). May be h0 itself: each
                           // (b, h) reads its h0 before it writes its h_last.
 };
+// x, B, C in bf16 (bf16 precision on the walks: conv1d + SiLU writes xbc so, gpu::conv1d_silu_fwd_bf16): the same
+// column slices of one (B, L, ld) bf16 activation. Each element is the round to nearest even of the fp32 value
+// SsdInputs::x, Bm, Cm would hold, which is what the walks' bf16 tiles hold either way (ssd_walk.cuh), so a call
+// with these gives the bits of the call with the fp32 originals. Given, SsdInputs::x, Bm, Cm must be null.
+struct SsdXbcBf16 {
+  const __nv_bfloat16* x = nullptr;   // (B, L, ld)→(H, P)
+  const __nv_bfloat16* Bm = nullptr;  // (B, L, ld)→(G, N)
+  const __nv_bfloat16* Cm = nullptr;  // (B, L, ld)→(G, N)
+};
 // Gradients with respect to SsdInputs: dx, dB, dC have x's, B's, C's layout (row stride ld; only the used
 // columns are written); ddelta written; dA_log, dD accumulated (+=).
 template <typename T>
@@ -143,6 +152,10 @@ void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* sa
 // each element the round to nearest even of the fp32 y the call above writes, on both paths.
 void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, __nv_bfloat16* y16, float* saved,
                   cudaStream_t stream);
+// The same with x, B, C read in bf16 from xbc (in.x, in.Bm, in.Cm null): the walks only (ssd_uses_walk(p), which
+// implies bf16 precision; else require() fails). The bits of the call above with xbc's fp32 originals.
+void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, __nv_bfloat16* y16,
+                  float* saved, cudaStream_t stream);
 
 // The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer (ssd_saved_floats)
 // and dy (B, L, H, P), into g (SsdGrads says what is written and what accumulated); workspace:
@@ -152,6 +165,10 @@ void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, __nv_bfloat16*
 // non-null, on both paths (SsdAlgo) in every precision (the bf16 walks from G_0 rounded to bf16, ssd_bwd_walk.cu).
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+// The same with x, B, C read in bf16 from xbc (in.x, in.Bm, in.Cm null; the walks only, as ssd_fwd_bf16 with
+// xbc): the bits of the call above with xbc's fp32 originals. Gradients stay fp32.
+void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const float* saved,
+             const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -561,8 +561,10 @@ void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD,
 
 }  // namespace ssd_detail
 
-void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
-             const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+namespace {
+// ssd_bwd; xbc16 non-null: x, B, C in bf16 (the walks only, checked by the caller).
+void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved, const float* dy,
+         const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0) return;
@@ -570,7 +572,8 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
     if (g.dh0) MLALPHA_CUDA_CHECK(cudaMemsetAsync(g.dh0, 0, size_t(p.B) * p.H * p.P * p.N * sizeof(float), stream));
     return;
   }
-  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, saved, dy, g, workspace, stream);
+  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, xbc16, saved, dy, g, workspace, stream);
+  require(xbc16 == nullptr, "ssd_bwd: bf16 x, B, C on the chunk-parallel path");
   Args a = make_layout(p);
   set_inputs(a, in);
   a.h_last = nullptr;  // an output of the forward only
@@ -603,6 +606,19 @@ void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved,
   group_sum(int(rows), p.H / a.cluster_heads, p.G, p.N, p.ld, 1, a.wsB, a.wsC, g.dB, g.dC, stream);  // (c)
   group_dx_products(a, stream);                                                                   // (d)
   param_reduce(p.B, p.H, a.nchunks, a.wsA, a.wsD, g.dA_log, g.dD, stream, p.members, p.member_stride);  // (e)
+}
+
+}  // namespace
+
+void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
+             const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+  bwd(p, in, nullptr, saved, dy, g, workspace, stream);
+}
+
+void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const float* saved,
+             const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+  ssd_detail::require_xbc16(p, in, xbc, "ssd_bwd");
+  bwd(p, in, &xbc, saved, dy, g, workspace, stream);
 }
 
 }  // namespace mlalpha::gpu

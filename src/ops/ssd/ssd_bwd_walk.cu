@@ -234,7 +234,8 @@ __device__ __forceinline__ BwdChunk bwd_chunk(const Args& a, const BwdBlock& k, 
 // Phase 0: x, dy, B, C and S_c (the state the forward walk saved for this chunk) staged as zero-padded tiles;
 // warp 0: Δ_t, cs_t, dec_in_t = e^{cs_t}, dec_out_t = a_next e^{cs_last − cs_t}, e^{cs_t − cs_0}, and the step's
 // two scalars: c0's scale a_next e^{cs_last} and G's decay e^{cs_last − cs_0 + A Δ_next}. A barrier follows.
-template <class K>
+// kX16: x, B, C from a.x16, B16, C16 (bf16), the bits the fp32 ones round to in the tiles.
+template <class K, bool kX16>
 __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k, const BwdChunk& ch, float dt_next,
                                                 const float* S_c, const BwdTiles<K>& s) {
   constexpr int ldP = K::ldP, ldN = K::ldN;
@@ -242,12 +243,14 @@ __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k
   if (k.warp == 0) d = load_deltas(a, k.b, k.h, ch.t0, ch.tc);
   stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, a.dy + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P, ch.tc,
                                         a.P, a.vec4);
-  stage_tile<kRows, K::kN, K::kThreads>(s.sC, ldN, a.Cm + ch.row0 * a.ld + size_t(k.g) * a.N, a.ld, ch.tc, a.N,
-                                        a.vec4);
-  stage_tile<kRows, K::kP, K::kThreads>(s.sX, ldP, a.x + ch.row0 * a.ld + size_t(k.h) * a.P, a.ld, ch.tc, a.P,
-                                        a.vec4);
-  stage_tile<kRows, K::kN, K::kThreads>(s.sB, ldN, a.Bm + ch.row0 * a.ld + size_t(k.g) * a.N, a.ld, ch.tc, a.N,
-                                        a.vec4);
+  // x, B, C: (B, L, ld)→(H, P), (G, N), (G, N); each source pointer formed at its call, as before kX16 (formed
+  // together at the top, the 'L' instance held them across the first staging and spilled 96 bytes more)
+  stage_tile<kRows, K::kN, K::kThreads>(s.sC, ldN, in_cols<kX16>(a.Cm, a.C16) + ch.row0 * a.ld + size_t(k.g) * a.N,
+                                        a.ld, ch.tc, a.N, a.vec4);
+  stage_tile<kRows, K::kP, K::kThreads>(s.sX, ldP, in_cols<kX16>(a.x, a.x16) + ch.row0 * a.ld + size_t(k.h) * a.P,
+                                        a.ld, ch.tc, a.P, a.vec4);
+  stage_tile<kRows, K::kN, K::kThreads>(s.sB, ldN, in_cols<kX16>(a.Bm, a.B16) + ch.row0 * a.ld + size_t(k.g) * a.N,
+                                        a.ld, ch.tc, a.N, a.vec4);
   stage_tile<K::kP, K::kN, K::kThreads>(s.sSin, ldN, S_c, a.N, a.P, a.N, a.vec4);
   if (k.warp == 0) {
     const double cs_last = walk_cumsum(d, k.A, s.sdt, s.scs, s.su);
@@ -620,9 +623,11 @@ __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typena
     wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
 }
 
-template <MmaMode kMode, int kP, int kN, int kGroups>
+// kX16: x, B, C read in bf16 (SsdXbcBf16; bf16 mode only), as the forward walk's.
+template <MmaMode kMode, int kP, int kN, int kGroups, bool kX16 = false>
 __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
                                   BwdShape<kMode, kP, kN, kGroups>::kMinBlocks) bwd_walk_kernel(Args a) {
+  static_assert(!kX16 || kMode == MmaMode::kBF16, "bf16 x, B, C in bf16 mode only");
   using K = BwdShape<kMode, kP, kN, kGroups>;
   extern __shared__ __align__(16) unsigned char smem[];
   const BwdTiles<K> s(smem);
@@ -638,7 +643,7 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
 
   for (int c = a.nchunks - 1; c >= 0; --c) {
     const BwdChunk ch = bwd_chunk(a, k, c, dt_next);
-    stage_and_decay<K>(a, k, ch, dt_next, states + size_t(c) * PN, s);
+    stage_and_decay<K, kX16>(a, k, ch, dt_next, states + size_t(c) * PN, s);
     __syncthreads();
     const float dt_first = s.sdt[0];
     const float c0_scale = s.red[K::kWarps], decG = s.red[K::kWarps + 1];
@@ -726,10 +731,12 @@ static int bwd_cluster_heads(const SsdParams& p) {
   return chosen[key] = pair ? 2 : cs;
 }
 
-void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
-                  const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
+                  const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   Args a = make_layout(p);
   set_inputs(a, in);
+  require(!xbc16 || a.mode == MmaMode::kBF16, "ssd_bwd: bf16 x, B, C in bf16 precision only");
+  if (xbc16) a.x16 = xbc16->x, a.B16 = xbc16->Bm, a.C16 = xbc16->Cm;
   a.h_last = nullptr, a.dh0 = g.dh0;  // h0 is read through the saved S_0
   a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
@@ -741,15 +748,19 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* s
   require(!partials || w.partials, "ssd_bwd_walk: the scratch has no room for the clusters' partials");
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
   a.wsB = partials ? workspace + w.b : nullptr, a.wsC = partials ? workspace + w.c : nullptr;
-  a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
+  a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, dy, saved, g.dB, g.dC, workspace})
+                 : vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
     constexpr int kG16 = bwd_groups(MmaMode::kBF16, kP, kN), kG32 = bwd_groups(MmaMode::k3xTF32, kP, kN);
     using K16 = BwdShape<MmaMode::kBF16, kP, kN, kG16>;
     using K32 = BwdShape<MmaMode::k3xTF32, kP, kN, kG32>;  // tf32 mode: the same tiles and block
     const bool bf = a.mode == MmaMode::kBF16;
-    auto pick = [](auto mode) {
+    auto pick = [&](auto mode) {
       constexpr MmaMode m = decltype(mode)::value;
+      if constexpr (m == MmaMode::kBF16) {
+        if (a.x16) return bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN), true>;
+      }
       return bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN)>;
     };
     launch_kernel(a, pick, dim3(a.H, a.B), bf ? K16::kThreads : K32::kThreads, bf ? K16::kBytes : K32::kBytes,

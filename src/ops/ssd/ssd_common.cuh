@@ -101,6 +101,9 @@ struct Args {
   // member_stride elements after the previous member's (member_B = B, member_stride = 0 for one model).
   int member_B;
   size_t member_stride;
+  // Walks only (SsdXbcBf16): x, B, C in bf16 instead of x, Bm, Cm (null then); null on every other path. Last:
+  // the other fields keep their offsets.
+  const __nv_bfloat16 *x16 = nullptr, *B16 = nullptr, *C16 = nullptr;
 };
 
 // Offset of batch row b's member in A_log, Dskip (Args::member_B, member_stride): 0 for one model.
@@ -606,6 +609,9 @@ void validate(const SsdParams& p);
 // The chunk length and strides from the shape only (so results never depend on the device).
 Args make_layout(const SsdParams& p);
 // The op's inputs into the argument block.
+// The checks of a call with bf16 x, B, C (SsdXbcBf16): the walks take p (which implies bf16 precision), the
+// three bf16 pointers are given and the fp32 ones are not (one source for each, never a silent choice).
+void require_xbc16(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const char* op);
 inline void set_inputs(Args& a, const SsdInputs<float>& in) {
   a.x = in.x, a.delta = in.delta, a.A_log = in.A_log, a.Bm = in.Bm, a.Cm = in.Cm, a.Dskip = in.Dskip;
   a.h0 = in.h0, a.h_last = in.h_last;

@@ -71,8 +71,9 @@ __global__ void __launch_bounds__(kThreads) ssd_fwd_kernel(Args args) {
 }  // namespace ssd_detail
 
 namespace {
-void fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16* y16, float* saved,
-         cudaStream_t stream) {
+// xbc16 non-null: x, B, C in bf16 (the walks only, checked by the caller).
+void fwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, float* y, __nv_bfloat16* y16,
+         float* saved, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0) return;
@@ -86,7 +87,8 @@ void fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16
     return;
   }
   require(saved != nullptr, "ssd_fwd: saved is required (the chunk states, which ssd_bwd reads)");
-  if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, y, y16, saved, stream);
+  if (uses_walk(p)) return walk::ssd_fwd_walk(p, in, xbc16, y, y16, saved, stream);
+  require(xbc16 == nullptr, "ssd_fwd_bf16: bf16 x, B, C on the chunk-parallel path");
   Args a = make_layout(p);
   set_inputs(a, in);
   a.y = y, a.y16 = y16;
@@ -104,13 +106,20 @@ void fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16
 }  // namespace
 
 void ssd_fwd(const SsdParams& p, const SsdInputs<float>& in, float* y, float* saved, cudaStream_t stream) {
-  fwd(p, in, y, nullptr, saved, stream);
+  fwd(p, in, nullptr, y, nullptr, saved, stream);
 }
 
 void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, __nv_bfloat16* y16, float* saved,
                   cudaStream_t stream) {
   require(y16 != nullptr, "ssd_fwd_bf16: y16 is null");
-  fwd(p, in, nullptr, y16, saved, stream);
+  fwd(p, in, nullptr, nullptr, y16, saved, stream);
+}
+
+void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, __nv_bfloat16* y16,
+                  float* saved, cudaStream_t stream) {
+  require(y16 != nullptr, "ssd_fwd_bf16: y16 is null");
+  ssd_detail::require_xbc16(p, in, xbc, "ssd_fwd_bf16");
+  fwd(p, in, &xbc, nullptr, y16, saved, stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -49,8 +49,9 @@ struct FwdShape {
 };
 
 // kY16: y written in bf16 (a.y16; bf16 precision), a compile-time choice: a run-time branch in the output loop
-// cost the 'L' instance 12 bytes of spill.
-template <MmaMode kMode, int kP, int kN, bool kY16 = false>
+// cost the 'L' instance 12 bytes of spill. kX16: x, B, C read in bf16 (a.x16, B16, C16; SsdXbcBf16, bf16 mode),
+// staged into the tiles bit for bit as the fp32 ones are rounded.
+template <MmaMode kMode, int kP, int kN, bool kY16 = false, bool kX16 = false>
 __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kMode, kP, kN>::kMinBlocks)
     fwd_walk_kernel(Args a) {
   using K = FwdShape<kMode, kP, kN>;
@@ -87,17 +88,22 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
   // A chunk's x, B, C (16-byte rows: every load of the three tiles in flight at once, through registers;
   // else element by element) and Δ (warp 0). (Issued a step early instead, the tiles' registers spilled: they
   // do not fit beside the products' in 128.)
-  TileLoad<kRows, kP, K::kThreads> lx;
-  TileLoad<kRows, kN, K::kThreads> lb, lc;
+  static_assert(!kX16 || kMode == MmaMode::kBF16, "bf16 x, B, C in bf16 mode only");
+  using In = InElem<kX16>;
+  const In* xs = in_cols<kX16>(a.x, a.x16);   // (B, L, ld)→(H, P)
+  const In* bs = in_cols<kX16>(a.Bm, a.B16);  // (B, L, ld)→(G, N)
+  const In* cs = in_cols<kX16>(a.Cm, a.C16);  // (B, L, ld)→(G, N)
+  TileLoad<kRows, kP, K::kThreads, In> lx;
+  TileLoad<kRows, kN, K::kThreads, In> lb, lc;
   LaneDeltas d;
-  auto rows_of = [&](const float* m, int c, int col0) { return m + (size_t(b) * a.L + size_t(c) * a.T) * a.ld + col0; };
+  auto rows_of = [&](const In* m, int c, int col0) { return m + (size_t(b) * a.L + size_t(c) * a.T) * a.ld + col0; };
   auto issue = [&](int c) {
     const int tc = min(a.T, a.L - c * a.T);
     if (threadIdx.x < 32) d = load_deltas(a, b, h, c * a.T, tc);
     if (a.vec4) {
-      lx.load(rows_of(a.x, c, h * a.P), a.ld, tc, a.P);
-      lb.load(rows_of(a.Bm, c, g * a.N), a.ld, tc, a.N);
-      lc.load(rows_of(a.Cm, c, g * a.N), a.ld, tc, a.N);
+      lx.load(rows_of(xs, c, h * a.P), a.ld, tc, a.P);
+      lb.load(rows_of(bs, c, g * a.N), a.ld, tc, a.N);
+      lc.load(rows_of(cs, c, g * a.N), a.ld, tc, a.N);
     }
   };
   for (int c = 0; c < a.nchunks; ++c) {
@@ -113,9 +119,9 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
       lb.store(sB, K::ldN);
       lc.store(sC, K::ldN);
     } else {
-      stage_tile<kRows, kP, K::kThreads>(sX, K::ldP, rows_of(a.x, c, h * a.P), a.ld, tc, a.P, false);
-      stage_tile<kRows, kN, K::kThreads>(sB, K::ldN, rows_of(a.Bm, c, g * a.N), a.ld, tc, a.N, false);
-      stage_tile<kRows, kN, K::kThreads>(sC, K::ldN, rows_of(a.Cm, c, g * a.N), a.ld, tc, a.N, false);
+      stage_tile<kRows, kP, K::kThreads>(sX, K::ldP, rows_of(xs, c, h * a.P), a.ld, tc, a.P, false);
+      stage_tile<kRows, kN, K::kThreads>(sB, K::ldN, rows_of(bs, c, g * a.N), a.ld, tc, a.N, false);
+      stage_tile<kRows, kN, K::kThreads>(sC, K::ldN, rows_of(cs, c, g * a.N), a.ld, tc, a.N, false);
     }
     if (warp == 0) {
       const double cs_last = walk_cumsum(d, A, sdt, scs, su);
@@ -186,21 +192,27 @@ __global__ void __launch_bounds__(FwdShape<kMode, kP, kN>::kThreads, FwdShape<kM
 
 }  // namespace
 
-void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16* y16, float* saved,
-                  cudaStream_t stream) {
+void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, float* y,
+                  __nv_bfloat16* y16, float* saved, cudaStream_t stream) {
   Args a = make_layout(p);
   set_inputs(a, in);
   require(!y16 || a.mode == MmaMode::kBF16, "ssd_fwd_bf16: the walks write y in bf16 in bf16 precision only");
+  require(!xbc16 || (y16 && a.mode == MmaMode::kBF16), "ssd_fwd_bf16: bf16 x, B, C in bf16 precision with y16 only");
+  if (xbc16) a.x16 = xbc16->x, a.B16 = xbc16->Bm, a.C16 = xbc16->Cm;
   a.y = y, a.y16 = y16, a.states = saved;
-  a.vec4 = vec4_ok(p, {in.x, in.Bm, in.Cm, saved});
+  a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, saved}) : vec4_ok(p, {in.x, in.Bm, in.Cm, saved});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
     const size_t smem = a.mode == MmaMode::kBF16 ? FwdShape<MmaMode::kBF16, kP, kN>::kBytes
                                                  : FwdShape<MmaMode::k3xTF32, kP, kN>::kBytes;
     auto pick = [&](auto mode) {
       constexpr MmaMode m = decltype(mode)::value;
-      if constexpr (m == MmaMode::kBF16) return a.y16 ? fwd_walk_kernel<m, kP, kN, true> : fwd_walk_kernel<m, kP, kN>;
-      else return fwd_walk_kernel<m, kP, kN>;
+      if constexpr (m == MmaMode::kBF16) {
+        if (a.x16) return fwd_walk_kernel<m, kP, kN, true, true>;  // xbc16 comes with y16 (required above)
+        return a.y16 ? fwd_walk_kernel<m, kP, kN, true> : fwd_walk_kernel<m, kP, kN>;
+      } else {
+        return fwd_walk_kernel<m, kP, kN>;
+      }
     };
     launch_kernel(a, pick, dim3(a.H, a.B), FwdShape<MmaMode::kBF16, kP, kN>::kThreads, smem, stream);
   });

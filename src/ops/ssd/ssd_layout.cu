@@ -156,6 +156,10 @@ Workspace workspace(const SsdParams& p) {
   return w;
 }
 
+bool vec4_ok_xbc16(const SsdParams& p, std::initializer_list<const void*> rows) {
+  return vec4_ok(p, rows) && p.ld % 8 == 0 && p.P % 8 == 0 && p.N % 8 == 0;
+}
+
 bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows) {
   bool ok = p.ld % 4 == 0 && p.P % 4 == 0 && p.N % 4 == 0;
   for (const void* r : rows) ok = ok && (reinterpret_cast<uintptr_t>(r) & 15) == 0;
@@ -167,6 +171,12 @@ bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows) {
 // kAuto: the walks in bf16 mode only. In fp32 and tf32 mode their fp32 tiles take twice the shared memory (one
 // block an SM for the 'S' and 'M' reverse walks) and the chunk-parallel kernels were faster (H200, 2026-12-02,
 // ml-alpha-ssd-bench: S fp32 backward 246 µs chunk-parallel against 543 walking; docs/benchmarks.md).
+void require_xbc16(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const char* op) {
+  require(uses_walk(p), std::string(op) + ": bf16 x, B, C are read by the walks only (gpu::ssd_uses_walk)");
+  require(xbc.x && xbc.Bm && xbc.Cm, std::string(op) + ": a bf16 x, B or C pointer is null");
+  require(!in.x && !in.Bm && !in.Cm, std::string(op) + ": fp32 x, B, C given beside the bf16 ones");
+}
+
 bool uses_walk(const SsdParams& p) {
   validate(p);
   if (p.algo == SsdAlgo::kChunked) return false;

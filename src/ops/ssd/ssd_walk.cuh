@@ -66,72 +66,105 @@ __device__ __forceinline__ void st4(bf16* p, float4 v) {
 }
 __device__ __forceinline__ void st1(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st1(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+// Eight bf16 already rounded (a bf16 source, SsdXbcBf16), p 16-byte aligned: copied, the bits st4 of their fp32
+// originals would write.
+__device__ __forceinline__ void st4(bf16* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+
+// A source element of a staged matrix (fp32, or bf16 widened exactly) and the 4-element load of the vec path.
+__device__ __forceinline__ float ldg1(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float ldg1(const bf16* p) { return __bfloat162float(__ldg(p)); }
+// One 16-byte load of consecutive source elements: a float4 of 4 fp32, or a uint4 of 8 bf16 (kPerLoad).
+template <typename S>
+using Quad = std::conditional_t<std::is_same_v<S, float>, float4, uint4>;
+template <typename S>
+constexpr int kPerLoad = std::is_same_v<S, float> ? 4 : 8;
 
 // ----- staging -----
-// Tile rows [0, kR) × columns [0, kC) (row stride dld) from a row-major fp32 matrix (row stride sld): element
-// (r, c) for r < rows and c < cols, 0 elsewhere. vec: cols, sld and src's offset are multiples of 4 floats and
-// src is 16-byte aligned (Args::vec4): 16-byte loads, all of a thread's in flight before the first store.
-template <int kR, int kC, int kTh, typename E>
-__device__ __forceinline__ void stage_tile(E* dst, int dld, const float* __restrict__ src, size_t sld, int rows,
+// Tile rows [0, kR) × columns [0, kC) (row stride dld) from a row-major fp32 or bf16 matrix S (row stride sld):
+// element (r, c) for r < rows and c < cols, 0 elsewhere. vec: cols, sld and src's offset are multiples of 4 (fp32)
+// or 8 (bf16) elements and src is 16-byte aligned (Args::vec4): 16-byte loads, all of a thread's in flight before
+// the first store: a bf16 tile takes half the loads (and registers) of its fp32 original. A bf16 source goes to bf16 tiles only (bf16 mode), copied bit for bit: the same
+// bits as its fp32 original staged through st4 / st1's round to nearest even.
+template <int kR, int kC, int kTh, typename E, typename S>
+__device__ __forceinline__ void stage_tile(E* dst, int dld, const S* __restrict__ src, size_t sld, int rows,
                                            int cols, bool vec) {
+  static_assert(std::is_same_v<S, float> || std::is_same_v<E, bf16>, "bf16 sources fill bf16 tiles only");
   // The thread index through an opaque move: the per-element offsets below are then recomputed at each call
   // (a few integer ops) rather than hoisted out of the walk's chunk loop, where they held dozens of registers
   // for the whole walk (spilled in the 'L' reverse walk).
   int tid = threadIdx.x;
   asm volatile("" : "+r"(tid));
   if (vec) {
-    constexpr int kQ = kC / 4, kPer = kR * kQ / kTh;
-    static_assert(kC % 4 == 0 && (kR * kQ) % kTh == 0, "whole quads, the same count for every thread");
-    float4 v[kPer];
+    constexpr int kE = kPerLoad<S>, kQ = kC / kE, kPer = kR * kQ / kTh;
+    static_assert(kC % kE == 0 && (kR * kQ) % kTh == 0, "whole loads, the same count for every thread");
+    using V = Quad<S>;
+    V v[kPer];
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
-      const int it = tid + u * kTh, r = it / kQ, c = 4 * (it % kQ);
-      v[u] = r < rows && c < cols ? __ldg(reinterpret_cast<const float4*>(src + size_t(r) * sld + c))
-                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int it = tid + u * kTh, r = it / kQ, c = kE * (it % kQ);
+      v[u] = r < rows && c < cols ? __ldg(reinterpret_cast<const V*>(src + size_t(r) * sld + c)) : V{};
     }
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
-      const int it = tid + u * kTh, r = it / kQ, c = 4 * (it % kQ);
+      const int it = tid + u * kTh, r = it / kQ, c = kE * (it % kQ);
       st4(dst + r * dld + c, v[u]);
     }
   } else {
     for (int it = tid; it < kR * kC; it += kTh) {
       const int r = it / kC, c = it % kC;
-      st1(dst + r * dld + c, r < rows && c < cols ? __ldg(src + size_t(r) * sld + c) : 0.f);
+      if constexpr (std::is_same_v<S, float>) {
+        st1(dst + r * dld + c, r < rows && c < cols ? __ldg(src + size_t(r) * sld + c) : 0.f);
+      } else {  // the bf16 bits copied (0 is +0.0)
+        const unsigned short* s16 = reinterpret_cast<const unsigned short*>(src);
+        reinterpret_cast<unsigned short*>(dst)[r * dld + c] =
+            r < rows && c < cols ? __ldg(s16 + size_t(r) * sld + c) : (unsigned short)0;
+      }
     }
   }
 }
 
-// One thread's share of a tile staged through registers (vec4 only: 16-byte loads): load() issues the loads of
-// the (kR, kC) tile of a row-major fp32 matrix (zeros past rows, cols), store() writes them to the tile. A walk
-// issues every tile of the next chunk at once at the end of a chunk step, so that their latency overlaps the
-// step's last barrier, and stores them after it.
-template <int kR, int kC, int kTh>
+// One thread's share of a tile staged through registers (vec4 only: 16-byte loads of 4 fp32 or 8 bf16, S as
+// stage_tile's): load() issues the loads of the (kR, kC) tile of a row-major matrix (zeros past rows, cols),
+// store() writes them to the tile. A walk issues every tile of the next chunk at once at the end of a chunk
+// step, so that their latency overlaps the step's last barrier, and stores them after it. A bf16 source holds
+// half the loads and registers.
+template <int kR, int kC, int kTh, typename S = float>
 struct TileLoad {
-  static constexpr int kQ = kC / 4, kPer = kR * kQ / kTh;
-  static_assert(kC % 4 == 0 && (kR * kQ) % kTh == 0, "whole quads, the same count for every thread");
-  float4 v[kPer];
-  __device__ __forceinline__ void load(const float* __restrict__ src, size_t sld, int rows, int cols) {
+  static constexpr int kE = kPerLoad<S>, kQ = kC / kE, kPer = kR * kQ / kTh;
+  static_assert(kC % kE == 0 && (kR * kQ) % kTh == 0, "whole loads, the same count for every thread");
+  using V = Quad<S>;
+  V v[kPer];
+  __device__ __forceinline__ void load(const S* __restrict__ src, size_t sld, int rows, int cols) {
     int tid = threadIdx.x;
     asm volatile("" : "+r"(tid));  // offsets recomputed here, not held through the walk (stage_tile)
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
-      const int it = tid + u * kTh, r = it / kQ, c = 4 * (it % kQ);
-      v[u] = r < rows && c < cols ? __ldg(reinterpret_cast<const float4*>(src + size_t(r) * sld + c))
-                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int it = tid + u * kTh, r = it / kQ, c = kE * (it % kQ);
+      v[u] = r < rows && c < cols ? __ldg(reinterpret_cast<const V*>(src + size_t(r) * sld + c)) : V{};
     }
   }
   template <typename E>
   __device__ __forceinline__ void store(E* dst, int dld) const {
+    static_assert(std::is_same_v<S, float> || std::is_same_v<E, bf16>, "bf16 sources fill bf16 tiles only");
     int tid = threadIdx.x;
     asm volatile("" : "+r"(tid));
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
-      const int it = tid + u * kTh, r = it / kQ, c = 4 * (it % kQ);
+      const int it = tid + u * kTh, r = it / kQ, c = kE * (it % kQ);
       st4(dst + r * dld + c, v[u]);
     }
   }
 };
+
+// The walks' x, B, C source: fp32 (Args::x, Bm, Cm) or, kIn16, bf16 (Args::x16, B16, C16; SsdXbcBf16). A
+// compile-time choice like the forward's kY16.
+template <bool kIn16>
+using InElem = std::conditional_t<kIn16, bf16, float>;
+template <bool kIn16>
+__device__ __forceinline__ const InElem<kIn16>* in_cols(const float* f32, const bf16* b16) {
+  if constexpr (kIn16) return b16;
+  else return f32;
+}
 
 // ----- the chunk's decays -----
 // The causal decay e^{cs_i − cs_j} (j ≤ i) of the walks. fp32 and tf32 mode: ssd_common.cuh's decay(), the
@@ -358,11 +391,14 @@ struct Workspace {
 Workspace workspace(const SsdParams& p);
 // Args::vec4 for p and the pointers the walk reads or writes by rows.
 bool vec4_ok(const SsdParams& p, std::initializer_list<const void*> rows);
+// The same where x, B, C are bf16 (SsdXbcBf16), staged 8 to a 16-byte load: ld, P and N multiples of 8 too.
+bool vec4_ok_xbc16(const SsdParams& p, std::initializer_list<const void*> rows);
 // ssd_fwd and ssd_bwd on the walks (ssd_fwd_walk.cu, ssd_bwd_walk.cu), after validation.
 // y16 non-null: y written in bf16 there instead (y not written).
-void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, float* y, __nv_bfloat16* y16, float* saved,
-                  cudaStream_t stream);
-void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
-                  const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+// xbc16 non-null: x, B, C read in bf16 from it (in.x, in.Bm, in.Cm unused; bf16 mode only).
+void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, float* y,
+                  __nv_bfloat16* y16, float* saved, cudaStream_t stream);
+void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
+                  const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 
 }  // namespace mlalpha::gpu::ssd_detail::walk
