@@ -40,6 +40,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
   // takes (ssd_uses_walk), which use a prefix of each.
   const LayerShapes s(c, B, L);
   const size_t M = size_t(M_);
+  xbc16_ = is_bf16() && gpu::ssd_uses_walk(shapes(c, B, L, precision).ssd);
   acts_.resize(c.NL);
   for (LayerActs& a : acts_) {
     a.h_in = alloc(M * s.D);
@@ -48,7 +49,8 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     a.rstd = alloc(M);
     if (is_bf16()) a.zx16 = alloc16(M * s.proj);
     else a.zx = alloc(M * s.proj);
-    a.xbc = alloc(M * s.cd);
+    if (xbc16_) a.xbc16 = alloc16(M * s.cd);
+    else a.xbc = alloc(M * s.cd);
     a.delta = alloc(M * s.H);
     if (is_bf16()) a.y16 = alloc16(M * s.di);
     else a.y = alloc(M * s.di);
@@ -168,7 +170,8 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
         .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
         .window_last = carry && carry->conv_out && !map_.rows ? carry->conv_out + l * nconv : nullptr};
     if (h16) {
-      gpu::conv1d_silu_fwd(s.conv, zx16.xBC, conv_in, a.xbc.data(), st);
+      if (xbc16_) gpu::conv1d_silu_fwd_bf16(s.conv, zx16.xBC, conv_in, a.xbc16.data(), st);
+      else gpu::conv1d_silu_fwd(s.conv, zx16.xBC, conv_in, a.xbc.data(), st);
       gpu::dt_softplus_fwd(s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
     } else {
       gpu::conv1d_silu_fwd(s.conv, conv_in, a.xbc.data(), st);
@@ -182,11 +185,16 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
       }
       gpu::mask_rows(map_, s.H, s.H, a.delta.data(), st);
     }
-    const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
+    // xbc in the buffer of its precision (the other's slices are null; xbc16_: SsdXbcBf16 in place of x, Bm, Cm)
+    const XbcCols<const float> xbc = xbc16_ ? XbcCols<const float>{} : xbc_cols<const float>(s, a.xbc.data());
+    const XbcCols<const bf16> xbc16 = xbc16_ ? xbc_cols<const bf16>(s, a.xbc16.data()) : XbcCols<const bf16>{};
     const SsdInputs<float> ssd_in{.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
                                   .Dskip = P + o.D, .h0 = carry && carry->ssm_in ? carry->ssm_in + l * nssm : nullptr,
                                   .h_last = carry && carry->ssm_out ? carry->ssm_out + l * nssm : nullptr};
-    if (h16) gpu::ssd_fwd_bf16(s.ssd, ssd_in, a.y16.data(), a.states.data(), st);
+    if (xbc16_)
+      gpu::ssd_fwd_bf16(s.ssd, ssd_in, SsdXbcBf16{.x = xbc16.x, .Bm = xbc16.B, .Cm = xbc16.C}, a.y16.data(),
+                        a.states.data(), st);
+    else if (h16) gpu::ssd_fwd_bf16(s.ssd, ssd_in, a.y16.data(), a.states.data(), st);
     else gpu::ssd_fwd(s.ssd, ssd_in, a.y.data(), a.states.data(), st);
     if (h16)
       gpu::gated_rmsnorm_fwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y16.data(), .z = zx16.z, .w = P + o.gnorm_w},
@@ -260,7 +268,8 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const ZxCols<const bf16> zx16 = h16 ? zx_cols<const bf16>(s, a.zx16.data()) : ZxCols<const bf16>{};
     const ZxCols<float> dzx = h16 ? ZxCols<float>{} : zx_cols(s, dzx_.data());
     const ZxCols<bf16> dzx16 = h16 ? zx_cols(s, dzx16_.data()) : ZxCols<bf16>{};
-    const XbcCols<const float> xbc = xbc_cols<const float>(s, a.xbc.data());
+    const XbcCols<const float> xbc = xbc16_ ? XbcCols<const float>{} : xbc_cols<const float>(s, a.xbc.data());
+    const XbcCols<const bf16> xbc16 = xbc16_ ? xbc_cols<const bf16>(s, a.xbc16.data()) : XbcCols<const bf16>{};
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
     if (h16)
       gpu::gated_rmsnorm_bwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y16.data(), .z = zx16.z, .w = P + o.gnorm_w},
@@ -269,13 +278,14 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     else
       gpu::gated_rmsnorm_bwd(s.gnorm, {.y = a.y.data(), .z = zx.z, .w = P + o.gnorm_w}, a.grstd.data(), dg_.data(),
                              {.dy = dy_.data(), .dz = dzx.z, .dw = Gr + o.gnorm_w}, p_gnorm, st, nullptr, &colsums_);
-    gpu::ssd_bwd(s.ssd,
-                 {.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B, .Cm = xbc.C,
-                  .Dskip = P + o.D},
-                 a.states.data(), dy_.data(),
-                 {.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B, .dC = dxbc.C,
-                  .dD = Gr + o.D},
-                 ws, st);
+    const SsdInputs<float> ssd_in{.x = xbc.x, .delta = a.delta.data(), .A_log = P + o.A_log, .Bm = xbc.B,
+                                  .Cm = xbc.C, .Dskip = P + o.D};
+    const SsdGrads<float> ssd_g{.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B,
+                                .dC = dxbc.C, .dD = Gr + o.D};
+    if (xbc16_)
+      gpu::ssd_bwd(s.ssd, ssd_in, SsdXbcBf16{.x = xbc16.x, .Bm = xbc16.B, .Cm = xbc16.C}, a.states.data(), dy_.data(),
+                   ssd_g, ws, st);
+    else gpu::ssd_bwd(s.ssd, ssd_in, a.states.data(), dy_.data(), ssd_g, ws, st);
     if (map_.rows) gpu::mask_rows(map_, s.H, s.H, ddelta_.data(), st);
     if (h16)
       gpu::dt_softplus_bwd(s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),

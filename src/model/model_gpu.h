@@ -60,9 +60,13 @@ class GpuModel {
     DeviceBuffer<float> h_in, hn, rstd, zx, xbc, delta, y, gout, grstd, states;
     // BF16: hn (M, D) and gout (M, di) are only GEMM operands, so they are stored in bf16 instead; in_proj writes
     // zx (M, proj) in bf16 (zx16), which conv, softplus and the gated norm read as bf16; y (M, di) in bf16 (y16),
-    // which the SSD writes and the gated norm alone reads.
-    DeviceBuffer<bf16> hn16, gout16, zx16, y16;
+    // which the SSD writes and the gated norm alone reads. xbc (M, conv_dim) in bf16 (xbc16) instead of xbc where
+    // the SSD takes the walks (xbc16_): the conv writes it, the walks alone read it (their tiles are bf16 anyway).
+    DeviceBuffer<bf16> hn16, gout16, zx16, y16, xbc16;
   };
+  // BF16 and the SSD on the walks (gpu::ssd_uses_walk of the layer's shape, the same for every layer): xbc in bf16.
+  // A rule of the shape and precision only, as the memory estimate's (train/train_plan_gpu.cpp).
+  bool xbc16_ = false;
   DeviceBuffer<float> alloc(size_t n);
   DeviceBuffer<bf16> alloc16(size_t n);
   bool is_bf16() const { return gemm_.precision == Precision::BF16; }

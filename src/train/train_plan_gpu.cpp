@@ -17,6 +17,13 @@ namespace {
 
 constexpr double kFloat = sizeof(float);
 
+// GpuModel's rule for xbc in bf16 (model_gpu.h, xbc16_): bf16 precision and the SSD on the walks for the shape.
+bool xbc16(const LayerShapes& s, Precision precision) {
+  SsdParams p = s.ssd;
+  p.precision = precision;
+  return precision == Precision::BF16 && gpu::ssd_uses_walk(p);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& tc, int N, int T, int ring_slots) {
@@ -27,7 +34,8 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   MemoryEstimate e;
   e.params = total * (4 * kFloat + 1 + (tc.precision == Precision::BF16 ? 2 : 0));  // + the bf16 weight copy
   const LayerShapes s(mc, B, tc.L);
-  e.activations = (M * activation_floats_per_row(mc, tc.precision) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
+  e.activations = (M * activation_floats_per_row(mc, tc.precision, xbc16(s, tc.precision)) + 1 +
+                   mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
   const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL).total;
   e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
   e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
@@ -51,7 +59,7 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
     // tile of at most carry_tile_rows rows, or one window of the longest instrument's present rows (≤ T).
     const int rows = int(std::max(carry_tile_rows(tc, N), double(T)));
     const LayerShapes sp(mc, 1, rows);
-    e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision) +
+    e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision, xbc16(sp, tc.precision)) +
                      double(mc.NL) * double(gpu::ssd_saved_floats(sp.ssd)) +
                      double(gpu_scratch_floats(sp, 1, rows, mc.K) + GradPartials(sp, mc.NL).total)) * kFloat +
                     double(Context::kWorkspaceBytes);
