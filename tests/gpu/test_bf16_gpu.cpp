@@ -366,6 +366,41 @@ TEST(Bf16Gpu, ConvReadsBf16Input) {
   }
 }
 
+// conv1d + SiLU writing xbc in bf16 (conv1d_silu_fwd_bf16: the SSD walks' x, B, C): each element the round to
+// nearest even of the fp32 output of the same call, on the 8-byte path (S's and M's channels) and the scalar path,
+// W = 4 and 8, with and without a carried window (window_last the same fp32 bits).
+TEST(Bf16Gpu, ConvWritesBf16Output) {
+  const Conv1dParams shapes[] = {{3, 300, 384, 4, 648},  // S: xBC of zx, xbc (M, 384)
+                                 {2, 131, 640, 4, 1160},  // M's channels
+                                 {2, 45, 37, 4, 50},      // scalar path
+                                 {2, 70, 68, 8, 72}};     // W = 8
+  uint64_t salt = 60;
+  for (const Conv1dParams& p : shapes) {
+    for (const bool with_window : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(p.B) + " L=" + std::to_string(p.L) + " C=" + std::to_string(p.C) +
+                   " W=" + std::to_string(p.W) + (with_window ? " window0" : ""));
+      auto rng = test::make_rng(salt++);
+      const size_t rows = size_t(p.B) * p.L, ny = rows * p.C, nw = size_t(p.C) * p.W;
+      const size_t nwin = size_t(p.B) * (p.W - 1) * p.C;
+      const auto xr = strided(rows, p.C, p.ld_x, rounded(random_vec<float>(ny, rng, -3, 3)));  // bf16 values
+      const auto w = random_vec<float>(nw, rng), bias = random_vec<float>(p.C, rng);
+      const auto win = random_vec<float>(nwin, rng);
+      const auto w_g = to_device(w), b_g = to_device(bias), win_g = to_device(win);
+      const auto x16 = to_device16(xr);
+      auto y32 = poisoned(ny), wl32 = poisoned(nwin), wl16 = poisoned(nwin);
+      auto y16 = poisoned16(ny);
+      const Conv1dInputs<float> in{.w = w_g.data(), .bias = b_g.data(), .window0 = with_window ? win_g.data() : nullptr};
+      Conv1dInputs<float> in32 = in, in16 = in;
+      in32.window_last = with_window ? wl32.data() : nullptr;
+      in16.window_last = with_window ? wl16.data() : nullptr;
+      gpu::conv1d_silu_fwd(p, x16.data(), in32, y32.data(), nullptr);
+      gpu::conv1d_silu_fwd_bf16(p, x16.data(), in16, y16.data(), nullptr);
+      EXPECT_TRUE(rounded_bitwise(from_device16(y16), from_device(y32), "y16"));
+      if (with_window) EXPECT_TRUE(test::same_bits(from_device(wl16), from_device(wl32))) << "window_last";
+    }
+  }
+}
+
 TEST(Bf16Gpu, SoftplusReadsBf16Input) {
   for (const auto& [M, H, ld] : {std::tuple{16384, 8, 648}, std::tuple{1000, 40, 45}, std::tuple{7, 3, 3}}) {
     SCOPED_TRACE("M=" + std::to_string(M) + " H=" + std::to_string(H) + " ld=" + std::to_string(ld));

@@ -558,5 +558,97 @@ TEST(SsdGpu, MembersRejected) {
   EXPECT_NO_THROW(run_gpu(in));
 }
 
+// bf16 x, B, C (SsdXbcBf16: the model's xbc in bf16 where the walks run). The walks' tiles hold x, B, C rounded
+// to bf16 either way (cvt.rn when staging fp32, a copy of the bf16 source), and every later read of x in the walks
+// (the products, D·x, dD's Σ dy·x, x·v) is of the tiles, so the walks given the rounded values in bf16 write the
+// bits of the walks given the fp32 values: y16, the saved states, h_last, dx, dB, dC, dΔ, dA_log, dD, dh0. On every
+// walk shape (clusters, partials, ragged chunks, odd P and N with scalar staging), with and without a carried state.
+TEST(SsdGpu, WalksReadBf16XbcSameBits) {
+  uint64_t salt = 7300;
+  int k = 0;
+  for (const Shape& s : kWalkShapes) {
+    const bool carry = k++ % 2 == 1;
+    Inputs in = make_inputs(s, salt++);
+    in.p.precision = Precision::BF16;
+    in.p.algo = SsdAlgo::kWalk;
+    const SsdParams& p = in.p;
+    SCOPED_TRACE(name(s) + (carry ? " carried state" : ""));
+    const size_t rows = size_t(p.B) * p.L, ny = rows * p.H * p.P, nh = size_t(p.B) * p.H * p.P * p.N;
+    std::vector<__nv_bfloat16> xbc16_host(in.xbc.size());
+    for (size_t i = 0; i < in.xbc.size(); ++i) xbc16_host[i] = __float2bfloat16_rn(in.xbc[i]);
+    auto rng = make_rng(salt++);
+    const std::vector<float> h0_host = random_vec<float>(nh, rng);
+    auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
+         dy = to_device(in.dy), h0 = to_device(h0_host);
+    DeviceBuffer<__nv_bfloat16> xbc16(xbc16_host.size());
+    xbc16.upload(xbc16_host);
+    struct Run {
+      std::vector<__nv_bfloat16> y16;
+      std::vector<float> saved, h_last, dxbc, ddelta, dA_log, dD, dh0;
+    };
+    auto run = [&](bool bf16_in) {
+      DeviceBuffer<__nv_bfloat16> y16(ny);
+      y16.fill_bytes(0xFF);
+      auto saved = poisoned(gpu::ssd_saved_floats(p)), h_last = poisoned(nh);
+      const SsdInputs<float> args{.x = bf16_in ? nullptr : xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                                  .Bm = bf16_in ? nullptr : xbc.data() + in.bo,
+                                  .Cm = bf16_in ? nullptr : xbc.data() + in.co, .Dskip = D.data(),
+                                  .h0 = carry ? h0.data() : nullptr, .h_last = carry ? h_last.data() : nullptr};
+      const SsdXbcBf16 x16{.x = xbc16.data(), .Bm = xbc16.data() + in.bo, .Cm = xbc16.data() + in.co};
+      if (bf16_in) gpu::ssd_fwd_bf16(p, args, x16, y16.data(), saved.data(), nullptr);
+      else gpu::ssd_fwd_bf16(p, args, y16.data(), saved.data(), nullptr);
+      auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), dh0 = poisoned(nh);
+      auto ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
+      auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
+      const SsdGrads<float> g{.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(),
+                              .dB = dxbc.data() + in.bo, .dC = dxbc.data() + in.co, .dD = dD.data(),
+                              .dh0 = carry ? dh0.data() : nullptr};
+      if (bf16_in) gpu::ssd_bwd(p, args, x16, saved.data(), dy.data(), g, ws.data(), nullptr);
+      else gpu::ssd_bwd(p, args, saved.data(), dy.data(), g, ws.data(), nullptr);
+      return Run{y16.download(),     from_device(saved),  from_device(h_last), from_device(dxbc),
+                 from_device(ddelta), from_device(dA_log), from_device(dD),     from_device(dh0)};
+    };
+    const Run a = run(false), b = run(true);
+    ASSERT_EQ(a.y16.size(), b.y16.size());
+    EXPECT_EQ(std::memcmp(a.y16.data(), b.y16.data(), a.y16.size() * sizeof(__nv_bfloat16)), 0) << "y16";
+    EXPECT_TRUE(test::same_bits(a.saved, b.saved)) << "saved states";
+    EXPECT_TRUE(test::same_bits(a.h_last, b.h_last)) << "h_last";
+    EXPECT_TRUE(test::same_bits(a.dxbc, b.dxbc)) << "dx, dB, dC";
+    EXPECT_TRUE(test::same_bits(a.ddelta, b.ddelta)) << "ddelta";
+    EXPECT_TRUE(test::same_bits(a.dA_log, b.dA_log)) << "dA_log";
+    EXPECT_TRUE(test::same_bits(a.dD, b.dD)) << "dD";
+    EXPECT_TRUE(test::same_bits(a.dh0, b.dh0)) << "dh0";
+  }
+}
+
+// bf16 x, B, C are the walks' alone, and one source of each: the chunk-parallel path, a null bf16 pointer, or fp32
+// pointers beside the bf16 ones are rejected before anything runs.
+TEST(SsdGpu, Bf16XbcRejected) {
+  Inputs in = make_inputs({1, 70, 8, 32, 1, 64, 64}, 7400);
+  in.p.precision = Precision::BF16;
+  const SsdParams& p = in.p;
+  const size_t rows = size_t(p.B) * p.L;
+  auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D);
+  DeviceBuffer<__nv_bfloat16> xbc16(in.xbc.size()), y16(rows * p.H * p.P);
+  xbc16.fill_bytes(0);
+  auto saved = poisoned(gpu::ssd_saved_floats(p));
+  const SsdInputs<float> args{.delta = delta.data(), .A_log = A_log.data(), .Dskip = D.data()};
+  const SsdXbcBf16 x16{.x = xbc16.data(), .Bm = xbc16.data() + in.bo, .Cm = xbc16.data() + in.co};
+  SsdParams chunked = p;
+  chunked.algo = SsdAlgo::kChunked;
+  EXPECT_THROW(gpu::ssd_fwd_bf16(chunked, args, x16, y16.data(), saved.data(), nullptr), Error);
+  SsdParams fp32 = p;
+  fp32.precision = Precision::FP32;  // kAuto takes the chunk-parallel path in fp32
+  EXPECT_THROW(gpu::ssd_fwd_bf16(fp32, args, x16, y16.data(), saved.data(), nullptr), Error);
+  SsdXbcBf16 no_c = x16;
+  no_c.Cm = nullptr;
+  EXPECT_THROW(gpu::ssd_fwd_bf16(p, args, no_c, y16.data(), saved.data(), nullptr), Error);
+  SsdInputs<float> both = args;
+  both.x = xbc.data();
+  EXPECT_THROW(gpu::ssd_fwd_bf16(p, both, x16, y16.data(), saved.data(), nullptr), Error);
+  EXPECT_NO_THROW(gpu::ssd_fwd_bf16(p, args, x16, y16.data(), saved.data(), nullptr));
+  EXPECT_NO_THROW(y16.download());  // the launch's errors surface here
+}
+
 }  // namespace
 }  // namespace mlalpha::test
