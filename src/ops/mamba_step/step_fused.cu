@@ -146,18 +146,27 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src) {
 // are in flight at once. Element e of out is tile row g + 8·(e / 2), column 2q + e % 2.
 template <int KA>
 __device__ __forceinline__ void fragment_product(const float4* a, const float4* b, int KS, int lane, float (&out)[4]) {
+  // k-steps a pass, even, so that k-step k0 + u is in chain u % 2 (an index known at compile time: the chains stay
+  // in registers); with KA = 1 each k-step's loads are issued just before its products.
+  constexpr int kStep = KA < 2 ? 2 : KA;
   float c[2][4] = {};
-  for (int k0 = 0; k0 < KS; k0 += KA) {
-    float4 av[KA], bv[KA];
+  for (int k0 = 0; k0 < KS; k0 += kStep) {
+    float4 av[kStep], bv[kStep];
+    if constexpr (KA >= 2) {
 #pragma unroll
-    for (int u = 0; u < KA; ++u)
-      if (k0 + u < KS) {
+      for (int u = 0; u < kStep; ++u)
+        if (k0 + u < KS) {
+          av[u] = a[(k0 + u) * 32 + lane];
+          bv[u] = b[(k0 + u) * 32 + lane];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < kStep; ++u) {
+      if (k0 + u >= KS) break;
+      if constexpr (KA < 2) {
         av[u] = a[(k0 + u) * 32 + lane];
         bv[u] = b[(k0 + u) * 32 + lane];
       }
-#pragma unroll
-    for (int u = 0; u < KA; ++u) {
-      if (k0 + u >= KS) break;
       uint32_t ah[4], al[4];
       split_tf32(av[u].x, ah[0], al[0]);
       split_tf32(av[u].y, ah[1], al[1]);
@@ -165,10 +174,9 @@ __device__ __forceinline__ void fragment_product(const float4* a, const float4* 
       split_tf32(av[u].w, ah[3], al[3]);
       const uint32_t bh[2] = {__float_as_uint(bv[u].x), __float_as_uint(bv[u].y)};
       const uint32_t bl[2] = {__float_as_uint(bv[u].z), __float_as_uint(bv[u].w)};
-      float(&acc)[4] = c[(k0 + u) & 1];
-      mma_tf32(acc, al, bh);
-      mma_tf32(acc, ah, bl);
-      mma_tf32(acc, ah, bh);
+      mma_tf32(c[u & 1], al, bh);
+      mma_tf32(c[u & 1], ah, bl);
+      mma_tf32(c[u & 1], ah, bh);
     }
   }
 #pragma unroll
