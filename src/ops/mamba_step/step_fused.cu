@@ -112,7 +112,9 @@ __host__ __device__ inline FusedShape fused_shape(const StepDims& d, int R) {
 // Fragment order (the m16n8k8 tf32 operands, PTX ISA "mma.m16n8k8"; lane = 4g + q): an A tile (16 × 8, rows m,
 // k-step columns kk) is 32 float4, lane's = (A[g][q], A[g+8][q], A[g][q+4], A[g+8][q+4]); a B tile (8 × 8, rows
 // kk, columns n) is lane's (B[q][g], B[q+4][g]), stored split as (hi, hi, lo, lo). Slot of A[m][kk] and of B[kk][n]:
-__host__ __device__ inline int frag_a_slot(int m, int kk) { return ((m & 7) * 4 + (kk & 3)) * 4 + (m >> 3) + 2 * (kk >> 2); }
+__host__ __device__ inline int frag_a_slot(int m, int kk) {
+  return ((m & 7) * 4 + (kk & 3)) * 4 + (m >> 3) + 2 * (kk >> 2);
+}
 __host__ __device__ inline int frag_b_slot(int kk, int n) { return (n * 4 + (kk & 3)) * 4 + (kk >> 2); }
 
 // The in_proj row (of the (proj, D) weight) that block h's column c computes; −1 for a padding column.
@@ -280,7 +282,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     float q = 0.f;
     for (int k = lane; k < d.D; k += 32) q += hs[r * d.D + k] * hs[r * d.D + k];
     const float rs = rsqrtf(warp_sum(q) / float(d.D) + kEps);
-    for (int k = lane; k < d.D; k += 32) put_split(hn, (k >> 3) * kFrag + frag_b_slot(k & 7, r), hs[r * d.D + k] * rs * nw[k]);
+    for (int k = lane; k < d.D; k += 32)
+      put_split(hn, (k >> 3) * kFrag + frag_b_slot(k & 7, r), hs[r * d.D + k] * rs * nw[k]);
   }
   cp_async_wait_all();
   __syncthreads();
