@@ -214,8 +214,11 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const int in_floats = f.mt_in * f.ks_in * kFrag, out_floats = f.mt_out * f.ks_out * kFrag;
   const float* in_src = w.in_proj_fused + size_t(h) * in_floats;     // (mt_in, ks_in, 32, 4)
   const float* out_src = w.out_proj_fused + size_t(h) * out_floats;  // (mt_out, ks_out, 32, 4)
-  const float4* w_in = reinterpret_cast<const float4*>(f.stage_in ? sm + f.w_in : in_src);
-  const float4* w_out = reinterpret_cast<const float4*>(f.stage_out ? sm + f.w_out : out_src);
+  // KA = kAheadShared is the instance of both slices staged (kernel_ka): its products then read shared memory
+  // through pointers the compiler knows are shared (LDS, not generic loads).
+  constexpr bool kStaged = KA == kAheadShared;
+  const float4* w_in = reinterpret_cast<const float4*>(kStaged || f.stage_in ? sm + f.w_in : in_src);
+  const float4* w_out = reinterpret_cast<const float4*>(kStaged || f.stage_out ? sm + f.w_out : out_src);
 
   // ---- Before the wait: what no kernel of this bar writes before this one (the weights; the layer's windows
   // and SSM state, last written by this kernel in the previous bar, which completed before the bar began).
