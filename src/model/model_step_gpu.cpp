@@ -59,6 +59,11 @@ GpuStepper::GpuStepper(Context& ctx, const ModelLayout& layout, std::span<const 
   allocate(instruments);
 }
 
+namespace {
+// Floats of the row buffer: the row (I·F floats), then the mask (I bytes) rounded up to whole floats.
+size_t row_floats(size_t I, int F) { return I * F + (I + sizeof(float) - 1) / sizeof(float); }
+}  // namespace
+
 void GpuStepper::allocate(int instruments) {
   const ModelConfig& c = lay_.cfg;
   const StepDims d = step_dims(c, instruments);
@@ -72,8 +77,8 @@ void GpuStepper::allocate(int instruments) {
   v_ = DeviceBuffer<float>(I * d.di);
   ss_ = DeviceBuffer<float>(I * d.H);
   present_ = DeviceBuffer<uint8_t>(I);
-  x_in_ = MappedBuffer<float>(I * d.F);
-  mask_in_ = MappedBuffer<uint8_t>(I);
+  row_in_ = MappedBuffer<float>(row_floats(I, d.F));
+  row_ = DeviceBuffer<float>(row_floats(I, d.F));
   out_ = MappedBuffer<float>(I * d.K);
   conv_.fill_bytes(0, ctx_.stream());
   ssm_.fill_bytes(0, ctx_.stream());
@@ -110,7 +115,12 @@ void GpuStepper::enqueue() {
   const StepBuffers buf{.h = h_.data(), .zxo = zxo_.data(), .v = v_.data(), .ss = ss_.data(),
                         .present = present_.data()};
   const float* P = params_.data();
-  gpu::step_input(d, x_in_.device(), mask_in_.device(), w_inT_.data(), P + lay_.in_b, buf, l);
+  // The row and the mask as the bar starts on the device (the caller writes them before launch() and not again
+  // before wait()): a copy of the same bytes, so the same bits as the kernel reading the host memory itself.
+  MLALPHA_CUDA_CHECK(cudaMemcpyAsync(row_.data(), x_in(), row_.bytes(), cudaMemcpyHostToDevice, ctx_.stream()));
+  const float* x = row_.data();
+  const auto* mask = reinterpret_cast<const uint8_t*>(x + size_t(I_) * c.F);
+  gpu::step_input(d, x, mask, w_inT_.data(), P + lay_.in_b, buf, l);
   for (int layer = 0; layer < c.NL; ++layer) {
     const StepLayerState s{.conv = conv_.data() + size_t(layer) * I_ * d.conv_floats(),
                            .ssm = ssm_.data() + size_t(layer) * I_ * d.ssm_floats()};

@@ -3,9 +3,10 @@
 // and the state; CpuStepper is its oracle). Every buffer is allocated when the stepper is made (or resized);
 // a bar is one captured CUDA graph of 2 + 3·NL kernels (ops/mamba_step/mamba_step.h), or with
 // GpuStepperOptions::fused of NL + 2 (the input projection, one fused kernel a layer, the head;
-// ops/mamba_step/step_fused.cu), replayed per bar. The
-// only host traffic is the row in and the predictions out, both in pinned host memory mapped into the device:
-// the first kernel reads the row from it, the last writes the predictions to it. fp32 throughout: the state,
+// ops/mamba_step/step_fused.cu), replayed per bar. The only host traffic is the row in and the predictions out,
+// both in pinned host memory: the row and the mask are copied to the device by one memcpy as the bar starts (a
+// node of the graph), the last kernel writes the predictions into host memory mapped into the device. fp32
+// throughout: the state,
 // the element-wise math and the projections (3xTF32 on the tensor cores, fp32 accuracy).
 #include <cstdint>
 #include <span>
@@ -49,9 +50,10 @@ class GpuStepper : public Stepper {
   void step(const float* x, const uint8_t* mask, float* out) override;
 
   // step() in pieces, for a caller that overlaps host work with the bar: write the row into x_in() and
-  // mask_in() (pinned), launch(), then after wait() read out(). Write the next row only after wait().
-  float* x_in() { return const_cast<float*>(x_in_.host()); }            // (I, F)
-  uint8_t* mask_in() { return const_cast<uint8_t*>(mask_in_.host()); }  // (I)
+  // mask_in() (pinned), launch(), then after wait() read out(). Write the next row only after wait(): the bar
+  // copies both when it starts on the device, which may be after launch() returns.
+  float* x_in() { return const_cast<float*>(row_in_.host()); }  // (I, F)
+  uint8_t* mask_in() { return reinterpret_cast<uint8_t*>(x_in() + size_t(I_) * lay_.cfg.F); }  // (I)
   void launch();
   void wait() const { ctx_.synchronize(); }
   const float* out() const { return const_cast<const float*>(out_.host()); }  // (I, K)
@@ -80,8 +82,10 @@ class GpuStepper : public Stepper {
   DeviceBuffer<float> conv_, ssm_;      // (NL, I, W−1, cd), (NL, I, H, P, N)
   DeviceBuffer<float> h_, zxo_, v_, ss_;
   DeviceBuffer<uint8_t> present_;
-  MappedBuffer<float> x_in_, out_;
-  MappedBuffer<uint8_t> mask_in_;
+  // The row then the mask (I·F floats, then I bytes): pinned on the host (row_in_) and its device copy (row_), one
+  // contiguous range, so one copy a bar.
+  MappedBuffer<float> row_in_, out_;
+  DeviceBuffer<float> row_;
   CudaGraphExec graph_;
 };
 

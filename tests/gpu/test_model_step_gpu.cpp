@@ -115,8 +115,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{"S_I3", step_config(32, 1, 128, 2, 32, 1, 64, 4), 3, 12},
                       Shape{"S_I13", step_config(32, 1, 128, 2, 32, 1, 64, 4), 13, 12},
                       Shape{"S_I260", step_config(32, 1, 128, 2, 32, 1, 64, 4), 260, 8},  // tiles of 8 from 256
-                      // the M model's layer (H 8, P 64, N 64: weights read from L2), 13 instruments
-                      Shape{"M_I13", step_config(16, 1, 256, 2, 64, 1, 64, 4), 13, 10}),
+                      // the M model's layer (H 8, P 64, N 64: weights read from L2) at 13 and 260 (tiles of 4, 8)
+                      Shape{"M_I13", step_config(16, 1, 256, 2, 64, 1, 64, 4), 13, 10},
+                      Shape{"M_I260", step_config(16, 1, 256, 2, 64, 1, 64, 4), 260, 6}),
     [](const ::testing::TestParamInfo<Shape>& i) { return std::string(i.param.name); });
 
 // Instrument j's outputs, (T, K), from a (T, I, K) array.

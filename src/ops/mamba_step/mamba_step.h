@@ -74,8 +74,9 @@ struct StepLayerWeights {
   const float* gnorm_w = nullptr;     // (di)
   const float* out_proj_w = nullptr;  // (D, di)
   // The fused layer's copies of in_proj and out_proj, per head (pack_fused_weights); null on the unfused path.
-  const float* in_proj_fused = nullptr;   // (H, D, nc): head h's in_proj columns, k-major
-  const float* out_proj_fused = nullptr;  // (H, P, D): out_proj's columns of head h, transposed
+  // Each is head h's slice as tensor-core A tiles in fragment order, zero-padded (step_fused.cu).
+  const float* in_proj_fused = nullptr;   // (H, ⌈nc/16⌉, ⌈D/8⌉, 32, 4): head h's nc in_proj columns × D
+  const float* out_proj_fused = nullptr;  // (H, ⌈D/16⌉, ⌈P/8⌉, 32, 4): out_proj's D rows × head h's P columns
 };
 
 // One layer's state (device).

@@ -4,18 +4,21 @@
 // Block h of a tile's cluster:
 //   1. RMSNorm of the tile's rows (every block of the cluster, the same arithmetic), then its in_proj columns:
 //      z and x of head h (P each), its share of the B|C channels (nbc = ⌈2GN/H⌉), Δ of head h (FusedShape) —
-//      plain fp32 FMAs, each output summed over k = 0…D−1 in order;
+//      on the tensor cores, transposed: projᵀ (nc, rows) = W_h (nc, D)·RMSNorm(h)ᵀ (D, rows), m16n8k8 tiles in
+//      3xTF32 (fragment_product below) with the tile's rows as the 8 columns of an n8 tile;
 //   2. the conv step + SiLU on its x and B|C channels (the window shifted where present), Δ = softplus;
 //   3. cluster barrier; B and C of its group gathered from their owners' shared memory (distributed smem);
 //   4. the SSM step of head h for the tile's rows (state read once, written once where present), the gate
 //      u = (y + D x) ⊙ SiLU(z), v = u ⊙ gnorm_w, the head's Σ_p u_p², and its partial out_proj product
-//      part_h (rows, D) = v (rows, P)·W_out[:, hP : hP + P]ᵀ, each output summed over p in order;
+//      part_hᵀ (D, rows) = W_out[:, hP : hP + P] (D, P)·vᵀ (P, rows), the same 3xTF32 tiles;
 //   5. cluster barrier; for its D/H output columns: 1/rms per group from the heads' Σu² (heads in order),
 //      out = Σ_g rstd_g · Σ_{h∈g} part_h (groups and heads in order), h ← h + out; a last barrier before exit
 //      (no block leaves while another reads its shared memory).
 // Every sum has a fixed order that depends on the model's dimensions only, never on the instrument count or a
-// row's place in its tile, so an instrument's bits are the same at any count (the remap test). The arithmetic is
-// not the unfused path's (3xTF32 tiles): both are within fp32 rounding of the CPU stepper.
+// row's place in its tile, so an instrument's bits are the same at any count (the remap test): a product's k-steps
+// go in a fixed order set by D or P alone, and a tensor-core output does not depend on the other columns of its
+// tile. The arithmetic is not the unfused path's (its tiles are (rows, columns), K in chunks): both are within fp32
+// rounding of the CPU stepper.
 #include <cooperative_groups.h>
 
 #include <cmath>
@@ -48,6 +51,11 @@ constexpr int kMaxStateRegs = 32;      // state floats a thread holds for a batc
 // are read from L2 in the product loops. Either way the same products in the same order: the same bits.
 constexpr int kStageInFloats = 12 * 1024, kStageOutFloats = 8 * 1024;
 static_assert(kMaxRows <= kFusedWarps, "the norm and Σu² phases give each row a warp");
+static_assert(kMaxRows <= 8, "a tile's rows are the 8 columns of an n8 tensor-core tile");
+constexpr int kFrag = 32 * 4;  // floats of one m16n8k8 operand in fragment order: 32 lanes × 4
+// k-steps of a product whose loads are in flight at once (fragment_product's KA): one where both weight slices are
+// staged in shared memory (a short latency; fewer registers), eight where a slice is read from L2.
+constexpr int kAheadShared = 1, kAheadL2 = 4;
 
 // Per-block shape and the shared-memory plan (floats; every array starts on 16 bytes).
 struct FusedShape {
@@ -55,6 +63,9 @@ struct FusedShape {
   int nch = 0;  // conv channels a block owns: x of its head (P), then its B|C share
   int nc = 0;   // in_proj columns a block computes: z (P) | x (P) | B|C share (nbc) | Δ (1)
   int dc = 0;   // output columns a block finishes: [h·dc, (h+1)·dc) ∩ [0, D)
+  // The products as m16n8k8 tiles: in_proj mt_in × ks_in (columns by 16, D by 8), out_proj mt_out × ks_out
+  // (D by 16, P by 8); each padded with zeros.
+  int mt_in = 0, ks_in = 0, mt_out = 0, ks_out = 0;
   bool stage_in = false, stage_out = false;
   int hs = 0, hn = 0, nw = 0, gw = 0, cw = 0, win = 0, proj = 0, bc = 0, u = 0, v = 0, ssq = 0, rg = 0, part = 0,
       pres = 0, w_in = 0, w_out = 0, total = 0;
@@ -68,8 +79,10 @@ __host__ __device__ inline FusedShape fused_shape(const StepDims& d, int R) {
   f.nch = d.P + f.nbc;
   f.nc = 2 * d.P + f.nbc + 1;
   f.dc = (d.D + d.H - 1) / d.H;
-  f.stage_in = d.D * f.nc <= kStageInFloats;
-  f.stage_out = d.P * d.D <= kStageOutFloats;
+  f.mt_in = (f.nc + 15) / 16, f.ks_in = (d.D + 7) / 8;
+  f.mt_out = (d.D + 15) / 16, f.ks_out = (d.P + 7) / 8;
+  f.stage_in = f.mt_in * f.ks_in * kFrag <= kStageInFloats;
+  f.stage_out = f.mt_out * f.ks_out * kFrag <= kStageOutFloats;
   int o = 0;
   auto take = [&](int n) {
     const int at = o;
@@ -77,7 +90,7 @@ __host__ __device__ inline FusedShape fused_shape(const StepDims& d, int R) {
     return at;
   };
   f.hs = take(R * d.D);                  // (R, D) the rows of h as read (the residual)
-  f.hn = take(d.D * R);                  // (D, R) RMSNorm(h), transposed: a k's R rows are R/4 float4
+  f.hn = take(f.ks_in * kFrag);          // (ks_in, 32, 4) RMSNorm(h)ᵀ as B fragments, split: hi, hi, lo, lo
   f.nw = take(d.D);                          // (D) the RMSNorm weight
   f.gw = take(d.P);                          // (P) the gated norm's weight, head h
   f.cw = take(f.nch * (d.W + 1));            // (nch, W + 1) conv taps, then the bias
@@ -85,16 +98,24 @@ __host__ __device__ inline FusedShape fused_shape(const StepDims& d, int R) {
   f.proj = take(R * f.nc);               // (R, nc) in_proj columns, then (in place) after their epilogue
   f.bc = take(R * 2 * d.N);              // (R, 2N) B | C of the head's group
   f.u = take(R * d.P);                   // (R, P) u = (y + D x) ⊙ SiLU(z)
-  f.v = take(R * d.P);                   // (R, P) v = u ⊙ gnorm_w
+  f.v = take(f.ks_out * kFrag);          // (ks_out, 32, 4) vᵀ = (u ⊙ gnorm_w)ᵀ as B fragments, split
   f.ssq = take(R);                       // (R) Σ_p u²
   f.rg = take(R * d.G);                  // (R, G) 1/rms of the gated norm
   f.part = take(R * d.D);                // (R, D) this head's out_proj partial
   f.pres = take(R);                      // (R) present flags (as floats)
-  f.w_in = f.stage_in ? take(d.D * f.nc) : o;    // (D, nc)
-  f.w_out = f.stage_out ? take(d.P * d.D) : o;   // (P, D)
+  f.w_in = f.stage_in ? take(f.mt_in * f.ks_in * kFrag) : o;      // (mt_in, ks_in, 32, 4)
+  f.w_out = f.stage_out ? take(f.mt_out * f.ks_out * kFrag) : o;  // (mt_out, ks_out, 32, 4)
   f.total = o;
   return f;
 }
+
+// Fragment order (the m16n8k8 tf32 operands, PTX ISA "mma.m16n8k8"; lane = 4g + q): an A tile (16 × 8, rows m,
+// k-step columns kk) is 32 float4, lane's = (A[g][q], A[g+8][q], A[g][q+4], A[g+8][q+4]); a B tile (8 × 8, rows
+// kk, columns n) is lane's (B[q][g], B[q+4][g]), stored split as (hi, hi, lo, lo). Slot of A[m][kk] and of B[kk][n]:
+__host__ __device__ inline int frag_a_slot(int m, int kk) {
+  return ((m & 7) * 4 + (kk & 3)) * 4 + (m >> 3) + 2 * (kk >> 2);
+}
+__host__ __device__ inline int frag_b_slot(int kk, int n) { return (n * 4 + (kk & 3)) * 4 + (kk >> 2); }
 
 // The in_proj row (of the (proj, D) weight) that block h's column c computes; −1 for a padding column.
 __host__ __device__ inline int fused_in_col(const StepDims& d, const FusedShape& f, int h, int c) {
@@ -113,18 +134,72 @@ __device__ inline int fused_conv_channel(const StepDims& d, const FusedShape& f,
   return b < 2 * d.G * d.N ? d.di + b : -1;
 }
 
-__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
+__device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
                : "memory");
+}
+
+// out (4) = one m16n8k8 output tile of A·B over KS k-steps: a (KS, 32) float4 the A tiles in fragment order,
+// fp32 (packed weights, shared or global memory); b (KS, 32) float4 the B tiles, already split (hi, hi, lo, lo).
+// 3xTF32 (step_common.cuh): per k-step lo·hi, hi·lo, then hi·hi; the even k-steps accumulate in one chain, the odd
+// ones in another (two MMA latencies overlap), added at the end: a fixed order set by KS alone. KA k-steps' loads
+// are in flight at once. Element e of out is tile row g + 8·(e / 2), column 2q + e % 2.
+template <int KA>
+__device__ __forceinline__ void fragment_product(const float4* a, const float4* b, int KS, int lane, float (&out)[4]) {
+  // k-steps a pass, even, so that k-step k0 + u is in chain u % 2 (an index known at compile time: the chains stay
+  // in registers); with KA = 1 each k-step's loads are issued just before its products.
+  constexpr int kStep = KA < 2 ? 2 : KA;
+  float c[2][4] = {};
+  for (int k0 = 0; k0 < KS; k0 += kStep) {
+    float4 av[kStep], bv[kStep];
+    if constexpr (KA >= 2) {
+#pragma unroll
+      for (int u = 0; u < kStep; ++u)
+        if (k0 + u < KS) {
+          av[u] = a[(k0 + u) * 32 + lane];
+          bv[u] = b[(k0 + u) * 32 + lane];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < kStep; ++u) {
+      if (k0 + u >= KS) break;
+      if constexpr (KA < 2) {
+        av[u] = a[(k0 + u) * 32 + lane];
+        bv[u] = b[(k0 + u) * 32 + lane];
+      }
+      uint32_t ah[4], al[4];
+      split_tf32(av[u].x, ah[0], al[0]);
+      split_tf32(av[u].y, ah[1], al[1]);
+      split_tf32(av[u].z, ah[2], al[2]);
+      split_tf32(av[u].w, ah[3], al[3]);
+      const uint32_t bh[2] = {__float_as_uint(bv[u].x), __float_as_uint(bv[u].y)};
+      const uint32_t bl[2] = {__float_as_uint(bv[u].z), __float_as_uint(bv[u].w)};
+      mma_tf32(c[u & 1], al, bh);
+      mma_tf32(c[u & 1], ah, bl);
+      mma_tf32(c[u & 1], ah, bh);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] = c[0][e] + c[1][e];
+}
+
+// Stores x split into B-fragment slot `at` (frag_b_slot): hi there, lo two floats on.
+__device__ __forceinline__ void put_split(float* frag, int at, float x) {
+  uint32_t hi, lo;
+  split_tf32(x, hi, lo);
+  frag[at] = __uint_as_float(hi);
+  frag[at + 2] = __uint_as_float(lo);
 }
 
 // RW rows p a warp (P ≤ 8·RW), NE columns n a lane (N ≤ 32·NE); RB rows of the tile whose state is in registers
 // at once (all their loads in flight before the first use).
-template <int ROWS, int RW, int NE>
+template <int ROWS, int RW, int NE, int KA>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     fused_layer_kernel(const StepDims d, const StepLayerWeights w, const StepLayerState s, const StepBuffers buf) {
   constexpr int RB = (RW * NE >= kMaxStateRegs) ? 1 : (kMaxStateRegs / (RW * NE) >= ROWS ? ROWS : kMaxStateRegs / (RW * NE));
-  static_assert(ROWS % 4 == 0 && ROWS <= kMaxRows, "the product loops take rows 4 at a time");
+  static_assert(ROWS <= kMaxRows, "a tile's rows are the columns of an n8 tensor-core tile");
   static_assert(ROWS % RB == 0, "whole batches of rows");
   static_assert(RB * RW <= 32, "a lane finishes each (row, p) of a batch");
   extern __shared__ __align__(16) float sm[];
@@ -134,21 +209,27 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const int i0 = int(blockIdx.x / unsigned(d.H)) * ROWS, rows = min(ROWS, d.I - i0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, taps = d.W - 1;
   float *hs = sm + f.hs, *hn = sm + f.hn, *nw = sm + f.nw, *gw = sm + f.gw, *cw = sm + f.cw, *win = sm + f.win,
-        *proj = sm + f.proj, *bc = sm + f.bc, *su = sm + f.u, *sv = sm + f.v, *ssq = sm + f.ssq, *rg = sm + f.rg,
+        *proj = sm + f.proj, *bc = sm + f.bc, *su = sm + f.u, *vf = sm + f.v, *ssq = sm + f.ssq, *rg = sm + f.rg,
         *part = sm + f.part, *pres = sm + f.pres;
-  const float* w_in = f.stage_in ? sm + f.w_in : w.in_proj_fused + size_t(h) * d.D * f.nc;     // (D, nc)
-  const float* w_out = f.stage_out ? sm + f.w_out : w.out_proj_fused + size_t(h) * d.P * d.D;  // (P, D)
+  const int in_floats = f.mt_in * f.ks_in * kFrag, out_floats = f.mt_out * f.ks_out * kFrag;
+  const float* in_src = w.in_proj_fused + size_t(h) * in_floats;     // (mt_in, ks_in, 32, 4)
+  const float* out_src = w.out_proj_fused + size_t(h) * out_floats;  // (mt_out, ks_out, 32, 4)
+  // KA = kAheadShared is the instance of both slices staged (kernel_ka): its products then read shared memory
+  // through pointers the compiler knows are shared (LDS, not generic loads).
+  constexpr bool kStaged = KA == kAheadShared;
+  const float4* w_in = reinterpret_cast<const float4*>(kStaged || f.stage_in ? sm + f.w_in : in_src);
+  const float4* w_out = reinterpret_cast<const float4*>(kStaged || f.stage_out ? sm + f.w_out : out_src);
 
   // ---- Before the wait: what no kernel of this bar writes before this one (the weights; the layer's windows
   // and SSM state, last written by this kernel in the previous bar, which completed before the bar began).
-  if (f.stage_in) {
-    const float* src = w.in_proj_fused + size_t(h) * d.D * f.nc;
-    for (int e = tid; e < d.D * f.nc; e += kFusedThreads) cp_async4(sm + f.w_in + e, src + e);
-  }
-  if (f.stage_out) {
-    const float* src = w.out_proj_fused + size_t(h) * d.P * d.D;
-    for (int e = tid; e < d.P * d.D; e += kFusedThreads) cp_async4(sm + f.w_out + e, src + e);
-  }
+  if (f.stage_in)
+    for (int e = 4 * tid; e < in_floats; e += 4 * kFusedThreads) cp_async16(sm + f.w_in + e, in_src + e);
+  if (f.stage_out)
+    for (int e = 4 * tid; e < out_floats; e += 4 * kFusedThreads) cp_async16(sm + f.w_out + e, out_src + e);
+  // The B fragments' padding (rows past the tile, k past D or P) must be zeros: all of them zeroed here, the
+  // values written over them after the wait.
+  for (int e = tid; e < f.ks_in * kFrag; e += kFusedThreads) hn[e] = 0.f;
+  for (int e = tid; e < f.ks_out * kFrag; e += kFusedThreads) vf[e] = 0.f;
   for (int e = tid; e < ROWS * taps * f.nch; e += kFusedThreads) {  // zeros past the last row and channel
     const int r = e / (taps * f.nch), k = (e / f.nch) % taps, q = e % f.nch, ch = fused_conv_channel(d, f, h, q);
     const bool ok = r < rows && ch >= 0;
@@ -175,7 +256,12 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
           st[rb][rr][e] = r < rows && p < d.P && n < d.N ? *state_at(r, p, n) : 0.f;
         }
   };
-  load_state(0);
+  // The tile's state is only prefetched into L2 here (no registers held across the products); the first batch is
+  // loaded after in_proj, its L2 latency covered by the conv epilogue, the cluster barrier and the B|C gather.
+  for (int e = tid; e < rows * ((d.P * d.N + 31) / 32); e += kFusedThreads) {
+    const int per = (d.P * d.N + 31) / 32, r = e / per, o = min(32 * (e % per), d.P * d.N - 1);
+    prefetch_l2(s.ssm + (size_t(i0 + r) * d.H + h) * d.P * d.N + o);
+  }
 
   pdl_wait();
   dependents_early(d);
@@ -199,31 +285,22 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     float q = 0.f;
     for (int k = lane; k < d.D; k += 32) q += hs[r * d.D + k] * hs[r * d.D + k];
     const float rs = rsqrtf(warp_sum(q) / float(d.D) + kEps);
-    for (int k = lane; k < d.D; k += 32) hn[k * ROWS + r] = hs[r * d.D + k] * rs * nw[k];
+    for (int k = lane; k < d.D; k += 32)
+      put_split(hn, (k >> 3) * kFrag + frag_b_slot(k & 7, r), hs[r * d.D + k] * rs * nw[k]);
   }
   cp_async_wait_all();
   __syncthreads();
-  // Thread item (c, rows 4·rg … 4·rg + 3): proj[r][c] = Σ_k hn[k][r]·w_in[k][c], k ascending.
-  for (int it = tid; it < f.nc * (ROWS / 4); it += kFusedThreads) {
-    const int c = it % f.nc, r0 = 4 * (it / f.nc);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < d.D; k0 += 8) {  // 8 weight loads in flight, then their products in k order
-      float wv[8];
+  // Warp item: m-tile mt of projᵀ, columns [16·mt, 16·mt + 16) of the block's nc, all the tile's rows.
+  for (int mt = warp; mt < f.mt_in; mt += kFusedWarps) {
+    float o[4];
+    fragment_product<KA>(w_in + size_t(mt) * f.ks_in * 32, reinterpret_cast<const float4*>(hn), f.ks_in, lane, o);
 #pragma unroll
-      for (int u = 0; u < 8; ++u) wv[u] = k0 + u < d.D ? w_in[size_t(k0 + u) * f.nc + c] : 0.f;
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (k0 + u >= d.D) break;
-        const float4 a = *reinterpret_cast<const float4*>(hn + (k0 + u) * ROWS + r0);
-        acc[0] = fmaf(a.x, wv[u], acc[0]);
-        acc[1] = fmaf(a.y, wv[u], acc[1]);
-        acc[2] = fmaf(a.z, wv[u], acc[2]);
-        acc[3] = fmaf(a.w, wv[u], acc[3]);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int c = 16 * mt + (lane >> 2) + 8 * (e >> 1), r = 2 * (lane & 3) + (e & 1);
+      if (r < ROWS && c < f.nc) proj[r * f.nc + c] = o[e];
     }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) proj[(r0 + u) * f.nc + c] = acc[u];
   }
+  load_state(0);
   __syncthreads();
 
   // ---- 2. The column epilogue: conv step + SiLU (window shifted where present), Δ = softplus; z stays raw.
@@ -278,10 +355,10 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 
   // ---- 4. The SSM step, the gate, Σu², the partial out_proj.
   // Rows past the last instrument (a tile's padding) are computed in the product phases and never stored; the
-  // SSM phase skips the batches made only of them (their u and v: the zeros written here, by other threads than
-  // the batches' writers, to other rows).
+  // SSM phase skips the batches made only of them (their u: the zeros written here, by other threads than the
+  // batches' writers, to other rows; their v fragments stay the zeros written before the wait).
   const int rows_stepped = (rows + RB - 1) / RB * RB;
-  for (int e = rows_stepped * d.P + tid; e < ROWS * d.P; e += kFusedThreads) su[e] = sv[e] = 0.f;
+  for (int e = rows_stepped * d.P + tid; e < ROWS * d.P; e += kFusedThreads) su[e] = 0.f;
 #pragma unroll 1
   for (int b0 = 0; b0 < rows; b0 += RB) {
     if (b0 > 0) load_state(b0);
@@ -327,7 +404,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
           const float* pr = proj + r * f.nc;
           const float u = (y[rb][rr] + Dh * pr[d.P + p]) * silu(pr[p]);
           su[r * d.P + p] = u;
-          sv[r * d.P + p] = u * gw[p];
+          put_split(vf, (p >> 3) * kFrag + frag_b_slot(p & 7, r), u * gw[p]);
         }
     }
   }
@@ -339,23 +416,15 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     q = warp_sum(q);
     if (lane == 0) ssq[r] = q;
   }
-  // Thread item (j, rows 4·rg … 4·rg + 3): part[r][j] = Σ_p v[r][p]·w_out[p][j], p ascending.
-  for (int it = tid; it < d.D * (ROWS / 4); it += kFusedThreads) {
-    const int j = it % d.D, r0 = 4 * (it / d.D);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int p0 = 0; p0 < d.P; p0 += 8) {  // 8 weight loads in flight, then their products in p order
-      float wv[8];
+  // Warp item: m-tile mt of part_hᵀ, output columns [16·mt, 16·mt + 16), all the tile's rows.
+  for (int mt = warp; mt < f.mt_out; mt += kFusedWarps) {
+    float o[4];
+    fragment_product<KA>(w_out + size_t(mt) * f.ks_out * 32, reinterpret_cast<const float4*>(vf), f.ks_out, lane, o);
 #pragma unroll
-      for (int u = 0; u < 8; ++u) wv[u] = p0 + u < d.P ? w_out[size_t(p0 + u) * d.D + j] : 0.f;
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (p0 + u >= d.P) break;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[q] = fmaf(sv[(r0 + q) * d.P + p0 + u], wv[u], acc[q]);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int j = 16 * mt + (lane >> 2) + 8 * (e >> 1), r = 2 * (lane & 3) + (e & 1);
+      if (r < ROWS && j < d.D) part[r * d.D + j] = o[e];
     }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) part[(r0 + u) * d.D + j] = acc[u];
   }
   cl.sync();  // every head's Σu² and partial are final
 
@@ -408,23 +477,28 @@ constexpr int kFusedMaxP = kFusedWarps * 8, kFusedMaxN = 32 * 4;
 // The tile: a row's arithmetic is the same in either, so the choice changes no bit.
 int fused_rows(const StepDims& d) { return d.I >= kLargeFrom ? kMaxRows : kSmallRows; }
 
-template <int ROWS, int RW>
+template <int ROWS, int RW, int KA>
 FusedKernel kernel_ne(int ne) {
   switch (ne) {
-    case 1: return fused_layer_kernel<ROWS, RW, 1>;
-    case 2: return fused_layer_kernel<ROWS, RW, 2>;
-    default: return fused_layer_kernel<ROWS, RW, 4>;
+    case 1: return fused_layer_kernel<ROWS, RW, 1, KA>;
+    case 2: return fused_layer_kernel<ROWS, RW, 2, KA>;
+    default: return fused_layer_kernel<ROWS, RW, 4, KA>;
   }
+}
+template <int ROWS, int RW>
+FusedKernel kernel_ka(const StepDims& d, int ne) {
+  const FusedShape f = fused_shape(d, ROWS);
+  return f.stage_in && f.stage_out ? kernel_ne<ROWS, RW, kAheadShared>(ne) : kernel_ne<ROWS, RW, kAheadL2>(ne);
 }
 
 template <int ROWS>
 FusedKernel kernel_rw(const StepDims& d) {
   const int rw = pow2_at_least((d.P + kFusedWarps - 1) / kFusedWarps), ne = pow2_at_least((d.N + 31) / 32);
   switch (rw) {
-    case 1: return kernel_ne<ROWS, 1>(ne);
-    case 2: return kernel_ne<ROWS, 2>(ne);
-    case 4: return kernel_ne<ROWS, 4>(ne);
-    default: return kernel_ne<ROWS, 8>(ne);
+    case 1: return kernel_ka<ROWS, 1>(d, ne);
+    case 2: return kernel_ka<ROWS, 2>(d, ne);
+    case 4: return kernel_ka<ROWS, 4>(d, ne);
+    default: return kernel_ka<ROWS, 8>(d, ne);
   }
 }
 
@@ -481,21 +555,39 @@ std::string fused_step_unsupported(const StepDims& d, int device) {
   return {};
 }
 
-size_t fused_in_proj_floats(const StepDims& d) { return size_t(d.H) * d.D * fused_shape(d, kMaxRows).nc; }
-size_t fused_out_proj_floats(const StepDims& d) { return size_t(d.H) * d.P * d.D; }
+size_t fused_in_proj_floats(const StepDims& d) {
+  const FusedShape f = fused_shape(d, kMaxRows);  // the products' tiles do not depend on the tile of rows
+  return size_t(d.H) * f.mt_in * f.ks_in * kFrag;
+}
+size_t fused_out_proj_floats(const StepDims& d) {
+  const FusedShape f = fused_shape(d, kMaxRows);
+  return size_t(d.H) * f.mt_out * f.ks_out * kFrag;
+}
 
 void pack_fused_weights(const StepDims& d, const float* in_proj_w, const float* out_proj_w, float* in_pack,
                         float* out_pack) {
-  const FusedShape f = fused_shape(d, kMaxRows);  // the columns do not depend on the tile
+  const FusedShape f = fused_shape(d, kMaxRows);
   for (int h = 0; h < d.H; ++h) {
-    float* wi = in_pack + size_t(h) * d.D * f.nc;  // (D, nc)
-    for (int c = 0; c < f.nc; ++c) {
-      const int row = fused_in_col(d, f, h, c);
-      for (int k = 0; k < d.D; ++k) wi[size_t(k) * f.nc + c] = row < 0 ? 0.f : in_proj_w[size_t(row) * d.D + k];
-    }
-    float* wo = out_pack + size_t(h) * d.P * d.D;  // (P, D)
-    for (int p = 0; p < d.P; ++p)
-      for (int j = 0; j < d.D; ++j) wo[size_t(p) * d.D + j] = out_proj_w[size_t(j) * d.di + h * d.P + p];
+    // A of in_proj: A[c][k] = in_proj_w[fused_in_col(c)][k], c < nc, k < D; zeros elsewhere.
+    float* wi = in_pack + size_t(h) * f.mt_in * f.ks_in * kFrag;  // (mt_in, ks_in, 32, 4)
+    for (int mt = 0; mt < f.mt_in; ++mt)
+      for (int ks = 0; ks < f.ks_in; ++ks)
+        for (int m = 0; m < 16; ++m)
+          for (int kk = 0; kk < 8; ++kk) {
+            const int c = 16 * mt + m, k = 8 * ks + kk, row = c < f.nc ? fused_in_col(d, f, h, c) : -1;
+            wi[(size_t(mt) * f.ks_in + ks) * kFrag + frag_a_slot(m, kk)] =
+                row >= 0 && k < d.D ? in_proj_w[size_t(row) * d.D + k] : 0.f;
+          }
+    // A of head h's out_proj partial: A[j][p] = out_proj_w[j][hP + p], j < D, p < P; zeros elsewhere.
+    float* wo = out_pack + size_t(h) * f.mt_out * f.ks_out * kFrag;  // (mt_out, ks_out, 32, 4)
+    for (int mt = 0; mt < f.mt_out; ++mt)
+      for (int ks = 0; ks < f.ks_out; ++ks)
+        for (int m = 0; m < 16; ++m)
+          for (int kk = 0; kk < 8; ++kk) {
+            const int j = 16 * mt + m, p = 8 * ks + kk;
+            wo[(size_t(mt) * f.ks_out + ks) * kFrag + frag_a_slot(m, kk)] =
+                j < d.D && p < d.P ? out_proj_w[size_t(j) * d.di + h * d.P + p] : 0.f;
+          }
   }
 }
 
