@@ -234,7 +234,7 @@ __device__ __forceinline__ BwdChunk bwd_chunk(const Args& a, const BwdBlock& k, 
 // Phase 0: x, dy, B, C and S_c (the state the forward walk saved for this chunk) staged as zero-padded tiles;
 // warp 0: Δ_t, cs_t, dec_in_t = e^{cs_t}, dec_out_t = a_next e^{cs_last − cs_t}, e^{cs_t − cs_0}, and the step's
 // two scalars: c0's scale a_next e^{cs_last} and G's decay e^{cs_last − cs_0 + A Δ_next}. A barrier follows.
-// kX16: x, B, C from a.x16, B16, C16 (bf16), the bits the fp32 ones round to in the tiles.
+// kX16: x, B, C, dy from a.x16, B16, C16 and dy_bf16(a) (bf16), the bits the fp32 ones round to in the tiles.
 template <class K, bool kX16>
 __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k, const BwdChunk& ch, float dt_next,
                                                 const float* S_c, const BwdTiles<K>& s) {
@@ -242,7 +242,8 @@ __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k
   LaneDeltas d;
   if (k.warp == 0) d = load_deltas(a, k.b, k.h, ch.t0, ch.tc);
   // kX16 stages dy after x, B, C (one barrier follows, so the order changes no value): in dy's place first, the bf16
-  // instances spilled 16 bytes more ('S') and 0 ('M') instead of 12 bytes less and 8 less than the fp32 ones.
+  // instances (bf16 dy too) spill 12 / 12 ('S') and 24 / 24 ('M') bytes of stores / loads instead of 8 / 8 and 4 / 4
+  // (after S_c: the same as here).
   if constexpr (!kX16)
     stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, a.dy + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P, ch.tc,
                                           a.P, a.vec4);
@@ -254,9 +255,9 @@ __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k
                                         a.ld, ch.tc, a.P, a.vec4);
   stage_tile<kRows, K::kN, K::kThreads>(s.sB, ldN, in_cols<kX16>(a.Bm, a.B16) + ch.row0 * a.ld + size_t(k.g) * a.N,
                                         a.ld, ch.tc, a.N, a.vec4);
-  if constexpr (kX16)
-    stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, a.dy + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P, ch.tc,
-                                          a.P, a.vec4);
+  if constexpr (kX16)  // dy: (B, L, H, P)
+    stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, dy_bf16(a) + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P,
+                                          ch.tc, a.P, a.vec4);
   stage_tile<K::kP, K::kN, K::kThreads>(s.sSin, ldN, S_c, a.N, a.P, a.N, a.vec4);
   if (k.warp == 0) {
     const double cs_last = walk_cumsum(d, k.A, s.sdt, s.scs, s.su);
@@ -629,7 +630,7 @@ __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typena
     wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
 }
 
-// kX16: x, B, C read in bf16 (SsdXbcBf16; bf16 mode only), as the forward walk's.
+// kX16: x, B, C read in bf16 (SsdXbcBf16; bf16 mode only), as the forward walk's, and dy too (dy_bf16).
 template <MmaMode kMode, int kP, int kN, int kGroups, bool kX16 = false>
 __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
                                   BwdShape<kMode, kP, kN, kGroups>::kMinBlocks) bwd_walk_kernel(Args a) {
@@ -738,13 +739,17 @@ static int bwd_cluster_heads(const SsdParams& p) {
 }
 
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
-                  const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+                  const float* dy, const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace,
+                  cudaStream_t stream) {
   Args a = make_layout(p);
   set_inputs(a, in);
   require(!xbc16 || a.mode == MmaMode::kBF16, "ssd_bwd: bf16 x, B, C in bf16 precision only");
+  require(!xbc16 == !dy16 && !(dy && dy16), "ssd_bwd: bf16 x, B, C come with bf16 dy alone (kX16: both or none)");
   if (xbc16) a.x16 = xbc16->x, a.B16 = xbc16->Bm, a.C16 = xbc16->Cm;
   a.h_last = nullptr, a.dh0 = g.dh0;  // h0 is read through the saved S_0
-  a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
+  // dy: the bf16 one's address where x, B, C are bf16 (Args::dy; the kX16 kernel reads it through dy_bf16)
+  a.dy = xbc16 ? reinterpret_cast<const float*>(dy16) : dy;
+  a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
   a.cluster_heads = bwd_cluster_heads(p);
   // group_sum adds the pairs' partials in runs of the larger cluster's pairs, the order cluster_sums keeps.
@@ -754,7 +759,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf
   require(!partials || w.partials, "ssd_bwd_walk: the scratch has no room for the clusters' partials");
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
   a.wsB = partials ? workspace + w.b : nullptr, a.wsC = partials ? workspace + w.c : nullptr;
-  a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, dy, saved, g.dB, g.dC, workspace})
+  a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, dy16, saved, g.dB, g.dC, workspace})
                  : vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;

@@ -166,6 +166,10 @@ __device__ __forceinline__ const InElem<kIn16>* in_cols(const float* f32, const 
   else return f32;
 }
 
+// The reverse walk's bf16 dy (B, L, H, P) where it reads x, B, C in bf16 (kIn16): Args::dy holds its address then
+// (ssd_bwd_walk sets it so; Args keeps its layout for every other kernel).
+__device__ __forceinline__ const bf16* dy_bf16(const Args& a) { return reinterpret_cast<const bf16*>(a.dy); }
+
 // ----- the chunk's decays -----
 // The causal decay e^{cs_i − cs_j} (j ≤ i) of the walks. fp32 and tf32 mode: ssd_common.cuh's decay(), the
 // difference taken in double (fp32 accuracy however strong the decay). bf16 mode: 2^{u_i − u_j} with
@@ -398,7 +402,9 @@ bool vec4_ok_xbc16(const SsdParams& p, std::initializer_list<const void*> rows);
 // xbc16 non-null: x, B, C read in bf16 from it (in.x, in.Bm, in.Cm unused; bf16 mode only).
 void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, float* y,
                   __nv_bfloat16* y16, float* saved, cudaStream_t stream);
+// xbc16 non-null: dy read in bf16 from dy16 too (dy unused): both or neither.
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
-                  const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+                  const float* dy, const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace,
+                  cudaStream_t stream);
 
 }  // namespace mlalpha::gpu::ssd_detail::walk
