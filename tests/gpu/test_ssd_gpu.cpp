@@ -631,7 +631,8 @@ TEST(SsdGpu, WalksReadBf16XbcDySameBits) {
 }
 
 // The same on small shapes of the three reverse-walk instances, for the sanitizers: the 'S' head (clusters of 8, a
-// ragged chunk, a carried state), odd P and N (scalar staging), the 'M' head (a pair of heads) and the 'L' head
+// ragged chunk, a carried state), odd P and N (scalar staging), the 'M' head (a pair of heads; the pipelined walk:
+// the ragged last chunk's x, B, C copied before the walk, the first's during the last's step) and the 'L' head
 // (clusters of 4, a carried state).
 TEST(SsdGpu, WalkSmallBf16XbcDy) {
   check_bf16_inputs_same_bits({1, 70, 8, 32, 1, 64, 64}, 7500, true);

@@ -123,6 +123,26 @@ __device__ __forceinline__ void stage_tile(E* dst, int dld, const S* __restrict_
   }
 }
 
+// A bf16 tile from a bf16 source with asynchronous copies (cp.async, 16 bytes: no registers hold the data), zeros
+// (src-size 0) past rows, cols; the vec layout of stage_tile (cols, sld multiples of 8, src 16-byte aligned).
+// stage_commit() / stage_wait*() (ssd_common.cuh), then a barrier, before the tile is read.
+template <int kR, int kC, int kTh>
+__device__ __forceinline__ void stage_tile_async(bf16* dst, int dld, const bf16* __restrict__ src, size_t sld,
+                                                 int rows, int cols) {
+  int tid = threadIdx.x;
+  asm volatile("" : "+r"(tid));
+  constexpr int kQ = kC / 8, kPer = kR * kQ / kTh;
+  static_assert(kC % 8 == 0 && (kR * kQ) % kTh == 0, "whole loads, the same count for every thread");
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int it = tid + u * kTh, r = it / kQ, c = 8 * (it % kQ);
+    const bool in = r < rows && c < cols;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                     unsigned(__cvta_generic_to_shared(dst + r * dld + c))),
+                 "l"(in ? src + size_t(r) * sld + c : src), "r"(in ? 16 : 0));
+  }
+}
+
 // One thread's share of a tile staged through registers (vec4 only: 16-byte loads of 4 fp32 or 8 bf16, S as
 // stage_tile's): load() issues the loads of the (kR, kC) tile of a row-major matrix (zeros past rows, cols),
 // store() writes them to the tile. A walk issues every tile of the next chunk at once at the end of a chunk
