@@ -71,7 +71,8 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
   dh_ = alloc(M * s.D);
   if (is_bf16()) dg16_ = alloc16(M * s.di);
   else dg_ = alloc(M * s.di);
-  dy_ = alloc(M * s.di);
+  if (xbc16_) dy16_ = alloc16(M * s.di);
+  else dy_ = alloc(M * s.di);
   if (!is_bf16()) dzx_ = alloc(M * s.proj);  // bf16: dzx16_ only
   dxbc_ = alloc(M * s.cd);
   ddelta_ = alloc(M * s.H);
@@ -271,7 +272,11 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const XbcCols<const float> xbc = xbc16_ ? XbcCols<const float>{} : xbc_cols<const float>(s, a.xbc.data());
     const XbcCols<const bf16> xbc16 = xbc16_ ? xbc_cols<const bf16>(s, a.xbc16.data()) : XbcCols<const bf16>{};
     const XbcCols<float> dxbc = xbc_cols(s, dxbc_.data());
-    if (h16)
+    if (xbc16_)  // dy in bf16 (dy16_), the reverse walk's only input of it
+      gpu::gated_rmsnorm_bwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y16.data(), .z = zx16.z, .w = P + o.gnorm_w},
+                             a.grstd.data(), dg16_.data(), {.dw = Gr + o.gnorm_w}, p_gnorm, st, dzx16.z,
+                             dy16_.data(), &colsums_);
+    else if (h16)
       gpu::gated_rmsnorm_bwd(s.gnorm, gpu::GatedNormInputsBf16{.y = a.y16.data(), .z = zx16.z, .w = P + o.gnorm_w},
                              a.grstd.data(), dg16_.data(), {.dy = dy_.data(), .dw = Gr + o.gnorm_w}, p_gnorm, st,
                              dzx16.z, &colsums_);
@@ -283,8 +288,8 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const SsdGrads<float> ssd_g{.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B,
                                 .dC = dxbc.C, .dD = Gr + o.D};
     if (xbc16_)
-      gpu::ssd_bwd(s.ssd, ssd_in, SsdXbcBf16{.x = xbc16.x, .Bm = xbc16.B, .Cm = xbc16.C}, a.states.data(), dy_.data(),
-                   ssd_g, ws, st);
+      gpu::ssd_bwd(s.ssd, ssd_in, SsdXbcBf16{.x = xbc16.x, .Bm = xbc16.B, .Cm = xbc16.C}, a.states.data(),
+                   dy16_.data(), ssd_g, ws, st);
     else gpu::ssd_bwd(s.ssd, ssd_in, a.states.data(), dy_.data(), ssd_g, ws, st);
     if (map_.rows) gpu::mask_rows(map_, s.H, s.H, ddelta_.data(), st);
     if (h16)

@@ -64,8 +64,9 @@ class GpuModel {
     // the SSD takes the walks (xbc16_): the conv writes it, the walks alone read it (their tiles are bf16 anyway).
     DeviceBuffer<bf16> hn16, gout16, zx16, y16, xbc16;
   };
-  // BF16 and the SSD on the walks (gpu::ssd_uses_walk of the layer's shape, the same for every layer): xbc in bf16.
-  // A rule of the shape and precision only, as the memory estimate's (train/train_plan_gpu.cpp).
+  // BF16 and the SSD on the walks (gpu::ssd_uses_walk of the layer's shape, the same for every layer): xbc in bf16,
+  // and the gated norm's dy (dy16_), the reverse walk's other staged input. A rule of the shape and precision only,
+  // as the memory estimate's (train/train_plan_gpu.cpp).
   bool xbc16_ = false;
   DeviceBuffer<float> alloc(size_t n);
   DeviceBuffer<bf16> alloc16(size_t n);
@@ -104,8 +105,9 @@ class GpuModel {
   gpu::ColsumBatch colsums_;      // their sums, recorded by the ops and run at the end of backward()
   // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), out_proj's
   // dx dg (M, di) in bf16 instead of dg_ (the gated norm's backward reads it as bf16), and the bf16 copies of the
-  // GEMM operands x (M, F), dout (M, K), dh (M, D).
-  DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_, dg16_;
+  // GEMM operands x (M, F), dout (M, K), dh (M, D). Where xbc16_: the gated norm's dy (M, di) in bf16 (dy16_)
+  // instead of dy_, read by the reverse walk alone (its dy tile is bf16 anyway).
+  DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_, dg16_, dy16_;
   // Carry: the conv's in windows of the current forward, copied (the out windows may overwrite the caller's in
   // buffer, and the conv's window_last must not be its window0). The SSM's h0 needs no copy: ssd_fwd saves it as
   // the first chunk state, which ssd_bwd reads, and its h_last may be its h0. Allocated by the first forward that

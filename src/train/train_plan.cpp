@@ -98,14 +98,15 @@ constexpr double kFloat = sizeof(float);
 // gradients of activations (dout, dhfn, dh, dg, dy, dzx, dxbc, ddelta, dhn), as GpuModel allocates them.
 // bf16 (a half float each): hn, gout, hfn and dzx are stored only in bf16 (GEMM operands and nothing else), zx
 // (in_proj's output) and dg (out_proj's dx) only in bf16 (GEMM outputs that only element-wise ops read), y (the
-// SSD's output, read by the gated norm alone) only in bf16, and the GEMM operands x, dout and dh get bf16 copies.
+// SSD's output, read by the gated norm alone) only in bf16, and the GEMM operands x, dout and dh get bf16 copies;
+// where the SSD takes the walks (xbc16) xbc and dy too (the walks' staged inputs, read by them alone).
 double activation_floats_per_row(const ModelConfig& c, Precision precision, bool xbc16) {
   const double D = c.D, di = c.d_inner(), H = c.H(), cd = c.conv_dim(), proj = c.in_proj_dim();
   const double h = precision == Precision::BF16 ? 0.5 : 1.0;  // hn, zx, y, gout, hfn; dg, dzx
-  const double hx = precision == Precision::BF16 && xbc16 ? 0.5 : 1.0;  // xbc: bf16 on the walks only
+  const double hx = precision == Precision::BF16 && xbc16 ? 0.5 : 1.0;  // xbc and dy: bf16 on the walks only
   const double per_layer = D + h * D + 1 + h * proj + hx * cd + H + h * di + h * di + c.G;
   const double head = D + h * D + 1 + c.K;
-  double grads = c.K + D + D + h * di + di + h * proj + cd + H + D;
+  double grads = c.K + D + D + h * di + hx * di + h * proj + cd + H + D;
   if (precision == Precision::BF16) grads += 0.5 * (c.F + c.K + D);
   return c.NL * per_layer + head + grads;
 }

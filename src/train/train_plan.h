@@ -78,9 +78,9 @@ struct MemoryEstimate {
 
 // Floats of the activation buffers a model holds per row of a batch (B·L rows) in `precision`: what forward saves
 // for backward and backward's gradients of activations, as GpuModel (and RefModel) allocate them. xbc16: the conv
-// output xbc in bf16 (GpuModel in bf16 where the SSD takes the walks, gpu::ssd_uses_walk: a rule of the shape that
-// the GPU-side estimate asks, train_plan_gpu.cpp); false (the CPU side, which cannot ask it) counts it in fp32,
-// conservative by 2 bytes a conv channel a row a layer.
+// output xbc and the gated norm's dy in bf16 (GpuModel in bf16 where the SSD takes the walks, gpu::ssd_uses_walk: a
+// rule of the shape that the GPU-side estimate asks, train_plan_gpu.cpp); false (the CPU side, which cannot ask it)
+// counts them in fp32, conservative by 2 bytes a conv channel a row a layer and 2 a d_inner channel a row.
 double activation_floats_per_row(const ModelConfig& c, Precision precision, bool xbc16 = false);
 
 // The GPU trainer's device memory (GPU code: train_plan_gpu.cpp; GpuTrainer's arena, GpuModel's buffers, the dataset

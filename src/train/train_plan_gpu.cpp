@@ -17,7 +17,7 @@ namespace {
 
 constexpr double kFloat = sizeof(float);
 
-// GpuModel's rule for xbc in bf16 (model_gpu.h, xbc16_): bf16 precision and the SSD on the walks for the shape.
+// GpuModel's rule for xbc and dy in bf16 (model_gpu.h, xbc16_): bf16 precision, the SSD on the walks for the shape.
 bool xbc16(const LayerShapes& s, Precision precision) {
   SsdParams p = s.ssd;
   p.precision = precision;

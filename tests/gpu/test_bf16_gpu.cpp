@@ -514,6 +514,48 @@ TEST(Bf16Gpu, GatedNormReadsBf16Inputs) {
   }
 }
 
+// dy in bf16 (where the SSD's reverse walk reads it): each element the round to nearest even of the fp32 dy the
+// same call writes (0 elements differ), and dz16, dw the bits of that call; on the float4 path (S's and a grouped
+// shape) and the scalar one (odd group size), with dy16 poisoned before the run. One output each: g.dy or g.dz
+// beside dy16, or a null dy16, is refused.
+TEST(Bf16Gpu, GatedNormWritesBf16Dy) {
+  for (const auto& [M, Dn, G, ld] : {std::tuple{16384, 256, 1, 648}, std::tuple{300, 512, 4, 1160},
+                                     std::tuple{65, 30, 3, 33}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " Dn=" + std::to_string(Dn) + " G=" + std::to_string(G));
+    const GatedNormParams p{M, Dn, G, ld, 1e-5f};
+    const size_t n = size_t(M) * Dn;
+    auto rng = test::make_rng(uint64_t(M) * 7 + Dn);
+    const auto y16 = to_device16(random_vec<float>(n, rng));
+    const auto z16 = to_device16(strided(M, Dn, ld, random_vec<float>(n, rng, -4, 4)));
+    const auto w = to_device(random_vec<float>(Dn, rng, 0.5, 1.5));
+    const auto do16 = to_device16(random_vec<float>(n, rng));
+    const auto rstd = to_device(random_vec<float>(size_t(M) * G, rng, 0.5, 2.0));
+    const gpu::GatedNormInputsBf16 in16{.y = y16.data(), .z = z16.data(), .w = w.data()};
+    auto ws = poisoned(gpu::gated_rmsnorm_bwd_workspace_floats(p));
+    auto dy32 = poisoned(n), dw32 = to_device(std::vector<float>(Dn, 0.f));
+    auto dw16 = to_device(std::vector<float>(Dn, 0.f));
+    auto dz_a = poisoned16(size_t(M) * ld), dz_b = poisoned16(size_t(M) * ld), dy16 = poisoned16(n);
+    gpu::gated_rmsnorm_bwd(p, in16, rstd.data(), do16.data(), {.dy = dy32.data(), .dw = dw32.data()}, ws.data(),
+                           nullptr, dz_a.data());
+    gpu::gated_rmsnorm_bwd(p, in16, rstd.data(), do16.data(), {.dw = dw16.data()}, ws.data(), nullptr, dz_b.data(),
+                           dy16.data(), nullptr);
+    const auto want = from_device(dy32), got = from_device16(dy16);
+    size_t nonzero = 0;
+    for (const float v : want) nonzero += v != 0.f && std::isfinite(v);
+    EXPECT_EQ(nonzero, n) << "the fp32 dy should be finite and non-zero everywhere (random inputs)";
+    EXPECT_TRUE(rounded_bitwise(got, want, "dy16"));
+    const auto za = from_device16(dz_a), zb = from_device16(dz_b);
+    EXPECT_TRUE(test::same_bits(za, zb)) << "dz16 (columns past Dn stay poisoned in both)";
+    EXPECT_TRUE(test::same_bits(from_device(dw16), from_device(dw32))) << "dw";
+    EXPECT_THROW(gpu::gated_rmsnorm_bwd(p, in16, rstd.data(), do16.data(), {.dy = dy32.data(), .dw = dw16.data()},
+                                        ws.data(), nullptr, dz_b.data(), dy16.data(), nullptr),
+                 Error);
+    EXPECT_THROW(gpu::gated_rmsnorm_bwd(p, in16, rstd.data(), do16.data(), {.dw = dw16.data()}, ws.data(), nullptr,
+                                        dz_b.data(), nullptr, nullptr),
+                 Error);
+  }
+}
+
 // AdamW with the copy: the fp32 results are those of the plain kernel, bitwise, and the copy is their
 // rounding; two members, the second skipped (non-finite norm), whose copy must stay as it was.
 TEST(Bf16Gpu, AdamWWritesTheWeightCopy) {

@@ -558,71 +558,91 @@ TEST(SsdGpu, MembersRejected) {
   EXPECT_NO_THROW(run_gpu(in));
 }
 
-// bf16 x, B, C (SsdXbcBf16: the model's xbc in bf16 where the walks run). The walks' tiles hold x, B, C rounded
-// to bf16 either way (cvt.rn when staging fp32, a copy of the bf16 source), and every later read of x in the walks
-// (the products, D·x, dD's Σ dy·x, x·v) is of the tiles, so the walks given the rounded values in bf16 write the
-// bits of the walks given the fp32 values: y16, the saved states, h_last, dx, dB, dC, dΔ, dA_log, dD, dh0. On every
-// walk shape (clusters, partials, ragged chunks, odd P and N with scalar staging), with and without a carried state.
-TEST(SsdGpu, WalksReadBf16XbcSameBits) {
-  uint64_t salt = 7300;
-  int k = 0;
-  for (const Shape& s : kWalkShapes) {
-    const bool carry = k++ % 2 == 1;
-    Inputs in = make_inputs(s, salt++);
-    in.p.precision = Precision::BF16;
-    in.p.algo = SsdAlgo::kWalk;
-    const SsdParams& p = in.p;
-    SCOPED_TRACE(name(s) + (carry ? " carried state" : ""));
-    const size_t rows = size_t(p.B) * p.L, ny = rows * p.H * p.P, nh = size_t(p.B) * p.H * p.P * p.N;
-    std::vector<__nv_bfloat16> xbc16_host(in.xbc.size());
-    for (size_t i = 0; i < in.xbc.size(); ++i) xbc16_host[i] = __float2bfloat16_rn(in.xbc[i]);
-    auto rng = make_rng(salt++);
-    const std::vector<float> h0_host = random_vec<float>(nh, rng);
-    auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
-         dy = to_device(in.dy), h0 = to_device(h0_host);
-    DeviceBuffer<__nv_bfloat16> xbc16(xbc16_host.size());
-    xbc16.upload(xbc16_host);
-    struct Run {
-      std::vector<__nv_bfloat16> y16;
-      std::vector<float> saved, h_last, dxbc, ddelta, dA_log, dD, dh0;
-    };
-    auto run = [&](bool bf16_in) {
-      DeviceBuffer<__nv_bfloat16> y16(ny);
-      y16.fill_bytes(0xFF);
-      auto saved = poisoned(gpu::ssd_saved_floats(p)), h_last = poisoned(nh);
-      const SsdInputs<float> args{.x = bf16_in ? nullptr : xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
-                                  .Bm = bf16_in ? nullptr : xbc.data() + in.bo,
-                                  .Cm = bf16_in ? nullptr : xbc.data() + in.co, .Dskip = D.data(),
-                                  .h0 = carry ? h0.data() : nullptr, .h_last = carry ? h_last.data() : nullptr};
-      const SsdXbcBf16 x16{.x = xbc16.data(), .Bm = xbc16.data() + in.bo, .Cm = xbc16.data() + in.co};
-      if (bf16_in) gpu::ssd_fwd_bf16(p, args, x16, y16.data(), saved.data(), nullptr);
-      else gpu::ssd_fwd_bf16(p, args, y16.data(), saved.data(), nullptr);
-      auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), dh0 = poisoned(nh);
-      auto ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
-      auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
-      const SsdGrads<float> g{.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(),
-                              .dB = dxbc.data() + in.bo, .dC = dxbc.data() + in.co, .dD = dD.data(),
-                              .dh0 = carry ? dh0.data() : nullptr};
-      if (bf16_in) gpu::ssd_bwd(p, args, x16, saved.data(), dy.data(), g, ws.data(), nullptr);
-      else gpu::ssd_bwd(p, args, saved.data(), dy.data(), g, ws.data(), nullptr);
-      return Run{y16.download(),     from_device(saved),  from_device(h_last), from_device(dxbc),
-                 from_device(ddelta), from_device(dA_log), from_device(dD),     from_device(dh0)};
-    };
-    const Run a = run(false), b = run(true);
-    ASSERT_EQ(a.y16.size(), b.y16.size());
-    EXPECT_EQ(std::memcmp(a.y16.data(), b.y16.data(), a.y16.size() * sizeof(__nv_bfloat16)), 0) << "y16";
-    EXPECT_TRUE(test::same_bits(a.saved, b.saved)) << "saved states";
-    EXPECT_TRUE(test::same_bits(a.h_last, b.h_last)) << "h_last";
-    EXPECT_TRUE(test::same_bits(a.dxbc, b.dxbc)) << "dx, dB, dC";
-    EXPECT_TRUE(test::same_bits(a.ddelta, b.ddelta)) << "ddelta";
-    EXPECT_TRUE(test::same_bits(a.dA_log, b.dA_log)) << "dA_log";
-    EXPECT_TRUE(test::same_bits(a.dD, b.dD)) << "dD";
-    EXPECT_TRUE(test::same_bits(a.dh0, b.dh0)) << "dh0";
-  }
+// bf16 x, B, C (SsdXbcBf16: the model's xbc in bf16 where the walks run) and, in the reverse walk, bf16 dy (the
+// gated norm's backward writes it so there). The walks' tiles hold x, B, C, dy rounded to bf16 either way (cvt.rn
+// when staging fp32, a copy of the bf16 source), and every later read of x and dy in the walks (the products,
+// D·x, D·dy, dD's Σ dy·x, x·v) is of the tiles, so the walks given the rounded values in bf16 write the bits of
+// the walks given the fp32 values: y16, the saved states, h_last, dx, dB, dC, dΔ, dA_log, dD, dh0. On every walk
+// shape (clusters, partials, ragged chunks, odd P and N with scalar staging), with and without a carried state.
+void check_bf16_inputs_same_bits(const Shape& s, uint64_t salt, bool carry) {
+  Inputs in = make_inputs(s, salt);
+  in.p.precision = Precision::BF16;
+  in.p.algo = SsdAlgo::kWalk;
+  const SsdParams& p = in.p;
+  SCOPED_TRACE(name(s) + (carry ? " carried state" : ""));
+  const size_t rows = size_t(p.B) * p.L, ny = rows * p.H * p.P, nh = size_t(p.B) * p.H * p.P * p.N;
+  std::vector<__nv_bfloat16> xbc16_host(in.xbc.size()), dy16_host(in.dy.size());
+  for (size_t i = 0; i < in.xbc.size(); ++i) xbc16_host[i] = __float2bfloat16_rn(in.xbc[i]);
+  for (size_t i = 0; i < in.dy.size(); ++i) dy16_host[i] = __float2bfloat16_rn(in.dy[i]);
+  auto rng = make_rng(salt + 1000);
+  const std::vector<float> h0_host = random_vec<float>(nh, rng);
+  auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
+       dy = to_device(in.dy), h0 = to_device(h0_host);
+  DeviceBuffer<__nv_bfloat16> xbc16(xbc16_host.size()), dy16(dy16_host.size());
+  xbc16.upload(xbc16_host);
+  dy16.upload(dy16_host);
+  struct Run {
+    std::vector<__nv_bfloat16> y16;
+    std::vector<float> saved, h_last, dxbc, ddelta, dA_log, dD, dh0;
+  };
+  auto run = [&](bool bf16_in) {
+    DeviceBuffer<__nv_bfloat16> y16(ny);
+    y16.fill_bytes(0xFF);
+    auto saved = poisoned(gpu::ssd_saved_floats(p)), h_last = poisoned(nh);
+    const SsdInputs<float> args{.x = bf16_in ? nullptr : xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                                .Bm = bf16_in ? nullptr : xbc.data() + in.bo,
+                                .Cm = bf16_in ? nullptr : xbc.data() + in.co, .Dskip = D.data(),
+                                .h0 = carry ? h0.data() : nullptr, .h_last = carry ? h_last.data() : nullptr};
+    const SsdXbcBf16 x16{.x = xbc16.data(), .Bm = xbc16.data() + in.bo, .Cm = xbc16.data() + in.co};
+    if (bf16_in) gpu::ssd_fwd_bf16(p, args, x16, y16.data(), saved.data(), nullptr);
+    else gpu::ssd_fwd_bf16(p, args, y16.data(), saved.data(), nullptr);
+    auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), dh0 = poisoned(nh);
+    auto ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
+    auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
+    const SsdGrads<float> g{.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(),
+                            .dB = dxbc.data() + in.bo, .dC = dxbc.data() + in.co, .dD = dD.data(),
+                            .dh0 = carry ? dh0.data() : nullptr};
+    if (bf16_in) gpu::ssd_bwd(p, args, x16, saved.data(), dy16.data(), g, ws.data(), nullptr);
+    else gpu::ssd_bwd(p, args, saved.data(), dy.data(), g, ws.data(), nullptr);
+    return Run{y16.download(),     from_device(saved),  from_device(h_last), from_device(dxbc),
+               from_device(ddelta), from_device(dA_log), from_device(dD),     from_device(dh0)};
+  };
+  const Run a = run(false), b = run(true);
+  // the fp32-input call wrote real values (WalkShapes checks them against the reference), so equal bits below
+  // cannot be two untouched poisons
+  size_t finite = 0;
+  for (const float v : a.ddelta) finite += std::isfinite(v);
+  EXPECT_EQ(finite, a.ddelta.size()) << "ddelta of the fp32-input call";
+  ASSERT_EQ(a.y16.size(), b.y16.size());
+  EXPECT_EQ(std::memcmp(a.y16.data(), b.y16.data(), a.y16.size() * sizeof(__nv_bfloat16)), 0) << "y16";
+  EXPECT_TRUE(test::same_bits(a.saved, b.saved)) << "saved states";
+  EXPECT_TRUE(test::same_bits(a.h_last, b.h_last)) << "h_last";
+  EXPECT_TRUE(test::same_bits(a.dxbc, b.dxbc)) << "dx, dB, dC";
+  EXPECT_TRUE(test::same_bits(a.ddelta, b.ddelta)) << "ddelta";
+  EXPECT_TRUE(test::same_bits(a.dA_log, b.dA_log)) << "dA_log";
+  EXPECT_TRUE(test::same_bits(a.dD, b.dD)) << "dD";
+  EXPECT_TRUE(test::same_bits(a.dh0, b.dh0)) << "dh0";
 }
 
-// bf16 x, B, C are the walks' alone, and one source of each: the chunk-parallel path, a null bf16 pointer, or fp32
-// pointers beside the bf16 ones are rejected before anything runs.
+TEST(SsdGpu, WalksReadBf16XbcDySameBits) {
+  uint64_t salt = 7300;
+  int k = 0;
+  for (const Shape& s : kWalkShapes) check_bf16_inputs_same_bits(s, salt += 2, k++ % 2 == 1);
+}
+
+// The same on small shapes of the three reverse-walk instances, for the sanitizers: the 'S' head (clusters of 8, a
+// ragged chunk, a carried state), odd P and N (scalar staging), the 'M' head (a pair of heads; the pipelined walk:
+// the ragged last chunk's x, B, C copied before the walk, the first's during the last's step) and the 'L' head
+// (clusters of 4, a carried state).
+TEST(SsdGpu, WalkSmallBf16XbcDy) {
+  check_bf16_inputs_same_bits({1, 70, 8, 32, 1, 64, 64}, 7500, true);
+  check_bf16_inputs_same_bits({1, 33, 3, 5, 2, 7, 16, 1}, 7502, false);
+  check_bf16_inputs_same_bits({1, 70, 2, 64, 1, 64, 64}, 7504, false);
+  check_bf16_inputs_same_bits({1, 70, 4, 64, 1, 128, 64}, 7506, true);
+}
+
+// bf16 x, B, C (and the backward's bf16 dy) are the walks' alone, and one source of each: the chunk-parallel path,
+// a null bf16 pointer (dy16 too), or fp32 pointers beside the bf16 ones are rejected before anything runs.
 TEST(SsdGpu, Bf16XbcRejected) {
   Inputs in = make_inputs({1, 70, 8, 32, 1, 64, 64}, 7400);
   in.p.precision = Precision::BF16;
@@ -648,6 +668,14 @@ TEST(SsdGpu, Bf16XbcRejected) {
   EXPECT_THROW(gpu::ssd_fwd_bf16(p, both, x16, y16.data(), saved.data(), nullptr), Error);
   EXPECT_NO_THROW(gpu::ssd_fwd_bf16(p, args, x16, y16.data(), saved.data(), nullptr));
   EXPECT_NO_THROW(y16.download());  // the launch's errors surface here
+  // the backward: bf16 dy required with bf16 x, B, C; the same refusals (nothing is launched, so no buffers)
+  DeviceBuffer<__nv_bfloat16> dy16(rows * p.H * p.P);
+  const SsdGrads<float> none{};
+  EXPECT_THROW(gpu::ssd_bwd(p, args, x16, saved.data(), nullptr, none, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_bwd(chunked, args, x16, saved.data(), dy16.data(), none, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_bwd(fp32, args, x16, saved.data(), dy16.data(), none, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_bwd(p, args, no_c, saved.data(), dy16.data(), none, nullptr, nullptr), Error);
+  EXPECT_THROW(gpu::ssd_bwd(p, both, x16, saved.data(), dy16.data(), none, nullptr, nullptr), Error);
 }
 
 }  // namespace

@@ -77,13 +77,14 @@ constexpr int bwd_min_blocks() {
 // registers (r·w·dout, u, SiLU(z), y·SiLU'(z)) and dw is accumulated before the barrier.
 // TDz: float, or __nv_bfloat16 in bf16 mode (dz is then only in_proj's GEMM operand dy). TZ, TDout: float, or
 // __nv_bfloat16 in bf16 mode (y the SSD's and z in_proj's bf16 output, dout out_proj's bf16 dx), widened exactly as
-// loaded.
-template <class Tm, bool kVec, typename TDz, typename TZ, typename TDout>
+// loaded. TDy: float, or __nv_bfloat16 where the SSD's reverse walk reads dy (its tiles are bf16 anyway), rounded
+// to nearest even as stored.
+template <class Tm, bool kVec, typename TDz, typename TZ, typename TDout, typename TDy = float>
 __global__ void __launch_bounds__(Tm::kBlock, (bwd_min_blocks<Tm, kVec>()))
     gated_rmsnorm_bwd_kernel(GatedNormParams p, const TZ* __restrict__ y /* (M, Dn) */,
                              const TZ* __restrict__ z /* (M, ld_z) */, const float* __restrict__ w /* (Dn) */,
                              const float* __restrict__ rstd /* (M, G) */, const TDout* __restrict__ dout /* (M, Dn) */,
-                             float* __restrict__ dy /* (M, Dn) */, TDz* __restrict__ dz /* (M, ld_z) */,
+                             TDy* __restrict__ dy /* (M, Dn) */, TDz* __restrict__ dz /* (M, ld_z) */,
                              float* __restrict__ partial /* (gridDim.x, Dn) */) {
   constexpr int T = Tm::kThreads, Q = Tm::kQuads;
   __shared__ float slots[2][Tm::kBlock / 32];
@@ -199,9 +200,9 @@ size_t gated_rmsnorm_bwd_workspace_floats(const GatedNormParams& p) {
 }
 
 namespace {
-template <typename TDz, typename TZ, typename TDout>
+template <typename TDz, typename TZ, typename TDout, typename TDy>
 void bwd(const GatedNormParams& p, const TZ* y, const TZ* z, const float* w, const float* rstd, const TDout* dout,
-         float* dy, TDz* dz, float* dw, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
+         TDy* dy, TDz* dz, float* dw, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
   check_params(p, "gpu::gated_rmsnorm_bwd");
   if (p.M == 0) return;  // dw += 0, nothing written
   require(workspace != nullptr, "gpu::gated_rmsnorm_bwd: workspace is null (needs gated_rmsnorm_bwd_workspace_floats)");
@@ -211,10 +212,10 @@ void bwd(const GatedNormParams& p, const TZ* y, const TZ* z, const float* w, con
     using Tm = decltype(tm);
     const dim3 grid(nb, p.G);
     if (vec)
-      gated_rmsnorm_bwd_kernel<Tm, true, TDz, TZ, TDout>
+      gated_rmsnorm_bwd_kernel<Tm, true, TDz, TZ, TDout, TDy>
           <<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
     else
-      gated_rmsnorm_bwd_kernel<Tm, false, TDz, TZ, TDout>
+      gated_rmsnorm_bwd_kernel<Tm, false, TDz, TZ, TDout, TDy>
           <<<grid, Tm::kBlock, 0, stream>>>(p, y, z, w, rstd, dout, dy, dz, workspace);
     MLALPHA_CHECK_LAUNCH(stream);
   });
@@ -239,6 +240,13 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, 
                        __nv_bfloat16* dz16, ColsumBatch* defer) {
   require(p.M == 0 || dz16, "gpu::gated_rmsnorm_bwd: bf16 z writes dz in bf16 only (dz16)");
   bwd(p, in.y, in.z, in.w, rstd, dout, g.dy, dz16, g.dw, workspace, stream, defer);
+}
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd,
+                       const __nv_bfloat16* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
+                       __nv_bfloat16* dz16, __nv_bfloat16* dy16, ColsumBatch* defer) {
+  require(p.M == 0 || (dz16 && dy16), "gpu::gated_rmsnorm_bwd: dz and dy in bf16 need dz16 and dy16");
+  require(!g.dy && !g.dz, "gpu::gated_rmsnorm_bwd: fp32 dy or dz given beside dy16, dz16 (one output each)");
+  bwd(p, in.y, in.z, in.w, rstd, dout, dy16, dz16, g.dw, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

@@ -79,6 +79,12 @@ void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, 
 void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd,
                        const __nv_bfloat16* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
                        __nv_bfloat16* dz16, ColsumBatch* defer = nullptr);
+// The same with dy (M, Dn) written in bf16 only (dy16, required; g.dy and g.dz must be null): bf16 precision where
+// the SSD takes the walks (gpu::ssd_uses_walk), whose reverse walk reads dy in bf16 (ssd_bwd with SsdXbcBf16). Each
+// element the round to nearest even of the fp32 dy the call above writes; dz16 and dw its bits.
+void gated_rmsnorm_bwd(const GatedNormParams& p, const GatedNormInputsBf16& in, const float* rstd,
+                       const __nv_bfloat16* dout, const GatedNormGrads<float>& g, float* workspace, cudaStream_t stream,
+                       __nv_bfloat16* dz16, __nv_bfloat16* dy16, ColsumBatch* defer);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -166,9 +166,10 @@ void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 // The same with x, B, C read in bf16 from xbc (in.x, in.Bm, in.Cm null; the walks only, as ssd_fwd_bf16 with
-// xbc): the bits of the call above with xbc's fp32 originals. Gradients stay fp32.
+// xbc) and dy16 (B, L, H, P) in bf16 (gpu::gated_rmsnorm_bwd writes it so): the bits of the call above with the
+// fp32 originals of xbc and dy, which the reverse walk rounds to those bf16 values in its tiles. Gradients stay fp32.
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const float* saved,
-             const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+             const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -562,9 +562,9 @@ void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD,
 }  // namespace ssd_detail
 
 namespace {
-// ssd_bwd; xbc16 non-null: x, B, C in bf16 (the walks only, checked by the caller).
+// ssd_bwd; xbc16 non-null: x, B, C in bf16 and dy in bf16 (dy16; dy null), the walks only, checked by the caller.
 void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved, const float* dy,
-         const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+         const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0) return;
@@ -572,8 +572,8 @@ void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16
     if (g.dh0) MLALPHA_CUDA_CHECK(cudaMemsetAsync(g.dh0, 0, size_t(p.B) * p.H * p.P * p.N * sizeof(float), stream));
     return;
   }
-  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, xbc16, saved, dy, g, workspace, stream);
-  require(xbc16 == nullptr, "ssd_bwd: bf16 x, B, C on the chunk-parallel path");
+  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, xbc16, saved, dy, dy16, g, workspace, stream);
+  require(xbc16 == nullptr && dy16 == nullptr, "ssd_bwd: bf16 x, B, C, dy on the chunk-parallel path");
   Args a = make_layout(p);
   set_inputs(a, in);
   a.h_last = nullptr;  // an output of the forward only
@@ -612,13 +612,14 @@ void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16
 
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
              const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
-  bwd(p, in, nullptr, saved, dy, g, workspace, stream);
+  bwd(p, in, nullptr, saved, dy, nullptr, g, workspace, stream);
 }
 
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const float* saved,
-             const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+             const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
   ssd_detail::require_xbc16(p, in, xbc, "ssd_bwd");
-  bwd(p, in, &xbc, saved, dy, g, workspace, stream);
+  require(p.B == 0 || p.L == 0 || dy16, "ssd_bwd: dy16 is null (bf16 x, B, C come with bf16 dy)");
+  bwd(p, in, &xbc, saved, nullptr, dy16, g, workspace, stream);
 }
 
 }  // namespace mlalpha::gpu

@@ -35,6 +35,11 @@
 // packed layout, 4 blocks an SM at ≤ 128 registers; every other instance 8 warps, 2 blocks an SM at ≤ 128 (or 1
 // where the fp32 tiles fill the SM). Issue 38: one (b, h) chain's step is ~3,900 instructions a warp on 4 warps;
 // 8 warps halve each warp's share, which pays where it costs no resident blocks.
+// The 'M' head with bf16 x, B, C (kX16) is pipelined (kPipe, BwdShape::kPipeFits): chunk c−1's x, B, C are copied
+// asynchronously (cp.async) into second buffers right after chunk c's staging barrier, so their DRAM latency
+// overlaps chunk c's products, and moved into the tiles at c−1's staging. The second buffers (27 KiB) fit its 2
+// blocks an SM; the 'S' head's 4 blocks leave 896 bytes an SM and the 'L' head's 2 leave 7.4 KiB, so neither has
+// room for them (docs/benchmarks.md, "dy in bf16 for the reverse walk").
 // A chunk step (4 barriers, and 2 cluster barriers with cs > 1), one phase function each:
 //   0  stage x, dy, B, C, S_c (zero-padded tiles); warp 0: the decays;                              barrier
 //   1  Σ G·S_c (c0) and Σ dy·x (dD) shares; C·Bᵀ and dy·xᵀ over 16 rows and a column half a warp (two
@@ -134,6 +139,14 @@ struct BwdShape {
   static constexpr int kFit = int((228 * 1024) / (kBytes + 1024));
   static constexpr int kCap = kGroups == 1 ? 4 : 2;
   static constexpr int kMinBlocks = kFit < 1 ? 1 : (kFit < kCap ? kFit : kCap);
+  // The pipelined walk (bf16 x, B, C in memory, kX16): chunk c−1's x, B, C copied (cp.async) into second buffers
+  // while chunk c computes, and moved into the tiles at c−1's staging; where the buffers fit at kMinBlocks.
+  static constexpr size_t kAltBytes = size_t(kRows) * (ldP + 2 * ldN) * sizeof(E);
+  static constexpr size_t oX2 = kBytes, oB2 = oX2 + size_t(kRows) * ldP * sizeof(E);
+  static constexpr size_t oC2 = oB2 + size_t(kRows) * ldN * sizeof(E);
+  static constexpr bool kPipeFits =
+      kMode == MmaMode::kBF16 && int((228 * 1024) / (kBytes + kAltBytes + 1024)) >= kMinBlocks;
+  static constexpr size_t kPipeBytes = kBytes + kAltBytes;
   // Element (i, j) of CB or DX.
   __device__ static int tix(int i, int j) {
     if constexpr (kPacked) return swz64(i, j);
@@ -231,33 +244,74 @@ __device__ __forceinline__ BwdChunk bwd_chunk(const Args& a, const BwdBlock& k, 
   return ch;
 }
 
+// The pipelined walk's copies of chunk c's x, B, C (bf16, vec4) into the second buffers, one group.
+template <class K>
+__device__ __forceinline__ void copy_xbc_async(const Args& a, const BwdBlock& k, int c, unsigned char* smem) {
+  using E = typename K::E;
+  const int t0 = c * a.T, tc = min(a.T, a.L - t0);
+  const size_t row0 = size_t(k.b) * a.L + t0;
+  stage_tile_async<kRows, K::kN, K::kThreads>(reinterpret_cast<E*>(smem + K::oC2), K::ldN,
+                                              a.C16 + row0 * a.ld + size_t(k.g) * a.N, a.ld, tc, a.N);
+  stage_tile_async<kRows, K::kP, K::kThreads>(reinterpret_cast<E*>(smem + K::oX2), K::ldP,
+                                              a.x16 + row0 * a.ld + size_t(k.h) * a.P, a.ld, tc, a.P);
+  stage_tile_async<kRows, K::kN, K::kThreads>(reinterpret_cast<E*>(smem + K::oB2), K::ldN,
+                                              a.B16 + row0 * a.ld + size_t(k.g) * a.N, a.ld, tc, a.N);
+  stage_commit();
+}
+// This thread's 16-byte pieces of a second buffer (the ones its stage_tile_async copied) into the tile: no barrier
+// between, since a thread reads only its own completed copies.
+template <int kR, int kC, int kTh, typename E>
+__device__ __forceinline__ void move_own_pieces(E* dst, const E* src, int ld) {
+  int tid = threadIdx.x;
+  asm volatile("" : "+r"(tid));
+  constexpr int kQ = kC / 8, kPer = kR * kQ / kTh;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int it = tid + u * kTh, o = (it / kQ) * ld + 8 * (it % kQ);
+    *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(src + o);
+  }
+}
+
 // Phase 0: x, dy, B, C and S_c (the state the forward walk saved for this chunk) staged as zero-padded tiles;
 // warp 0: Δ_t, cs_t, dec_in_t = e^{cs_t}, dec_out_t = a_next e^{cs_last − cs_t}, e^{cs_t − cs_0}, and the step's
 // two scalars: c0's scale a_next e^{cs_last} and G's decay e^{cs_last − cs_0 + A Δ_next}. A barrier follows.
-// kX16: x, B, C from a.x16, B16, C16 (bf16), the bits the fp32 ones round to in the tiles.
-template <class K, bool kX16>
+// kX16: x, B, C, dy from a.x16, B16, C16 and dy_bf16(a) (bf16), the bits the fp32 ones round to in the tiles.
+// kPipe: x, B, C are already in the second buffers (copy_xbc_async, issued a step earlier): each thread waits for
+// its copies and moves its own pieces into the tiles, the same bytes stage_tile would have written.
+template <class K, bool kX16, bool kPipe = false>
 __device__ __forceinline__ void stage_and_decay(const Args& a, const BwdBlock& k, const BwdChunk& ch, float dt_next,
-                                                const float* S_c, const BwdTiles<K>& s) {
+                                                const float* S_c, const BwdTiles<K>& s,
+                                                const unsigned char* smem = nullptr) {
   constexpr int ldP = K::ldP, ldN = K::ldN;
+  using E = typename K::E;
   LaneDeltas d;
   if (k.warp == 0) d = load_deltas(a, k.b, k.h, ch.t0, ch.tc);
   // kX16 stages dy after x, B, C (one barrier follows, so the order changes no value): in dy's place first, the bf16
-  // instances spilled 16 bytes more ('S') and 0 ('M') instead of 12 bytes less and 8 less than the fp32 ones.
+  // instances (bf16 dy too) spill 12 / 12 ('S') and 24 / 24 ('M') bytes of stores / loads instead of 8 / 8 and 4 / 4
+  // (after S_c: the same as here).
   if constexpr (!kX16)
     stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, a.dy + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P, ch.tc,
                                           a.P, a.vec4);
-  // x, B, C: (B, L, ld)→(H, P), (G, N), (G, N); each source pointer formed at its call, as before kX16 (formed
-  // together at the top, the 'L' instance held them across the first staging and spilled 96 bytes more)
-  stage_tile<kRows, K::kN, K::kThreads>(s.sC, ldN, in_cols<kX16>(a.Cm, a.C16) + ch.row0 * a.ld + size_t(k.g) * a.N,
-                                        a.ld, ch.tc, a.N, a.vec4);
-  stage_tile<kRows, K::kP, K::kThreads>(s.sX, ldP, in_cols<kX16>(a.x, a.x16) + ch.row0 * a.ld + size_t(k.h) * a.P,
-                                        a.ld, ch.tc, a.P, a.vec4);
-  stage_tile<kRows, K::kN, K::kThreads>(s.sB, ldN, in_cols<kX16>(a.Bm, a.B16) + ch.row0 * a.ld + size_t(k.g) * a.N,
-                                        a.ld, ch.tc, a.N, a.vec4);
-  if constexpr (kX16)
-    stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, a.dy + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P, ch.tc,
-                                          a.P, a.vec4);
+  if constexpr (!kPipe) {
+    // x, B, C: (B, L, ld)→(H, P), (G, N), (G, N); each source pointer formed at its call, as before kX16 (formed
+    // together at the top, the 'L' instance held them across the first staging and spilled 96 bytes more)
+    stage_tile<kRows, K::kN, K::kThreads>(s.sC, ldN, in_cols<kX16>(a.Cm, a.C16) + ch.row0 * a.ld + size_t(k.g) * a.N,
+                                          a.ld, ch.tc, a.N, a.vec4);
+    stage_tile<kRows, K::kP, K::kThreads>(s.sX, ldP, in_cols<kX16>(a.x, a.x16) + ch.row0 * a.ld + size_t(k.h) * a.P,
+                                          a.ld, ch.tc, a.P, a.vec4);
+    stage_tile<kRows, K::kN, K::kThreads>(s.sB, ldN, in_cols<kX16>(a.Bm, a.B16) + ch.row0 * a.ld + size_t(k.g) * a.N,
+                                          a.ld, ch.tc, a.N, a.vec4);
+  }
+  if constexpr (kX16)  // dy: (B, L, H, P)
+    stage_tile<kRows, K::kP, K::kThreads>(s.sDY, ldP, dy_bf16(a) + (ch.row0 * a.H + k.h) * a.P, size_t(a.H) * a.P,
+                                          ch.tc, a.P, a.vec4);
   stage_tile<K::kP, K::kN, K::kThreads>(s.sSin, ldN, S_c, a.N, a.P, a.N, a.vec4);
+  if constexpr (kPipe) {  // this chunk's x, B, C, copied during the previous step (or before the walk)
+    stage_wait();
+    move_own_pieces<kRows, K::kN, K::kThreads>(s.sC, reinterpret_cast<const E*>(smem + K::oC2), ldN);
+    move_own_pieces<kRows, K::kP, K::kThreads>(s.sX, reinterpret_cast<const E*>(smem + K::oX2), ldP);
+    move_own_pieces<kRows, K::kN, K::kThreads>(s.sB, reinterpret_cast<const E*>(smem + K::oB2), ldN);
+  }
   if (k.warp == 0) {
     const double cs_last = walk_cumsum(d, k.A, s.sdt, s.scs, s.su);
     __syncwarp();  // cs_0, from lane 0
@@ -629,14 +683,15 @@ __device__ __forceinline__ void adjoint_update(typename K::State::Acc& G, typena
     wmm<K::kMode, true, false>(G, s.sDY, K::ldP, s.sC, K::ldN, kRows, ws, KScale{s.sg0});
 }
 
-// kX16: x, B, C read in bf16 (SsdXbcBf16; bf16 mode only), as the forward walk's.
-template <MmaMode kMode, int kP, int kN, int kGroups, bool kX16 = false>
+// kX16: x, B, C read in bf16 (SsdXbcBf16; bf16 mode only), as the forward walk's, and dy too (dy_bf16). kPipe
+// (kX16, K::kPipeFits, Args::vec4): chunk c−1's x, B, C copied asynchronously while chunk c computes.
+template <MmaMode kMode, int kP, int kN, int kGroups, bool kX16 = false, bool kPipe = false>
 __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
                                   BwdShape<kMode, kP, kN, kGroups>::kMinBlocks) bwd_walk_kernel(Args a) {
   static_assert(!kX16 || kMode == MmaMode::kBF16, "bf16 x, B, C in bf16 mode only");
   using K = BwdShape<kMode, kP, kN, kGroups>;
+  static_assert(!kPipe || (kX16 && K::kPipeFits), "the pipelined walk: bf16 x, B, C and room for two buffers");
   extern __shared__ __align__(16) unsigned char smem[];
-  const BwdTiles<K> s(smem);
   const BwdBlock k = bwd_block(a);
   const auto ws = K::State::tile(threadIdx.x);  // G
   typename K::State::Acc G;
@@ -647,10 +702,15 @@ __global__ void __launch_bounds__(BwdShape<kMode, kP, kN, kGroups>::kThreads,
   float dD = 0.f;       // this thread's share of dD over the walk
   float dA = 0.f;       // warp 0: this lane's share of Σ_t Δ_t e_t over the walk
 
+  const BwdTiles<K> s(smem);
+  if constexpr (kPipe) copy_xbc_async<K>(a, k, a.nchunks - 1, smem);
   for (int c = a.nchunks - 1; c >= 0; --c) {
     const BwdChunk ch = bwd_chunk(a, k, c, dt_next);
-    stage_and_decay<K, kX16>(a, k, ch, dt_next, states + size_t(c) * PN, s);
+    stage_and_decay<K, kX16, kPipe>(a, k, ch, dt_next, states + size_t(c) * PN, s, smem);
     __syncthreads();
+    // the second buffers were moved into the tiles (each thread its own pieces) before the barrier above
+    if constexpr (kPipe)
+      if (c > 0) copy_xbc_async<K>(a, k, c - 1, smem);
     const float dt_first = s.sdt[0];
     const float c0_scale = s.red[K::kWarps], decG = s.red[K::kWarps + 1];
 
@@ -738,13 +798,17 @@ static int bwd_cluster_heads(const SsdParams& p) {
 }
 
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
-                  const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+                  const float* dy, const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace,
+                  cudaStream_t stream) {
   Args a = make_layout(p);
   set_inputs(a, in);
   require(!xbc16 || a.mode == MmaMode::kBF16, "ssd_bwd: bf16 x, B, C in bf16 precision only");
+  require(!xbc16 == !dy16 && !(dy && dy16), "ssd_bwd: bf16 x, B, C come with bf16 dy alone (kX16: both or none)");
   if (xbc16) a.x16 = xbc16->x, a.B16 = xbc16->Bm, a.C16 = xbc16->Cm;
   a.h_last = nullptr, a.dh0 = g.dh0;  // h0 is read through the saved S_0
-  a.dy = dy, a.states = const_cast<float*>(saved);  // read only here
+  // dy: the bf16 one's address where x, B, C are bf16 (Args::dy; the kX16 kernel reads it through dy_bf16)
+  a.dy = xbc16 ? reinterpret_cast<const float*>(dy16) : dy;
+  a.states = const_cast<float*>(saved);  // read only here
   a.dx = g.dx, a.ddelta = g.ddelta, a.dB = g.dB, a.dC = g.dC;
   a.cluster_heads = bwd_cluster_heads(p);
   // group_sum adds the pairs' partials in runs of the larger cluster's pairs, the order cluster_sums keeps.
@@ -754,7 +818,7 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf
   require(!partials || w.partials, "ssd_bwd_walk: the scratch has no room for the clusters' partials");
   a.wsA = workspace + w.a, a.wsD = workspace + w.d;
   a.wsB = partials ? workspace + w.b : nullptr, a.wsC = partials ? workspace + w.c : nullptr;
-  a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, dy, saved, g.dB, g.dC, workspace})
+  a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, dy16, saved, g.dB, g.dC, workspace})
                  : vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
   with_walk_dims(a.P, a.N, [&](auto kp, auto kn) {
     constexpr int kP = decltype(kp)::value, kN = decltype(kn)::value;
@@ -762,15 +826,20 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf
     using K16 = BwdShape<MmaMode::kBF16, kP, kN, kG16>;
     using K32 = BwdShape<MmaMode::k3xTF32, kP, kN, kG32>;  // tf32 mode: the same tiles and block
     const bool bf = a.mode == MmaMode::kBF16;
+    // the pipelined walk where its second buffers fit (K16::kPipeFits: the 'M' head) and the copies are 16-byte
+    const bool pipe = K16::kPipeFits && a.x16 && a.vec4;
     auto pick = [&](auto mode) {
       constexpr MmaMode m = decltype(mode)::value;
       if constexpr (m == MmaMode::kBF16) {
+        if constexpr (K16::kPipeFits)
+          if (pipe) return bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN), true, true>;
         if (a.x16) return bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN), true>;
       }
       return bwd_walk_kernel<m, kP, kN, bwd_groups(m, kP, kN)>;
     };
-    launch_kernel(a, pick, dim3(a.H, a.B), bf ? K16::kThreads : K32::kThreads, bf ? K16::kBytes : K32::kBytes,
-                  stream, dim3(a.cluster_heads, 1, 1));
+    const size_t bytes = bf ? (pipe ? K16::kPipeBytes : K16::kBytes) : K32::kBytes;
+    launch_kernel(a, pick, dim3(a.H, a.B), bf ? K16::kThreads : K32::kThreads, bytes, stream,
+                  dim3(a.cluster_heads, 1, 1));
   });
   const int rows = p.B * p.L;
   if (partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, run, a.wsB, a.wsC, g.dB, g.dC, stream);

@@ -72,7 +72,12 @@ struct Args {
                            // aligned with whole quads of columns (16-byte loads and stores)
   int seg_steps, nseg;     // the chunk-state walks (ssd_chunks.cu) in nseg segments of seg_steps steps
                            // (the last may be shorter); nseg = 1: one walk over all nchunks − 1 steps
-  const float *x, *delta, *A_log, *Bm, *Cm, *Dskip, *dy;
+  const float *x, *delta, *A_log, *Bm, *Cm, *Dskip;
+  // dy (B, L, H, P). The reverse walk with bf16 inputs (SsdXbcBf16) reads dy in bf16: then this holds the address
+  // of the bf16 dy (ssd_walk.cuh, dy_bf16), so that Args keeps its size, which the other kernels' code depends on
+  // (one pointer more at the end changed the PTX of 15 chunk-parallel kernels, a union of the two of 21: the same
+  // operations, scheduled and numbered differently).
+  const float* dy;
   float* y;       // (B, L, H, P) forward output (null when y16 is set)
   __nv_bfloat16* y16 = nullptr;  // (B, L, H, P) the forward output in bf16 (bf16 precision: the gated norm's input)
   float* states;  // (B, H, nchunks, P, N) state entering each chunk

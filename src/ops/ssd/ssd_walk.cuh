@@ -123,6 +123,26 @@ __device__ __forceinline__ void stage_tile(E* dst, int dld, const S* __restrict_
   }
 }
 
+// A bf16 tile from a bf16 source with asynchronous copies (cp.async, 16 bytes: no registers hold the data), zeros
+// (src-size 0) past rows, cols; the vec layout of stage_tile (cols, sld multiples of 8, src 16-byte aligned).
+// stage_commit() / stage_wait*() (ssd_common.cuh), then a barrier, before the tile is read.
+template <int kR, int kC, int kTh>
+__device__ __forceinline__ void stage_tile_async(bf16* dst, int dld, const bf16* __restrict__ src, size_t sld,
+                                                 int rows, int cols) {
+  int tid = threadIdx.x;
+  asm volatile("" : "+r"(tid));
+  constexpr int kQ = kC / 8, kPer = kR * kQ / kTh;
+  static_assert(kC % 8 == 0 && (kR * kQ) % kTh == 0, "whole loads, the same count for every thread");
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int it = tid + u * kTh, r = it / kQ, c = 8 * (it % kQ);
+    const bool in = r < rows && c < cols;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                     unsigned(__cvta_generic_to_shared(dst + r * dld + c))),
+                 "l"(in ? src + size_t(r) * sld + c : src), "r"(in ? 16 : 0));
+  }
+}
+
 // One thread's share of a tile staged through registers (vec4 only: 16-byte loads of 4 fp32 or 8 bf16, S as
 // stage_tile's): load() issues the loads of the (kR, kC) tile of a row-major matrix (zeros past rows, cols),
 // store() writes them to the tile. A walk issues every tile of the next chunk at once at the end of a chunk
@@ -165,6 +185,10 @@ __device__ __forceinline__ const InElem<kIn16>* in_cols(const float* f32, const 
   if constexpr (kIn16) return b16;
   else return f32;
 }
+
+// The reverse walk's bf16 dy (B, L, H, P) where it reads x, B, C in bf16 (kIn16): Args::dy holds its address then
+// (ssd_bwd_walk sets it so; Args keeps its layout for every other kernel).
+__device__ __forceinline__ const bf16* dy_bf16(const Args& a) { return reinterpret_cast<const bf16*>(a.dy); }
 
 // ----- the chunk's decays -----
 // The causal decay e^{cs_i − cs_j} (j ≤ i) of the walks. fp32 and tf32 mode: ssd_common.cuh's decay(), the
@@ -398,7 +422,9 @@ bool vec4_ok_xbc16(const SsdParams& p, std::initializer_list<const void*> rows);
 // xbc16 non-null: x, B, C read in bf16 from it (in.x, in.Bm, in.Cm unused; bf16 mode only).
 void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, float* y,
                   __nv_bfloat16* y16, float* saved, cudaStream_t stream);
+// xbc16 non-null: dy read in bf16 from dy16 too (dy unused): both or neither.
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
-                  const float* dy, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+                  const float* dy, const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace,
+                  cudaStream_t stream);
 
 }  // namespace mlalpha::gpu::ssd_detail::walk
