@@ -83,7 +83,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
   // One scratch buffer serves the SSD backward and the loss in turn (stream order makes the reuse safe);
   // the parameter partials have a region per op, summed together at the end of backward().
   ws_ = alloc(gpu_scratch_floats(s, B, L, c.K));
-  partials_ = alloc(GradPartials(s, c.NL).total);
+  partials_ = alloc(GradPartials(s, c.NL, precision).total);
 }
 
 LossParams GpuModel::loss_params(const TrainConfig& tc, int G) const {
@@ -108,11 +108,13 @@ void GpuModel::linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 }
 
 // The backward of one GEMM (linear_bwd's grads): dx reads the weight, dw reads x; dy.f32 feeds db.
-// db_part: db's partials region (GradPartials) when grads.db is set; its sum joins colsums_.
+// db_part: db's partials region (GradPartials) when grads.db is set; dw_part (BF16): dW's K-split partials
+// region when grads.dw is set (null where the shape takes no split); both sums join colsums_.
 void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
-                          const LinearGrads<float>& grads, cudaStream_t st, float* db_part) {
+                          const LinearGrads<float>& grads, cudaStream_t st, float* db_part, float* dw_part) {
   if (is_bf16())
-    gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, db_part, st, &colsums_);
+    gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, db_part, st, &colsums_,
+                    dw_part);
   else gpu::linear_bwd(g, p, {.x = x.f32, .w = P_ + w_off}, dy.f32, grads, db_part, st, &colsums_);
 }
 
@@ -226,13 +228,16 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
-  const GradPartials parts(s, c.NL);
+  const GradPartials parts(s, c.NL, gemm_.precision);
+  // A region of `n` floats, or null when empty (the shape takes no split of dW)
+  auto region = [&](size_t off, size_t n) { return n > 0 ? partials_.data() + off : nullptr; };
   float* part = partials_.data();
   P_ = P, P16_ = P16;
   bf16* dh16 = h16 ? dh16_.data() : nullptr;  // RMSNorm's backward also writes dh's bf16 copy in bf16
   if (h16) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
   linear_bwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, {dout_.data(), dout16_.data()},
-             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db);
+             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db,
+             region(parts.head_dw, parts.total - parts.head_dw));
   gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
                    {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, part + parts.final_norm, st, dh16, &colsums_);
   // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
@@ -246,12 +251,14 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const LayerActs& a = acts_[l];
     float* lp = part + parts.layer(l);  // this layer's partials: norm, gnorm, dt, conv
     float *p_norm = lp, *p_gnorm = lp + parts.norm, *p_dt = p_gnorm + parts.gnorm, *p_conv = p_dt + parts.dt;
+    float* p_in_dw = region(parts.layer(l) + parts.norm + parts.gnorm + parts.dt + parts.conv, parts.in_dw);
+    float* p_out_dw = region(parts.layer(l) + parts.per_layer - parts.out_dw, parts.out_dw);
     // dg (M, di) = dh · W_out: in bf16 (dg16_) in BF16, read only by the gated norm's backward
     if (h16) gpu::linear_bwd_dx(gemm_, s.out_proj, P16 + o.out_proj_w, dh16_.data(), dg16_.data(), st);
     else linear_bwd(gemm_, s.out_proj, {}, o.out_proj_w, dh, {.dx = dg_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, dh, {.dw = Gr + o.out_proj_w},
-               side_.get());
+               side_.get(), nullptr, p_out_dw);
     side_.done(0);
     if (l < c.NL - 1) side_.join(st, 1);
     // The activations' column slices and the same slices of their gradient buffers; in bf16 in_proj's dy
@@ -296,7 +303,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     linear_bwd(gemm_, s.in_proj, {}, o.in_proj_w, dzx_op, {.dx = dhn_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, dzx_op, {.dw = Gr + o.in_proj_w},
-               side_.get());
+               side_.get(), nullptr, p_in_dw);
     side_.done(1);
     side_.join(st, 0);
     gpu::rmsnorm_bwd(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
@@ -304,8 +311,9 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   }
   side_.join(st, 1);  // every weight gradient is in before the optimizer reads them
   linear_bwd(gemm_, s.input, {x_, x16_.data()}, lay_.in_w, dh, {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b},
-             st, part + parts.input_db);
-  // Every parameter partial of the pass, summed in one launch (each in its own op's fixed order).
+             st, part + parts.input_db, region(parts.input_dw, parts.head_dw - parts.input_dw));
+  // Every parameter partial of the pass, summed in one launch (each in its own op's fixed order; in BF16 the
+  // weight gradients' K slices too, written by the side stream's GEMMs, all joined above).
   colsums_.run(st);
 }
 

@@ -75,7 +75,8 @@ class GpuModel {
   void linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, const float* b, const float* r,
                   float* y, cudaStream_t st);
   void linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
-                  const LinearGrads<float>& grads, cudaStream_t st, float* db_part = nullptr);
+                  const LinearGrads<float>& grads, cudaStream_t st, float* db_part = nullptr,
+                  float* dw_part = nullptr);
   // h_l (M, D), the residual stream entering layer l: acts_[l].h_in for l < NL, h_ for l = NL.
   float* resid(int l);
 
@@ -96,7 +97,7 @@ class GpuModel {
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
-  DeviceBuffer<float> partials_;  // GradPartials(shapes, NL).total: the backward's parameter partials
+  DeviceBuffer<float> partials_;  // GradPartials(shapes, NL, precision).total: the backward's parameter partials
   gpu::ColsumBatch colsums_;      // their sums, recorded by the ops and run at the end of backward()
   // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), out_proj's
   // dx dg (M, di) in bf16 instead of dg_ (the gated norm's backward reads it as bf16), and the bf16 copies of the

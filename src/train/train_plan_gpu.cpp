@@ -28,7 +28,7 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   e.params = total * (4 * kFloat + 1 + (tc.precision == Precision::BF16 ? 2 : 0));  // + the bf16 weight copy
   const LayerShapes s(mc, B, tc.L);
   e.activations = (M * activation_floats_per_row(mc, tc.precision) + 1 + mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
-  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL).total;
+  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL, tc.precision).total;
   e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
   e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
   e.batch = M * (mc.F + mc.K) * kFloat;
@@ -53,7 +53,7 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
     const LayerShapes sp(mc, 1, rows);
     e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision) +
                      double(mc.NL) * double(gpu::ssd_saved_floats(sp.ssd)) +
-                     double(gpu_scratch_floats(sp, 1, rows, mc.K) + GradPartials(sp, mc.NL).total)) * kFloat +
+                     double(gpu_scratch_floats(sp, 1, rows, mc.K) + GradPartials(sp, mc.NL, tc.precision).total)) * kFloat +
                     double(Context::kWorkspaceBytes);
   }
   return e;
