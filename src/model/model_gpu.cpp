@@ -126,7 +126,8 @@ void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 // whose producer is outside the model (x, dout) by one cast each. Two GEMM outputs are stored in bf16 because
 // only element-wise ops read them: in_proj's zx (read by conv, softplus, the gated norm) and out_proj's dx
 // (read by the gated norm's backward), each the fp32 sum rounded once in the GEMM's epilogue.
-void GpuModel::forward(const float* P, const float* x, const bf16* P16, const CarryState<float>* carry) {
+void GpuModel::forward(const float* P, const float* x, const bf16* P16, const CarryState<float>* carry,
+                       bool x16_written) {
   const bool h16 = is_bf16();
   require(!h16 || P16 != nullptr, "GpuModel::forward: bf16 precision needs the weights' bf16 copy");
   const ModelConfig& c = lay_.cfg;
@@ -148,7 +149,7 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
       MLALPHA_CUDA_CHECK(cudaMemcpyAsync(conv_in_.data(), carry->conv_in, conv_in_.bytes(), cudaMemcpyDeviceToDevice, st));
     else MLALPHA_CUDA_CHECK(cudaMemsetAsync(conv_in_.data(), 0, conv_in_.bytes(), st));
   }
-  if (h16) gpu::cast_bf16(x, x16_.data(), size_t(M_) * c.F, st);
+  if (h16 && !x16_written) gpu::cast_bf16(x, x16_.data(), size_t(M_) * c.F, st);
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
   // input projection, layer l reads h_l = resid(l) and writes h_{l+1} = h_l + mixer(h_l) to resid(l + 1),
   // so every layer's input stays where its backward (rmsnorm_bwd) reads it, without a copy.
@@ -208,9 +209,14 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
 
 void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
+  // BF16: the MSE / Huber loss writes dout's bf16 copy (the head's dy) itself; the IC loss and a row map leave
+  // it to a cast at the start of backward().
+  dout16_written_ = is_bf16() && !map_.rows && lp.kind != LossKind::IC;
   if (!map_.rows) {
     gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
-                      {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
+                      {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data(),
+                       .dout16 = dout16_written_ ? dout16_.data() : nullptr},
+                      ws_.data(), ctx_.stream());
     return;
   }
   // Present rows first: the loss sees the predictions at their dates (y's order), its gradient goes back.
@@ -234,7 +240,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   float* part = partials_.data();
   P_ = P, P16_ = P16;
   bf16* dh16 = h16 ? dh16_.data() : nullptr;  // RMSNorm's backward also writes dh's bf16 copy in bf16
-  if (h16) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
+  if (h16 && !dout16_written_) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
   linear_bwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, {dout_.data(), dout16_.data()},
              {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db,
              region(parts.head_dw, parts.total - parts.head_dw));

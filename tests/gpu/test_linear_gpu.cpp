@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -330,6 +331,7 @@ TEST(LinearGpu, Bf16DwSplitMatchesReferenceAndRepeats) {
     EXPECT_EQ(0, std::memcmp(got.data(), fresh.data(), nw * sizeof(float))) << "a fresh engine gives other bits";
     ASSERT_EQ(g1.num_plans(), 1u);
     const std::string d = g1.plan_descriptions()[0];
+    std::printf("  plan: %s\n", d.c_str());  // the algorithm cuBLASLt gives the slices (for the benchmark notes)
     EXPECT_NE(d.find(std::to_string(splits) + " slices"), std::string::npos) << d;
     EXPECT_NE(d.find("splitk 1 "), std::string::npos) << "cuBLASLt split the slices again: " << d;
   }
