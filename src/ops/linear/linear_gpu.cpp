@@ -13,7 +13,9 @@
 // every later call runs the same kernels; split-K algorithms are accepted only when they
 // reduce out of place in the workspace in a separate step (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE,
 // cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
-// never INPLACE (accumulation into the output buffer under counters).
+// never INPLACE (accumulation into the output buffer under counters). The bf16 weight gradient given a partials
+// buffer (linear_dw_splits > 1) splits K itself instead: a strided batch of K slices, each plan's algorithm
+// without a split of cuBLASLt's, whose partials a ColsumBatch job sums in slice order (linear.h).
 //
 // fp32 mode runs every GEMM whose sizes, strides and pointers are multiples of 4 floats / 16 bytes on our
 // own 3xTF32 tensor-core kernel (gemm_3xtf32.cu: fp32 accuracy, 1.05-1.66x cuBLASLt's CUDA-core fp32
