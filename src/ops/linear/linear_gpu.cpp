@@ -216,13 +216,17 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
   const AlgoConfig* preferred =
       arith == Arith::kBf16 ? nullptr : linear_detail::preferred_algo(s.op, s.m, s.n, s.k, arith == Arith::kTf32);
   bool from_table = false;
-  // A batch of K slices is our split: its sum is ours, so cuBLASLt splits nothing further.
-  const bool no_split = s.batch > 1;
+  // A batch of K slices is our split: its sum is ours, so cuBLASLt should split nothing further (should it offer
+  // only split algorithms, a deterministic one is taken all the same: its reduce launches come back, and
+  // LinearGpu.Bf16DwSplitMatchesReferenceAndRepeats says so).
   auto pick = [&] {
-    const bool ok =
-        pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, reject, no_split, preferred, &pl.algo, &from_table) ||
-        pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, reject, no_split, preferred,
-                  &pl.algo, &from_table);
+    bool ok = false;
+    for (const bool no_split : {s.batch > 1, false}) {
+      ok = pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, reject, no_split, preferred, &pl.algo, &from_table) ||
+           pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, reject, no_split, preferred,
+                     &pl.algo, &from_table);
+      if (ok || s.batch == 1) break;
+    }
     if (ok)
       pl.what = describe(s, arith, out16) + ": " + linear_detail::config_string(pl.algo) +
                 (from_table ? " (offline table)" : " (heuristic's first)");
