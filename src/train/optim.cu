@@ -95,9 +95,9 @@ __global__ void grad_clip_scale_kernel(const MemberOptim* __restrict__ opt, int 
 
 // Phase 2 and the clip in one launch: block m sums member m's partials as grad_norm_sq_phase2_kernel does (the
 // same bits), then its thread 0 runs member m's clip as grad_clip_scale_kernel does.
-__global__ void grad_norm_clip_kernel(const float* __restrict__ partials, int blocks, const MemberOptim* __restrict__ opt,
-                                      DeviceStepState* state, const float* loss, const int* frozen, StepRecord* ring,
-                                      int ring_size) {
+__global__ void grad_norm_clip_kernel(const float* __restrict__ partials, int blocks,
+                                      const MemberOptim* __restrict__ opt, DeviceStepState* state, const float* loss,
+                                      const int* frozen, StepRecord* ring, int ring_size) {
   const double acc = member_norm_sq(partials, blocks);
   if (threadIdx.x == 0) {
     state[blockIdx.x].norm_sq = acc;

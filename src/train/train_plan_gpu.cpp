@@ -53,7 +53,8 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
     const LayerShapes sp(mc, 1, rows);
     e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision) +
                      double(mc.NL) * double(gpu::ssd_saved_floats(sp.ssd)) +
-                     double(gpu_scratch_floats(sp, 1, rows, mc.K) + GradPartials(sp, mc.NL, tc.precision).total)) * kFloat +
+                     double(gpu_scratch_floats(sp, 1, rows, mc.K) +
+                            GradPartials(sp, mc.NL, tc.precision).total)) * kFloat +
                     double(Context::kWorkspaceBytes);
   }
   return e;

@@ -293,8 +293,10 @@ TEST(LinearGpu, Bf16DwSplitMatchesReferenceAndRepeats) {
     const auto x = random_vec<float>(nx, rng), dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng);
     std::vector<__nv_bfloat16> xh(nx), dyh(ny);
     std::vector<double> xd(nx), dyd(ny), xa(nx), dya(ny);
-    for (size_t i = 0; i < nx; ++i) xh[i] = __float2bfloat16_rn(x[i]), xd[i] = double(bf16_round(x[i])), xa[i] = std::abs(double(x[i]));
-    for (size_t i = 0; i < ny; ++i) dyh[i] = __float2bfloat16_rn(dy[i]), dyd[i] = double(bf16_round(dy[i])), dya[i] = std::abs(double(dy[i]));
+    for (size_t i = 0; i < nx; ++i)
+      xh[i] = __float2bfloat16_rn(x[i]), xd[i] = double(bf16_round(x[i])), xa[i] = std::abs(double(x[i]));
+    for (size_t i = 0; i < ny; ++i)
+      dyh[i] = __float2bfloat16_rn(dy[i]), dyd[i] = double(bf16_round(dy[i])), dya[i] = std::abs(double(dy[i]));
     // dw_ref = dw0 + dyᵀ·x on the bf16 values (same inputs) and on the fp32 values; magnitudes for the scale
     std::vector<double> same = cast_vec<double>(dw0), exact = cast_vec<double>(dw0), mag = abs_of(dw0);
     const auto xf = cast_vec<double>(x), dyf = cast_vec<double>(dy);

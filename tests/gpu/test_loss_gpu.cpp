@@ -227,9 +227,8 @@ TEST(LossGpu, Bf16DoutAndLossOnly) {
   auto out_g = to_device(ic.out), y_g = to_device(ic.y), dout_g = poisoned(ic.out.size()), loss_g = poisoned(1);
   auto ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(ic.p));
   DeviceBuffer<__nv_bfloat16> d16(ic.out.size());
-  EXPECT_THROW(gpu::loss_fwd_bwd(ic.p, {.out = out_g.data(), .y = y_g.data()},
-                                 {.loss = loss_g.data(), .dout = dout_g.data(), .dout16 = d16.data()}, ws.data(), nullptr),
-               Error);
+  const gpu::LossOutputs with16{.loss = loss_g.data(), .dout = dout_g.data(), .dout16 = d16.data()};
+  EXPECT_THROW(gpu::loss_fwd_bwd(ic.p, {.out = out_g.data(), .y = y_g.data()}, with16, ws.data(), nullptr), Error);
 }
 
 }  // namespace

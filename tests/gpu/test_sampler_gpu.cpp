@@ -44,7 +44,8 @@ TEST(SamplerGpu, MatchesCpuGather) {
       EXPECT_EQ(from_device(yb2), hy) << where;
       gpu::cast_bf16(xb2.data(), cast16.data(), xb2.size(), nullptr);
       const auto a = x16.download(), c = cast16.download();
-      EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(__nv_bfloat16))) << where << ": xb16 is not cast_bf16(xb)";
+      EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(__nv_bfloat16)))
+          << where << ": xb16 is not cast_bf16(xb)";
     }
   }
 }

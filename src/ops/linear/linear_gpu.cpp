@@ -197,7 +197,8 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
   if (s.batch > 1) {
     const int32_t count = int32_t(s.batch);
     auto strided = [&](cublasLtMatrixLayout_t l, int64_t stride) {
-      MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      MLALPHA_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
       MLALPHA_CUBLAS_CHECK(
           cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
     };
