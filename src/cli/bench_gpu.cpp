@@ -77,8 +77,8 @@ void bench_optimizer(Context& ctx, size_t n, int steps) {
   opt.upload(&mo, 1);
   auto opt_step = [&] {
     gpu::grad_norm_sq_phase1(g.data(), n, 1, partials.data(), ctx.stream());
-    gpu::grad_norm_sq_phase2(partials.data(), gpu::grad_norm_blocks(n), 1, st.data(), ctx.stream());
-    gpu::grad_clip_scale(opt.data(), 1, st.data(), nullptr, nullptr, nullptr, 0, ctx.stream());
+    gpu::grad_norm_sq_phase2_clip(partials.data(), gpu::grad_norm_blocks(n), opt.data(), 1, st.data(), nullptr, nullptr,
+                                  nullptr, 0, ctx.stream());  // as the trainer's step
     gpu::adamw_step_devscale(p.data(), g.data(), m.data(), v.data(), decay.data(), n, 1, opt.data(), st.data(),
                              ctx.stream());
   };

@@ -115,9 +115,10 @@ namespace mlalpha::gpu {
 using mlalpha::GatherParams;
 // Device batch sampling: window b of the step whose number is read from *step (device memory, so a
 // replayed graph draws new windows each step) is gathered from the device-resident panel.
-// x (N, T, F), y (N, T, K) → xb (B, L, F), yb (B, L, K).
+// x (N, T, F), y (N, T, K) → xb (B, L, F), yb (B, L, K); xb16 (B, L, F), when non-null, receives xb rounded to
+// bf16 (cast_bf16's bits) in the same pass: the bf16 step's input operand without a cast launch.
 void gather_batch(const GatherParams& p, const float* x, const float* y, const long long* step, float* xb, float* yb,
-                  cudaStream_t stream);
+                  cudaStream_t stream, __nv_bfloat16* xb16 = nullptr);
 // The windows of a prediction plan: xb[b] (L, F) = the L rows of x (N, T, F) from windows[first + min(b, count −
 // 1)] = (instrument, start), for b in [0, B) (a short last tile repeats its last window). windows in device
 // memory; the same copy as gather_batch, from a list instead of the sampler.

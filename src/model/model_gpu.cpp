@@ -86,7 +86,7 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
   // One scratch buffer serves the SSD backward and the loss in turn (stream order makes the reuse safe);
   // the parameter partials have a region per op, summed together at the end of backward().
   ws_ = alloc(gpu_scratch_floats(s, B, L, c.K));
-  partials_ = alloc(GradPartials(s, c.NL).total);
+  partials_ = alloc(GradPartials(s, c.NL, precision).total);
 }
 
 LossParams GpuModel::loss_params(const TrainConfig& tc, int G) const {
@@ -111,11 +111,13 @@ void GpuModel::linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 }
 
 // The backward of one GEMM (linear_bwd's grads): dx reads the weight, dw reads x; dy.f32 feeds db.
-// db_part: db's partials region (GradPartials) when grads.db is set; its sum joins colsums_.
+// db_part: db's partials region (GradPartials) when grads.db is set; dw_part (BF16): dW's K-split partials
+// region when grads.dw is set (null where the shape takes no split); both sums join colsums_.
 void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
-                          const LinearGrads<float>& grads, cudaStream_t st, float* db_part) {
+                          const LinearGrads<float>& grads, cudaStream_t st, float* db_part, float* dw_part) {
   if (is_bf16())
-    gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, db_part, st, &colsums_);
+    gpu::linear_bwd(g, p, {x.b16, P16_ + w_off, nullptr}, {dy.b16, dy.f32}, grads, db_part, st, &colsums_,
+                    dw_part);
   else gpu::linear_bwd(g, p, {.x = x.f32, .w = P_ + w_off}, dy.f32, grads, db_part, st, &colsums_);
 }
 
@@ -127,7 +129,8 @@ void GpuModel::linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t
 // whose producer is outside the model (x, dout) by one cast each. Two GEMM outputs are stored in bf16 because
 // only element-wise ops read them: in_proj's zx (read by conv, softplus, the gated norm) and out_proj's dx
 // (read by the gated norm's backward), each the fp32 sum rounded once in the GEMM's epilogue.
-void GpuModel::forward(const float* P, const float* x, const bf16* P16, const CarryState<float>* carry) {
+void GpuModel::forward(const float* P, const float* x, const bf16* P16, const CarryState<float>* carry,
+                       bool x16_written) {
   const bool h16 = is_bf16();
   require(!h16 || P16 != nullptr, "GpuModel::forward: bf16 precision needs the weights' bf16 copy");
   const ModelConfig& c = lay_.cfg;
@@ -149,7 +152,7 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
       MLALPHA_CUDA_CHECK(cudaMemcpyAsync(conv_in_.data(), carry->conv_in, conv_in_.bytes(), cudaMemcpyDeviceToDevice, st));
     else MLALPHA_CUDA_CHECK(cudaMemsetAsync(conv_in_.data(), 0, conv_in_.bytes(), st));
   }
-  if (h16) gpu::cast_bf16(x, x16_.data(), size_t(M_) * c.F, st);
+  if (h16 && !x16_written) gpu::cast_bf16(x, x16_.data(), size_t(M_) * c.F, st);
   // The residual stream moves forward through buffers, never in place: h_0 = resid(0) is written by the
   // input projection, layer l reads h_l = resid(l) and writes h_{l+1} = h_l + mixer(h_l) to resid(l + 1),
   // so every layer's input stays where its backward (rmsnorm_bwd) reads it, without a copy.
@@ -215,9 +218,14 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
 
 void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
+  // BF16: the MSE / Huber loss writes dout's bf16 copy (the head's dy) itself; the IC loss and a row map leave
+  // it to a cast at the start of backward().
+  dout16_written_ = is_bf16() && !map_.rows && lp.kind != LossKind::IC;
   if (!map_.rows) {
     gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
-                      {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data()}, ws_.data(), ctx_.stream());
+                      {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data(),
+                       .dout16 = dout16_written_ ? dout16_.data() : nullptr},
+                      ws_.data(), ctx_.stream());
     return;
   }
   // Present rows first: the loss sees the predictions at their dates (y's order), its gradient goes back.
@@ -235,13 +243,16 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
   cudaStream_t st = ctx_.stream();
   float* ws = ws_.data();
-  const GradPartials parts(s, c.NL);
+  const GradPartials parts(s, c.NL, gemm_.precision);
+  // A region of `n` floats, or null when empty (the shape takes no split of dW)
+  auto region = [&](size_t off, size_t n) { return n > 0 ? partials_.data() + off : nullptr; };
   float* part = partials_.data();
   P_ = P, P16_ = P16;
   bf16* dh16 = h16 ? dh16_.data() : nullptr;  // RMSNorm's backward also writes dh's bf16 copy in bf16
-  if (h16) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
+  if (h16 && !dout16_written_) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
   linear_bwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, {dout_.data(), dout16_.data()},
-             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db);
+             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db,
+             region(parts.head_dw, parts.total - parts.head_dw));
   gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
                    {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, part + parts.final_norm, st, dh16, &colsums_);
   // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
@@ -255,12 +266,14 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     const LayerActs& a = acts_[l];
     float* lp = part + parts.layer(l);  // this layer's partials: norm, gnorm, dt, conv
     float *p_norm = lp, *p_gnorm = lp + parts.norm, *p_dt = p_gnorm + parts.gnorm, *p_conv = p_dt + parts.dt;
+    float* p_in_dw = region(parts.layer(l) + parts.norm + parts.gnorm + parts.dt + parts.conv, parts.in_dw);
+    float* p_out_dw = region(parts.layer(l) + parts.per_layer - parts.out_dw, parts.out_dw);
     // dg (M, di) = dh · W_out: in bf16 (dg16_) in BF16, read only by the gated norm's backward
     if (h16) gpu::linear_bwd_dx(gemm_, s.out_proj, P16 + o.out_proj_w, dh16_.data(), dg16_.data(), st);
     else linear_bwd(gemm_, s.out_proj, {}, o.out_proj_w, dh, {.dx = dg_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.out_proj, {a.gout.data(), a.gout16.data()}, o.out_proj_w, dh, {.dw = Gr + o.out_proj_w},
-               side_.get());
+               side_.get(), nullptr, p_out_dw);
     side_.done(0);
     if (l < c.NL - 1) side_.join(st, 1);
     // The activations' column slices and the same slices of their gradient buffers; in bf16 in_proj's dy
@@ -311,7 +324,7 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
     linear_bwd(gemm_, s.in_proj, {}, o.in_proj_w, dzx_op, {.dx = dhn_.data()}, st);
     side_.fork(st);
     linear_bwd(gemm_side_, s.in_proj, {a.hn.data(), a.hn16.data()}, o.in_proj_w, dzx_op, {.dw = Gr + o.in_proj_w},
-               side_.get());
+               side_.get(), nullptr, p_in_dw);
     side_.done(1);
     side_.join(st, 0);
     gpu::rmsnorm_bwd(s.norm, {.x = a.h_in.data(), .w = P + o.norm_w}, a.rstd.data(), dhn_.data(),
@@ -319,8 +332,9 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   }
   side_.join(st, 1);  // every weight gradient is in before the optimizer reads them
   linear_bwd(gemm_, s.input, {x_, x16_.data()}, lay_.in_w, dh, {.dx = dx, .dw = Gr + lay_.in_w, .db = Gr + lay_.in_b},
-             st, part + parts.input_db);
-  // Every parameter partial of the pass, summed in one launch (each in its own op's fixed order).
+             st, part + parts.input_db, region(parts.input_dw, parts.head_dw - parts.input_dw));
+  // Every parameter partial of the pass, summed in one launch (each in its own op's fixed order; in BF16 the
+  // weight gradients' K slices too, written by the side stream's GEMMs, all joined above).
   colsums_.run(st);
 }
 

@@ -32,8 +32,11 @@ class GpuModel {
   // model's own buffers first (the backward recomputes the conv's pre-activation from window0; the SSD saves h0
   // as its first chunk state), so nothing but the out states is written and nothing needs to outlive the call.
   // Null: no state (today's forward, the same launches).
+  // x16_written (BF16): input16() already holds x rounded to bf16 (the sampler wrote it), so no cast runs.
   void forward(const float* params, const float* x, const __nv_bfloat16* params16 = nullptr,
-               const CarryState<float>* carry = nullptr);
+               const CarryState<float>* carry = nullptr, bool x16_written = false);
+  // BF16: the model's bf16 copy of x (B, L, F), for a sampler to write along with x; null in other precisions.
+  __nv_bfloat16* input16() { return x16_.data(); }
   // y (B, L, K) device targets; loss() (1) and count() (1) stay in device memory. loss_out (1), when
   // non-null, receives the loss instead of loss_value() (a population keeps one per member).
   void loss(const float* y, const LossParams& lp, float* loss_out = nullptr);
@@ -80,7 +83,8 @@ class GpuModel {
   void linear_fwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, const float* b, const float* r,
                   float* y, cudaStream_t st);
   void linear_bwd(gpu::Gemm& g, const LinearParams& p, Operand x, size_t w_off, Operand dy,
-                  const LinearGrads<float>& grads, cudaStream_t st, float* db_part = nullptr);
+                  const LinearGrads<float>& grads, cudaStream_t st, float* db_part = nullptr,
+                  float* dw_part = nullptr);
   // h_l (M, D), the residual stream entering layer l: acts_[l].h_in for l < NL, h_ for l = NL.
   float* resid(int l);
 
@@ -101,13 +105,14 @@ class GpuModel {
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
-  DeviceBuffer<float> partials_;  // GradPartials(shapes, NL).total: the backward's parameter partials
+  DeviceBuffer<float> partials_;  // GradPartials(shapes, NL, precision).total: the backward's parameter partials
   gpu::ColsumBatch colsums_;      // their sums, recorded by the ops and run at the end of backward()
   // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), out_proj's
   // dx dg (M, di) in bf16 instead of dg_ (the gated norm's backward reads it as bf16), and the bf16 copies of the
   // GEMM operands x (M, F), dout (M, K), dh (M, D). Where xbc16_: the gated norm's dy (M, di) in bf16 (dy16_)
   // instead of dy_, read by the reverse walk alone (its dy tile is bf16 anyway).
   DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_, dg16_, dy16_;
+  bool dout16_written_ = false;  // the last loss() wrote dout16_ (BF16, MSE / Huber without a row map)
   // Carry: the conv's in windows of the current forward, copied (the out windows may overwrite the caller's in
   // buffer, and the conv's window_last must not be its window0). The SSM's h0 needs no copy: ssd_fwd saves it as
   // the first chunk state, which ssd_bwd reads, and its h_last may be its h0. Allocated by the first forward that

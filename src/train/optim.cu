@@ -39,19 +39,23 @@ __global__ void grad_norm_sq_phase1_kernel(const float4* __restrict__ g, size_t 
   if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = acc;
 }
 
-// Grid (members): block m sums member m's partials.
-__global__ void grad_norm_sq_phase2_kernel(const float* __restrict__ partials, int blocks, DeviceStepState* state) {
+// Block m: Σ of member m's partials in double, in a fixed order (valid in thread 0).
+__device__ __forceinline__ double member_norm_sq(const float* __restrict__ partials, int blocks) {
   const float* pm = partials + size_t(blockIdx.x) * blocks;
   double acc = 0.0;
   for (int i = threadIdx.x; i < blocks; i += blockDim.x) acc += double(pm[i]);
-  acc = block_sum(acc);
+  return block_sum(acc);
+}
+
+// Grid (members): block m sums member m's partials.
+__global__ void grad_norm_sq_phase2_kernel(const float* __restrict__ partials, int blocks, DeviceStepState* state) {
+  const double acc = member_norm_sq(partials, blocks);
   if (threadIdx.x == 0) state[blockIdx.x].norm_sq = acc;
 }
 
-__global__ void grad_clip_scale_kernel(const MemberOptim* __restrict__ opt, int members, DeviceStepState* state,
-                                       const float* loss, const int* frozen, StepRecord* ring, int ring_size) {
-  const int mi = blockIdx.x * blockDim.x + threadIdx.x;
-  if (mi >= members) return;
+// Member mi's clip scale, skip flag, lr, bias corrections and counters from its norm², and its ring record.
+__device__ void clip_member(int mi, const MemberOptim* __restrict__ opt, DeviceStepState* state, const float* loss,
+                            const int* frozen, StepRecord* ring, int ring_size) {
   DeviceStepState* st = state + mi;
   if (frozen && frozen[mi]) {  // an early-stopped member: no update, counters kept
     st->skip = 1;
@@ -80,6 +84,24 @@ __global__ void grad_clip_scale_kernel(const MemberOptim* __restrict__ opt, int 
     r.skipped = c.skip;
     r.pad_ = 0;
     ring[size_t(mi) * ring_size + (step - 1) % ring_size] = r;
+  }
+}
+
+__global__ void grad_clip_scale_kernel(const MemberOptim* __restrict__ opt, int members, DeviceStepState* state,
+                                       const float* loss, const int* frozen, StepRecord* ring, int ring_size) {
+  const int mi = blockIdx.x * blockDim.x + threadIdx.x;
+  if (mi < members) clip_member(mi, opt, state, loss, frozen, ring, ring_size);
+}
+
+// Phase 2 and the clip in one launch: block m sums member m's partials as grad_norm_sq_phase2_kernel does (the
+// same bits), then its thread 0 runs member m's clip as grad_clip_scale_kernel does.
+__global__ void grad_norm_clip_kernel(const float* __restrict__ partials, int blocks,
+                                      const MemberOptim* __restrict__ opt, DeviceStepState* state, const float* loss,
+                                      const int* frozen, StepRecord* ring, int ring_size) {
+  const double acc = member_norm_sq(partials, blocks);
+  if (threadIdx.x == 0) {
+    state[blockIdx.x].norm_sq = acc;
+    clip_member(int(blockIdx.x), opt, state, loss, frozen, ring, ring_size);
   }
 }
 
@@ -166,6 +188,16 @@ void grad_clip_scale(const MemberOptim* opt, int members, DeviceStepState* state
   const int threads = members < 128 ? members : 128;
   grad_clip_scale_kernel<<<unsigned((members + threads - 1) / threads), unsigned(threads), 0, stream>>>(
       opt, members, state, loss, frozen, ring, ring_size);
+  MLALPHA_CHECK_LAUNCH(stream);
+}
+
+void grad_norm_sq_phase2_clip(const float* partials, int blocks, const MemberOptim* opt, int members,
+                              DeviceStepState* state, const float* loss, const int* frozen, StepRecord* ring,
+                              int ring_size, cudaStream_t stream) {
+  require(ring == nullptr || ring_size > 0, "grad_norm_sq_phase2_clip: ring_size must be > 0");
+  require_members(members, "grad_norm_sq_phase2_clip");
+  grad_norm_clip_kernel<<<unsigned(members), kNormThreads, 0, stream>>>(partials, blocks, opt, state, loss, frozen,
+                                                                        ring, ring_size);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

@@ -113,6 +113,11 @@ struct MemberOptim {
 // opt, state, loss, frozen (members); loss and frozen may be null; ring (members, ring_size) or null.
 void grad_clip_scale(const MemberOptim* opt, int members, DeviceStepState* state, const float* loss, const int* frozen,
                      StepRecord* ring, int ring_size, cudaStream_t stream);
+// grad_norm_sq_phase2 then grad_clip_scale in one launch (the trainer's step): block m sums member m's partials,
+// then its thread 0 runs member m's clip; the same bits and records as the two launches.
+void grad_norm_sq_phase2_clip(const float* partials, int blocks, const MemberOptim* opt, int members,
+                              DeviceStepState* state, const float* loss, const int* frozen, StepRecord* ring,
+                              int ring_size, cudaStream_t stream);
 
 // AdamW over the flat arenas, one launch; each member reads its lr, clip scale, skip flag and bias
 // corrections from state[m] and its betas, eps and weight decay from opt[m] (adamw_step_devscale of DESIGN

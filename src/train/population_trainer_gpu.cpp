@@ -307,9 +307,10 @@ void PopulationTrainer::enqueue_step() {
       model.forward(P, lane.xb.data(), P16, &cs);
       lp.burn_in = 0;
     } else {
+      // In bf16 the sampler writes x's bf16 copy into the model's operand buffer as it gathers (no cast launch).
       gpu::gather_batch(rank_gather_params(m), d.x.data(), d.y.data(), step, lane.xb.data(), lane.yb.data(),
-                        lane.ctx(ctx_).stream());
-      model.forward(P, lane.xb.data(), P16);
+                        lane.ctx(ctx_).stream(), model.input16());
+      model.forward(P, lane.xb.data(), P16, nullptr, model.input16() != nullptr);
     }
     model.loss(lane.yb.data(), lp, losses_.data() + m);
     model.backward(P, arena_.grads.data() + size_t(m) * n_, nullptr, P16);
@@ -320,9 +321,8 @@ void PopulationTrainer::enqueue_step() {
   }
   if (opt_.comm) reduce_over_ranks(st);
   gpu::grad_norm_sq_phase1(arena_.grads.data(), n_, E_, norm_partials_.data(), st);
-  gpu::grad_norm_sq_phase2(norm_partials_.data(), gpu::grad_norm_blocks(n_), E_, state_.data(), st);
-  gpu::grad_clip_scale(optim_.data(), E_, state_.data(), losses_.data(), frozen_.data(), ring_.device(), opt_.ring_size,
-                       st);
+  gpu::grad_norm_sq_phase2_clip(norm_partials_.data(), gpu::grad_norm_blocks(n_), optim_.data(), E_, state_.data(),
+                                losses_.data(), frozen_.data(), ring_.device(), opt_.ring_size, st);
   // A skipped step (non-finite norm) zeroes the member's carried states, as CpuTrainer does: its batch may have
   // left non-finite ones.
   for (int m = 0; m < E_; ++m)

@@ -36,7 +36,7 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
   const LayerShapes s(mc, B, tc.L);
   e.activations = (M * activation_floats_per_row(mc, tc.precision, xbc16(s, tc.precision)) + 1 +
                    mc.NL * double(gpu::ssd_saved_floats(s.ssd))) * kFloat;
-  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL).total;
+  const size_t ws = gpu_scratch_floats(s, B, tc.L, mc.K) + GradPartials(s, mc.NL, tc.precision).total;
   e.workspaces = double(ws) * kFloat + double(Context::kWorkspaceBytes);
   e.dataset = double(N) * T * (mc.F + mc.K) * kFloat;
   e.batch = M * (mc.F + mc.K) * kFloat;
@@ -61,7 +61,8 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
     const LayerShapes sp(mc, 1, rows);
     e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision, xbc16(sp, tc.precision)) +
                      double(mc.NL) * double(gpu::ssd_saved_floats(sp.ssd)) +
-                     double(gpu_scratch_floats(sp, 1, rows, mc.K) + GradPartials(sp, mc.NL).total)) * kFloat +
+                     double(gpu_scratch_floats(sp, 1, rows, mc.K) +
+                            GradPartials(sp, mc.NL, tc.precision).total)) * kFloat +
                     double(Context::kWorkspaceBytes);
   }
   return e;

@@ -1,8 +1,10 @@
 // ColsumBatch (ops/common/colsum.h): the deferred fixed-order column sums of a backward pass, added in
 // one launch. Each job must get exactly the bits that its own colsum_add launch gives (the batch only
 // moves where the sums run), on random jobs of every size class: D not a multiple of the 32-column tile,
-// nb below, at and far above the 16 slices × 8 batched loads, more jobs than one launch's table (64);
-// and an op given a batch (rmsnorm_bwd) leaves dw untouched until run(), then matches the immediate form.
+// nb below, at and far above the 16 slices × 8 batched loads, more jobs than one launch's table (64); jobs
+// of at most 16 rows with a row stride (the wide path: a weight gradient's K-split partials), bitwise equal to
+// colsum_add and to the host's sum in row order; and an op given a batch (rmsnorm_bwd) leaves dw untouched
+// until run(), then matches the immediate form.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "../test_util.h"
 #include "../tolerances.h"
 #include "ops/common/colsum.h"
+#include "core/error.h"
 #include "ops/rmsnorm/rmsnorm.h"
 
 namespace mlalpha {
@@ -52,7 +55,7 @@ TEST(ColsumGpu, BatchEqualsOneLaunchPerJobBitwise) {
     dw_one.push_back(to_device(h.dw0));
     dw_batch.push_back(to_device(h.dw0));
     gpu::colsum_add(h.nb, h.D, part.back().data(), dw_one.back().data(), nullptr);
-    batch.add({part.back().data(), dw_batch.back().data(), h.nb, h.D});
+    batch.add({part.back().data(), dw_batch.back().data(), h.nb, h.D, 0});
   }
   EXPECT_EQ(batch.pending(), jobs.size());
   batch.run(nullptr);
@@ -70,6 +73,58 @@ TEST(ColsumGpu, BatchEqualsOneLaunchPerJobBitwise) {
     }
     EXPECT_TRUE(test::all_close(got, want, 1e-5 * std::sqrt(double(h.nb)), 1e-5, "dw"));
   }
+}
+
+// Jobs of at most 16 rows (a weight gradient's K-split partials) run on the batch's wide path: rows of
+// ld > D floats (the padded slices), D of S's in_proj dW (648 × 128) and odd widths, pointers off the
+// 16-byte grid (the scalar form). Each must equal colsum_add on the same rows packed to ld = D bitwise, and
+// the host's fp32 sum in the documented order (0 + p_0 + … + p_{nb−1}, then dw + that) bitwise.
+TEST(ColsumGpu, FewRowJobsWithRowStride) {
+  auto rng = test::make_rng(73);
+  struct Wide {
+    int nb, D;
+    size_t ld;
+    int off;  // floats the partial and dw start past an aligned allocation
+  };
+  const Wide cases[] = {{16, 82944, 82944, 0}, {16, 32768, 32768 + 64, 0}, {4, 297 * 1000 + 1, 298048, 0},
+                        {2, 1003, 1024, 1}, {16, 128, 128, 0},              {1, 4100, 4160, 0},
+                        {7, 2049, 2112, 0}, {16, 640, 704, 3}};
+  std::vector<DeviceBuffer<float>> part, packed, dw_one, dw_batch;
+  std::vector<std::vector<float>> want;
+  gpu::ColsumBatch batch;
+  for (const Wide& w : cases) {
+    const auto p = random_vec<float>(size_t(w.nb) * w.ld, rng);
+    const auto dw0 = random_vec<float>(size_t(w.D), rng);
+    std::vector<float> pk(size_t(w.nb) * w.D), host(dw0);
+    for (int b = 0; b < w.nb; ++b)
+      for (int c = 0; c < w.D; ++c) pk[size_t(b) * w.D + c] = p[size_t(b) * w.ld + c];
+    for (int c = 0; c < w.D; ++c) {
+      float s = 0.f;
+      for (int b = 0; b < w.nb; ++b) s += p[size_t(b) * w.ld + c];
+      host[size_t(c)] = dw0[size_t(c)] + s;
+    }
+    want.push_back(host);
+    std::vector<float> pad_p(size_t(w.off), 0.f), pad_d(size_t(w.off), 0.f);
+    pad_p.insert(pad_p.end(), p.begin(), p.end());
+    pad_d.insert(pad_d.end(), dw0.begin(), dw0.end());
+    part.push_back(to_device(pad_p));
+    packed.push_back(to_device(pk));
+    dw_one.push_back(to_device(dw0));
+    dw_batch.push_back(to_device(pad_d));
+    gpu::colsum_add(w.nb, w.D, packed.back().data(), dw_one.back().data(), nullptr);
+    batch.add({part.back().data() + w.off, dw_batch.back().data() + w.off, w.nb, w.D, w.ld});
+  }
+  batch.run(nullptr);
+  for (size_t j = 0; j < std::size(cases); ++j) {
+    const Wide& w = cases[j];
+    SCOPED_TRACE("nb=" + std::to_string(w.nb) + " D=" + std::to_string(w.D) + " ld=" + std::to_string(w.ld) +
+                 " off=" + std::to_string(w.off));
+    const auto all = from_device(dw_batch[j]);
+    const std::vector<float> got(all.begin() + w.off, all.end());
+    EXPECT_TRUE(bitwise_equal(got, from_device(dw_one[j]))) << "differs from colsum_add's bits";
+    EXPECT_TRUE(bitwise_equal(got, want[j])) << "differs from the host's sum in row order";
+  }
+  EXPECT_THROW(batch.add({part[0].data(), dw_batch[0].data(), 2, 100, 99}), Error);  // ld below D
 }
 
 TEST(ColsumGpu, DeferredRmsNormMatchesImmediate) {

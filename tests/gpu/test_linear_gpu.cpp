@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -269,6 +270,79 @@ TEST(LinearGpu, MatchesReferenceBf16) {
     if (run == 0) first = got;
     else EXPECT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float))) << "bf16 GEMM not bitwise repeatable";
   }
+}
+
+// The bf16 weight gradient on our K split (linear_dw_splits: a strided-batched GEMM over slices of the M rows
+// writing fp32 partials, summed in order by a ColsumBatch job) on the S model's four dW shapes (16 slices each):
+// against the CPU reference in double with the bf16 GEMM tolerances, accumulated onto random values; the partials'
+// buffer poisoned first (padding never read); deferred: dw untouched until the batch runs, then the bits of the
+// immediate form; a fresh engine gives the same bits; the plan takes no split-K of cuBLASLt's.
+TEST(LinearGpu, Bf16DwSplitMatchesReferenceAndRepeats) {
+  Context ctx;
+  const LinearParams shapes[] = {{16384, 128, 648}, {16384, 256, 128}, {16384, 32, 128}, {16384, 128, 1}};
+  uint64_t salt = 900;
+  for (const LinearParams& p : shapes) {
+    SCOPED_TRACE("bf16 dW split M=" + std::to_string(p.M) + " IN=" + std::to_string(p.IN) + " OUT=" +
+                 std::to_string(p.OUT));
+    const int splits = gpu::linear_dw_splits(p);
+    ASSERT_GT(splits, 1) << "this shape should take the split";
+    ASSERT_EQ(p.M % splits, 0);
+    EXPECT_GE(gpu::linear_dw_partial_floats(p), size_t(splits) * p.OUT * p.IN);
+    const size_t nx = size_t(p.M) * p.IN, ny = size_t(p.M) * p.OUT, nw = size_t(p.OUT) * p.IN;
+    auto rng = test::make_rng(salt++);
+    const auto x = random_vec<float>(nx, rng), dy = random_vec<float>(ny, rng), dw0 = random_vec<float>(nw, rng);
+    std::vector<__nv_bfloat16> xh(nx), dyh(ny);
+    std::vector<double> xd(nx), dyd(ny), xa(nx), dya(ny);
+    for (size_t i = 0; i < nx; ++i)
+      xh[i] = __float2bfloat16_rn(x[i]), xd[i] = double(bf16_round(x[i])), xa[i] = std::abs(double(x[i]));
+    for (size_t i = 0; i < ny; ++i)
+      dyh[i] = __float2bfloat16_rn(dy[i]), dyd[i] = double(bf16_round(dy[i])), dya[i] = std::abs(double(dy[i]));
+    // dw_ref = dw0 + dyᵀ·x on the bf16 values (same inputs) and on the fp32 values; magnitudes for the scale
+    std::vector<double> same = cast_vec<double>(dw0), exact = cast_vec<double>(dw0), mag = abs_of(dw0);
+    const auto xf = cast_vec<double>(x), dyf = cast_vec<double>(dy);
+    for (int m = 0; m < p.M; ++m)
+      for (int o = 0; o < p.OUT; ++o) {
+        const size_t r = size_t(m) * p.OUT + size_t(o);
+        const double a = dyd[r], af = dyf[r], am = dya[r];
+        const double *xr = &xd[size_t(m) * p.IN], *xfr = &xf[size_t(m) * p.IN], *xar = &xa[size_t(m) * p.IN];
+        double *sr = &same[size_t(o) * p.IN], *er = &exact[size_t(o) * p.IN], *mr = &mag[size_t(o) * p.IN];
+        for (int i = 0; i < p.IN; ++i) sr[i] += a * xr[i], er[i] += af * xfr[i], mr[i] += am * xar[i];
+      }
+    DeviceBuffer<__nv_bfloat16> x_g(nx), dy_g(ny);
+    x_g.upload(xh);
+    dy_g.upload(dyh);
+    auto run = [&](gpu::Gemm& g, bool deferred) {
+      auto dw = test::to_device(dw0);
+      auto part = test::poisoned(gpu::linear_dw_partial_floats(p));
+      gpu::ColsumBatch batch;
+      gpu::linear_bwd(g, p, {x_g.data(), nullptr, nullptr}, {dy_g.data(), nullptr}, {.dw = dw.data()}, nullptr,
+                      nullptr, deferred ? &batch : nullptr, part.data());
+      if (deferred) {
+        EXPECT_EQ(batch.pending(), 1u);
+        EXPECT_EQ(0, std::memcmp(from_device(dw).data(), dw0.data(), nw * sizeof(float))) << "dw written before run()";
+        batch.run(nullptr);
+      }
+      return from_device(dw);
+    };
+    gpu::Gemm g1(ctx, Precision::BF16), g2(ctx, Precision::BF16);
+    const auto got = run(g1, false);
+    EXPECT_TRUE(rel_l2_close_to_terms(got, same, mag, tol::kGpuBf16SameInputsRelL2, "dw (same bf16 inputs)"));
+    EXPECT_TRUE(rel_l2_close_to_terms(got, exact, mag, tol::kGpuBf16RelL2, "dw (fp32 inputs)"));
+    const auto again = run(g1, true), fresh = run(g2, true);
+    EXPECT_EQ(0, std::memcmp(got.data(), again.data(), nw * sizeof(float))) << "deferred differs from immediate";
+    EXPECT_EQ(0, std::memcmp(got.data(), fresh.data(), nw * sizeof(float))) << "a fresh engine gives other bits";
+    ASSERT_EQ(g1.num_plans(), 1u);
+    const std::string d = g1.plan_descriptions()[0];
+    std::printf("  plan: %s\n", d.c_str());  // the algorithm cuBLASLt gives the slices (for the benchmark notes)
+    EXPECT_NE(d.find(std::to_string(splits) + " slices"), std::string::npos) << d;
+    EXPECT_NE(d.find("splitk 1 "), std::string::npos) << "cuBLASLt split the slices again: " << d;
+  }
+  // A shape whose rows do not split (M = 1000: slices below 512 rows) takes cuBLASLt's plain plan and no partials.
+  EXPECT_EQ(gpu::linear_dw_splits({1000, 128, 648}), 1);
+  EXPECT_EQ(gpu::linear_dw_partial_floats({1000, 128, 648}), 0u);
+  // L's in_proj has 280 output tiles of 128×128 already: no split; M's in_proj (20 tiles) takes 4 slices
+  EXPECT_EQ(gpu::linear_dw_splits({16384, 1024, 4384}), 1);
+  EXPECT_EQ(gpu::linear_dw_splits({16384, 256, 1160}), 4);
 }
 
 TEST(LinearGpu, EngineChoice) {

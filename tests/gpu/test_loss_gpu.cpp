@@ -2,18 +2,22 @@
 // targets, burn-in (also burn_in >= L: nothing counted), K > 1, one and many partial blocks; the loss and the
 // count stay on the device; plus bitwise determinism. The IC loss (kind IC) likewise: cross-sections of
 // G = 1 (no group counts), 2, small and large G, groups with fewer than 3 valid targets, burn-in, K > 1, a
-// constant prediction; determinism.
+// constant prediction; determinism. The bf16 copy of dout written with it, and the loss-only form.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../gpu_util.h"
 #include "../test_util.h"
 #include "../tolerances.h"
+#include "core/error.h"
+#include "ops/cast/cast.h"
 #include "ops/loss/loss.h"
 
 namespace mlalpha {
@@ -186,6 +190,45 @@ TEST(LossGpu, Deterministic) {
     EXPECT_EQ(0, std::memcmp(a.dout.data(), b.dout.data(), a.dout.size() * sizeof(float)))
         << "dout differs between two runs";
   }
+}
+
+// The bf16 step's operand: dout16 written with dout is cast_bf16(dout) bitwise, dout itself unchanged by asking
+// for it; without dout (loss only, one block) the loss and count are the bits of the run with it; the IC loss
+// refuses dout16.
+TEST(LossGpu, Bf16DoutAndLossOnly) {
+  for (LossKind kind : {LossKind::MSE, LossKind::Huber}) {
+    for (const auto& [B, L, K] : {std::tuple{1, 1, 1}, std::tuple{64, 256, 1}, std::tuple{16, 256, 5}}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " L=" + std::to_string(L) + " K=" + std::to_string(K));
+      const Inputs in = make_inputs(B, L, K, kind, 0.5f, L > 8 ? 3 : 0, 3000 + B + K);
+      const size_t n = in.out.size();
+      const GpuResult plain = run_gpu(in);
+      auto out_g = to_device(in.out), y_g = to_device(in.y);
+      auto dout_g = poisoned(n), loss_g = poisoned(1), ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(in.p));
+      DeviceBuffer<__nv_bfloat16> d16(n), cast16(n);
+      d16.fill_bytes(0xFF);
+      gpu::loss_fwd_bwd(in.p, {.out = out_g.data(), .y = y_g.data()},
+                        {.loss = loss_g.data(), .dout = dout_g.data(), .dout16 = d16.data()}, ws.data(), nullptr);
+      const auto dout = from_device(dout_g);
+      EXPECT_EQ(0, std::memcmp(dout.data(), plain.dout.data(), n * sizeof(float))) << "dout changed by dout16";
+      gpu::cast_bf16(dout_g.data(), cast16.data(), n, nullptr);
+      const auto a = d16.download(), b = cast16.download();
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(__nv_bfloat16))) << "dout16 is not cast_bf16(dout)";
+      auto loss_only = poisoned(1);
+      DeviceBuffer<int> count_only(1);
+      count_only.fill_bytes(0xFF);
+      gpu::loss_fwd_bwd(in.p, {.out = out_g.data(), .y = y_g.data()},
+                        {.loss = loss_only.data(), .count = count_only.data()}, ws.data(), nullptr);
+      const auto lo = from_device(loss_only);
+      EXPECT_EQ(0, std::memcmp(lo.data(), plain.loss.data(), sizeof(float))) << "loss only differs";
+      EXPECT_EQ(count_only.download()[0], plain.count[0]);
+    }
+  }
+  const Inputs ic = make_ic_inputs(2, 8, 16, 1, 0, 3100);
+  auto out_g = to_device(ic.out), y_g = to_device(ic.y), dout_g = poisoned(ic.out.size()), loss_g = poisoned(1);
+  auto ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(ic.p));
+  DeviceBuffer<__nv_bfloat16> d16(ic.out.size());
+  const gpu::LossOutputs with16{.loss = loss_g.data(), .dout = dout_g.data(), .dout16 = d16.data()};
+  EXPECT_THROW(gpu::loss_fwd_bwd(ic.p, {.out = out_g.data(), .y = y_g.data()}, with16, ws.data(), nullptr), Error);
 }
 
 }  // namespace

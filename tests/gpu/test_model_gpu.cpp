@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "gpu_util.h"
 #include "model/model_gpu.h"
@@ -62,6 +63,11 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   const Case cs = GetParam();
   const ModelLayout lay(cs.mc);
   const ModelConfig& c = lay.cfg;
+  if (std::string(cs.name).find("split") != std::string::npos) {  // the case exists to take the split: check it does
+    const LayerShapes sh(c, cs.B, cs.L);
+    ASSERT_GT(gpu::linear_dw_splits(sh.in_proj), 1);
+    ASSERT_GT(gpu::linear_dw_splits(sh.out_proj), 1);
+  }
   auto rng = make_rng(cs.B * 1000 + cs.L);
   std::vector<float> params = init_params(lay, test_seed());
   const auto noise = random_vec<float>(params.size(), rng, -0.2, 0.2);
@@ -125,7 +131,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"S_like", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::FP32},
                       Case{"S_like_tf32", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::TF32},
                       Case{"ragged_G2_bf16", make(5, 2, 32, 2, 16, 2, 16, 16), 3, 37, Precision::BF16},
-                      Case{"S_like_bf16", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::BF16}),
+                      Case{"S_like_bf16", make(32, 1, 128, 2, 32, 1, 64, 64), 2, 200, Precision::BF16},
+                      // M = 2048 rows: the weight gradients on our K split (4 slices, linear_dw_splits)
+                      Case{"S_like_bf16_split", make(32, 1, 128, 2, 32, 1, 64, 64), 8, 256, Precision::BF16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

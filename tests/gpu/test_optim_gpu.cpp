@@ -123,7 +123,8 @@ TEST(AdamWGpu, NonFiniteNormSkipsAndLeavesEverythingAlone) {
 
 // A population of four members in one launch each: member m's weights, moments, state and record equal
 // bitwise those of a population of one with its settings and gradients. Member 1's NaN gradient skips
-// member 1 only; member 3 is frozen and keeps everything, counters included.
+// member 1 only; member 3 is frozen and keeps everything, counters included. The population takes phase 2 and
+// the clip in one launch (grad_norm_sq_phase2_clip, as the trainer does), the solo runs in two: the same bits.
 TEST(AdamWGpu, MembersEqualSoloRunsBitwiseAndSkipAlone) {
   const size_t n = 4 * 3001;
   const int E = 4;
@@ -161,8 +162,8 @@ TEST(AdamWGpu, MembersEqualSoloRunsBitwiseAndSkipAlone) {
     grads.push_back(g);
     const auto dg = to_device(g);
     gpu::grad_norm_sq_phase1(dg.data(), n, E, partials.data(), nullptr);
-    gpu::grad_norm_sq_phase2(partials.data(), gpu::grad_norm_blocks(n), E, st.data(), nullptr);
-    gpu::grad_clip_scale(opt.data(), E, st.data(), loss.data(), frozen.data(), ring.device(), 8, nullptr);
+    gpu::grad_norm_sq_phase2_clip(partials.data(), gpu::grad_norm_blocks(n), opt.data(), E, st.data(), loss.data(),
+                                  frozen.data(), ring.device(), 8, nullptr);
     gpu::adamw_step_devscale(dp.data(), dg.data(), dm.data(), dv.data(), ddecay.data(), n, E, opt.data(), st.data(),
                              nullptr);
   }

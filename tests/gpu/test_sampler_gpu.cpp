@@ -1,13 +1,17 @@
 // The device sampler picks the same windows as the CPU gather (both read window_offsets()), reading the
 // step number from device memory: bitwise equal batches, for windows within one gather slice and for
 // windows of several slices (L·F > 2048 floats), B = 1, and F ≠ K; and time batches (dates × G windows, all
-// instruments or a cap), including one of more than 65535 windows.
+// instruments or a cap), including one of more than 65535 windows. The bf16 copy of x written by the gather
+// is cast_bf16's bitwise.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <tuple>
 
 #include "data/sampler.h"
+#include "ops/cast/cast.h"
 #include "data/synthetic.h"
 #include "gpu_util.h"
 
@@ -30,6 +34,18 @@ TEST(SamplerGpu, MatchesCpuGather) {
       const std::string where = "N=" + std::to_string(N) + " L=" + std::to_string(L) + " step " + std::to_string(step);
       EXPECT_EQ(from_device(xb), hx) << where;
       EXPECT_EQ(from_device(yb), hy) << where;
+      // With the bf16 copy: the same xb, yb, and xb16 bitwise cast_bf16(xb)
+      auto xb2 = poisoned(xb.size()), yb2 = poisoned(yb.size());
+      DeviceBuffer<__nv_bfloat16> x16(xb.size()), cast16(xb.size());
+      x16.fill_bytes(0xFF);
+      gpu::gather_batch({N, T, F, K, B, L, 42}, dx.data(), dy.data(), dstep.data(), xb2.data(), yb2.data(), nullptr,
+                        x16.data());
+      EXPECT_EQ(from_device(xb2), hx) << where;
+      EXPECT_EQ(from_device(yb2), hy) << where;
+      gpu::cast_bf16(xb2.data(), cast16.data(), xb2.size(), nullptr);
+      const auto a = x16.download(), c = cast16.download();
+      EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(__nv_bfloat16)))
+          << where << ": xb16 is not cast_bf16(xb)";
     }
   }
 }

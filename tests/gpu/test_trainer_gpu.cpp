@@ -10,6 +10,7 @@
 
 #include "compute_util.h"
 #include "data/synthetic.h"
+#include "model/layer_shapes.h"
 #include "test_util.h"
 #include "tolerances.h"
 #include "train/train_plan.h"
@@ -64,6 +65,19 @@ TEST(TrainerGpu, Bf16ReproducibleAndCloseToFp32) {
   for (size_t i = 0; i < fp32.size(); ++i) num += double(graph[i] - fp32[i]) * (graph[i] - fp32[i]), den += double(fp32[i]) * fp32[i];
   std::printf("bf16 vs fp32 weights after 60 steps: rel-L2 %.3g\n", std::sqrt(num / den));
   EXPECT_LT(std::sqrt(num / den), 2e-2);  // lr 1e-3 × 60 steps moves weights ~6e-2 at most; bf16 noise is a fraction
+}
+
+// bf16 with 32 windows of 64 (M = 2048 rows): the weight gradients take our K split (partials summed in the
+// backward's ColsumBatch, written on the side stream): graph replay still equals the eager run bitwise.
+TEST(TrainerGpu, Bf16SplitDwGraphReplayEqualsEager) {
+  TrainCase s = small_case(20);
+  s.tc.precision = Precision::BF16;
+  s.tc.B = 32, s.tc.L = 64;
+  const LayerShapes sh(s.mc, s.tc.B, s.tc.L);
+  ASSERT_GT(gpu::linear_dw_splits(sh.in_proj), 1);
+  ASSERT_GT(gpu::linear_dw_splits(sh.out_proj), 1);
+  const auto eager = train_gpu(s, false, 20), graph = train_gpu(s, true, 20);
+  EXPECT_TRUE(same_bits(eager, graph)) << "bf16 with split dW: graph replay differs from the eager run";
 }
 
 TEST(TrainerGpu, SameSeedSameWeights) {
@@ -186,7 +200,9 @@ TEST(TrainerGpu, MemoryEstimateMatchesTheAllocations) {
   TrainCase x = ic_case(5, 4);  // time batches: B = dates × cap
   TrainCase h = small_case(5), hr = r;  // bf16: half-size operands and the weights' bf16 copy
   h.tc.precision = hr.tc.precision = Precision::BF16;
-  for (const TrainCase* s : {&g, &r, &x, &h, &hr}) {
+  TrainCase hs = h;  // bf16 with the weight gradients' K-split partials (M = 2048 rows)
+  hs.tc.B = 32, hs.tc.L = 64;
+  for (const TrainCase* s : {&g, &r, &x, &h, &hr, &hs}) {
     Context ctx;
     size_t free_before = 0, total = 0;
     MLALPHA_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));

@@ -1,6 +1,7 @@
 // colsum_add and ColsumBatch (colsum.h): the fixed-order column sum of per-block partials, one kernel for
 // every op, launched per op or once for a batch of jobs.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "core/cuda_check.h"
@@ -17,7 +18,7 @@ int col_tiles(int D) { return (D + kColTile - 1) / kColTile; }
 
 // dw[c] += Σ_b partial[b][c] for the block's 32 columns from c0, in a fixed order: slice t sums
 // b = t, t + kSlices, …; slices then add in order. The same for a lone job and a batched one.
-__device__ __forceinline__ void colsum_tile(int nb, int D, int c0, const float* __restrict__ partial,
+__device__ __forceinline__ void colsum_tile(int nb, int D, size_t ld, int c0, const float* __restrict__ partial,
                                             float* __restrict__ dw) {
   __shared__ float s[kSlices][kColTile];
   const int c = c0 + threadIdx.x;
@@ -30,11 +31,11 @@ __device__ __forceinline__ void colsum_tile(int nb, int D, int c0, const float* 
     for (; b + (kBatch - 1) * kSlices < nb; b += kBatch * kSlices) {
       float v[kBatch];
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) v[u] = partial[size_t(b + u * kSlices) * D + c];
+      for (int u = 0; u < kBatch; ++u) v[u] = partial[size_t(b + u * kSlices) * ld + c];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) acc += v[u];
     }
-    for (; b < nb; b += kSlices) acc += partial[size_t(b) * D + c];
+    for (; b < nb; b += kSlices) acc += partial[size_t(b) * ld + c];
   }
   s[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -43,13 +44,60 @@ __device__ __forceinline__ void colsum_tile(int nb, int D, int c0, const float* 
 
 __global__ void __launch_bounds__(kColTile* kSlices)
     colsum_add_kernel(int nb, int D, const float* __restrict__ partial, float* __restrict__ dw) {
-  colsum_tile(nb, D, blockIdx.x * kColTile, partial, dw);
+  colsum_tile(nb, D, size_t(D), blockIdx.x * kColTile, partial, dw);
 }
 
-// A batch's jobs and where each one's column tiles start in the grid (first[n] = the grid size).
+// A job of nb <= kSlices rows, four columns a thread from c0 (the block's 512 threads: kWideCols columns):
+// dw[c] += 0 + p_0[c] + … + p_{nb−1}[c], rows added in order. colsum_tile gives these rows the same sum: each
+// slice t < nb holds 0 + p_t, the empty slices 0, and adding +0 changes no sum that started from +0 (an
+// exactly cancelling add gives +0 too), so the bits are colsum_add's. nb <= 16: a weight gradient's K-split
+// partials (linear.h), read once, hence the streaming loads.
+constexpr int kWideCols = 4 * kColTile * kSlices;
+__device__ __forceinline__ void colsum_wide(int nb, int D, size_t ld, int c0, const float* __restrict__ partial,
+                                            float* __restrict__ dw, bool vec) {
+  const int c = c0 + 4 * int(threadIdx.y * kColTile + threadIdx.x);
+  if (c >= D) return;
+  if (vec && c + 4 <= D) {  // ld, D and both pointers 16-byte aligned (checked on the host)
+    // Rounds of 4 loads in flight (64 KB an SM at 3 blocks, above what the bandwidth needs): all 16 at once
+    // took 84 registers a thread, one 512-thread block an SM for the batch's column-tile jobs too; 40 now
+    constexpr int kRound = kSlices / 4;
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+    for (int b0 = 0; b0 < nb; b0 += kRound) {
+      float4 v[kRound];
+#pragma unroll
+      for (int u = 0; u < kRound; ++u)
+        if (b0 + u < nb) v[u] = __ldcs(reinterpret_cast<const float4*>(partial + size_t(b0 + u) * ld + c));
+#pragma unroll
+      for (int u = 0; u < kRound; ++u)
+        if (b0 + u < nb) s.x += v[u].x, s.y += v[u].y, s.z += v[u].z, s.w += v[u].w;
+    }
+    float4* out = reinterpret_cast<float4*>(dw + c);
+    const float4 d = *out;
+    *out = make_float4(d.x + s.x, d.y + s.y, d.z + s.z, d.w + s.w);
+    return;
+  }
+  for (int k = c; k < min(c + 4, D); ++k) {
+    float s = 0.f;
+    for (int b = 0; b < nb; ++b) s += partial[size_t(b) * ld + k];
+    dw[k] += s;
+  }
+}
+
+// Whether a job takes colsum_wide (few rows) and whether its rows allow float4 loads.
+bool is_wide(const ColsumJob& j) { return j.nb <= kSlices; }
+bool is_vec(const ColsumJob& j) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return j.D % 4 == 0 && j.ld % 4 == 0 && aligned(j.partial) && aligned(j.dw);
+}
+int job_blocks(const ColsumJob& j) { return is_wide(j) ? (j.D + kWideCols - 1) / kWideCols : col_tiles(j.D); }
+
+// A batch's jobs (ld filled in), where each one's blocks start in the grid (first[n] = the grid size), and
+// its form: 0 column tiles, 1 wide scalar, 2 wide float4.
 struct JobTable {
   ColsumJob job[kMaxJobs];
   int first[kMaxJobs + 1];
+  unsigned char form[kMaxJobs];
   int n;
 };
 
@@ -57,7 +105,9 @@ __global__ void __launch_bounds__(kColTile* kSlices) colsum_batch_kernel(const _
   int j = 0;
   while (j + 1 < t.n && int(blockIdx.x) >= t.first[j + 1]) ++j;  // ≤ 64 jobs: a linear search is enough
   const ColsumJob& job = t.job[j];
-  colsum_tile(job.nb, job.D, (int(blockIdx.x) - t.first[j]) * kColTile, job.partial, job.dw);
+  const int block = int(blockIdx.x) - t.first[j];
+  if (t.form[j] == 0) colsum_tile(job.nb, job.D, job.ld, block * kColTile, job.partial, job.dw);
+  else colsum_wide(job.nb, job.D, job.ld, block * kWideCols, job.partial, job.dw, t.form[j] == 2);
 }
 
 }  // namespace
@@ -72,7 +122,11 @@ void ColsumBatch::add(const ColsumJob& job) {
                                          " D=" + std::to_string(job.D));
   if (job.D == 0) return;
   require(job.partial != nullptr && job.dw != nullptr, "ColsumBatch: a job's partial and dw must be non-null");
-  jobs_.push_back(job);
+  require(job.ld == 0 || job.ld >= size_t(job.D), "ColsumBatch: a job's row stride " + std::to_string(job.ld) +
+                                                       " is below its width " + std::to_string(job.D));
+  ColsumJob j = job;
+  if (j.ld == 0) j.ld = size_t(j.D);
+  jobs_.push_back(j);
 }
 
 void ColsumBatch::run(cudaStream_t stream) {
@@ -83,7 +137,8 @@ void ColsumBatch::run(cudaStream_t stream) {
     for (int j = 0; j < t.n; ++j) {
       t.job[j] = jobs_[j0 + size_t(j)];
       t.first[j] = tiles;
-      tiles += col_tiles(t.job[j].D);
+      t.form[j] = is_wide(t.job[j]) ? (is_vec(t.job[j]) ? 2 : 1) : 0;
+      tiles += job_blocks(t.job[j]);
     }
     t.first[t.n] = tiles;
     colsum_batch_kernel<<<tiles, dim3(kColTile, kSlices), 0, stream>>>(t);

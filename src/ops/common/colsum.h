@@ -14,11 +14,14 @@ namespace mlalpha::gpu {
 // sums b = t, t + 16, …; the 16 slices then add in order. One launch on `stream`, checked.
 void colsum_add(int nb, int D, const float* partial, float* dw, cudaStream_t stream);
 
-// One deferred colsum_add: dw (D) += the column sums of partial (nb, D).
+// One deferred colsum_add: dw (D) += the column sums of partial (nb, D), row b at partial + b·ld (ld 0: D).
+// A job of at most 16 rows (a GEMM's K-split partials, linear.h) is summed by a thread per column quad that
+// adds its rows in order, 0 + p_0 + p_1 + …, the order colsum_add gives that many rows: the same bits.
 struct ColsumJob {
-  const float* partial = nullptr;  // (nb, D)
+  const float* partial = nullptr;  // (nb, ld)
   float* dw = nullptr;             // (D)
   int nb = 0, D = 0;
+  size_t ld = 0;  // row stride in floats, >= D; 0 means D
 };
 
 // The partial sums of a whole backward pass, added in one launch instead of one each (a model's S step has
@@ -41,7 +44,7 @@ class ColsumBatch {
 // colsum_add now, or recorded in `defer` when it is non-null.
 inline void colsum_add_or_defer(ColsumBatch* defer, int nb, int D, const float* partial, float* dw,
                                 cudaStream_t stream) {
-  if (defer) defer->add({partial, dw, nb, D});
+  if (defer) defer->add({partial, dw, nb, D, 0});
   else colsum_add(nb, D, partial, dw, stream);
 }
 

@@ -53,6 +53,25 @@ size_t linear_bwd_workspace_floats(const LinearParams& p) {
   return size_t(db_chunks(p.M)) * size_t(p.OUT);
 }
 
+namespace {
+constexpr int kDwMaxSplits = 16, kDwMaxTiles = 128, kDwMinRows = 512;
+size_t dw_slice_floats(const LinearParams& p) { return (size_t(p.OUT) * size_t(p.IN) + 63) / 64 * 64; }
+}  // namespace
+
+int linear_dw_splits(const LinearParams& p) {
+  check_params(p);
+  const int64_t tiles = int64_t((p.IN + 127) / 128) * ((p.OUT + 127) / 128);
+  int s = 1;
+  while (2 * s <= kDwMaxSplits && tiles * 2 * s <= kDwMaxTiles && p.M % (16 * s) == 0 && p.M / (2 * s) >= kDwMinRows)
+    s *= 2;
+  return s;
+}
+
+size_t linear_dw_partial_floats(const LinearParams& p) {
+  const int s = linear_dw_splits(p);
+  return s > 1 ? size_t(s) * dw_slice_floats(p) : 0;
+}
+
 void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream_t stream) {
   check_params(p);
   const size_t n = size_t(p.M) * size_t(p.OUT);

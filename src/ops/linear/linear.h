@@ -123,8 +123,23 @@ struct LinearDyBf16 {
 void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, float* y, cudaStream_t stream);
 void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const float* r, float* y,
                     cudaStream_t stream);
+// dw_partial, when non-null (bf16 only; linear_dw_partial_floats(p) floats, device): dw's K split of our own
+// (below) instead of cuBLASLt's; its fixed-order sum joins `defer` like db's (else runs at once), and the
+// partials must then stay untouched until the batch runs.
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
-                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer = nullptr);
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer = nullptr,
+                float* dw_partial = nullptr);
+
+// The bf16 weight gradient split along K = M (docs/decisions.md "GEMM algorithms"): dW (OUT, IN) has few
+// output tiles at the model's sizes (S's in_proj: 6 of 128×128 for K = 16,384 rows), so the GEMM is split into
+// s slices of M / s rows, run as one strided-batched cuBLASLt GEMM without a split of its own, slice z writing
+// its product (written, not accumulated) to partial z of (s, OUT, IN) with rows padded to 64 floats; then
+// dw += Σ_z partial[z], z ascending, in a ColsumBatch (one launch for every partial sum of a backward). s
+// depends on the shape only: the largest power of two <= 16 with at most 128 tiles·s in all (about one wave
+// of an H100 or H200), at least 512 rows a slice and M divisible by 8·s (16-byte aligned bf16 slices). 1:
+// no split of ours (cuBLASLt's plan stands, accumulating into dw), and linear_dw_partial_floats is 0.
+int linear_dw_splits(const LinearParams& p);
+size_t linear_dw_partial_floats(const LinearParams& p);
 
 // bf16 activations (docs/decisions.md "bf16 mixed precision"): the same GEMMs with a bf16 output, the fp32
 // accumulation rounded to nearest even once in cuBLASLt's epilogue; no bias, no residual. Plans keyed by the

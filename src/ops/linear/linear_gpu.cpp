@@ -13,7 +13,9 @@
 // every later call runs the same kernels; split-K algorithms are accepted only when they
 // reduce out of place in the workspace in a separate step (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE,
 // cublasLt.h: "Intermediate results are stored ... in the workspace and reduced in a separate step"),
-// never INPLACE (accumulation into the output buffer under counters).
+// never INPLACE (accumulation into the output buffer under counters). The bf16 weight gradient given a partials
+// buffer (linear_dw_splits > 1) splits K itself instead: a strided batch of K slices, each plan's algorithm
+// without a split of cuBLASLt's, whose partials a ColsumBatch job sums in slice order (linear.h).
 //
 // fp32 mode runs every GEMM whose sizes, strides and pointers are multiples of 4 floats / 16 bytes on our
 // own 3xTF32 tensor-core kernel (gemm_3xtf32.cu: fp32 accuracy, 1.05-1.66x cuBLASLt's CUDA-core fp32
@@ -29,6 +31,7 @@
 // (M, D)) is needed. It keeps the determinism above: its plan is keyed like the others (plus C's
 // alignment), so every call of a shape runs the same algorithm, and the epilogue's per-element
 // alpha·acc + beta·C involves no cross-thread reduction.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -56,6 +59,9 @@ struct GemmShape {
   uint64_t m, n, k;
   // stored (pre-op) matrices: A is (a_rows, a_cols) with leading dimension a_rows, likewise B; C, D are (m, n)
   uint64_t a_rows, a_cols, b_rows, b_cols;
+  // A strided batch (the K-split weight gradient, linear_dw_splits): `batch` products, the i-th on A + i·stride_a,
+  // B + i·stride_b, D + i·stride_d (elements); such a plan takes no split-K of cuBLASLt's.
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_d = 0;
 };
 
 // Largest power of two dividing the address, capped at 256 (cuBLASLt's default alignment assumption).
@@ -109,8 +115,9 @@ struct Preference {
   }
 };
 
-// Key: GEMM, m, n, k, precision, operand type, bias present, alignments of A, B, C, D and the bias, output type.
-using PlanKey = std::array<int64_t, 13>;
+// Key: GEMM, m, n, k, precision, operand type, bias present, alignments of A, B, C, D and the bias, output type,
+// batch count and the D stride (the A and B strides follow from the shape and the count).
+using PlanKey = std::array<int64_t, 15>;
 
 // The arithmetic of one GEMM: fp32 operands in 3xTF32 / CUDA-core fp32 or in tf32, or bf16 operands.
 enum class Arith { kFp32, kTf32, kBf16 };
@@ -118,16 +125,18 @@ const char* arith_name(Arith a) { return a == Arith::kFp32 ? "fp32" : a == Arith
 
 std::string describe(const GemmShape& s, Arith arith, bool out16 = false) {
   static const char* names[] = {"forward y = x·Wᵀ", "dx = dy·W", "dW += dyᵀ·x", "residual forward y = r + x·Wᵀ"};
-  return std::string(names[int(s.op)]) + " (column-major m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-         " k=" + std::to_string(s.k) + ", " + arith_name(arith) + (out16 ? ", bf16 output" : "") + ")";
+  return std::string(s.batch > 1 ? "dW partials = dyᵀ·x over K slices" : names[int(s.op)]) +
+         " (column-major m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
+         (s.batch > 1 ? " × " + std::to_string(s.batch) + " slices" : "") + ", " + arith_name(arith) +
+         (out16 ? ", bf16 output" : "") + ")";
 }
 
 // First heuristic result that runs in our workspace and does not reduce split-K in place (nor, when `reject`
-// says so, in the output type), preferring one with the `preferred` configuration (linear_algos_gpu.cpp) when
-// given (*from_table says whether it was found); false if none.
+// says so, in the output type; nor split K at all when no_split), preferring one with the `preferred`
+// configuration (linear_algos_gpu.cpp) when given (*from_table says whether it was found); false if none.
 bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
-               uint32_t scheme_mask, uint32_t reject, const AlgoConfig* preferred, cublasLtMatmulAlgo_t* out,
-               bool* from_table) {
+               uint32_t scheme_mask, uint32_t reject, bool no_split, const AlgoConfig* preferred,
+               cublasLtMatmulAlgo_t* out, bool* from_table) {
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(g.workspace_bytes));
   pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, scheme_mask);
@@ -150,6 +159,12 @@ bool pick_algo(const Gemm& g, const Plan& pl, uint32_t al_a, uint32_t al_b, uint
     MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
                                                               &scheme, sizeof(scheme), &written));
     if (scheme & (CUBLASLT_REDUCTION_SCHEME_INPLACE | reject)) continue;
+    if (no_split) {
+      int32_t splits = 1;
+      MLALPHA_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                                &splits, sizeof(splits), &written));
+      if (splits > 1 || scheme != CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+    }
     if (first < 0) first = i;
     if (!preferred || linear_detail::has_config(results[i].algo, *preferred)) {
       *out = results[i].algo;
@@ -179,6 +194,18 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
   MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, ab, s.a_rows, s.a_cols, int64_t(s.a_rows)));
   MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, ab, s.b_rows, s.b_cols, int64_t(s.b_rows)));
   MLALPHA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.d, out16 ? CUDA_R_16BF : CUDA_R_32F, s.m, s.n, int64_t(s.m)));
+  if (s.batch > 1) {
+    const int32_t count = int32_t(s.batch);
+    auto strided = [&](cublasLtMatrixLayout_t l, int64_t stride) {
+      MLALPHA_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      MLALPHA_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    };
+    strided(pl.a, s.stride_a);
+    strided(pl.b, s.stride_b);
+    strided(pl.d, s.stride_d);
+  }
 
   // Preferred: only deterministic out-of-place split-K (NONE has no bit of its own). Some library versions
   // may filter the plain (non-split) algorithms with that mask, so retry with all schemes; pick_algo still
@@ -190,11 +217,17 @@ Plan make_plan(const Gemm& g, const GemmShape& s, Arith arith, uint32_t al_a, ui
   const AlgoConfig* preferred =
       arith == Arith::kBf16 ? nullptr : linear_detail::preferred_algo(s.op, s.m, s.n, s.k, arith == Arith::kTf32);
   bool from_table = false;
+  // A batch of K slices is our split: its sum is ours, so cuBLASLt should split nothing further (should it offer
+  // only split algorithms, a deterministic one is taken all the same: its reduce launches come back, and
+  // LinearGpu.Bf16DwSplitMatchesReferenceAndRepeats says so).
   auto pick = [&] {
-    const bool ok =
-        pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, reject, preferred, &pl.algo, &from_table) ||
-        pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, reject, preferred, &pl.algo,
-                  &from_table);
+    bool ok = false;
+    for (const bool no_split : {s.batch > 1, false}) {
+      ok = pick_algo(g, pl, al_a, al_b, al_c, al_d, kOutOfPlace, reject, no_split, preferred, &pl.algo, &from_table) ||
+           pick_algo(g, pl, al_a, al_b, al_c, al_d, CUBLASLT_REDUCTION_SCHEME_MASK, reject, no_split, preferred,
+                     &pl.algo, &from_table);
+      if (ok || s.batch == 1) break;
+    }
     if (ok)
       pl.what = describe(s, arith, out16) + ": " + linear_detail::config_string(pl.algo) +
                 (from_table ? " (offline table)" : " (heuristic's first)");
@@ -268,12 +301,20 @@ void run_gemm(Gemm& g, const GemmShape& s, Arith arith, const void* A, const voi
   const bool out16 = D16 != nullptr;
   require(!out16 || (arith == Arith::kBf16 && beta == 0.f && !bias && !C && !D),
           "linear: a bf16 output needs bf16 operands, no bias and no C");
+  require(s.batch == 1 || (arith == Arith::kBf16 && beta == 0.f && !bias && !C && !out16),
+          "linear: a batched GEMM needs bf16 operands, beta 0, no bias, no C and an fp32 output");
   void* Dv = out16 ? static_cast<void*>(D16) : static_cast<void*>(D);
   const void* Cv = C ? static_cast<const void*>(C) : Dv;
-  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(Cv), al_d = alignment_of(Dv);
+  uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(Cv), al_d = alignment_of(Dv);
+  if (s.batch > 1) {  // every slice's start, not only the first, must have the alignment the plan assumes
+    auto bytes_alignment = [](int64_t bytes) { return alignment_of(reinterpret_cast<const void*>(bytes)); };
+    al_a = std::min(al_a, bytes_alignment(s.stride_a * 2));
+    al_b = std::min(al_b, bytes_alignment(s.stride_b * 2));
+    al_c = al_d = std::min(al_d, bytes_alignment(s.stride_d * 4));
+  }
   const PlanKey key = {int64_t(s.op),   int64_t(s.m), int64_t(s.n), int64_t(s.k), int64_t(arith), int64_t(g.precision),
                        int64_t(bias != nullptr),   al_a, al_b, al_c, al_d,
-                       bias ? int64_t(alignment_of(bias)) : 0, int64_t(out16)};
+                       bias ? int64_t(alignment_of(bias)) : 0, int64_t(out16), s.batch, s.stride_d};
   if (!C) C = D;
   auto it = g.cache->plans.find(key);
   const bool fp32_operands = arith == Arith::kFp32;
@@ -333,9 +374,10 @@ void fwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void*
   run_gemm(g, s, arith, w, x, r ? 1.f : 0.f, r, y, b, p, stream, y16);
 }
 
-// dx, dw from dy (the GEMMs' operand type), db from dy32 (fp32).
+// dx, dw from dy (the GEMMs' operand type), db from dy32 (fp32); dw_partial: dw by our K split (bf16 only).
 void bwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void* w, const void* dy, const float* dy32,
-         const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer, const char* who) {
+         const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer, const char* who,
+         float* dw_partial = nullptr) {
   check_shape(p);
   if (p.M == 0) return;  // dx has no rows; dw, db += empty sums
   const uint64_t M = p.M, IN = p.IN, OUT = p.OUT;
@@ -346,7 +388,25 @@ void bwd(Gemm& g, const LinearParams& p, Arith arith, const void* x, const void*
     const GemmShape s{GemmOp::kDx, CUBLAS_OP_N, CUBLAS_OP_N, IN, M, OUT, IN, OUT, OUT, M};
     run_gemm(g, s, arith, w, dy, 0.f, nullptr, grads.dx, nullptr, p, stream);
   }
-  if (grads.dw) {
+  const int splits = dw_partial && grads.dw ? linear_dw_splits(p) : 1;
+  if (grads.dw && splits > 1) {
+    require(x != nullptr, std::string(who) + ": x must be non-null when dw is requested");
+    // Slice z of K: partial[z]ᵀ (IN, OUT) = (x stored (IN, M), columns z·Ks …) · op_T(dy stored (OUT, M), same
+    // columns), written (beta = 0); then dw += Σ_z partial[z] in order (ColsumBatch, rows of OUT·IN floats).
+    const uint64_t Ks = M / uint64_t(splits);
+    const int64_t slice = int64_t(linear_dw_partial_floats(p) / size_t(splits));
+    GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, Ks, IN, Ks, OUT, Ks};
+    s.batch = splits, s.stride_a = int64_t(Ks * IN), s.stride_b = int64_t(Ks * OUT), s.stride_d = slice;
+    run_gemm(g, s, arith, x, dy, 0.f, nullptr, dw_partial, nullptr, p, stream);
+    const ColsumJob job{dw_partial, grads.dw, splits, p.OUT * p.IN, size_t(slice)};
+    if (defer) {
+      defer->add(job);
+    } else {
+      ColsumBatch now;
+      now.add(job);
+      now.run(stream);
+    }
+  } else if (grads.dw) {
     require(x != nullptr, std::string(who) + ": x must be non-null when dw is requested");
     // dWᵀ (IN, OUT) += (x stored (IN, M)) · op_T(dy stored (OUT, M)); beta = 1 (accumulated)
     const GemmShape s{GemmOp::kDw, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, M, IN, M, OUT, M};
@@ -387,8 +447,10 @@ void linear_fwd_add(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, 
 }
 
 void linear_bwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, const LinearDyBf16& dy,
-                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer) {
-  bwd(g, p, Arith::kBf16, in.x, in.w, dy.bf16, dy.fp32, grads, workspace, stream, defer, "linear_bwd (bf16)");
+                const LinearGrads<float>& grads, float* workspace, cudaStream_t stream, ColsumBatch* defer,
+                float* dw_partial) {
+  bwd(g, p, Arith::kBf16, in.x, in.w, dy.bf16, dy.fp32, grads, workspace, stream, defer, "linear_bwd (bf16)",
+      dw_partial);
 }
 
 void linear_fwd(Gemm& g, const LinearParams& p, const LinearInputsBf16& in, __nv_bfloat16* y, cudaStream_t stream) {

@@ -1,9 +1,15 @@
 // Masked MSE / Huber loss and its gradient on the GPU (DESIGN sections 1 and 2), fp32, the result left in
-// device memory. Three stream-ordered kernels, no atomics, fixed grid (from the shape only):
+// device memory. Two stream-ordered kernels, no atomics, fixed grid (from the shape only):
 //   loss_partials_kernel  per block of kChunk elements: Σℓ (float) and Σm (int) into workspace
-//   loss_finalize_kernel  one block: adds the partials in a fixed order, writes loss, count and 1/max(1, Σm)
-//   loss_grad_kernel      dout = m·ℓ'(e)/max(1, Σm), recomputed from out and y now that the count is known
-// Workspace (floats): [0, nb) Σℓ partials | [nb, 2nb) Σm partials stored as int | [2nb] 1/max(1, Σm).
+//   loss_finish_kernel    every block adds the partials in one fixed order (so each has the same Σℓ, Σm and
+//                         1/max(1, Σm)); block 0 writes loss and count; each block writes its dout elements
+//                         m·ℓ'(e)/max(1, Σm), recomputed from out and y now that the count is known, and their
+//                         bf16 rounding when asked (the bf16 step's GEMM operand: no cast launch)
+// The partials are few (S: 8), so re-adding them in every block costs less than the launch a separate
+// finalising kernel took. Workspace (floats): [0, nb) Σℓ partials | [nb, 2nb) Σm partials stored as int | [2nb]
+// unused (the old 1/max(1, Σm) slot, kept so the workspace size stays the same).
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <climits>
 
@@ -68,40 +74,43 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) psum[blockIdx.x] = s, pcnt[blockIdx.x] = c;
 }
 
-// One block: thread t adds partials t, t + kThreads, … in order, then block_sum; loss = Σℓ · 1/max(1, Σm).
+// Thread t adds partials t, t + kThreads, … in order, then block_sum; loss = Σℓ · 1/max(1, Σm). Every block does
+// this (the same bits in each), block 0 writes loss and count; then each block's kThreads elements of dout
+// (and dout16 when non-null), n = 0 when no gradient is asked.
 __global__ void __launch_bounds__(kThreads)
-    loss_finalize_kernel(int nb, const float* __restrict__ psum, const int* __restrict__ pcnt,
-                         float* __restrict__ inv_out, float* __restrict__ loss_out, int* __restrict__ count_out) {
+    loss_finish_kernel(long long n, int L, int K, int burn_in, bool huber, float delta, const float* __restrict__ out,
+                       const float* __restrict__ y, int nb, const float* __restrict__ psum,
+                       const int* __restrict__ pcnt, float* __restrict__ loss_out, int* __restrict__ count_out,
+                       float* __restrict__ dout, __nv_bfloat16* __restrict__ dout16) {
+  __shared__ float inv_s;
   float s = 0.f;
   int c = 0;
   for (int b = threadIdx.x; b < nb; b += kThreads) s += psum[b], c += pcnt[b];
   block_sum(s, c);
   if (threadIdx.x == 0) {
     const float inv = 1.f / float(c > 0 ? c : 1);
-    *inv_out = inv;
-    *loss_out = s * inv;
-    if (count_out) *count_out = c;
+    inv_s = inv;
+    if (blockIdx.x == 0) {
+      *loss_out = s * inv;
+      if (count_out) *count_out = c;
+    }
   }
-}
-
-__global__ void __launch_bounds__(kThreads)
-    loss_grad_kernel(long long n, int L, int K, int burn_in, bool huber, float delta, const float* __restrict__ out,
-                     const float* __restrict__ y, const float* __restrict__ inv, float* __restrict__ dout) {
+  __syncthreads();
   const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
   if (i >= n) return;
   const float yi = y[i];
-  if (masked(i, L, K, burn_in, yi)) {
-    dout[i] = 0.f;
-    return;
+  float g = 0.f;
+  if (!masked(i, L, K, burn_in, yi)) {
+    float l;
+    loss_term(huber, delta, out[i] - yi, l, g);
+    g *= inv_s;
   }
-  float l, g;
-  loss_term(huber, delta, out[i] - yi, l, g);
-  dout[i] = g * *inv;
+  dout[i] = g;
+  if (dout16) dout16[i] = __float2bfloat16_rn(g);
 }
 
 long long numel(const LossParams& p) { return (long long)p.B * p.L * p.K; }
 int partial_blocks(const LossParams& p) { return int((numel(p) + kChunk - 1) / kChunk); }
-
 }  // namespace
 
 size_t loss_fwd_bwd_workspace_floats(const LossParams& p) {
@@ -125,25 +134,22 @@ void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOu
   require(p.kind == LossKind::MSE || p.delta > 0.f,
           "gpu::loss_fwd_bwd: Huber delta must be > 0, got " + std::to_string(p.delta));
   require(loss_out != nullptr && workspace != nullptr, "gpu::loss_fwd_bwd: loss_out and workspace must be non-null");
+  require(!o.dout16 || dout, "gpu::loss_fwd_bwd: dout16 needs dout");
   const long long n = numel(p);
   const int nb = partial_blocks(p);
   const bool huber = p.kind == LossKind::Huber;
   float* psum = workspace;
   int* pcnt = reinterpret_cast<int*>(workspace + nb);
-  float* inv = workspace + 2 * size_t(nb);
   if (nb > 0) {
     loss_partials_kernel<<<nb, kThreads, 0, stream>>>(n, p.L, p.K, p.burn_in, huber, p.delta, out, y, psum, pcnt);
     MLALPHA_CHECK_LAUNCH(stream);
   }
-  // Runs even for n = 0 so the scalars are always written (loss 0, count 0).
-  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(nb, psum, pcnt, inv, loss_out, count_out);
+  // Runs even for n = 0 so the scalars are always written (loss 0, count 0): at least one block.
+  const long long grad_n = dout ? n : 0;
+  const long long grid = std::max<long long>(1, (grad_n + kThreads - 1) / kThreads);
+  loss_finish_kernel<<<unsigned(grid), kThreads, 0, stream>>>(grad_n, p.L, p.K, p.burn_in, huber, p.delta, out, y, nb,
+                                                              psum, pcnt, loss_out, count_out, dout, o.dout16);
   MLALPHA_CHECK_LAUNCH(stream);
-  if (dout && n > 0) {
-    const long long grid = (n + kThreads - 1) / kThreads;
-    loss_grad_kernel<<<unsigned(grid), kThreads, 0, stream>>>(n, p.L, p.K, p.burn_in, huber, p.delta, out, y, inv,
-                                                              dout);
-    MLALPHA_CHECK_LAUNCH(stream);
-  }
 }
 
 }  // namespace mlalpha::gpu

@@ -76,6 +76,9 @@ struct LossOutputs {
   float* loss = nullptr;  // (1) required
   int* count = nullptr;   // (1) Σ m; may be null
   float* dout = nullptr;  // (B, L, K) ∂loss/∂out, 0 where masked; may be null (loss only)
+  // (B, L, K) dout rounded to bf16 (nearest even, cast_bf16's bits), written with it when non-null (needs dout):
+  // the bf16 step's GEMM operand. MSE / Huber only (ic_loss_fwd_bwd rejects it).
+  __nv_bfloat16* dout16 = nullptr;
 };
 // B·L·K < 2^31. workspace: loss_fwd_bwd_workspace_floats(p) floats, need not be initialised. Kind IC calls
 // ic_loss_fwd_bwd.
