@@ -434,8 +434,8 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     return;
   }
   const int j = int(blockIdx.x - jg.conv_blocks);
-  dt_softplus_bwd_block<kTile>(j % dt_row_blocks, j / dt_row_blocks, threadIdx.y * kQuads + threadIdx.x,
-                               kQuads * kTiles, dp.M, dp.H, dp.ld_dt, dp.lo, dp.hi, dt, dt_bias, ddelta, ddt, dt_part);
+  dt_softplus_bwd_block<kTile, kQuads * kTiles>(j % dt_row_blocks, j / dt_row_blocks, threadIdx.y * kQuads + threadIdx.x,
+                                                dp.M, dp.H, dp.ld_dt, dp.lo, dp.hi, dt, dt_bias, ddelta, ddt, dt_part);
 }
 
 // Calls f(std::integral_constant<int, W>) for the runtime width W ∈ [1, kConv1dMaxW].

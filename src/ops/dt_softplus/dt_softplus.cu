@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kThreads)
     dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const TIn* __restrict__ dt,
                            const float* __restrict__ dt_bias, const float* __restrict__ ddelta,
                            TOut* __restrict__ ddt /* (M, ld_dt) */, float* __restrict__ partial /* (gridDim.x, H) */) {
-  dt_softplus_bwd_block<kTile>(blockIdx.x, blockIdx.y, threadIdx.y * kTile + threadIdx.x, kThreads, M, H, ld_dt, lo,
-                               hi, dt, dt_bias, ddelta, ddt, partial);
+  dt_softplus_bwd_block<kTile, kThreads>(blockIdx.x, blockIdx.y, threadIdx.y * kTile + threadIdx.x, M, H, ld_dt, lo, hi,
+                                         dt, dt_bias, ddelta, ddt, partial);
 }
 
 int bwd_blocks(const DtParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }

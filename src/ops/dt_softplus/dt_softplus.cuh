@@ -30,26 +30,27 @@ __device__ __forceinline__ float dt_softplus_value(long long idx, int H, int ld_
 __device__ __forceinline__ void dt_store_as(float* p, float v) { *p = v; }
 __device__ __forceinline__ void dt_store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
-// One backward block (row block bx, head tile by) run by nthreads threads (tid = the linear thread index; the
+// One backward block (row block bx, head tile by) run by kThreadsUsed threads (tid = the linear thread index; the
 // block's threads with tid < kTile must have threadIdx.x == tid, as sum_slices reads s[.][threadIdx.x]).
 // Virtual thread (x, y) = (tid % kTile, slice y) with y = tid / kTile, tid / kTile + nthreads / kTile, …: with
-// nthreads = kDtBwdThreads each thread is one slice (the op's own launch); with fewer each takes several, and
+// kThreadsUsed = kDtBwdThreads each thread is one slice (the op's own launch); with fewer each takes several, and
 // every slice still sums its rows row0 + y, row0 + y + kSlices, … in the same order, so the partial keeps its bits.
 //   g = ddelta · σ(u) where lo ≤ softplus(u) ≤ hi, else 0 (u > 20: slope 1, as the ref); ddt = g;
 //   partial[bx][h] = Σ_rows g, the row slices of a head added in ascending order.
-template <int kTile, typename TOut, typename TIn>
-__device__ __forceinline__ void dt_softplus_bwd_block(int bx, int by, int tid, int nthreads, int M, int H, int ld_dt,
+template <int kTile, int kThreadsUsed, typename TOut, typename TIn>
+__device__ __forceinline__ void dt_softplus_bwd_block(int bx, int by, int tid, int M, int H, int ld_dt,
                                                       float lo, float hi, const TIn* __restrict__ dt /* (M, ld_dt) */,
                                                       const float* __restrict__ dt_bias /* (H) */,
                                                       const float* __restrict__ ddelta /* (M, H) */,
                                                       TOut* __restrict__ ddt /* (M, ld_dt) */,
                                                       float* __restrict__ partial /* (row blocks, H) */) {
   constexpr int kSlices = kDtRowSlices<kTile>;
+  static_assert(kThreadsUsed % kTile == 0 && kThreadsUsed <= kDtBwdThreads && kThreadsUsed >= kTile, "whole slices");
   __shared__ float s[kSlices][kTile];
   const int h = by * kTile + tid % kTile;
   const int row0 = bx * kDtBwdRows;
   const int row_end = min(M, row0 + kDtBwdRows);
-  for (int y = tid / kTile; y < kSlices; y += nthreads / kTile) {
+  for (int y = tid / kTile; y < kSlices; y += kThreadsUsed / kTile) {
     float acc = 0.f;
     if (h < H) {
       const float b = dt_bias[h];
