@@ -174,9 +174,10 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
         .window0 = carry ? conv_in_.data() + l * nconv : nullptr,
         .window_last = carry && carry->conv_out && !map_.rows ? carry->conv_out + l * nconv : nullptr};
     if (h16) {
-      if (xbc16_) gpu::conv1d_silu_fwd_bf16(s.conv, zx16.xBC, conv_in, a.xbc16.data(), st);
-      else gpu::conv1d_silu_fwd(s.conv, zx16.xBC, conv_in, a.xbc.data(), st);
-      gpu::dt_softplus_fwd(s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
+      // the conv and the softplus in one launch (conv1d.h conv1d_dt_fwd_bf16: the two ops' bits)
+      const gpu::DtInputsBf16 dt_in{.dt = zx16.dt, .dt_bias = P + o.dt_bias};
+      if (xbc16_) gpu::conv1d_dt_fwd_bf16(s.conv, zx16.xBC, conv_in, a.xbc16.data(), s.dt, dt_in, a.delta.data(), st);
+      else gpu::conv1d_dt_fwd_bf16(s.conv, zx16.xBC, conv_in, a.xbc.data(), s.dt, dt_in, a.delta.data(), st);
     } else {
       gpu::conv1d_silu_fwd(s.conv, conv_in, a.xbc.data(), st);
       gpu::dt_softplus_fwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, a.delta.data(), st);
@@ -305,19 +306,17 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                    dy16_.data(), ssd_g, ws, st);
     else gpu::ssd_bwd(s.ssd, ssd_in, a.states.data(), dy_.data(), ssd_g, ws, st);
     if (map_.rows) gpu::mask_rows(map_, s.H, s.H, ddelta_.data(), st);
-    if (h16)
-      gpu::dt_softplus_bwd(s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
-                           {.ddt_bias = Gr + o.dt_bias}, p_dt, st, dzx16.dt, &colsums_);
-    else
+    if (!h16)
       gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),
                            {.ddt = dzx.dt, .ddt_bias = Gr + o.dt_bias}, p_dt, st, nullptr, &colsums_);
     // The forward's in window (no dwindow0 asked: the gradient stops at the window's boundary); the SSD reads
     // its h0 from the saved chunk states.
     const float* window0 = carried_ ? conv_in_.data() + l * carry_conv_floats(c, B_) : nullptr;
     const Conv1dInputs<float> conv_in{.x = zx.xBC, .w = P + o.conv_w, .bias = P + o.conv_b, .window0 = window0};
-    if (h16)
-      gpu::conv1d_silu_bwd(s.conv, zx16.xBC, conv_in, dxbc_.data(), {.dw = Gr + o.conv_w, .dbias = Gr + o.conv_b},
-                           p_conv, st, dzx16.xBC, &colsums_);
+    if (h16)  // the softplus's backward and the conv's in one launch (conv1d.h conv1d_dt_bwd_bf16: their bits)
+      gpu::conv1d_dt_bwd_bf16(s.conv, zx16.xBC, conv_in, dxbc_.data(), {.dw = Gr + o.conv_w, .dbias = Gr + o.conv_b},
+                              p_conv, dzx16.xBC, s.dt, gpu::DtInputsBf16{.dt = zx16.dt, .dt_bias = P + o.dt_bias},
+                              ddelta_.data(), Gr + o.dt_bias, p_dt, dzx16.dt, st, &colsums_);
     else
       gpu::conv1d_silu_bwd(s.conv, conv_in, dxbc_.data(), {.dx = dzx.xBC, .dw = Gr + o.conv_w, .dbias = Gr + o.conv_b},
                            p_conv, st, nullptr, &colsums_);

@@ -445,6 +445,88 @@ TEST(Bf16Gpu, SoftplusReadsBf16Input) {
   }
 }
 
+// conv1d_dt_fwd_bf16 / conv1d_dt_bwd_bf16 (the conv and the softplus joined in one launch) against the two ops'
+// own launches, bitwise, on fresh random inputs with every output poisoned: xBC and dt as column slices of one
+// bf16 zx (the model's layout), the model-like shape (H = 8: the 8-head tile) and H = 40 (the 32-head tile),
+// widths 4 and 2, a carried window (window0, window_last, dwindow0) in one case, and odd L (partial tiles).
+TEST(Bf16Gpu, ConvSoftplusJoinedIsBitwiseTheTwoLaunches) {
+  struct Case { int B, L, C, W, H; bool carry; };
+  for (const Case cs : {Case{2, 200, 640, 4, 8, false}, Case{3, 77, 256, 2, 40, true}, Case{1, 300, 384, 4, 8, true}}) {
+    SCOPED_TRACE("B=" + std::to_string(cs.B) + " L=" + std::to_string(cs.L) + " C=" + std::to_string(cs.C) +
+                 " W=" + std::to_string(cs.W) + " H=" + std::to_string(cs.H));
+    const int ld = cs.C + cs.H + 4, M = cs.B * cs.L;  // zx row: xBC (C), dt (H), 4 more columns
+    auto rng = test::make_rng(uint64_t(cs.C * 31 + cs.H));
+    const Conv1dParams p{.B = cs.B, .L = cs.L, .C = cs.C, .W = cs.W, .ld_x = ld};
+    const DtParams dp{M, cs.H, ld, 0.0f, std::numeric_limits<float>::infinity()};
+    auto zx16 = to_device16(random_vec<float>(size_t(M) * ld, rng, -3.0, 3.0));
+    auto w = to_device(random_vec<float>(size_t(cs.C) * cs.W, rng)), bias = to_device(random_vec<float>(cs.C, rng));
+    auto dtb = to_device(random_vec<float>(cs.H, rng));
+    const size_t nwin = size_t(cs.B) * (cs.W - 1) * cs.C;
+    auto win0 = to_device(random_vec<float>(nwin, rng));
+    auto dy = to_device(random_vec<float>(size_t(M) * cs.C, rng)), ddelta = to_device(random_vec<float>(size_t(M) * cs.H, rng));
+    const auto dw0 = random_vec<float>(size_t(cs.C) * cs.W, rng), db0 = random_vec<float>(cs.C, rng),
+               dtb0 = random_vec<float>(cs.H, rng);
+    const __nv_bfloat16* xbc = zx16.data();
+    const __nv_bfloat16* dt = zx16.data() + cs.C;
+    const gpu::DtInputsBf16 din{.dt = dt, .dt_bias = dtb.data()};
+    struct Out {
+      std::vector<float> y, y16, delta, wl, dx16, ddt16, dw, db, dtbias, dwin;
+    };
+    auto run = [&](bool joined) {
+      Out o;
+      auto y = poisoned(size_t(M) * cs.C), delta = poisoned(size_t(M) * cs.H), wl = poisoned(nwin);
+      auto y16 = poisoned16(size_t(M) * cs.C);
+      Conv1dInputs<float> in{.w = w.data(), .bias = bias.data()};
+      if (cs.carry) in.window0 = win0.data(), in.window_last = wl.data();
+      if (joined) {
+        gpu::conv1d_dt_fwd_bf16(p, xbc, in, y.data(), dp, din, delta.data(), nullptr);
+        o.delta = from_device(delta);
+        delta.fill_bytes(0xFF);
+        gpu::conv1d_dt_fwd_bf16(p, xbc, in, y16.data(), dp, din, delta.data(), nullptr);
+      } else {
+        gpu::conv1d_silu_fwd(p, xbc, in, y.data(), nullptr);
+        gpu::dt_softplus_fwd(dp, din, delta.data(), nullptr);
+        o.delta = from_device(delta);
+        delta.fill_bytes(0xFF);
+        gpu::conv1d_silu_fwd_bf16(p, xbc, in, y16.data(), nullptr);
+        gpu::dt_softplus_fwd(dp, din, delta.data(), nullptr);
+      }
+      MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(o.delta, from_device(delta)) << "the second forward's delta";
+      o.y = from_device(y), o.y16 = from_device16(y16), o.wl = from_device(wl);
+      auto dx16 = poisoned16(size_t(M) * ld), ddt16 = poisoned16(size_t(M) * ld);
+      auto dw = to_device(dw0), db = to_device(db0), dtbias = to_device(dtb0), dwin = poisoned(nwin);
+      auto ws = poisoned(gpu::conv1d_silu_bwd_workspace_floats(p)), wsd = poisoned(gpu::dt_softplus_bwd_workspace_floats(dp));
+      const Conv1dInputs<float> bin{.w = w.data(), .bias = bias.data(), .window0 = cs.carry ? win0.data() : nullptr};
+      const Conv1dGrads<float> g{.dw = dw.data(), .dbias = db.data(), .dwindow0 = cs.carry ? dwin.data() : nullptr};
+      if (joined)
+        gpu::conv1d_dt_bwd_bf16(p, xbc, bin, dy.data(), g, ws.data(), dx16.data(), dp, din, ddelta.data(),
+                                dtbias.data(), wsd.data(), ddt16.data() + cs.C, nullptr);
+      else {
+        gpu::dt_softplus_bwd(dp, din, ddelta.data(), {.ddt_bias = dtbias.data()}, wsd.data(), nullptr,
+                             ddt16.data() + cs.C);
+        gpu::conv1d_silu_bwd(p, xbc, bin, dy.data(), g, ws.data(), nullptr, dx16.data());
+      }
+      MLALPHA_CUDA_CHECK(cudaDeviceSynchronize());
+      o.dx16 = from_device16(dx16), o.ddt16 = from_device16(ddt16), o.dw = from_device(dw), o.db = from_device(db);
+      o.dtbias = from_device(dtbias), o.dwin = from_device(dwin);
+      return o;
+    };
+    const Out a = run(false), b = run(true);
+    auto same = [](const std::vector<float>& x, const std::vector<float>& y, const char* what) {
+      ASSERT_EQ(x.size(), y.size()) << what;
+      EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * 4)) << what << " differs in its bits";
+    };
+    same(a.y, b.y, "y"), same(a.y16, b.y16, "y16"), same(a.delta, b.delta, "delta"), same(a.wl, b.wl, "window_last");
+    same(a.dx16, b.dx16, "dx16"), same(a.ddt16, b.ddt16, "ddt16"), same(a.dw, b.dw, "dw"), same(a.db, b.db, "dbias");
+    same(a.dtbias, b.dtbias, "ddt_bias"), same(a.dwin, b.dwin, "dwindow0");
+    // the outputs were written (not left poisoned): a test that cannot fail is a defect
+    EXPECT_FALSE(std::isnan(b.y[0]) || std::isnan(b.delta[size_t(M) * cs.H - 1]) || std::isnan(b.dx16[0]) ||
+                 std::isnan(b.ddt16[cs.C]) || std::isnan(b.y16[size_t(M) * cs.C - 1]));
+    EXPECT_NE(b.dtbias, dtb0);
+  }
+}
+
 TEST(Bf16Gpu, GatedNormReadsBf16Inputs) {
   for (const auto& [M, Dn, G, ld] : {std::tuple{16384, 256, 1, 648}, std::tuple{300, 512, 4, 1160},
                                      std::tuple{65, 30, 3, 33}}) {

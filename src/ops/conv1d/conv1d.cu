@@ -40,6 +40,7 @@
 #include "ops/common/colsum.cuh"
 #include "ops/common/row_team.cuh"
 #include "ops/conv1d/conv1d.h"
+#include "ops/dt_softplus/dt_softplus.cuh"
 
 namespace mlalpha::gpu {
 
@@ -164,16 +165,19 @@ __device__ __forceinline__ void pre_act(const float (&wk)[W][4], const float (&b
 
 // forward: y[b,t,c] = SiLU(bias[c] + Σ_k w[c,k] · x[b, t−(W−1)+k, c]). TX: float, or bf16 in bf16 mode. TY:
 // float, or bf16 where the SSD walks read xbc in bf16 (store_quad rounds the fp32 value to nearest even).
+// The block's work as a function of its block index (bid: blockIdx, or a joined launch's decoded index, conv1d.h
+// conv1d_dt_fwd_bf16), so a joined grid runs the same code.
 template <int W, bool kVec, typename TX, typename TY>
-__global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
-    conv1d_silu_fwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
-                           const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
-                           const float* __restrict__ window0 /* (B, W−1, C) or null */,
-                           TY* __restrict__ y /* (B, L, C) */) {
+__device__ __forceinline__ void conv1d_silu_fwd_block(uint3 bid, const Conv1dParams& p,
+                                                      const TX* __restrict__ x /* (B, L, ld_x) */,
+                                                      const float* __restrict__ w /* (C, W) */,
+                                                      const float* __restrict__ bias /* (C) */,
+                                                      const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                                                      TY* __restrict__ y /* (B, L, C) */) {
   constexpr int G = kFwdGroup;
-  const int c = 4 * (blockIdx.x * kQuads + threadIdx.x);
-  const int b = blockIdx.z;
-  const int t0 = blockIdx.y * kBlockT + threadIdx.y * kTT;
+  const int c = 4 * (bid.x * kQuads + threadIdx.x);
+  const int b = bid.z;
+  const int t0 = bid.y * kBlockT + threadIdx.y * kTT;
   if (c >= p.C || t0 >= p.L) return;  // no shared memory, no barrier: early exit is safe
   const int nc = min(4, p.C - c), nt = min(kTT, p.L - t0);
   float wk[W][4], bc[4];
@@ -205,26 +209,38 @@ __global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
   }
 }
 
+template <int W, bool kVec, typename TX, typename TY>
+__global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
+    conv1d_silu_fwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
+                           const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                           const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                           TY* __restrict__ y /* (B, L, C) */) {
+  conv1d_silu_fwd_block<W, kVec>(blockIdx, p, x, w, bias, window0, y);
+}
+
 // backward, pass 1: dx for the thread's tile; dw, dbias partials of the block (blk = b · gridDim.y +
 // blockIdx.y) into part_w[blk] (C, W) (dw's layout) and part_b[blk] (C).
 //   dpre[t] = dy[t] · SiLU'(pre[t]) (0 for t >= L);  dx[s] = Σ_k w[k] · dpre[s+(W−1)−k];
 //   dw[k] += Σ_t dpre[t] · x[t−(W−1)+k];  dbias += Σ_t dpre[t];  x before t = 0: window0 (or 0), and
 //   dwindow0[j] = dx[j − (W−1)] by the same sum (first tile only).
+// bid, grid_y: blockIdx and gridDim.y, or a joined launch's decoded ones (conv1d_dt_bwd_bf16).
 template <int W, bool kVec, typename TDx, typename TX>
-__global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
-    conv1d_silu_bwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
-                           const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
-                           const float* __restrict__ dy /* (B, L, C) */, TDx* __restrict__ dx /* (B, L, ld_x) */,
-                           const float* __restrict__ window0 /* (B, W−1, C) or null */,
-                           float* __restrict__ dwindow0 /* (B, W−1, C) or null */,
-                           float* __restrict__ part_w /* (nblocks, C, W) */,
-                           float* __restrict__ part_b /* (nblocks, C) */) {
+__device__ __forceinline__ void conv1d_silu_bwd_block(uint3 bid, unsigned grid_y, const Conv1dParams& p,
+                                                      const TX* __restrict__ x /* (B, L, ld_x) */,
+                                                      const float* __restrict__ w /* (C, W) */,
+                                                      const float* __restrict__ bias /* (C) */,
+                                                      const float* __restrict__ dy /* (B, L, C) */,
+                                                      TDx* __restrict__ dx /* (B, L, ld_x) */,
+                                                      const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                                                      float* __restrict__ dwindow0 /* (B, W−1, C) or null */,
+                                                      float* __restrict__ part_w /* (nblocks, C, W) */,
+                                                      float* __restrict__ part_b /* (nblocks, C) */) {
   constexpr int G = kBwdGroup;
   __shared__ __align__(16) float red[kTiles][W + 1][kBlockC];
-  const int c0 = blockIdx.x * kBlockC;  // the block's first channel
+  const int c0 = bid.x * kBlockC;  // the block's first channel
   const int c = c0 + 4 * threadIdx.x;
-  const int b = blockIdx.z;
-  const int t0 = blockIdx.y * kBlockT + threadIdx.y * kTT;
+  const int b = bid.z;
+  const int t0 = bid.y * kBlockT + threadIdx.y * kTT;
   float gw[W + 1][4] = {};  // gw[k][j] = Σ_t dpre[t] · x[t−(W−1)+k] (k < W), gw[W][j] = Σ_t dpre[t]
 
   if (c < p.C && t0 < p.L) {
@@ -324,7 +340,7 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
     *reinterpret_cast<float4*>(&red[threadIdx.y][k][4 * threadIdx.x]) =
         make_float4(gw[k][0], gw[k][1], gw[k][2], gw[k][3]);
   __syncthreads();
-  const size_t blk = size_t(b) * gridDim.y + blockIdx.y;
+  const size_t blk = size_t(b) * grid_y + bid.y;
   const int nch = min(kBlockC, p.C - c0);  // the block's channels inside C
   const int tid = threadIdx.y * kQuads + threadIdx.x;
   // part_w[blk][c0 + ch][k] = part_w[blk] + c0·W + i with i = ch·W + k: the block's row slice is contiguous
@@ -343,6 +359,18 @@ __global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
   }
 }
 
+template <int W, bool kVec, typename TDx, typename TX>
+__global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
+    conv1d_silu_bwd_kernel(Conv1dParams p, const TX* __restrict__ x /* (B, L, ld_x) */,
+                           const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                           const float* __restrict__ dy /* (B, L, C) */, TDx* __restrict__ dx /* (B, L, ld_x) */,
+                           const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                           float* __restrict__ dwindow0 /* (B, W−1, C) or null */,
+                           float* __restrict__ part_w /* (nblocks, C, W) */,
+                           float* __restrict__ part_b /* (nblocks, C) */) {
+  conv1d_silu_bwd_block<W, kVec>(blockIdx, gridDim.y, p, x, w, bias, dy, dx, window0, dwindow0, part_w, part_b);
+}
+
 // window_last[b, j, c] = the input at time s = L − (W−1) + j: x for s ≥ 0, else window0's row W − 1 + s (or 0).
 // One thread an element (B · (W−1) · C of them, a few KB: not worth the quads).
 template <typename TX>
@@ -358,6 +386,56 @@ __global__ void window_last_kernel(Conv1dParams p, const TX* __restrict__ x /* (
                      : window0     ? window0[(size_t(b) * W1 + W1 + s) * p.C + c]
                                    : 0.f;
   }
+}
+
+// The conv and the softplus joined in one grid (conv1d.h, conv1d_dt_fwd_bf16): blocks [0, conv_blocks) are the conv's
+// (3-D index decoded from the flat one), the rest the softplus's, kQuads · kTiles elements each. Each job runs its own
+// op's code (conv1d_silu_fwd_block, dt_softplus_value), so both outputs keep their bits; the kernel keeps the conv's
+// block (128 threads) and launch bounds, the softplus's element a thread needs no more.
+struct JoinGrid {
+  unsigned conv_blocks, gx, gy;  // the conv's grid: gx · gy · B blocks
+};
+__device__ __forceinline__ uint3 conv_block_index(unsigned i, const JoinGrid& j) {
+  return make_uint3(i % j.gx, (i / j.gx) % j.gy, i / (j.gx * j.gy));
+}
+template <int W, typename TY>
+__global__ void __launch_bounds__(kQuads* kTiles, fwd_min_blocks(W))
+    conv1d_dt_fwd_kernel(JoinGrid jg, Conv1dParams p, const __nv_bfloat16* __restrict__ x /* (B, L, ld_x) */,
+                         const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                         const float* __restrict__ window0 /* (B, W−1, C) or null */, TY* __restrict__ y /* (B, L, C) */,
+                         DtParams dp, const __nv_bfloat16* __restrict__ dt /* (M, ld_dt) */,
+                         const float* __restrict__ dt_bias /* (H) */, float* __restrict__ delta /* (M, H) */) {
+  if (blockIdx.x < jg.conv_blocks) {
+    conv1d_silu_fwd_block<W, true>(conv_block_index(blockIdx.x, jg), p, x, w, bias, window0, y);
+    return;
+  }
+  const long long idx = (long long)(blockIdx.x - jg.conv_blocks) * (kQuads * kTiles) + threadIdx.y * kQuads + threadIdx.x;
+  if (idx < (long long)dp.M * dp.H) delta[idx] = dt_softplus_value(idx, dp.H, dp.ld_dt, dp.lo, dp.hi, dt, dt_bias);
+}
+
+// The backwards joined the same way (conv1d_dt_bwd_bf16): the softplus's blocks are (row block, head tile) pairs,
+// row block fastest, each run by the conv's 128 threads (dt_softplus_bwd_block: each thread two or four slices of the
+// op's 256-thread block, the same sums in the same order). The block's barrier is inside each job's own branch.
+template <int W, int kTile>
+__global__ void __launch_bounds__(kQuads* kTiles, bwd_min_blocks(W))
+    conv1d_dt_bwd_kernel(JoinGrid jg, Conv1dParams p, const __nv_bfloat16* __restrict__ x /* (B, L, ld_x) */,
+                         const float* __restrict__ w /* (C, W) */, const float* __restrict__ bias /* (C) */,
+                         const float* __restrict__ dy /* (B, L, C) */, __nv_bfloat16* __restrict__ dx /* (B, L, ld_x) */,
+                         const float* __restrict__ window0 /* (B, W−1, C) or null */,
+                         float* __restrict__ dwindow0 /* (B, W−1, C) or null */,
+                         float* __restrict__ part_w /* (conv row blocks, C, W) */,
+                         float* __restrict__ part_b /* (conv row blocks, C) */, DtParams dp, int dt_row_blocks,
+                         const __nv_bfloat16* __restrict__ dt /* (M, ld_dt) */, const float* __restrict__ dt_bias /* (H) */,
+                         const float* __restrict__ ddelta /* (M, H) */, __nv_bfloat16* __restrict__ ddt /* (M, ld_dt) */,
+                         float* __restrict__ dt_part /* (dt row blocks, H) */) {
+  if (blockIdx.x < jg.conv_blocks) {
+    conv1d_silu_bwd_block<W, true>(conv_block_index(blockIdx.x, jg), jg.gy, p, x, w, bias, dy, dx, window0, dwindow0,
+                                   part_w, part_b);
+    return;
+  }
+  const int j = int(blockIdx.x - jg.conv_blocks);
+  dt_softplus_bwd_block<kTile, kQuads * kTiles>(j % dt_row_blocks, j / dt_row_blocks, threadIdx.y * kQuads + threadIdx.x,
+                                                dp.M, dp.H, dp.ld_dt, dp.lo, dp.hi, dt, dt_bias, ddelta, ddt, dt_part);
 }
 
 // Calls f(std::integral_constant<int, W>) for the runtime width W ∈ [1, kConv1dMaxW].
@@ -399,8 +477,28 @@ bool vec_ok(const Conv1dParams& p, std::initializer_list<const void*> ptrs) {
 }  // namespace
 
 namespace {
+// The softplus job a joined launch carries (conv1d.h conv1d_dt_fwd_bf16 / conv1d_dt_bwd_bf16).
+struct DtRide {
+  DtParams p;
+  DtInputsBf16 in;
+  float* delta = nullptr;                 // fwd: (M, H)
+  const float* ddelta = nullptr;          // bwd: (M, H)
+  float* ddt_bias = nullptr;              // bwd: (H) +=
+  float* workspace = nullptr;             // bwd: dt_softplus_bwd_workspace_floats(p)
+  __nv_bfloat16* ddt16 = nullptr;         // bwd: (M, ld_dt)
+};
+
+void check_dt(const DtParams& p) {
+  require(p.M >= 0 && p.H >= 1 && p.ld_dt >= p.H && p.lo <= p.hi,
+          "conv1d_dt: softplus params need M >= 0, H >= 1, ld_dt >= H, lo <= hi (got M=" + std::to_string(p.M) +
+              " H=" + std::to_string(p.H) + " ld_dt=" + std::to_string(p.ld_dt) + ")");
+}
+
+// dtr, when non-null: softplus rides in the conv's launch where both have work and the conv takes its 16-byte path
+// (the model's shapes); otherwise the two ops launch separately (the same bits either way).
 template <typename TX, typename TY>
-void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, TY* y, cudaStream_t stream) {
+void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, TY* y, cudaStream_t stream,
+         const DtRide* dtr = nullptr) {
   const float *w = in.w, *bias = in.bias, *win = in.window0;
   check_params(p);
   require(!in.window_last || in.window_last != in.window0,
@@ -416,6 +514,23 @@ void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, TY* 
   if (p.L == 0) return;
   require(x && w && bias && y, "conv1d_silu_fwd: x, w, bias and y must be non-null");
   const bool vec = vec_ok(p, {x, y, win});
+  if constexpr (std::is_same_v<TX, __nv_bfloat16>) {
+    if (dtr && vec && (long long)dtr->p.M * dtr->p.H > 0) {
+      require(dtr->in.dt && dtr->in.dt_bias && dtr->delta, "conv1d_dt_fwd_bf16: dt, dt_bias and delta must be non-null");
+      const dim3 cg = grid_of(p);
+      const long long dt_blocks = ((long long)dtr->p.M * dtr->p.H + kQuads * kTiles - 1) / (kQuads * kTiles);
+      const long long conv_blocks = (long long)cg.x * cg.y * cg.z;
+      require(conv_blocks + dt_blocks < (1ll << 31), "conv1d_dt_fwd_bf16: too many blocks for one grid");
+      const JoinGrid jg{unsigned(conv_blocks), cg.x, cg.y};
+      dispatch_width(p.W, [&](auto wc) {
+        constexpr int W = decltype(wc)::value;
+        conv1d_dt_fwd_kernel<W, TY><<<unsigned(conv_blocks + dt_blocks), dim3(kQuads, kTiles), 0, stream>>>(
+            jg, p, x, w, bias, win, y, dtr->p, dtr->in.dt, dtr->in.dt_bias, dtr->delta);
+        MLALPHA_CHECK_LAUNCH(stream);
+      });
+      return;
+    }
+  }
   dispatch_width(p.W, [&](auto wc) {
     constexpr int W = decltype(wc)::value;
     const dim3 grid = grid_of(p), block(kQuads, kTiles);
@@ -424,7 +539,7 @@ void fwd(const Conv1dParams& p, const TX* x, const Conv1dInputs<float>& in, TY* 
     else
       conv1d_silu_fwd_kernel<W, false, TX, TY><<<grid, block, 0, stream>>>(p, x, w, bias, win, y);
     MLALPHA_CHECK_LAUNCH(stream);
-  });
+  });  if (dtr) dt_softplus_fwd(dtr->p, dtr->in, dtr->delta, stream);
 }
 }  // namespace
 
@@ -439,6 +554,32 @@ void conv1d_silu_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const
                           __nv_bfloat16* y16, cudaStream_t stream) {
   require(p.L == 0 || p.B == 0 || p.C == 0 || y16, "conv1d_silu_fwd_bf16: y16 must be non-null");
   fwd(p, x16, in, y16, stream);
+}
+
+namespace {
+template <typename TY>
+void fwd_dt(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, TY* y, const DtParams& dp,
+            const DtInputsBf16& din, float* delta, cudaStream_t stream) {
+  check_dt(dp);
+  if (p.B == 0 || p.C == 0 || p.L == 0) {  // the conv has no grid (or only its window): two launches
+    fwd(p, x16, in, y, stream);
+    dt_softplus_fwd(dp, din, delta, stream);
+    return;
+  }
+  const DtRide r{.p = dp, .in = din, .delta = delta};
+  fwd(p, x16, in, y, stream, &r);
+}
+}  // namespace
+
+void conv1d_dt_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, float* y,
+                        const DtParams& dp, const DtInputsBf16& din, float* delta, cudaStream_t stream) {
+  fwd_dt(p, x16, in, y, dp, din, delta, stream);
+}
+void conv1d_dt_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in,
+                        __nv_bfloat16* y16, const DtParams& dp, const DtInputsBf16& din, float* delta,
+                        cudaStream_t stream) {
+  require(p.L == 0 || p.B == 0 || p.C == 0 || y16, "conv1d_dt_fwd_bf16: y16 must be non-null");
+  fwd_dt(p, x16, in, y16, dp, din, delta, stream);
 }
 
 size_t conv1d_silu_bwd_workspace_floats(const Conv1dParams& p) {
@@ -494,6 +635,57 @@ void conv1d_silu_bwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv
                      ColsumBatch* defer) {
   require(p.L == 0 || p.B == 0 || p.C == 0 || dx16, "conv1d_silu_bwd: bf16 x writes dx in bf16 only (dx16)");
   bwd(p, x16, in, dy, dx16, g.dw, g.dbias, g.dwindow0, workspace, stream, defer);
+}
+
+}  // namespace mlalpha::gpu
+
+namespace mlalpha::gpu {
+
+void conv1d_dt_bwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in,
+                        const float* dy, const Conv1dGrads<float>& g, float* workspace, __nv_bfloat16* dx16,
+                        const DtParams& dp, const DtInputsBf16& din, const float* ddelta, float* ddt_bias,
+                        float* dt_workspace, __nv_bfloat16* ddt16, cudaStream_t stream, ColsumBatch* defer) {
+  check_params(p);
+  check_dt(dp);
+  const bool vec = p.B > 0 && p.C > 0 && p.L > 0 && dp.M > 0 && x16 && dy && dx16 &&
+                   vec_ok(p, {x16, dy, dx16, in.window0, g.dwindow0});
+  if (!vec) {  // the two ops' own launches, in the model's order (the softplus's partial sum recorded first)
+    dt_softplus_bwd(dp, din, ddelta, {.ddt_bias = ddt_bias}, dt_workspace, stream, ddt16, defer);
+    conv1d_silu_bwd(p, x16, in, dy, g, workspace, stream, dx16, defer);
+    return;
+  }
+  require(in.w && in.bias && g.dw && g.dbias && workspace, "conv1d_dt_bwd_bf16: conv w, bias, dw, dbias and workspace "
+                                                          "must be non-null");
+  require(din.dt && din.dt_bias && ddelta && ddt_bias && dt_workspace && ddt16,
+          "conv1d_dt_bwd_bf16: dt, dt_bias, ddelta, ddt_bias, dt_workspace and ddt16 must be non-null");
+  const dim3 cg = grid_of(p);
+  const size_t nblocks = size_t(cg.y) * cg.z;
+  require(nblocks <= 0x7fffffff && size_t(p.C) * p.W <= 0x7fffffff,
+          "conv1d_dt_bwd_bf16: B · ceil(L / 128) or C · W too large");
+  float* part_w = workspace;                        // (nblocks, C, W)
+  float* part_b = workspace + nblocks * p.C * p.W;  // (nblocks, C)
+  const int nb = (dp.M + kDtBwdRows - 1) / kDtBwdRows;  // dt_softplus_bwd_workspace_floats' row blocks
+  const bool narrow = dp.H <= 8;                        // dt_softplus.cu's bwd_tile
+  const int tiles = narrow ? (dp.H + 7) / 8 : (dp.H + 31) / 32;
+  const long long conv_blocks = (long long)cg.x * cg.y * cg.z;
+  const long long dt_blocks = (long long)nb * tiles;
+  require(conv_blocks + dt_blocks < (1ll << 31), "conv1d_dt_bwd_bf16: too many blocks for one grid");
+  const JoinGrid jg{unsigned(conv_blocks), cg.x, cg.y};
+  dispatch_width(p.W, [&](auto wc) {
+    constexpr int W = decltype(wc)::value;
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(conv_blocks + dt_blocks), dim3(kQuads, kTiles), 0, stream>>>(
+          jg, p, x16, in.w, in.bias, dy, dx16, in.window0, g.dwindow0, part_w, part_b, dp, nb, din.dt, din.dt_bias,
+          ddelta, ddt16, dt_workspace);
+    };
+    if (narrow) launch(conv1d_dt_bwd_kernel<W, 8>);
+    else launch(conv1d_dt_bwd_kernel<W, 32>);
+    MLALPHA_CHECK_LAUNCH(stream);
+  });
+  // the partial sums in the separate launches' order: ddt_bias, then dw, dbias
+  colsum_add_or_defer(defer, nb, dp.H, dt_workspace, ddt_bias, stream);
+  colsum_add_or_defer(defer, int(nblocks), p.C * p.W, part_w, g.dw, stream);
+  colsum_add_or_defer(defer, int(nblocks), p.C, part_b, g.dbias, stream);
 }
 
 }  // namespace mlalpha::gpu

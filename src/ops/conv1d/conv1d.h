@@ -9,6 +9,7 @@
 
 #include "core/cuda_fwd.h"
 #include "ops/common/colsum.h"
+#include "ops/dt_softplus/dt_softplus.h"
 
 namespace mlalpha {
 
@@ -86,6 +87,23 @@ void conv1d_silu_bwd(const Conv1dParams& p, const Conv1dInputs<float>& in, const
 void conv1d_silu_bwd(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, const float* dy,
                      const Conv1dGrads<float>& g, float* workspace, cudaStream_t stream, __nv_bfloat16* dx16,
                      ColsumBatch* defer = nullptr);
+
+// The conv and Δ = softplus (ops/dt_softplus/dt_softplus.h) in one launch, bf16 precision (the in_proj output in
+// bf16): two independent jobs in one grid, each running its own op's code, so every output is bitwise the two ops'
+// separate calls (conv1d_silu_fwd / _bf16 with x16, then dt_softplus_fwd with din). Where one job has no work or the
+// conv takes its scalar path the two ops launch separately. delta (M, H) written.
+void conv1d_dt_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in, float* y,
+                        const DtParams& dp, const DtInputsBf16& din, float* delta, cudaStream_t stream);
+void conv1d_dt_fwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in,
+                        __nv_bfloat16* y16, const DtParams& dp, const DtInputsBf16& din, float* delta,
+                        cudaStream_t stream);
+// The backwards joined the same way: bitwise dt_softplus_bwd(dp, din, ddelta, {.ddt_bias}, dt_workspace, stream,
+// ddt16, defer) then conv1d_silu_bwd(p, x16, in, dy, g, workspace, stream, dx16, defer), the partial sums recorded
+// (or launched) in that order.
+void conv1d_dt_bwd_bf16(const Conv1dParams& p, const __nv_bfloat16* x16, const Conv1dInputs<float>& in,
+                        const float* dy, const Conv1dGrads<float>& g, float* workspace, __nv_bfloat16* dx16,
+                        const DtParams& dp, const DtInputsBf16& din, const float* ddelta, float* ddt_bias,
+                        float* dt_workspace, __nv_bfloat16* ddt16, cudaStream_t stream, ColsumBatch* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -10,63 +10,38 @@
 #include "ops/common/bf16_pack.cuh"
 #include "ops/common/colsum.cuh"
 #include "ops/dt_softplus/dt_softplus.h"
+#include "ops/dt_softplus/dt_softplus.cuh"
 
 namespace mlalpha::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBwdRows = 64;  // rows per backward block: fixed by the shape only
+constexpr int kBwdRows = kDtBwdRows;
 // Backward block: kTile heads × kThreads / kTile row slices. kTile = 8 where H ≤ 8 (the models' shapes: S and M have
 // 8 heads), so no lane idles; 32 heads a tile otherwise. With 32 columns at H = 8 three lanes in four idled and each
 // thread walked 8 rows in turn (S: 9.4 µs a call, latency-bound, H100).
+static_assert(kThreads == kDtBwdThreads, "the backward block is dt_softplus.cuh's");
 template <int kTile>
-constexpr int kRowSlices = kThreads / kTile;
+constexpr int kRowSlices = kDtRowSlices<kTile>;
 int bwd_tile(int H) { return H <= 8 ? 8 : 32; }
 
-// The ref's clamp, written the same way: NaN passes through, hi = +inf never clamps.
-__device__ __forceinline__ float clamp_ref(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
-
-// TIn: float, or __nv_bfloat16 in bf16 mode (dt is then the bf16 in_proj output), widened exactly to fp32.
 template <typename TIn>
 __global__ void __launch_bounds__(kThreads)
     dt_softplus_fwd_kernel(int M, int H, int ld_dt, float lo, float hi, const TIn* __restrict__ dt,
                            const float* __restrict__ dt_bias, float* __restrict__ delta) {
   const long long idx = (long long)blockIdx.x * kThreads + threadIdx.x;
   if (idx >= (long long)M * H) return;
-  const int m = int(idx / H), h = int(idx % H);
-  delta[idx] = clamp_ref(softplus(to_f32(dt[size_t(m) * ld_dt + h]) + dt_bias[h]), lo, hi);
+  delta[idx] = dt_softplus_value(idx, H, ld_dt, lo, hi, dt, dt_bias);
 }
 
-// g = ddelta · σ(u) where lo ≤ softplus(u) ≤ hi, else 0 (u > 20: softplus is the identity, slope 1, as the
-// ref); ddt = g; partial[block][h] = Σ_rows g, the row slices of a head added in a fixed order.
 // TOut: float, or __nv_bfloat16 in bf16 mode (ddt is then only in_proj's GEMM operand dy); TIn as the forward's.
-__device__ __forceinline__ void store_as(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 template <int kTile, typename TOut, typename TIn>
 __global__ void __launch_bounds__(kThreads)
     dt_softplus_bwd_kernel(int M, int H, int ld_dt, float lo, float hi, const TIn* __restrict__ dt,
                            const float* __restrict__ dt_bias, const float* __restrict__ ddelta,
                            TOut* __restrict__ ddt /* (M, ld_dt) */, float* __restrict__ partial /* (gridDim.x, H) */) {
-  constexpr int kSlices = kRowSlices<kTile>;
-  __shared__ float s[kSlices][kTile];
-  const int h = blockIdx.y * kTile + threadIdx.x;
-  const int row0 = blockIdx.x * kBwdRows;
-  const int row_end = min(M, row0 + kBwdRows);
-  float acc = 0.f;
-  if (h < H) {
-    const float b = dt_bias[h];
-    for (int m = row0 + threadIdx.y; m < row_end; m += kSlices) {
-      const float u = to_f32(dt[size_t(m) * ld_dt + h]) + b;
-      const float v = softplus(u);
-      const bool pass = v >= lo && v <= hi;
-      const float g = pass ? ddelta[size_t(m) * H + h] * (u > 20.f ? 1.f : sigmoid(u)) : 0.f;
-      store_as(ddt + size_t(m) * ld_dt + h, g);
-      acc += g;
-    }
-  }
-  s[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && h < H) partial[size_t(blockIdx.x) * H + h] = sum_slices(s);
+  dt_softplus_bwd_block<kTile, kThreads>(blockIdx.x, blockIdx.y, threadIdx.y * kTile + threadIdx.x, M, H, ld_dt, lo, hi,
+                                         dt, dt_bias, ddelta, ddt, partial);
 }
 
 int bwd_blocks(const DtParams& p) { return (p.M + kBwdRows - 1) / kBwdRows; }
