@@ -272,31 +272,29 @@ TEST(SsdGpu, Bf16OutputIsTheRoundedY) {
   uint64_t salt = 720;
   for (const auto& [s, algo] : {std::pair{s_layer, SsdAlgo::kWalk}, std::pair{m_head, SsdAlgo::kWalk},
                                 std::pair{s_layer, SsdAlgo::kChunked}, std::pair{ragged, SsdAlgo::kChunked}}) {
-    {
-      Inputs in = make_inputs(s, salt++);
-      in.p.precision = Precision::BF16;
-      in.p.algo = algo;
-      const SsdParams& p = in.p;
-      SCOPED_TRACE(name(s) + (algo == SsdAlgo::kWalk ? " walk" : " chunked"));
-      const size_t n = size_t(p.B) * p.L * p.H * p.P;
-      auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D);
-      const SsdInputs<float> args{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
-                                  .Bm = xbc.data() + in.bo, .Cm = xbc.data() + in.co, .Dskip = D.data()};
-      auto y = poisoned(n), st32 = poisoned(gpu::ssd_saved_floats(p)), st16 = poisoned(gpu::ssd_saved_floats(p));
-      DeviceBuffer<__nv_bfloat16> y16(n);
-      y16.fill_bytes(0xFF);
-      gpu::ssd_fwd(p, args, y.data(), st32.data(), nullptr);
-      gpu::ssd_fwd_bf16(p, args, y16.data(), st16.data(), nullptr);
-      const std::vector<float> want = from_device(y);
-      const std::vector<__nv_bfloat16> got = y16.download();
-      size_t differ = 0;
-      for (size_t i = 0; i < n; ++i) {
-        const __nv_bfloat16 r = __float2bfloat16_rn(want[i]);
-        differ += std::memcmp(&r, &got[i], sizeof r) != 0;
-      }
-      EXPECT_EQ(differ, 0u) << "of " << n << " elements";
-      EXPECT_TRUE(test::same_bits(from_device(st16), from_device(st32))) << "saved states";
+    Inputs in = make_inputs(s, salt++);
+    in.p.precision = Precision::BF16;
+    in.p.algo = algo;
+    const SsdParams& p = in.p;
+    SCOPED_TRACE(name(s) + (algo == SsdAlgo::kWalk ? " walk" : " chunked"));
+    const size_t n = size_t(p.B) * p.L * p.H * p.P;
+    auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D);
+    const SsdInputs<float> args{.x = xbc.data(), .delta = delta.data(), .A_log = A_log.data(),
+                                .Bm = xbc.data() + in.bo, .Cm = xbc.data() + in.co, .Dskip = D.data()};
+    auto y = poisoned(n), st32 = poisoned(gpu::ssd_saved_floats(p)), st16 = poisoned(gpu::ssd_saved_floats(p));
+    DeviceBuffer<__nv_bfloat16> y16(n);
+    y16.fill_bytes(0xFF);
+    gpu::ssd_fwd(p, args, y.data(), st32.data(), nullptr);
+    gpu::ssd_fwd_bf16(p, args, y16.data(), st16.data(), nullptr);
+    const std::vector<float> want = from_device(y);
+    const std::vector<__nv_bfloat16> got = y16.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const __nv_bfloat16 r = __float2bfloat16_rn(want[i]);
+      differ += std::memcmp(&r, &got[i], sizeof r) != 0;
     }
+    EXPECT_EQ(differ, 0u) << "of " << n << " elements";
+    EXPECT_TRUE(test::same_bits(from_device(st16), from_device(st32))) << "saved states";
   }
 }
 

@@ -543,21 +543,22 @@ __device__ __forceinline__ void for_pairs(int i0, int M, int j0, int Ncols, F f,
     }
 }
 // dst[0] = v0 and, if two, dst[1] = v1: as one 8-byte store where dst is 8-byte aligned.
-// y's two forms: the fp32 pair, or the pair rounded to bf16 (round to nearest even, as __float2bfloat16_rn).
-__device__ __forceinline__ void store_pair(__nv_bfloat16* dst, float v0, float v1, bool two) {
-  if (two && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
-  } else {
-    dst[0] = __float2bfloat16_rn(v0);
-    if (two) dst[1] = __float2bfloat16_rn(v1);
-  }
-}
 __device__ __forceinline__ void store_pair(float* dst, float v0, float v1, bool two) {
   if (two && (reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
     *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
   } else {
     dst[0] = v0;
     if (two) dst[1] = v1;
+  }
+}
+// The same pair rounded to bf16 (round to nearest even, as __float2bfloat16_rn), as one 4-byte store where aligned:
+// y's bf16 form.
+__device__ __forceinline__ void store_pair(__nv_bfloat16* dst, float v0, float v1, bool two) {
+  if (two && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
+  } else {
+    dst[0] = __float2bfloat16_rn(v0);
+    if (two) dst[1] = __float2bfloat16_rn(v1);
   }
 }
 // Per-row sums of values produced in for_out over one or more column tiles: add(e, v) in the callback,
