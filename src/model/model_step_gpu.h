@@ -26,8 +26,8 @@ struct GpuStepperOptions {
   bool pdl = true;    // programmatic dependent launch between the bar's kernels (used on sm_90 and newer)
   // One kernel a layer (a thread-block cluster of the heads per 8 or 4 instruments) where the model and the device
   // allow it (fused_step_unsupported; where they do not, fused_refusal() says why and the three kernels run).
-  // Not the default: measured on an H100 (docs/benchmarks.md, "The fused live bar") it is faster at 1 and 100
-  // instruments (S 70 vs 76 and 96 vs 127 µs a bar) but 1.6–1.9× slower at 5000, and the path must not depend on
+  // Not the default: measured on an H100 (docs/benchmarks.md, "The i38-int stack measured") it is faster at 1 and
+  // 100 instruments (S 63 vs 77 and 97 vs 134 µs a bar) but 1.4× slower at 5000, and the path must not depend on
   // the instrument count (the two are within fp32 rounding of the CPU stepper, not the same bits).
   bool fused = false;
 };
