@@ -124,7 +124,8 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
       } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
         ++c.memsets;
-        add(c, "[memset]", m->start, m->end, false);
+        // by size, so a memset of ours (the gradient arena's) is told from a library's workspace reset
+        add(c, "[memset " + std::to_string(m->bytes) + " B]", m->start, m->end, false);
       }
     }
     size_t dropped = 0;
