@@ -156,7 +156,8 @@ TEST(ModelGpuForwardOnly, HoldsNoBackwardPartials) {
     ctx.synchronize();
     out[i].resize(size_t(B) * L);
     loss[i].resize(1);
-    MLALPHA_CUDA_CHECK(cudaMemcpy(out[i].data(), models[i]->out(), out[i].size() * sizeof(float), cudaMemcpyDeviceToHost));
+    MLALPHA_CUDA_CHECK(
+        cudaMemcpy(out[i].data(), models[i]->out(), out[i].size() * sizeof(float), cudaMemcpyDeviceToHost));
     MLALPHA_CUDA_CHECK(cudaMemcpy(loss[i].data(), models[i]->loss_value(), sizeof(float), cudaMemcpyDeviceToHost));
   }
   EXPECT_TRUE(same_bits(out[1], out[0])) << "forward output";

@@ -31,12 +31,12 @@ struct ColsumJob {
   ColsumOrder order = ColsumOrder::kSlices;
 };
 
-// The partial sums of a whole backward pass, added in one launch instead of one each (a model's S step has
-// 21 of them, each a few microseconds of latency for a few hundred kilobytes). An op given a batch records
-// its job instead of launching; its partials must then stay untouched until run(), so each op needs its own
-// workspace region. Every job is summed in exactly the order of the launch it replaces (colsum_add's, or
-// param_reduce's for ColsumOrder::kBlock512): the results are bitwise the same as launching each one where it
-// is recorded. Host object; safe to use while a stream is being captured.
+// The partial sums of a whole backward pass, added in one launch instead of one each (a model's S bf16 step
+// has 41 of them, each a launch's latency saved). An op given a batch records its job instead of launching;
+// its partials must then stay untouched until run(), so each op needs its own workspace region. Every job is
+// summed in exactly the order of the launch it replaces (colsum_add's, or param_reduce's for
+// ColsumOrder::kBlock512): the results are bitwise the same as launching each one where it is recorded.
+// Host object; safe to use while a stream is being captured.
 class ColsumBatch {
  public:
   void add(const ColsumJob& job);
