@@ -104,7 +104,9 @@ struct GradPartials {
         gnorm(gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm)),
         dt(gpu::dt_softplus_bwd_workspace_floats(s.dt)),
         conv(gpu::conv1d_silu_bwd_workspace_floats(s.conv)),
-        ssd(gpu::ssd_bwd_param_partials_floats(s.ssd)),
+        // rounded to 64 floats (256 bytes, the largest alignment a GEMM plan is keyed by: linear_gpu.cpp), so the
+        // regions after it keep the alignment, and with it the cuBLASLt algorithm and bits, they had without it
+        ssd((gpu::ssd_bwd_param_partials_floats(s.ssd) + 63) / 64 * 64),
         in_dw(precision == Precision::BF16 ? gpu::linear_dw_partial_floats(s.in_proj) : 0),
         out_dw(precision == Precision::BF16 ? gpu::linear_dw_partial_floats(s.out_proj) : 0),
         per_layer(norm + gnorm + dt + conv + ssd + in_dw + out_dw),

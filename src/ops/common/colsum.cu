@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kColTile = 32, kSlices = 16;  // block: 32 columns × 16 slices of partials
 // Jobs per batched launch: the table travels as a kernel argument (64 · 32 bytes + the offsets); a bf16
-// backward records 9 a layer (7 where the weight gradients take no split) + 5: S 41, M 59, L 60.
+// backward records 9 a layer (7 where the weight gradients take no split) + 5: S 41, M 59, L 61.
 constexpr int kMaxJobs = 64;
 
 int col_tiles(int D) { return (D + kColTile - 1) / kColTile; }
