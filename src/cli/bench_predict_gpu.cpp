@@ -51,7 +51,7 @@ Timed time_plan(Context& ctx, const ModelLayout& lay, const TrainConfig& tc, con
                 const DeviceFeatures& x, const WindowPlan& plan, Precision precision) {
   Timed r;
   r.tile = prediction_tile(tc, x.N, plan.L);
-  GpuModel model(ctx, lay, r.tile, plan.L, precision);
+  GpuModel model(ctx, lay, r.tile, plan.L, precision, ModelUse::kForward);
   DeviceBuffer<float> xb(size_t(r.tile) * plan.L * x.F);
   DeviceBuffer<__nv_bfloat16> p16(precision == Precision::BF16 ? params.size() : 0);
   if (p16.size()) gpu::cast_bf16(params.data(), p16.data(), params.size(), ctx.stream());

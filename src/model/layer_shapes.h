@@ -90,12 +90,13 @@ XbcCols<T> xbc_cols(const LayerShapes& s, T* xbc /* (M, conv_dim) */) {
 
 // The GPU backward's parameter-gradient partials (per-block sums over rows, ops/common/colsum.h), each op's
 // in its own region of one buffer so that a single ColsumBatch launch at the end of the backward adds them
-// all: per layer the RMSNorm's (dw), the gated norm's (dw), softplus's (ddt_bias) and conv's (dw, dbias),
-// then, in BF16, in_proj's and out_proj's dW K-split partials (gpu::linear_dw_partial_floats; 0 where the shape
-// takes no split); after the layers the final norm's, the input and head biases', and (BF16) the input and
-// head projections' dW partials. Offsets and sizes in floats.
+// all: per layer the RMSNorm's (dw), the gated norm's (dw), softplus's (ddt_bias) and conv's (dw, dbias), the
+// SSD's (dA_log, dD over the windows: gpu::SsdParamDefer, used where the SSD takes the walks), then, in BF16,
+// in_proj's and out_proj's dW K-split partials (gpu::linear_dw_partial_floats; 0 where the shape takes no split);
+// after the layers the final norm's, the input and head biases', and (BF16) the input and head projections' dW
+// partials. Offsets and sizes in floats.
 struct GradPartials {
-  size_t norm, gnorm, dt, conv, in_dw, out_dw, per_layer;  // one layer's regions, in this order
+  size_t norm, gnorm, dt, conv, ssd, in_dw, out_dw, per_layer;  // one layer's regions, in this order
   size_t final_norm, input_db, head_db, input_dw, head_dw;  // offsets after the NL layers
   size_t total;
   GradPartials(const LayerShapes& s, int NL, Precision precision)
@@ -103,9 +104,12 @@ struct GradPartials {
         gnorm(gpu::gated_rmsnorm_bwd_workspace_floats(s.gnorm)),
         dt(gpu::dt_softplus_bwd_workspace_floats(s.dt)),
         conv(gpu::conv1d_silu_bwd_workspace_floats(s.conv)),
+        // rounded to 64 floats (256 bytes, the largest alignment a GEMM plan is keyed by: linear_gpu.cpp), so the
+        // regions after it keep the alignment, and with it the cuBLASLt algorithm and bits, they had without it
+        ssd((gpu::ssd_bwd_param_partials_floats(s.ssd) + 63) / 64 * 64),
         in_dw(precision == Precision::BF16 ? gpu::linear_dw_partial_floats(s.in_proj) : 0),
         out_dw(precision == Precision::BF16 ? gpu::linear_dw_partial_floats(s.out_proj) : 0),
-        per_layer(norm + gnorm + dt + conv + in_dw + out_dw),
+        per_layer(norm + gnorm + dt + conv + ssd + in_dw + out_dw),
         final_norm(size_t(NL) * per_layer),
         input_db(final_norm + norm),
         head_db(input_db + gpu::linear_bwd_workspace_floats(s.input)),

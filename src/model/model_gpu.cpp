@@ -24,7 +24,7 @@ DeviceBuffer<__nv_bfloat16> GpuModel::alloc16(size_t n) {
   return DeviceBuffer<__nv_bfloat16>(n);
 }
 
-GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision)
+GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision, ModelUse use)
     : ctx_(ctx),
       lay_(layout),
       B_(B),
@@ -84,9 +84,9 @@ GpuModel::GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precis
     dzx16_ = alloc16(M * s.proj);
   }
   // One scratch buffer serves the SSD backward and the loss in turn (stream order makes the reuse safe);
-  // the parameter partials have a region per op, summed together at the end of backward().
+  // the parameter partials have a region per op, summed together at the end of backward(): a training model's.
   ws_ = alloc(gpu_scratch_floats(s, B, L, c.K));
-  partials_ = alloc(GradPartials(s, c.NL, precision).total);
+  if (use == ModelUse::kTrain) partials_ = alloc(GradPartials(s, c.NL, precision).total);
 }
 
 LossParams GpuModel::loss_params(const TrainConfig& tc, int G) const {
@@ -222,10 +222,16 @@ void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
   // BF16: the MSE / Huber loss writes dout's bf16 copy (the head's dy) itself; the IC loss and a row map leave
   // it to a cast at the start of backward().
   dout16_written_ = is_bf16() && !map_.rows && lp.kind != LossKind::IC;
+  // K = 1: the same kernel writes the head bias's per-chunk partials (linear_bias_grad's bits), which backward()
+  // only sums: no partials launch of its own
+  head_db_written_ = partials_.size() > 0 && !map_.rows && lp.kind != LossKind::IC && lp.K == 1;
   if (!map_.rows) {
+    const LayerShapes s(lay_.cfg, B_, L_);
+    float* db_part = head_db_written_ ? partials_.data() + GradPartials(s, lay_.cfg.NL, gemm_.precision).head_db
+                                      : nullptr;
     gpu::loss_fwd_bwd(lp, {.out = out_.data(), .y = y},
                       {.loss = loss_out ? loss_out : loss_.data(), .count = count_.data(), .dout = dout_.data(),
-                       .dout16 = dout16_written_ ? dout16_.data() : nullptr},
+                       .dout16 = dout16_written_ ? dout16_.data() : nullptr, .db_partial = db_part},
                       ws_.data(), ctx_.stream());
     return;
   }
@@ -239,6 +245,7 @@ void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
 
 void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   const bool h16 = is_bf16();
+  require(partials_.size() > 0, "GpuModel::backward: the model was built for forward passes only (ModelUse::kForward)");
   require(!h16 || P16 != nullptr, "GpuModel::backward: bf16 precision needs the weights' bf16 copy");
   const ModelConfig& c = lay_.cfg;
   const LayerShapes s = shapes(c, B_, L_, gemm_.precision);
@@ -251,9 +258,11 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   P_ = P, P16_ = P16;
   bf16* dh16 = h16 ? dh16_.data() : nullptr;  // RMSNorm's backward also writes dh's bf16 copy in bf16
   if (h16 && !dout16_written_) gpu::cast_bf16(dout_.data(), dout16_.data(), size_t(M_) * c.K, st);
+  // the head bias: its partials written by loss() (head_db_written_), or here by linear_bwd
   linear_bwd(gemm_, s.head, {hfn_.data(), hfn16_.data()}, lay_.head_w, {dout_.data(), dout16_.data()},
-             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = Gr + lay_.head_b}, st, part + parts.head_db,
-             region(parts.head_dw, parts.total - parts.head_dw));
+             {.dx = dhfn_.data(), .dw = Gr + lay_.head_w, .db = head_db_written_ ? nullptr : Gr + lay_.head_b}, st,
+             part + parts.head_db, region(parts.head_dw, parts.total - parts.head_dw));
+  if (head_db_written_) gpu::linear_bias_grad_sum(s.head, part + parts.head_db, Gr + lay_.head_b, st, &colsums_);
   gpu::rmsnorm_bwd(s.norm, {.x = h_.data(), .w = P + lay_.norm_f}, rstdf_.data(), dhfn_.data(),
                    {.dx = dh_.data(), .dw = Gr + lay_.norm_f}, false, part + parts.final_norm, st, dh16, &colsums_);
   // Each layer's two weight-gradient GEMMs go to the side stream as soon as their inputs are ready and run
@@ -265,9 +274,10 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
   for (int l = c.NL - 1; l >= 0; --l) {
     const LayerOffsets& o = lay_.layers[l];
     const LayerActs& a = acts_[l];
-    float* lp = part + parts.layer(l);  // this layer's partials: norm, gnorm, dt, conv
+    float* lp = part + parts.layer(l);  // this layer's partials: norm, gnorm, dt, conv, ssd
     float *p_norm = lp, *p_gnorm = lp + parts.norm, *p_dt = p_gnorm + parts.gnorm, *p_conv = p_dt + parts.dt;
-    float* p_in_dw = region(parts.layer(l) + parts.norm + parts.gnorm + parts.dt + parts.conv, parts.in_dw);
+    float* p_ssd = p_conv + parts.conv;
+    float* p_in_dw = region(parts.layer(l) + parts.norm + parts.gnorm + parts.dt + parts.conv + parts.ssd, parts.in_dw);
     float* p_out_dw = region(parts.layer(l) + parts.per_layer - parts.out_dw, parts.out_dw);
     // dg (M, di) = dh · W_out: in bf16 (dg16_) in BF16, read only by the gated norm's backward
     if (h16) gpu::linear_bwd_dx(gemm_, s.out_proj, P16 + o.out_proj_w, dh16_.data(), dg16_.data(), st);
@@ -301,10 +311,12 @@ void GpuModel::backward(const float* P, float* Gr, float* dx, const bf16* P16) {
                                   .Cm = xbc.C, .Dskip = P + o.D};
     const SsdGrads<float> ssd_g{.dx = dxbc.x, .ddelta = ddelta_.data(), .dA_log = Gr + o.A_log, .dB = dxbc.B,
                                 .dC = dxbc.C, .dD = Gr + o.D};
+    // dA_log's, dD's sums join colsums_ on the walks (their partials in this layer's region, not the shared ws)
+    const gpu::SsdParamDefer ssd_defer{.batch = &colsums_, .partials = p_ssd};
     if (xbc16_)
       gpu::ssd_bwd(s.ssd, ssd_in, SsdXbcBf16{.x = xbc16.x, .Bm = xbc16.B, .Cm = xbc16.C}, a.states.data(),
-                   dy16_.data(), ssd_g, ws, st);
-    else gpu::ssd_bwd(s.ssd, ssd_in, a.states.data(), dy_.data(), ssd_g, ws, st);
+                   dy16_.data(), ssd_g, ws, st, &ssd_defer);
+    else gpu::ssd_bwd(s.ssd, ssd_in, a.states.data(), dy_.data(), ssd_g, ws, st, &ssd_defer);
     if (map_.rows) gpu::mask_rows(map_, s.H, s.H, ddelta_.data(), st);
     if (!h16)
       gpu::dt_softplus_bwd(s.dt, {.dt = zx.dt, .dt_bias = P + o.dt_bias}, ddelta_.data(),

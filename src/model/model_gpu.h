@@ -20,9 +20,15 @@
 
 namespace mlalpha {
 
+// What a model is built for. kForward (predict, stream, evaluation): forward() and loss() only, without the
+// backward's parameter partials (GradPartials: S bf16 31 MB, M 80 MB, mostly the weight gradients' K-split
+// partials); backward() refuses. kTrain allocates them in the constructor, outside any graph capture.
+enum class ModelUse { kTrain, kForward };
+
 class GpuModel {
  public:
-  GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision = Precision::FP32);
+  GpuModel(Context& ctx, const ModelLayout& layout, int B, int L, Precision precision = Precision::FP32,
+           ModelUse use = ModelUse::kTrain);
 
   // params (table.total()), x (B, L, F): both device memory; x must stay valid until backward().
   // params16 (table.total()): the weights in bf16 (the optimizer's copy), required in BF16 precision and
@@ -54,6 +60,8 @@ class GpuModel {
   // Activation + op scratch memory held, in bytes (GpuTrainer::activation_bytes(); estimate_gpu_training()
   // predicts it before anything is allocated, and test_trainer_gpu checks that the two agree).
   size_t activation_bytes() const { return bytes_; }
+  // Bytes of the backward's parameter partials held (0 for ModelUse::kForward), part of activation_bytes().
+  size_t partials_bytes() const { return partials_.bytes(); }
 
  private:
   using bf16 = __nv_bfloat16;
@@ -105,7 +113,8 @@ class GpuModel {
   DeviceBuffer<float> h_, hfn_, rstdf_, out_, dout_, loss_;  // h_ (M, D): h_NL, the final norm's input
   DeviceBuffer<int> count_;
   DeviceBuffer<float> dhfn_, dh_, dg_, dy_, dzx_, dxbc_, ddelta_, dhn_, ws_;
-  DeviceBuffer<float> partials_;  // GradPartials(shapes, NL, precision).total: the backward's parameter partials
+  DeviceBuffer<float> partials_;  // GradPartials(shapes, NL, precision).total: the backward's parameter partials;
+                                  // empty for ModelUse::kForward
   gpu::ColsumBatch colsums_;      // their sums, recorded by the ops and run at the end of backward()
   // BF16 only: hfn (M, D) and dzx (M, proj) in bf16 instead of hfn_ and dzx_ (GEMM operands only), out_proj's
   // dx dg (M, di) in bf16 instead of dg_ (the gated norm's backward reads it as bf16), and the bf16 copies of the
@@ -113,6 +122,8 @@ class GpuModel {
   // instead of dy_, read by the reverse walk alone (its dy tile is bf16 anyway).
   DeviceBuffer<bf16> hfn16_, x16_, dout16_, dh16_, dzx16_, dg16_, dy16_;
   bool dout16_written_ = false;  // the last loss() wrote dout16_ (BF16, MSE / Huber without a row map)
+  // the last loss() wrote the head bias's partials into partials_ (K = 1, MSE / Huber without a row map, kTrain)
+  bool head_db_written_ = false;
   // Carry: the conv's in windows of the current forward, copied (the out windows may overwrite the caller's in
   // buffer, and the conv's window_last must not be its window0). The SSM's h0 needs no copy: ssd_fwd saves it as
   // the first chunk state, which ssd_bwd reads, and its h_last may be its h0. Allocated by the first forward that

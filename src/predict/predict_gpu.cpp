@@ -59,7 +59,7 @@ std::vector<float> predict_gpu(Context& ctx, const ModelLayout& lay, const std::
                                const WindowPlan& plan, int B, Precision precision) {
   check_panel(lay, p.F, p.K);
   require(params.size() == lay.table.total(), "predict: parameter arena has the wrong size");
-  GpuModel model(ctx, lay, B, plan.L, precision);
+  GpuModel model(ctx, lay, B, plan.L, precision, ModelUse::kForward);
   DeviceBuffer<float> dparams(params.size()), x(p.x.size()), xb(size_t(B) * plan.L * p.F);
   dparams.upload(params);
   x.upload(p.x.data(), p.x.size());

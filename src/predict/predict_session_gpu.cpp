@@ -22,7 +22,7 @@ class DeviceSession : public SessionGpu {
   bool load(const Panel& source, int B, int L) override {
     bool built = false;
     if (!model_ || model_->B() != B || model_->L() != L) {
-      model_ = std::make_unique<GpuModel>(ctx_, layout_, B, L, precision_);
+      model_ = std::make_unique<GpuModel>(ctx_, layout_, B, L, precision_, ModelUse::kForward);
       xb_ = DeviceBuffer<float>(size_t(B) * L * source.F);
       built = true;
     }

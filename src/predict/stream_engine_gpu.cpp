@@ -19,7 +19,7 @@ namespace {
 class GpuWindowRunner : public WindowRunner {
  public:
   GpuWindowRunner(const StreamEngineSpec& s, int tile)
-      : ctx_(*s.ctx), lay_(*s.layout), model_(ctx_, lay_, tile, s.train.L, s.compute.precision()),
+      : ctx_(*s.ctx), lay_(*s.layout), model_(ctx_, lay_, tile, s.train.L, s.compute.precision(), ModelUse::kForward),
         dparams_(s.params->size()), xb_(size_t(tile) * s.train.L * s.layout->cfg.F) {
     dparams_.upload(*s.params);
     if (s.compute.precision() == Precision::BF16) {

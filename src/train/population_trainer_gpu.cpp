@@ -151,7 +151,7 @@ PopulationTrainer::PopulationTrainer(Context& ctx, const std::vector<Member>& me
   for (int j = 0, lanes = lane_count(mc, members, opt); j < lanes; ++j) {
     Lane lane;
     if (j > 0) lane.own = std::make_unique<Context>(ctx.device());
-    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, precision_);
+    lane.model = std::make_unique<GpuModel>(lane.ctx(ctx_), layout_, B, L, precision_, ModelUse::kTrain);
     lane.xb = DeviceBuffer<float>(size_t(B) * L * mc.F);
     lane.yb = DeviceBuffer<float>(size_t(B) * L * mc.K);
     lanes_.push_back(std::move(lane));

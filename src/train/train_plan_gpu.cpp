@@ -56,13 +56,13 @@ MemoryEstimate estimate_gpu_training(const ModelConfig& mc, const TrainConfig& t
                  total * (kFloat + (tc.precision == Precision::BF16 ? 2 : 0));
   if (tc.state == StateMode::Carry) {
     // Validation and test in mode carry (GpuEngine::predict_carry): a forward model beside the trainer's, of a
-    // tile of at most carry_tile_rows rows, or one window of the longest instrument's present rows (≤ T).
+    // tile of at most carry_tile_rows rows, or one window of the longest instrument's present rows (≤ T); built
+    // for forward passes (ModelUse::kForward): no backward partials (GradPartials).
     const int rows = int(std::max(carry_tile_rows(tc, N), double(T)));
     const LayerShapes sp(mc, 1, rows);
     e.prediction += (double(rows) * activation_floats_per_row(mc, tc.precision, xbc16(sp, tc.precision)) +
                      double(mc.NL) * double(gpu::ssd_saved_floats(sp.ssd)) +
-                     double(gpu_scratch_floats(sp, 1, rows, mc.K) +
-                            GradPartials(sp, mc.NL, tc.precision).total)) * kFloat +
+                     double(gpu_scratch_floats(sp, 1, rows, mc.K))) * kFloat +
                     double(Context::kWorkspaceBytes);
   }
   return e;

@@ -4,9 +4,11 @@
 // nb below, at and far above the 16 slices × 8 batched loads, more jobs than one launch's table (64); jobs
 // of at most 16 rows with a row stride (the wide path: a weight gradient's K-split partials), bitwise equal to
 // colsum_add and to the host's sum in row order; and an op given a batch (rmsnorm_bwd) leaves dw untouched
-// until run(), then matches the immediate form.
+// until run(), then matches the immediate form. Jobs in ColsumOrder::kBlock512 (the SSD's dA_log, dD) match
+// the host's replay of param_reduce's order bitwise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -125,6 +127,62 @@ TEST(ColsumGpu, FewRowJobsWithRowStride) {
     EXPECT_TRUE(bitwise_equal(got, want[j])) << "differs from the host's sum in row order";
   }
   EXPECT_THROW(batch.add({part[0].data(), dw_batch[0].data(), 2, 100, 99}), Error);  // ld below D
+}
+
+// ColsumOrder::kBlock512 (the SSD's param_reduce order, colsum.h): thread t of 512 adds rows t, t + 512, … from
+// 0, each warp's 32 sums by the xor butterfly (offsets 16, 8, 4, 2, 1), then the 16 warp sums in order from 0,
+// onto dw. The host replays that arithmetic in fp32; the batch must match it bitwise, on rows below, at and above
+// 512 (several a thread), with a row stride, mixed in one launch with jobs of the other forms.
+float block512_sum_host(const std::vector<float>& p, int nb, size_t ld, int c) {
+  float lane[512];
+  for (int t = 0; t < 512; ++t) {
+    float s = 0.f;
+    for (int b = t; b < nb; b += 512) s += p[size_t(b) * ld + size_t(c)];
+    lane[t] = s;
+  }
+  float total = 0.f;
+  for (int w = 0; w < 16; ++w) {
+    float v[32];
+    std::copy(lane + 32 * w, lane + 32 * w + 32, v);
+    for (int o = 16; o > 0; o >>= 1) {
+      float u[32];
+      for (int l = 0; l < 32; ++l) u[l] = v[l] + v[l ^ o];
+      std::copy(u, u + 32, v);
+    }
+    total += v[0];
+  }
+  return total;
+}
+
+TEST(ColsumGpu, Block512JobsKeepParamReduceOrder) {
+  auto rng = test::make_rng(74);
+  struct Case {
+    int nb, D;
+    size_t ld;
+  };
+  const Case cases[] = {{64, 8, 8}, {1, 3, 3}, {511, 5, 7}, {512, 16, 16}, {513, 2, 2}, {1100, 8, 8}, {5000, 3, 4}};
+  std::vector<DeviceBuffer<float>> part, dw, other_part, other_dw;
+  std::vector<std::vector<float>> want;
+  gpu::ColsumBatch batch;
+  for (const Case& k : cases) {
+    const auto p = random_vec<float>(size_t(k.nb) * k.ld, rng);
+    const auto dw0 = random_vec<float>(size_t(k.D), rng);
+    std::vector<float> host(dw0);
+    for (int c = 0; c < k.D; ++c) host[size_t(c)] = dw0[size_t(c)] + block512_sum_host(p, k.nb, k.ld, c);
+    want.push_back(host);
+    part.push_back(to_device(p));
+    dw.push_back(to_device(dw0));
+    batch.add({part.back().data(), dw.back().data(), k.nb, k.D, k.ld, gpu::ColsumOrder::kBlock512});
+    // a column-tile job between them (another form in the same launch)
+    other_part.push_back(to_device(random_vec<float>(size_t(100) * 40, rng)));
+    other_dw.push_back(to_device(random_vec<float>(40, rng)));
+    batch.add({other_part.back().data(), other_dw.back().data(), 100, 40, 0});
+  }
+  batch.run(nullptr);
+  for (size_t j = 0; j < std::size(cases); ++j) {
+    SCOPED_TRACE("nb=" + std::to_string(cases[j].nb) + " D=" + std::to_string(cases[j].D));
+    EXPECT_TRUE(bitwise_equal(from_device(dw[j]), want[j])) << "differs from param_reduce's order";
+  }
 }
 
 TEST(ColsumGpu, DeferredRmsNormMatchesImmediate) {

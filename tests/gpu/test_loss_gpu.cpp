@@ -2,7 +2,8 @@
 // targets, burn-in (also burn_in >= L: nothing counted), K > 1, one and many partial blocks; the loss and the
 // count stay on the device; plus bitwise determinism. The IC loss (kind IC) likewise: cross-sections of
 // G = 1 (no group counts), 2, small and large G, groups with fewer than 3 valid targets, burn-in, K > 1, a
-// constant prediction; determinism. The bf16 copy of dout written with it, and the loss-only form.
+// constant prediction; determinism. The bf16 copy of dout written with it, and the loss-only form; at K = 1 the
+// head bias's partials written with it (linear_bias_grad's bits).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../gpu_util.h"
@@ -18,6 +20,7 @@
 #include "../tolerances.h"
 #include "core/error.h"
 #include "ops/cast/cast.h"
+#include "ops/linear/linear.h"
 #include "ops/loss/loss.h"
 
 namespace mlalpha {
@@ -229,6 +232,56 @@ TEST(LossGpu, Bf16DoutAndLossOnly) {
   DeviceBuffer<__nv_bfloat16> d16(ic.out.size());
   const gpu::LossOutputs with16{.loss = loss_g.data(), .dout = dout_g.data(), .dout16 = d16.data()};
   EXPECT_THROW(gpu::loss_fwd_bwd(ic.p, {.out = out_g.data(), .y = y_g.data()}, with16, ws.data(), nullptr), Error);
+}
+
+// K = 1: the gradient kernel writes the head bias's per-256-row partials of dout (LossOutputs::db_partial), which
+// must be bitwise linear_bias_grad's own partials of the same dout (its workspace), whole chunks and a short
+// last one (M = 1000: 3 whole + 232 rows), MSE and Huber with burn-in and NaN targets (zeros in dout), while dout
+// keeps its bits; db from them (linear_bias_grad_sum) is linear_bias_grad's db bitwise and the double sum of
+// dout at fp32 accuracy. K > 1 and the IC loss are refused.
+TEST(LossGpu, HeadBiasPartialsAreLinearBiasGrads) {
+  for (const LossKind kind : {LossKind::MSE, LossKind::Huber})
+    for (const auto& [B, L] : {std::pair{64, 256}, std::pair{4, 250}, std::pair{1, 1}}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " L=" + std::to_string(L) + " kind=" + to_string(kind));
+      const Inputs in = make_inputs(B, L, 1, kind, 0.5f, L > 8 ? 3 : 0, 3300 + B);
+      const size_t n = in.out.size();
+      const LinearParams head{B * L, 7, 1};  // IN unused by the bias gradient
+      const int chunks = gpu::linear_db_chunks(head);
+      ASSERT_EQ(size_t(chunks) * 1, gpu::linear_bwd_workspace_floats(head));
+      const GpuResult plain = run_gpu(in);
+      auto out_g = to_device(in.out), y_g = to_device(in.y);
+      auto dout_g = poisoned(n), loss_g = poisoned(1), ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(in.p));
+      auto part = poisoned(size_t(chunks));
+      gpu::loss_fwd_bwd(in.p, {.out = out_g.data(), .y = y_g.data()},
+                        {.loss = loss_g.data(), .dout = dout_g.data(), .db_partial = part.data()}, ws.data(), nullptr);
+      const auto dout = from_device(dout_g);
+      EXPECT_TRUE(test::same_bits(dout, plain.dout)) << "dout changed by db_partial";
+      auto rng = test::make_rng(3400);
+      const auto db0 = random_vec<float>(1, rng);
+      auto lin_ws = poisoned(size_t(chunks)), db_lin = to_device(db0), db_sum = to_device(db0);
+      gpu::linear_bias_grad(head, dout_g.data(), db_lin.data(), lin_ws.data(), nullptr);
+      EXPECT_TRUE(test::same_bits(from_device(part), from_device(lin_ws))) << "partials differ from linear_bias_grad's";
+      gpu::linear_bias_grad_sum(head, part.data(), db_sum.data(), nullptr);
+      const auto got = from_device(db_sum);
+      EXPECT_TRUE(test::same_bits(got, from_device(db_lin))) << "db differs from linear_bias_grad's";
+      double want = db0[0];
+      for (const float d : dout) want += d;
+      EXPECT_NEAR(got[0], want, 1e-5 * (1.0 + std::abs(want))) << "db against the double sum of dout";
+    }
+  const Inputs k3 = make_inputs(2, 8, 3, LossKind::MSE, 0.5f, 0, 3500);
+  auto out_g = to_device(k3.out), y_g = to_device(k3.y), dout_g = poisoned(k3.out.size()), loss_g = poisoned(1);
+  auto ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(k3.p)), part = poisoned(16);
+  EXPECT_THROW(gpu::loss_fwd_bwd(k3.p, {.out = out_g.data(), .y = y_g.data()},
+                                 {.loss = loss_g.data(), .dout = dout_g.data(), .db_partial = part.data()}, ws.data(),
+                                 nullptr),
+               Error);
+  const Inputs ic = make_ic_inputs(2, 8, 16, 1, 0, 3600);
+  auto ic_out = to_device(ic.out), ic_y = to_device(ic.y), ic_dout = poisoned(ic.out.size());
+  auto ic_ws = poisoned(gpu::loss_fwd_bwd_workspace_floats(ic.p));
+  EXPECT_THROW(gpu::loss_fwd_bwd(ic.p, {.out = ic_out.data(), .y = ic_y.data()},
+                                 {.loss = loss_g.data(), .dout = ic_dout.data(), .db_partial = part.data()},
+                                 ic_ws.data(), nullptr),
+               Error);
 }
 
 }  // namespace

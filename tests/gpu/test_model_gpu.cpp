@@ -1,5 +1,6 @@
 // Model-level parity, CPU (double) vs GPU (fp32): the loss and every gradient tensor within
-// kModelParityRelL2, on ragged shapes; the same inputs twice give bitwise identical gradients.
+// kModelParityRelL2, on ragged shapes; the same inputs twice give bitwise identical gradients. A forward-only
+// model (ModelUse::kForward) holds no backward partials and computes the training model's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "model/model_gpu.h"
 #include "ops/cast/cast.h"
 #include "model/model_ref.h"
+#include "core/error.h"
 #include "test_util.h"
 #include "tolerances.h"
 
@@ -122,6 +124,47 @@ TEST_P(ModelGpu, ParityWithCpuAndDeterminism) {
   EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << "loss differs between identical runs";
   EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)), 0)
       << "gradients differ bitwise between identical runs";
+}
+
+// A model built for forward passes (ModelUse::kForward: predict, stream, evaluation) holds none of the backward's
+// parameter partials (in bf16 mostly the weight gradients' K-split partials), exactly GradPartials' bytes fewer
+// than a training model of the shape; its forward output and loss are bitwise the training model's; backward()
+// is refused before anything runs. An S-like bf16 shape of 16,384 rows (B 64, L 256: the weight gradients split).
+TEST(ModelGpuForwardOnly, HoldsNoBackwardPartials) {
+  const ModelConfig mc = make(32, 1, 128, 4, 32, 1, 64, 64);
+  const ModelLayout lay(mc);
+  const int B = 64, L = 256;
+  auto rng = make_rng(77);
+  std::vector<float> params = init_params(lay, test_seed());
+  const auto x = random_vec<float>(size_t(B) * L * mc.F, rng, -2, 2), y = random_vec<float>(size_t(B) * L, rng);
+  Context ctx;
+  GpuModel train(ctx, lay, B, L, Precision::BF16), fwd(ctx, lay, B, L, Precision::BF16, ModelUse::kForward);
+  const size_t want = GradPartials(LayerShapes(lay.cfg, B, L), mc.NL, Precision::BF16).total * sizeof(float);
+  EXPECT_GT(want, size_t(4) << 20) << "the split dW's partials are megabytes";
+  EXPECT_EQ(train.partials_bytes(), want);
+  EXPECT_EQ(fwd.partials_bytes(), 0u);
+  EXPECT_EQ(train.activation_bytes() - fwd.activation_bytes(), want);
+  const auto dp = to_device(params), dx = to_device(x), dy = to_device(y);
+  DeviceBuffer<__nv_bfloat16> p16(params.size());
+  gpu::cast_bf16(dp.data(), p16.data(), params.size(), ctx.stream());
+  const LossParams lp{B, L, 1, LossKind::MSE, 1.0f, 3};
+  std::vector<float> out[2], loss[2];
+  GpuModel* models[2] = {&train, &fwd};
+  for (int i = 0; i < 2; ++i) {
+    models[i]->forward(dp.data(), dx.data(), p16.data());
+    models[i]->loss(dy.data(), lp);
+    ctx.synchronize();
+    out[i].resize(size_t(B) * L);
+    loss[i].resize(1);
+    MLALPHA_CUDA_CHECK(
+        cudaMemcpy(out[i].data(), models[i]->out(), out[i].size() * sizeof(float), cudaMemcpyDeviceToHost));
+    MLALPHA_CUDA_CHECK(cudaMemcpy(loss[i].data(), models[i]->loss_value(), sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  EXPECT_TRUE(same_bits(out[1], out[0])) << "forward output";
+  EXPECT_TRUE(same_bits(loss[1], loss[0])) << "loss";
+  EXPECT_TRUE(std::isfinite(loss[0][0]));
+  DeviceBuffer<float> g(params.size());
+  EXPECT_THROW(fwd.backward(dp.data(), g.data(), nullptr, p16.data()), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,7 +1,7 @@
 // GPU SSD scan (forward and backward) against the CPU oracle in double (DESIGN section 4): random shapes
 // including B = 1, L = 1, L not a multiple of Q, Q > L, G > 1 (also H not a multiple of G), odd P and N,
 // N padded inside the kernel, the 'S' layer shape, strong decays and a long sequence, in fp32 and in the tf32
-// and bf16 modes; plus determinism in each mode.
+// and bf16 modes; plus determinism in each mode, and dA_log, dD summed in a ColsumBatch (SsdParamDefer).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu_util.h"
+#include "ops/common/colsum.h"
 #include "ops/ssd/ssd.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -63,7 +64,10 @@ struct Outputs {
   std::vector<float> y, states, dxbc, ddelta, dA_log, dD;
 };
 
-Outputs run_gpu(const Inputs& in) {
+// defer: dA_log's and dD's sums go to a ColsumBatch (gpu::SsdParamDefer, poisoned partials region), checked to
+// leave dA_log, dD untouched until the batch runs, which is run right after; on the chunk-parallel path the
+// op launches its own sum and records no job.
+Outputs run_gpu(const Inputs& in, bool defer = false) {
   const SsdParams& p = in.p;
   const size_t rows = size_t(p.B) * p.L;
   auto xbc = to_device(in.xbc), delta = to_device(in.delta), A_log = to_device(in.A_log), D = to_device(in.D),
@@ -76,10 +80,22 @@ Outputs run_gpu(const Inputs& in) {
   o.y = from_device(y);
   auto dxbc = poisoned(rows * p.ld), ddelta = poisoned(rows * p.H), ws = poisoned(gpu::ssd_bwd_workspace_floats(p));
   auto dA_log = to_device(in.dA_log0), dD = to_device(in.dD0);
+  gpu::ColsumBatch batch;
+  auto partials = poisoned(gpu::ssd_bwd_param_partials_floats(p));
+  const gpu::SsdParamDefer deferred{.batch = &batch, .partials = partials.data()};
   gpu::ssd_bwd(p, args, states.data(), dy.data(),
                {.dx = dxbc.data(), .ddelta = ddelta.data(), .dA_log = dA_log.data(), .dB = dxbc.data() + in.bo,
                 .dC = dxbc.data() + in.co, .dD = dD.data()},
-               ws.data(), nullptr);
+               ws.data(), nullptr, defer ? &deferred : nullptr);
+  if (defer) {
+    const bool walk = gpu::ssd_uses_walk(p) && p.L > 0 && p.B > 0;
+    EXPECT_EQ(batch.pending(), walk ? 2u * size_t(p.members) : 0u) << "one job per parameter and member";
+    if (walk) {
+      EXPECT_TRUE(same_bits(from_device(dA_log), in.dA_log0)) << "dA_log written before the batch ran";
+      EXPECT_TRUE(same_bits(from_device(dD), in.dD0)) << "dD written before the batch ran";
+    }
+    batch.run(nullptr);
+  }
   o.states = from_device(states);
   o.states.resize(gpu::ssd_chunk_states_floats(p));  // the saved buffer starts with them
   o.dxbc = from_device(dxbc);
@@ -133,12 +149,12 @@ double ssd_tol(Precision precision) {
   }
   return tol::kGpuSsdRelL2;
 }
-// The GPU op on `in` (its precision, algo and members from in.p) against the double oracle.
-void check_inputs_against_ref(const Inputs& in) {
+// The GPU op on `in` (its precision, algo and members from in.p) against the double oracle; defer: run_gpu's.
+void check_inputs_against_ref(const Inputs& in, bool defer = false) {
   const Precision precision = in.p.precision;
   const bool fp32 = precision == Precision::FP32;
   const SsdParams& p = in.p;
-  const Outputs got = run_gpu(in);
+  const Outputs got = run_gpu(in, defer);
 
   const auto xbc = cast_vec<double>(in.xbc), delta = cast_vec<double>(in.delta), A_log = cast_vec<double>(in.A_log),
              D = cast_vec<double>(in.D), dy = cast_vec<double>(in.dy);
@@ -539,6 +555,54 @@ TEST(SsdGpu, MembersBatchedSameBitsAsSolo) {
     gpu::ssd_walk_bwd_force_cluster_heads(0);
     check_inputs_against_ref(all);
   }
+}
+
+// dA_log's and dD's sums deferred to a model's ColsumBatch (gpu::SsdParamDefer: ColsumOrder::kBlock512 jobs in
+// param_reduce's order, the partials in the caller's region): bitwise the immediate call's dA_log, dD (and every
+// other output), against the double oracle at the usual tolerances, and bitwise the same run after run; on the
+// walks' shapes (S's head, clusters of 2 with group_sum, odd P and N, more than 512 windows: the block's rows
+// strided twice), members batched (one job per member, the arena's padding untouched), and the chunk-parallel path
+// (the batch unused).
+TEST(SsdGpu, DeferredParamSumsSameBits) {
+  struct Case {
+    Shape s;
+    Precision precision;
+    SsdAlgo algo;
+    int cluster_heads;
+  };
+  const Case cases[] = {
+      {{4, 256, 8, 32, 1, 64, 64}, Precision::BF16, SsdAlgo::kAuto, 0},  // the 'S' head on the walks
+      {{2, 100, 8, 32, 1, 64, 64}, Precision::BF16, SsdAlgo::kWalk, 2},  // clusters of 2 + group_sum
+      {{1, 33, 3, 5, 2, 7, 16, 1}, Precision::TF32, SsdAlgo::kWalk, 0},  // odd P and N
+      {{1100, 8, 2, 8, 1, 16, 64}, Precision::BF16, SsdAlgo::kWalk, 0},  // 1,100 windows: 3 rows a thread
+      {{3, 70, 3, 7, 2, 3, 32, 1}, Precision::FP32, SsdAlgo::kChunked, 0},  // chunk-parallel: no job
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(name(c.s) + " " + to_string(c.precision));
+    gpu::ssd_walk_bwd_force_cluster_heads(c.cluster_heads);
+    Inputs in = make_inputs(c.s, 8100);
+    in.p.precision = c.precision;
+    in.p.algo = c.algo;
+    const Outputs now = run_gpu(in), later = run_gpu(in, true), again = run_gpu(in, true);
+    EXPECT_TRUE(same_bits(later.dA_log, now.dA_log)) << "dA_log";
+    EXPECT_TRUE(same_bits(later.dD, now.dD)) << "dD";
+    EXPECT_TRUE(same_bits(later.dxbc, now.dxbc)) << "dx, dB, dC";
+    EXPECT_TRUE(same_bits(later.ddelta, now.ddelta)) << "ddelta";
+    EXPECT_TRUE(same_bits(again.dA_log, later.dA_log) && same_bits(again.dD, later.dD)) << "repeat";
+    check_inputs_against_ref(in, true);
+    gpu::ssd_walk_bwd_force_cluster_heads(0);
+  }
+  // members: E = 3 in one call, each member's sums one job of its own windows into its own slot
+  std::vector<Inputs> solo;
+  for (int m = 0; m < 3; ++m) {
+    solo.push_back(make_inputs({2, 100, 8, 32, 1, 64, 64}, 8200 + uint64_t(m)));
+    solo.back().p.precision = Precision::BF16;
+  }
+  const Inputs all = batch_members(solo, 8 + 5);
+  const Outputs now = run_gpu(all), later = run_gpu(all, true);
+  EXPECT_TRUE(same_bits(later.dA_log, now.dA_log)) << "members' dA_log (and the padding)";
+  EXPECT_TRUE(same_bits(later.dD, now.dD)) << "members' dD (and the padding)";
+  check_inputs_against_ref(all, true);
 }
 
 // The member-batched call is checked before anything is written: members must divide B, and the members'

@@ -7,12 +7,15 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/common/colsum.cuh"
+#include "ops/common/reduce.cuh"
 
 namespace mlalpha::gpu {
 namespace {
 
 constexpr int kColTile = 32, kSlices = 16;  // block: 32 columns × 16 slices of partials
-constexpr int kMaxJobs = 64;                // jobs per batched launch: the table travels as a kernel argument
+// Jobs per batched launch: the table travels as a kernel argument (64 · 32 bytes + the offsets); a bf16
+// backward records 9 a layer (7 where the weight gradients take no split) + 5: S 41, M 59, L 61.
+constexpr int kMaxJobs = 64;
 
 int col_tiles(int D) { return (D + kColTile - 1) / kColTile; }
 
@@ -84,29 +87,63 @@ __device__ __forceinline__ void colsum_wide(int nb, int D, size_t ld, int c0, co
   }
 }
 
+// ColsumOrder::kBlock512, column c: thread t = 32·threadIdx.y + threadIdx.x (warp threadIdx.y) adds rows
+// t, t + 512, … from 0 in order, each warp its 32 sums by warp_sum's butterfly, then thread 0 the 16 warp sums
+// in order from 0 (sum_slots) onto dw[c]: param_reduce_kernel's arithmetic for one head (ssd_bwd.cu, a block
+// of 512 threads, block_sum2_first), so its bits.
+constexpr int kBlockThreads = kColTile * kSlices;
+__device__ __forceinline__ void colsum_block512(int nb, size_t ld, int c, const float* __restrict__ partial,
+                                                float* __restrict__ dw) {
+  __shared__ float warps[kSlices];
+  const int t = int(threadIdx.y) * kColTile + int(threadIdx.x);
+  float s = 0.f;
+  for (int b = t; b < nb; b += kBlockThreads) s += partial[size_t(b) * ld + c];
+  s = warp_sum(s);
+  if (threadIdx.x == 0) warps[threadIdx.y] = s;
+  __syncthreads();
+  if (t == 0) dw[c] += sum_slots<kSlices>(warps);
+}
+
 // Whether a job takes colsum_wide (few rows) and whether its rows allow float4 loads.
 bool is_wide(const ColsumJob& j) { return j.nb <= kSlices; }
 bool is_vec(const ColsumJob& j) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return j.D % 4 == 0 && j.ld % 4 == 0 && aligned(j.partial) && aligned(j.dw);
 }
-int job_blocks(const ColsumJob& j) { return is_wide(j) ? (j.D + kWideCols - 1) / kWideCols : col_tiles(j.D); }
+int job_blocks(const ColsumJob& j) {
+  if (j.order == ColsumOrder::kBlock512) return j.D;
+  return is_wide(j) ? (j.D + kWideCols - 1) / kWideCols : col_tiles(j.D);
+}
+// A job's form in the batch kernel: 0 column tiles, 1 wide scalar, 2 wide float4, 3 a block per column.
+unsigned char job_form(const ColsumJob& j) {
+  if (j.order == ColsumOrder::kBlock512) return 3;
+  return is_wide(j) ? (is_vec(j) ? 2 : 1) : 0;
+}
 
+// A job as the kernel reads it (32 bytes; the order is in `form`).
+struct TableJob {
+  const float* partial;
+  float* dw;
+  int nb, D;
+  size_t ld;
+};
 // A batch's jobs (ld filled in), where each one's blocks start in the grid (first[n] = the grid size), and
-// its form: 0 column tiles, 1 wide scalar, 2 wide float4.
+// its form (job_form).
 struct JobTable {
-  ColsumJob job[kMaxJobs];
+  TableJob job[kMaxJobs];
   int first[kMaxJobs + 1];
   unsigned char form[kMaxJobs];
   int n;
 };
+static_assert(sizeof(JobTable) <= 4096, "the job table must fit a 4 KB parameter block");
 
 __global__ void __launch_bounds__(kColTile* kSlices) colsum_batch_kernel(const __grid_constant__ JobTable t) {
   int j = 0;
   while (j + 1 < t.n && int(blockIdx.x) >= t.first[j + 1]) ++j;  // ≤ 64 jobs: a linear search is enough
-  const ColsumJob& job = t.job[j];
+  const TableJob& job = t.job[j];
   const int block = int(blockIdx.x) - t.first[j];
   if (t.form[j] == 0) colsum_tile(job.nb, job.D, job.ld, block * kColTile, job.partial, job.dw);
+  else if (t.form[j] == 3) colsum_block512(job.nb, job.ld, block, job.partial, job.dw);
   else colsum_wide(job.nb, job.D, job.ld, block * kWideCols, job.partial, job.dw, t.form[j] == 2);
 }
 
@@ -135,10 +172,11 @@ void ColsumBatch::run(cudaStream_t stream) {
     t.n = int(std::min<size_t>(kMaxJobs, jobs_.size() - j0));
     int tiles = 0;
     for (int j = 0; j < t.n; ++j) {
-      t.job[j] = jobs_[j0 + size_t(j)];
+      const ColsumJob& job = jobs_[j0 + size_t(j)];
+      t.job[j] = {job.partial, job.dw, job.nb, job.D, job.ld};
       t.first[j] = tiles;
-      t.form[j] = is_wide(t.job[j]) ? (is_vec(t.job[j]) ? 2 : 1) : 0;
-      tiles += job_blocks(t.job[j]);
+      t.form[j] = job_form(job);
+      tiles += job_blocks(job);
     }
     t.first[t.n] = tiles;
     colsum_batch_kernel<<<tiles, dim3(kColTile, kSlices), 0, stream>>>(t);

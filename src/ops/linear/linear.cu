@@ -11,7 +11,8 @@ namespace {
 
 constexpr int kDbCols = 32;       // output columns per block: one warp reads a contiguous row segment
 constexpr int kDbRowThreads = 8;  // thread rows per block, striding over the chunk's rows
-constexpr int kDbChunk = 256;     // rows per partial sum; fixed, so the partials depend on the shape only
+constexpr int kDbChunk = kLinearDbChunk;  // rows per partial sum; fixed, so the partials depend on the shape only
+static_assert(kDbChunk % kDbRowThreads == 0, "a chunk's rows are whole strides of the thread rows");
 
 int db_chunks(int M) { return (M + kDbChunk - 1) / kDbChunk; }
 
@@ -47,6 +48,19 @@ void check_params(const LinearParams& p) {
 }
 
 }  // namespace
+
+int linear_db_chunks(const LinearParams& p) {
+  check_params(p);
+  return db_chunks(p.M);
+}
+
+void linear_bias_grad_sum(const LinearParams& p, const float* partial, float* db, cudaStream_t stream,
+                          ColsumBatch* defer) {
+  check_params(p);
+  if (p.M == 0) return;  // db += empty sum
+  require(partial != nullptr && db != nullptr, "linear_bias_grad_sum: partial and db must be non-null");
+  colsum_add_or_defer(defer, db_chunks(p.M), p.OUT, partial, db, stream);
+}
 
 size_t linear_bwd_workspace_floats(const LinearParams& p) {
   check_params(p);

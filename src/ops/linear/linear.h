@@ -155,8 +155,16 @@ void linear_bwd_dx(Gemm& g, const LinearParams& p, const __nv_bfloat16* w, const
 void linear_add_bias(const LinearParams& p, const float* b, float* y, cudaStream_t stream);
 // db (OUT) += Σ_m dy (M, OUT): per-block partials in workspace (linear_bwd_workspace_floats(p) floats),
 // then their fixed-order sum (colsum_add, or recorded in defer); no atomics, bitwise reproducible.
+// The partials: (linear_db_chunks(p), OUT), partial[ch][o] = Σ over the chunk's kLinearDbChunk rows m0.. of
+// dy[m][o], as 8 strided sums (row m0 + r + 8k added to sum r from 0 in ascending k) added in order from sum 0.
 void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* workspace, cudaStream_t stream,
                       ColsumBatch* defer = nullptr);
+constexpr int kLinearDbChunk = 256;
+int linear_db_chunks(const LinearParams& p);
+// The second pass alone, for partials another kernel wrote in that layout and order (the loss's gradient kernel
+// for the head, loss.h LossOutputs::db_partial): db += their fixed-order sum, the bits of linear_bias_grad.
+void linear_bias_grad_sum(const LinearParams& p, const float* partial, float* db, cudaStream_t stream,
+                          ColsumBatch* defer = nullptr);
 
 }  // namespace gpu
 

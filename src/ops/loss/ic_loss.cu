@@ -128,6 +128,7 @@ void ic_loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const Los
   require(n <= INT_MAX, "gpu::ic_loss_fwd_bwd: B·L·K must be < 2^31");
   require(o.loss != nullptr && workspace != nullptr, "gpu::ic_loss_fwd_bwd: loss and workspace must be non-null");
   require(o.dout16 == nullptr, "gpu::ic_loss_fwd_bwd: no bf16 dout (cast it: the IC loss writes fp32 only)");
+  require(o.db_partial == nullptr, "gpu::ic_loss_fwd_bwd: no bias partials (the IC loss's dout keeps the launch)");
   const IcShape s{p.G, p.L, p.K, p.burn_in, groups(p)};
   float4* stats = reinterpret_cast<float4*>(workspace);  // cudaMalloc'd workspace: 16-byte aligned
   float* rho = workspace + 4 * size_t(s.ng);

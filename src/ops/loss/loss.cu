@@ -15,6 +15,7 @@
 
 #include "core/cuda_check.h"
 #include "ops/common/reduce.cuh"
+#include "ops/linear/linear.h"
 #include "ops/loss/loss.h"
 
 namespace mlalpha::gpu {
@@ -74,6 +75,30 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) psum[blockIdx.x] = s, pcnt[blockIdx.x] = c;
 }
 
+// K = 1: the block's kThreads elements of dout are one chunk of linear_bias_grad's rows (linear.h), row
+// r = threadIdx.x holding g (0 past the end: + 0 leaves a sum that started from +0 unchanged, so a short last
+// chunk has the bits of the shorter sum). partial[blockIdx.x] = the 8 strided sums (row r + 8k into sum r, from
+// 0, k ascending), added in order from sum 0: db_partial_kernel's arithmetic for one column, so its bits.
+constexpr int kDbStrides = 8;
+static_assert(kThreads == kLinearDbChunk, "a block of the loss's gradient is one chunk of the bias gradient's rows");
+__device__ __forceinline__ void db_chunk_partial(float g, float* __restrict__ db_partial) {
+  __shared__ float rows[kThreads];
+  __shared__ float sums[kDbStrides];
+  rows[threadIdx.x] = g;
+  __syncthreads();
+  if (threadIdx.x < kDbStrides) {
+    float s = 0.f;
+    for (int m = threadIdx.x; m < kThreads; m += kDbStrides) s += rows[m];
+    sums[threadIdx.x] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = sums[0];
+    for (int r = 1; r < kDbStrides; ++r) t += sums[r];
+    db_partial[blockIdx.x] = t;
+  }
+}
+
 // Thread t adds partials t, t + kThreads, … in order, then block_sum; loss = Σℓ · 1/max(1, Σm). Every block does
 // this (the same bits in each), block 0 writes loss and count; then each block's kThreads elements of dout
 // (and dout16 when non-null), n = 0 when no gradient is asked.
@@ -81,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
     loss_finish_kernel(long long n, int L, int K, int burn_in, bool huber, float delta, const float* __restrict__ out,
                        const float* __restrict__ y, int nb, const float* __restrict__ psum,
                        const int* __restrict__ pcnt, float* __restrict__ loss_out, int* __restrict__ count_out,
-                       float* __restrict__ dout, __nv_bfloat16* __restrict__ dout16) {
+                       float* __restrict__ dout, __nv_bfloat16* __restrict__ dout16, float* __restrict__ db_partial) {
   __shared__ float inv_s;
   float s = 0.f;
   int c = 0;
@@ -97,16 +122,18 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
-  if (i >= n) return;
-  const float yi = y[i];
   float g = 0.f;
-  if (!masked(i, L, K, burn_in, yi)) {
-    float l;
-    loss_term(huber, delta, out[i] - yi, l, g);
-    g *= inv_s;
+  if (i < n) {
+    const float yi = y[i];
+    if (!masked(i, L, K, burn_in, yi)) {
+      float l;
+      loss_term(huber, delta, out[i] - yi, l, g);
+      g *= inv_s;
+    }
+    dout[i] = g;
+    if (dout16) dout16[i] = __float2bfloat16_rn(g);
   }
-  dout[i] = g;
-  if (dout16) dout16[i] = __float2bfloat16_rn(g);
+  if (db_partial) db_chunk_partial(g, db_partial);  // block-uniform
 }
 
 long long numel(const LossParams& p) { return (long long)p.B * p.L * p.K; }
@@ -135,6 +162,8 @@ void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOu
           "gpu::loss_fwd_bwd: Huber delta must be > 0, got " + std::to_string(p.delta));
   require(loss_out != nullptr && workspace != nullptr, "gpu::loss_fwd_bwd: loss_out and workspace must be non-null");
   require(!o.dout16 || dout, "gpu::loss_fwd_bwd: dout16 needs dout");
+  require(!o.db_partial || (dout && p.K == 1), "gpu::loss_fwd_bwd: db_partial needs dout and K = 1, got K=" +
+                                                   std::to_string(p.K));
   const long long n = numel(p);
   const int nb = partial_blocks(p);
   const bool huber = p.kind == LossKind::Huber;
@@ -148,7 +177,8 @@ void loss_fwd_bwd(const LossParams& p, const LossInputs<float>& in, const LossOu
   const long long grad_n = dout ? n : 0;
   const long long grid = std::max<long long>(1, (grad_n + kThreads - 1) / kThreads);
   loss_finish_kernel<<<unsigned(grid), kThreads, 0, stream>>>(grad_n, p.L, p.K, p.burn_in, huber, p.delta, out, y, nb,
-                                                              psum, pcnt, loss_out, count_out, dout, o.dout16);
+                                                              psum, pcnt, loss_out, count_out, dout, o.dout16,
+                                                              grad_n > 0 ? o.db_partial : nullptr);
   MLALPHA_CHECK_LAUNCH(stream);
 }
 

@@ -79,6 +79,10 @@ struct LossOutputs {
   // (B, L, K) dout rounded to bf16 (nearest even, cast_bf16's bits), written with it when non-null (needs dout):
   // the bf16 step's GEMM operand. MSE / Huber only (ic_loss_fwd_bwd rejects it).
   __nv_bfloat16* dout16 = nullptr;
+  // K = 1, MSE / Huber: (ceil(B·L / kLinearDbChunk)) written when non-null (needs dout): the partials of the
+  // head bias's gradient Σ dout, per chunk of 256 rows in gpu::linear_bias_grad's order and bits (linear.h),
+  // for gpu::linear_bias_grad_sum to add; the backward then launches no partials kernel of its own.
+  float* db_partial = nullptr;
 };
 // B·L·K < 2^31. workspace: loss_fwd_bwd_workspace_floats(p) floats, need not be initialised. Kind IC calls
 // ic_loss_fwd_bwd.

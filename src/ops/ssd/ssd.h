@@ -157,19 +157,34 @@ void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, __nv_bfloat16*
 void ssd_fwd_bf16(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, __nv_bfloat16* y16,
                   float* saved, cudaStream_t stream);
 
+class ColsumBatch;  // ops/common/colsum.h
+// The backward's sums of dA_log and dD over the windows, deferred to a ColsumBatch (a model's backward adds every
+// parameter partial of the pass in one launch). On the walks (ssd_uses_walk) the reverse walk then writes its
+// per-(b, h) partials of dA_log (B, H) and of dD (B, H), in that order, to `partials` instead of its scratch and
+// records their sums in `batch`, one ColsumOrder::kBlock512 job per parameter and member (param_reduce's order:
+// the bits of the call without it), instead of launching param_reduce; `partials` must stay untouched until
+// the batch runs. The chunk-parallel path has per-chunk partials and launches param_reduce either way.
+struct SsdParamDefer {
+  ColsumBatch* batch = nullptr;
+  float* partials = nullptr;  // (2, B, H): ssd_bwd_param_partials_floats(p)
+};
+inline size_t ssd_bwd_param_partials_floats(const SsdParams& p) { return 2 * size_t(p.B) * size_t(p.H); }
+
 // The recurrence's backward (same formulas as ref::ssd_bwd) from the forward's saved buffer (ssd_saved_floats)
 // and dy (B, L, H, P), into g (SsdGrads says what is written and what accumulated); workspace:
 // ssd_bwd_workspace_floats(p) floats.
 // A carried state: ssd_fwd starts from in.h0 (saved as the first chunk state, so ssd_bwd reads it from `saved`
 // and ignores in.h0 and in.h_last) and writes in.h_last (which may be in.h0); ssd_bwd writes g.dh0 when
 // non-null, on both paths (SsdAlgo) in every precision (the bf16 walks from G_0 rounded to bf16, ssd_bwd_walk.cu).
+// defer, when non-null: dA_log's and dD's sums go to its batch (SsdParamDefer, the walks only).
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
-             const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+             const SsdGrads<float>& g, float* workspace, cudaStream_t stream, const SsdParamDefer* defer = nullptr);
 // The same with x, B, C read in bf16 from xbc (in.x, in.Bm, in.Cm null; the walks only, as ssd_fwd_bf16 with
 // xbc) and dy16 (B, L, H, P) in bf16 (gpu::gated_rmsnorm_bwd writes it so): the bits of the call above with the
 // fp32 originals of xbc and dy, which the reverse walk rounds to those bf16 values in its tiles. Gradients stay fp32.
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const float* saved,
-             const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream);
+             const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream,
+             const SsdParamDefer* defer = nullptr);
 }  // namespace gpu
 
 }  // namespace mlalpha

@@ -521,6 +521,8 @@ __global__ void group_sum_kernel(int rows, int H, int G, int N, int ld, int run,
 // (d) dA_log[h] += Σ_{b, c}, dD[h] += Σ_{b, c} of the per-(b, h, chunk) partials: a block per (head, member),
 // each thread a fixed strided subset of the member's Bm = B / members rows in order, then a fixed-order block
 // sum; member m's sums go to dA_log, dD + m·member_stride. One member: grid (H, 1), the rows 0..B.
+// ColsumOrder::kBlock512 (colsum.h) is this order at nchunks = 1, for the walks' deferred sums (SsdParamDefer).
+static_assert(kThreads == 512, "param_reduce's block is the 512 threads of ColsumOrder::kBlock512");
 __global__ void __launch_bounds__(kThreads) param_reduce_kernel(int Bm, int H, int nchunks, const float* wsA,
                                                                 const float* wsD, float* dA_log, float* dD,
                                                                 size_t member_stride) {
@@ -564,7 +566,8 @@ void param_reduce(int B, int H, int nchunks, const float* wsA, const float* wsD,
 namespace {
 // ssd_bwd; xbc16 non-null: x, B, C in bf16 and dy in bf16 (dy16; dy null), the walks only, checked by the caller.
 void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved, const float* dy,
-         const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+         const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream,
+         const SsdParamDefer* defer) {
   using namespace ssd_detail;
   validate(p);
   if (p.B == 0) return;
@@ -572,7 +575,7 @@ void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16
     if (g.dh0) MLALPHA_CUDA_CHECK(cudaMemsetAsync(g.dh0, 0, size_t(p.B) * p.H * p.P * p.N * sizeof(float), stream));
     return;
   }
-  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, xbc16, saved, dy, dy16, g, workspace, stream);
+  if (uses_walk(p)) return walk::ssd_bwd_walk(p, in, xbc16, saved, dy, dy16, g, workspace, stream, defer);
   require(xbc16 == nullptr && dy16 == nullptr, "ssd_bwd: bf16 x, B, C, dy on the chunk-parallel path");
   Args a = make_layout(p);
   set_inputs(a, in);
@@ -611,15 +614,16 @@ void bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16
 }  // namespace
 
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const float* saved, const float* dy,
-             const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
-  bwd(p, in, nullptr, saved, dy, nullptr, g, workspace, stream);
+             const SsdGrads<float>& g, float* workspace, cudaStream_t stream, const SsdParamDefer* defer) {
+  bwd(p, in, nullptr, saved, dy, nullptr, g, workspace, stream, defer);
 }
 
 void ssd_bwd(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16& xbc, const float* saved,
-             const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream) {
+             const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace, cudaStream_t stream,
+             const SsdParamDefer* defer) {
   ssd_detail::require_xbc16(p, in, xbc, "ssd_bwd");
   require(p.B == 0 || p.L == 0 || dy16, "ssd_bwd: dy16 is null (bf16 x, B, C come with bf16 dy)");
-  bwd(p, in, &xbc, saved, nullptr, dy16, g, workspace, stream);
+  bwd(p, in, &xbc, saved, nullptr, dy16, g, workspace, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

@@ -53,6 +53,7 @@
 #include <string>
 #include <tuple>
 
+#include "ops/common/colsum.h"
 #include "ops/ssd/ssd_walk.cuh"
 
 namespace mlalpha::gpu {
@@ -799,7 +800,7 @@ static int bwd_cluster_heads(const SsdParams& p) {
 
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
                   const float* dy, const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const SsdParamDefer* defer) {
   Args a = make_layout(p);
   set_inputs(a, in);
   require(!xbc16 || a.mode == MmaMode::kBF16, "ssd_bwd: bf16 x, B, C in bf16 precision only");
@@ -816,7 +817,11 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf
   const bool partials = !whole_groups(p.H, p.G, a.cluster_heads);
   const Workspace w = walk::workspace(p);
   require(!partials || w.partials, "ssd_bwd_walk: the scratch has no room for the clusters' partials");
-  a.wsA = workspace + w.a, a.wsD = workspace + w.d;
+  const bool deferred = defer && defer->batch;
+  require(!deferred || defer->partials, "ssd_bwd: a deferred sum of dA_log, dD needs its partials region");
+  const size_t bh = size_t(p.B) * p.H;
+  // (B, H) each: the scratch's, or the caller's region that stays untouched until its batch runs
+  a.wsA = deferred ? defer->partials : workspace + w.a, a.wsD = deferred ? defer->partials + bh : workspace + w.d;
   a.wsB = partials ? workspace + w.b : nullptr, a.wsC = partials ? workspace + w.c : nullptr;
   a.vec4 = xbc16 ? vec4_ok_xbc16(p, {a.x16, a.B16, a.C16, dy16, saved, g.dB, g.dC, workspace})
                  : vec4_ok(p, {in.x, in.Bm, in.Cm, dy, saved, g.dB, g.dC, workspace});
@@ -843,7 +848,14 @@ void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf
   });
   const int rows = p.B * p.L;
   if (partials) group_sum(rows, p.H / a.cluster_heads, p.G, p.N, p.ld, run, a.wsB, a.wsC, g.dB, g.dC, stream);
-  param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream, p.members, p.member_stride);
+  if (!deferred) return param_reduce(p.B, p.H, 1, a.wsA, a.wsD, g.dA_log, g.dD, stream, p.members, p.member_stride);
+  // member m: its Bm = B / members rows of (B, H), summed into its dA_log, dD at m·member_stride
+  const int Bm = p.B / p.members;
+  for (int m = 0; m < p.members; ++m) {
+    const size_t rows = size_t(m) * Bm * p.H, dw = size_t(m) * p.member_stride;
+    defer->batch->add({a.wsA + rows, g.dA_log + dw, Bm, p.H, 0, ColsumOrder::kBlock512});
+    defer->batch->add({a.wsD + rows, g.dD + dw, Bm, p.H, 0, ColsumOrder::kBlock512});
+  }
 }
 
 int bwd_walk_max_clusters(const SsdParams& p, int cs) {

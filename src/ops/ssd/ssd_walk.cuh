@@ -422,9 +422,9 @@ bool vec4_ok_xbc16(const SsdParams& p, std::initializer_list<const void*> rows);
 // xbc16 non-null: x, B, C read in bf16 from it (in.x, in.Bm, in.Cm unused; bf16 mode only).
 void ssd_fwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, float* y,
                   __nv_bfloat16* y16, float* saved, cudaStream_t stream);
-// xbc16 non-null: dy read in bf16 from dy16 too (dy unused): both or neither.
+// xbc16 non-null: dy read in bf16 from dy16 too (dy unused): both or neither. defer: ssd.h SsdParamDefer.
 void ssd_bwd_walk(const SsdParams& p, const SsdInputs<float>& in, const SsdXbcBf16* xbc16, const float* saved,
                   const float* dy, const __nv_bfloat16* dy16, const SsdGrads<float>& g, float* workspace,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const SsdParamDefer* defer);
 
 }  // namespace mlalpha::gpu::ssd_detail::walk
