@@ -219,12 +219,12 @@ void GpuModel::forward(const float* P, const float* x, const bf16* P16, const Ca
 
 void GpuModel::loss(const float* y, const LossParams& lp, float* loss_out) {
   require(lp.B == B_ && lp.L == L_ && lp.K == lay_.cfg.K, "GpuModel::loss: shape differs from the model's (B, L, K)");
-  // BF16: the MSE / Huber loss writes dout's bf16 copy (the head's dy) itself; the IC loss and a row map leave
-  // it to a cast at the start of backward().
-  dout16_written_ = is_bf16() && !map_.rows && lp.kind != LossKind::IC;
-  // K = 1: the same kernel writes the head bias's per-chunk partials (linear_bias_grad's bits), which backward()
-  // only sums: no partials launch of its own
-  head_db_written_ = partials_.size() > 0 && !map_.rows && lp.kind != LossKind::IC && lp.K == 1;
+  // The MSE / Huber loss without a row map computes dout in its own gradient kernel, which also writes, in BF16,
+  // dout's bf16 copy (the head's dy; the IC loss and a row map leave it to a cast at the start of backward()) and,
+  // at K = 1, the head bias's per-chunk partials (linear_bias_grad's bits), which backward() only sums.
+  const bool own_grad_kernel = !map_.rows && lp.kind != LossKind::IC;
+  dout16_written_ = is_bf16() && own_grad_kernel;
+  head_db_written_ = partials_.size() > 0 && own_grad_kernel && lp.K == 1;
   if (!map_.rows) {
     const LayerShapes s(lay_.cfg, B_, L_);
     float* db_part = head_db_written_ ? partials_.data() + GradPartials(s, lay_.cfg.NL, gemm_.precision).head_db

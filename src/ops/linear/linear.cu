@@ -109,7 +109,7 @@ void linear_bias_grad(const LinearParams& p, const float* dy, float* db, float* 
   const dim3 grid1((p.OUT + kDbCols - 1) / kDbCols, chunks);
   db_partial_kernel<<<grid1, dim3(kDbCols, kDbRowThreads), 0, stream>>>(p.M, p.OUT, dy, workspace);
   MLALPHA_CHECK_LAUNCH(stream);
-  colsum_add_or_defer(defer, chunks, p.OUT, workspace, db, stream);
+  linear_bias_grad_sum(p, workspace, db, stream, defer);
 }
 
 }  // namespace mlalpha::gpu

@@ -7,7 +7,8 @@
 //                         bf16 rounding when asked (the bf16 step's GEMM operand: no cast launch)
 // The partials are few (S: 8), so re-adding them in every block costs less than the launch a separate
 // finalising kernel took. Workspace (floats): [0, nb) Σℓ partials | [nb, 2nb) Σm partials stored as int | [2nb]
-// unused (the old 1/max(1, Σm) slot, kept so the workspace size stays the same).
+// one spare float the kernels never touch: it keeps the workspace non-empty at n = 0, where the loss still runs
+// (loss 0, count 0) and requires one.
 #include <cuda_bf16.h>
 
 #include <algorithm>
